@@ -1,0 +1,1 @@
+//! `humus-build`: the `build.rs` plugin that compiles `.proto` files with protox and generates prost messages, tonic stubs and typed humus clients.

@@ -1,0 +1,1 @@
+//! The humus examples: the wallet walkthrough (a wallet calling its ledger).

@@ -1,0 +1,3 @@
+//! Health: readiness monitors (seed 000, "Readiness: Connected").
+//!
+//! PLACEHOLDER: `Monitor` lands with issue 4.

@@ -1,0 +1,45 @@
+//! humus: resilient, observable outbound gRPC calls for tonic.
+//!
+//! Every call made through a humus [`Client`](grpc::client::Client) goes
+//! over one lazily dialled connection per dependency, is retried as a
+//! classifier decides (bounded by `max_attempts`, a retry budget shared by
+//! every call to the dependency as gRFC A6's retry throttling, the call's
+//! deadline and the server's pushback), passes the dependency's circuit
+//! breaker, is traced and measured with OpenTelemetry through the
+//! [`Setup`]'s providers (never the globals), and is a failure-injection
+//! point.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`circuit`] | the circuit breaker's state machine |
+//! | [`retry`] | the retry budget, the backoff schedule and retry decisions |
+//! | [`fault`] | failure injection: scenarios, the injector, `jsonscenario` |
+//! | [`grpc`] | the gRPC client and the server-side scenario layer |
+//! | [`telemetry`] | the OpenTelemetry providers and propagator humus uses |
+//! | [`health`] | readiness monitors |
+//! | `testing` | (feature `testing`) an in-memory network and a test CA |
+#![warn(
+    missing_debug_implementations,
+    missing_docs,
+    rust_2018_idioms,
+    unreachable_pub
+)]
+#![deny(rustdoc::broken_intra_doc_links)]
+
+pub mod circuit;
+pub mod fault;
+pub mod grpc;
+pub mod health;
+pub mod retry;
+pub mod telemetry;
+
+mod setup;
+pub use setup::Setup;
+
+#[cfg(feature = "testing")]
+pub mod testing;
+
+#[doc(hidden)]
+pub mod codegen;
+
+pub use humus_macros::client;

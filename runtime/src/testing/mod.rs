@@ -1,0 +1,4 @@
+//! Test support (feature `testing`): an in-memory network, a test CA and
+//! telemetry capture.
+//!
+//! PLACEHOLDER: lands with issues 4 and 6.
