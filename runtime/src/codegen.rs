@@ -4,7 +4,8 @@
 
 pub use crate::circuit::Outcome;
 pub use crate::grpc::client::{
-    Classification, ClassifyFn, CodeRule, Method, MethodPolicy, RpcKind,
+    Classification, ClassifyFn, Client, CodeRule, Method, MethodPolicy, RpcKind, Streaming,
 };
 pub use crate::retry::Verdict;
-pub use tonic::Code;
+pub use futures_util::Stream;
+pub use tonic::{Code, IntoRequest, IntoStreamingRequest, Request, Response, Status};

@@ -45,3 +45,31 @@ impl fmt::Display for Outcome {
         })
     }
 }
+
+/// The counts a breaker keeps of its current state, which its policy reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Successes among the latest `window` results of the current state.
+    pub successes: usize,
+    /// Failures among the latest `window` results of the current state.
+    pub failures: usize,
+    /// Successes in a row, not bounded by the window; saturating.
+    pub consecutive_successes: usize,
+    /// Failures in a row, not bounded by the window; saturating.
+    pub consecutive_failures: usize,
+    /// Probes that held their slot past `probe_timeout`.
+    pub timed_out: usize,
+}
+
+/// One change of a breaker's state, as given to its observer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transition {
+    /// The state left.
+    pub from: State,
+    /// The state entered.
+    pub to: State,
+    /// 1 for the breaker's first transition, then 2, 3, …
+    pub generation: u64,
+    /// The final counts of the state left (zero for Open → HalfOpen).
+    pub counts: Counts,
+}

@@ -31,7 +31,7 @@ pub struct CodeRule {
 
 /// What one method needs that differs from the client's defaults,
 /// declared at compile time (a `.proto` option or `#[humus::client]`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub struct MethodPolicy {
     /// The method is never sent twice: a `Retry` verdict becomes `Stop`,
     /// and the breaker outcome stays what the classifier said.
@@ -61,7 +61,7 @@ impl Default for MethodPolicy {
 /// A static descriptor of one RPC method: what the generated typed client
 /// passes to [`Client`](super::Client) on each call, so that no policy is
 /// looked up by string at run time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub struct Method {
     /// The full method name, `/package.Service/Method`.
     pub full_name: &'static str,
