@@ -246,8 +246,10 @@
 //!             Some(Err(_)) => Some(Outcome::Failure), // failed partway
 //!             Some(Ok(_)) => None,
 //!         };
-//!         if let (Some(outcome), Some(ticket)) = (outcome, self.ticket.take()) {
-//!             ticket.done(outcome);
+//!         if let Some(outcome) = outcome {
+//!             if let Some(ticket) = self.ticket.take() {
+//!                 ticket.done(outcome);
+//!             }
 //!         }
 //!         chunk
 //!     }
