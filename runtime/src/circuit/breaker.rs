@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::core::{Core, Phase, Settled, SlotRef};
+use super::core::{Core, Phase, Settled, Tag};
 use super::{Config, ConfigError, Outcome, Policy, State, Transition};
 
 type Observe = dyn Fn(&Transition) + Send + Sync;
@@ -25,11 +25,20 @@ pub struct Breaker {
     inner: Arc<Inner>,
 }
 
+// `repr(C)`, the lock first: the lock word then shares a cache line with
+// the `Arc`'s counts, which every admitted call also updates.
+#[repr(C)]
 struct Inner {
-    /// `epoch << 1 | 1` while closed with no transition queued, else 0: lets
-    /// `allow` admit a call while closed without taking the lock.
-    gate: AtomicU64,
     core: Mutex<Core>,
+    /// The tag of a ticket admitted now (odd) while closed with no
+    /// transition queued, else 0: lets `allow` admit a call while closed
+    /// without taking the lock.
+    gate: AtomicU64,
+    /// While open with nothing to deliver, the end of the open period in
+    /// nanoseconds since `base`, else 0: lets `allow` reject without the
+    /// lock.
+    open_until: AtomicU64,
+    base: Instant,
     policy: Policy,
     observe: Box<Observe>,
     config: Config,
@@ -64,6 +73,8 @@ impl Breaker {
         Ok(Breaker {
             inner: Arc::new(Inner {
                 gate: AtomicU64::new(gate(&core)),
+                open_until: AtomicU64::new(0),
+                base: Instant::now(),
                 core: Mutex::new(core),
                 policy,
                 observe: Box::new(observe),
@@ -103,15 +114,34 @@ impl Breaker {
     ///
     /// If the policy's `probe` function or `observe` panics; the panic
     /// continues and the breaker stays consistent.
+    #[inline]
     pub fn allow(&self) -> Result<Ticket, Rejected> {
-        let inner = &self.inner;
-        let gate = inner.gate.load(Ordering::Acquire);
+        // Closed with nothing to deliver: admit without the lock.
+        let gate = self.inner.gate.load(Ordering::Acquire);
         if gate & 1 == 1 {
             return Ok(Ticket {
-                inner: Arc::clone(inner),
+                inner: Arc::clone(&self.inner),
+                tag: Tag(gate),
+                #[cfg(test)]
                 epoch: gate >> 1,
-                slot: None,
             });
+        }
+        self.allow_slow()
+    }
+
+    #[inline(never)]
+    fn allow_slow(&self) -> Result<Ticket, Rejected> {
+        let inner = &self.inner;
+        // Open, and not for much longer than now: reject without the lock.
+        let until = inner.open_until.load(Ordering::Acquire);
+        if until != 0 {
+            let now = nanos(Instant::now().saturating_duration_since(inner.base));
+            if now < until {
+                return Err(Rejected {
+                    state: State::Open,
+                    retry_after: Duration::from_nanos(until - now),
+                });
+            }
         }
         let mut core = inner.lock();
         loop {
@@ -127,9 +157,8 @@ impl Breaker {
                 core = inner.deliver(core);
                 continue;
             }
-            let epoch = core.epoch;
-            let admitted = match (core.phase, now) {
-                (Phase::Closed, _) => None,
+            let tag = match (core.phase, now) {
+                (Phase::Closed, _) => Tag::closed(core.epoch),
                 (Phase::Open { until }, Some(now)) => {
                     return Err(Rejected {
                         state: State::Open,
@@ -137,7 +166,7 @@ impl Breaker {
                     });
                 }
                 (Phase::HalfOpen, Some(now)) => match core.take_slot(now) {
-                    Some(slot) => Some(slot),
+                    Some(tag) => tag,
                     None => {
                         return Err(Rejected {
                             state: State::HalfOpen,
@@ -148,11 +177,14 @@ impl Breaker {
                 (_, None) => unreachable!("the clock is read whenever the breaker is not closed"),
             };
             inner.publish(&core);
+            #[cfg(test)]
+            let epoch = core.epoch;
             drop(core);
             return Ok(Ticket {
                 inner: Arc::clone(inner),
+                tag,
+                #[cfg(test)]
                 epoch,
-                slot: admitted,
             });
         }
     }
@@ -185,6 +217,7 @@ impl fmt::Debug for Breaker {
 }
 
 impl Inner {
+    #[inline]
     fn lock(&self) -> MutexGuard<'_, Core> {
         // A policy function or `observe` that panics poisons nothing we
         // rely on: the core is consistent at every call of user code.
@@ -193,6 +226,16 @@ impl Inner {
 
     /// Refreshes the lock-free admission gate from the core.
     fn publish(&self, core: &Core) {
+        let open_until = match core.phase {
+            Phase::Open { until: Some(until) } if core.queue.is_empty() => {
+                match nanos(until.saturating_duration_since(self.base)) {
+                    u64::MAX => 0, // beyond 584 years: the slow path copes
+                    until => until,
+                }
+            }
+            _ => 0,
+        };
+        self.open_until.store(open_until, Ordering::Release);
         self.gate.store(gate(core), Ordering::Release);
     }
 
@@ -219,8 +262,31 @@ impl Inner {
         core
     }
 
-    fn settle(&self, epoch: u64, slot: Option<SlotRef>, outcome: Outcome) -> bool {
+    #[inline]
+    fn settle(&self, tag: Tag, outcome: Outcome) -> bool {
         let mut core = self.lock();
+        // Closed, and the ticket is current: count without reading the
+        // clock; most results change nothing else.
+        if core.is_closed_for(tag) {
+            match core.count_closed(outcome, &self.policy) {
+                false => return true,
+                true => {
+                    // Tripped: the queue now holds the transition.
+                    drop(self.deliver(core));
+                    return true;
+                }
+            }
+        }
+        self.settle_slow(core, tag, outcome)
+    }
+
+    #[cold]
+    fn settle_slow(
+        &self,
+        mut core: MutexGuard<'_, Core>,
+        tag: Tag,
+        outcome: Outcome,
+    ) -> bool {
         let now = match core.phase {
             Phase::Closed => None,
             _ => {
@@ -229,7 +295,7 @@ impl Inner {
                 Some(now)
             }
         };
-        let settled = core.settle(epoch, slot, outcome, &self.policy, || {
+        let settled = core.settle(tag, outcome, &self.policy, || {
             now.unwrap_or_else(Instant::now)
         });
         if core.queue.is_empty() {
@@ -240,14 +306,20 @@ impl Inner {
         settled == Settled::Current
     }
 
-    fn release(&self, slot: SlotRef) {
-        self.lock().release(slot);
+    #[cold]
+    fn release(&self, tag: Tag) {
+        self.lock().release(tag);
     }
+}
+
+/// A duration in nanoseconds, saturating at `u64::MAX` (584 years).
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 fn gate(core: &Core) -> u64 {
     if core.open_gate() {
-        core.epoch << 1 | 1
+        Tag::closed(core.epoch).0
     } else {
         0
     }
@@ -292,8 +364,10 @@ impl Drop for Unwinding<'_> {
 #[must_use = "a ticket dropped at once settles the call without a result; call `done` after the call"]
 pub struct Ticket {
     inner: Arc<Inner>,
+    tag: Tag,
+    /// The state it was admitted in, for the stress test.
+    #[cfg(test)]
     epoch: u64,
-    slot: Option<SlotRef>,
 }
 
 impl Ticket {
@@ -316,11 +390,12 @@ impl Ticket {
     /// If the policy or `observe` panics; the panic continues, the ticket's
     /// slot is freed, what was counted stays counted, and the state does not
     /// change.
+    #[inline]
     pub fn done(mut self, outcome: Outcome) -> bool {
-        let slot = self.slot;
-        let current = self.inner.settle(self.epoch, slot, outcome);
-        // Settled: nothing left for `Drop` to free.
-        self.slot = None;
+        let current = self.inner.settle(self.tag, outcome);
+        // Settled: nothing left for `Drop` to free. (If `settle` panics, the
+        // tag stays, and `Drop` frees the slot if it is still held.)
+        self.tag = Tag::SETTLED;
         current
     }
 
@@ -333,9 +408,10 @@ impl Ticket {
 }
 
 impl Drop for Ticket {
+    #[inline]
     fn drop(&mut self) {
-        if let Some(slot) = self.slot.take() {
-            self.inner.release(slot);
+        if self.tag.is_probe() {
+            self.inner.release(self.tag);
         }
     }
 }
@@ -343,7 +419,7 @@ impl Drop for Ticket {
 impl fmt::Debug for Ticket {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Ticket")
-            .field("probe", &self.slot.is_some())
+            .field("probe", &self.tag.is_probe())
             .finish_non_exhaustive()
     }
 }
@@ -480,7 +556,7 @@ mod tests {
                             }
                             _ => {
                                 if let Ok(ticket) = breaker.allow() {
-                                    if ticket.slot.is_some() {
+                                    if ticket.tag.is_probe() {
                                         let mut map = in_flight.lock().unwrap();
                                         let n = map.entry(ticket.epoch).or_default();
                                         *n += 1;
@@ -492,7 +568,7 @@ mod tests {
                         }
                         if held.len() > rng.usize(0..3) {
                             let ticket: Ticket = held.swap_remove(rng.usize(0..held.len()));
-                            if ticket.slot.is_some() {
+                            if ticket.tag.is_probe() {
                                 *in_flight.lock().unwrap().get_mut(&ticket.epoch).unwrap() -= 1;
                             }
                             match rng.u8(0..5) {
@@ -511,7 +587,7 @@ mod tests {
                         }
                     }
                     for ticket in held {
-                        if ticket.slot.is_some() {
+                        if ticket.tag.is_probe() {
                             *in_flight.lock().unwrap().get_mut(&ticket.epoch).unwrap() -= 1;
                         }
                         ticket.done(Outcome::Success);

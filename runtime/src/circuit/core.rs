@@ -33,13 +33,48 @@ impl Phase {
     }
 }
 
-/// Which probe slot a ticket holds: its index, and the unique id of the
-/// holder, so that a slot freed by a timeout and taken by a newer probe is
-/// never freed by the older one.
+/// What a ticket knows of where it was admitted, in one word, so that a
+/// ticket is two words and moves in registers:
+///
+/// - `0`: settled, nothing held;
+/// - odd, `epoch << 1 | 1`: admitted while closed, in `epoch`;
+/// - even, `holder << 17 | index << 1`: a probe holding slot `index` (there
+///   are at most [`MAX_COUNT`](super::MAX_COUNT) = 2^16 slots), admitted as
+///   probe number `holder` (47 bits, from 1) of the breaker.
+///
+/// Probe numbers grow by one per probe admitted, so a probe belongs to the
+/// current half-open period when its number is at least the period's first.
+/// They wrap after 2^47 probes (over a month at 50 million probes a second);
+/// a probe ticket still unsettled after 2^46 further probes could then be
+/// taken for a current one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct SlotRef {
-    index: u32,
-    holder: u64,
+pub(super) struct Tag(pub(super) u64);
+
+const HOLDER_BITS: u32 = 47;
+const HOLDER_MASK: u64 = (1 << HOLDER_BITS) - 1;
+
+impl Tag {
+    pub(super) const SETTLED: Tag = Tag(0);
+
+    pub(super) fn closed(epoch: u64) -> Tag {
+        Tag(epoch << 1 | 1)
+    }
+
+    fn probe(index: u32, holder: u64) -> Tag {
+        debug_assert!(index < 1 << 16 && holder != 0 && holder <= HOLDER_MASK);
+        Tag(holder << 17 | u64::from(index) << 1)
+    }
+
+    /// The slot index and probe number, for a probe's tag.
+    fn slot(self) -> Option<(usize, u64)> {
+        (self.0 != 0 && self.0 & 1 == 0).then(|| (((self.0 >> 1) & 0xffff) as usize, self.0 >> 17))
+    }
+
+    /// Whether the tag is a probe's, holding (or having held) a slot.
+    #[inline]
+    pub(super) fn is_probe(self) -> bool {
+        self.0 != 0 && self.0 & 1 == 0
+    }
 }
 
 /// The latest `window` results of the current state, one bit each
@@ -69,6 +104,7 @@ impl Window {
 
     /// Adds a result; returns the one it pushed out of a full window
     /// (`Some(true)` for a failure).
+    #[inline]
     fn push(&mut self, failure: bool) -> Option<bool> {
         let i = self.next;
         let (word, mask) = (i / 64, 1u64 << (i % 64));
@@ -110,6 +146,8 @@ struct Slots {
     head: u32,
     tail: u32,
     next_holder: u64,
+    /// The number of the first probe of the current half-open period.
+    first_holder: u64,
 }
 
 impl Slots {
@@ -127,13 +165,14 @@ impl Slots {
             head: NIL,
             tail: NIL,
             next_holder: 1,
+            first_holder: 1,
         }
     }
 
-    fn take(&mut self, deadline: Option<Instant>) -> Option<SlotRef> {
+    fn take(&mut self, deadline: Option<Instant>) -> Option<Tag> {
         let index = self.free.pop()?;
         let holder = self.next_holder;
-        self.next_holder += 1;
+        self.next_holder = if holder == HOLDER_MASK { 1 } else { holder + 1 };
         self.slots[index as usize] = Slot {
             holder,
             deadline,
@@ -146,7 +185,7 @@ impl Slots {
             self.slots[self.tail as usize].next = index;
         }
         self.tail = index;
-        Some(SlotRef { index, holder })
+        Some(Tag::probe(index, holder))
     }
 
     fn unlink(&mut self, index: u32) {
@@ -165,11 +204,25 @@ impl Slots {
         self.free.push(index);
     }
 
-    /// Frees the slot if `slot` still holds it.
-    fn free(&mut self, slot: SlotRef) {
-        if self.slots[slot.index as usize].holder == slot.holder {
-            self.unlink(slot.index);
+    /// Frees the slot the probe of `tag` holds, if it still holds it.
+    fn free(&mut self, tag: Tag) {
+        if let Some((index, holder)) = tag.slot() {
+            if self.slots.get(index).is_some_and(|slot| slot.holder == holder) {
+                self.unlink(index as u32);
+            }
         }
+    }
+
+    /// Starts a half-open period: probes admitted from now on are its own.
+    fn start_period(&mut self) {
+        self.first_holder = self.next_holder;
+    }
+
+    /// Whether the probe of `tag` was admitted in the current period.
+    fn in_period(&self, tag: Tag) -> bool {
+        tag.slot().is_some_and(|(_, holder)| {
+            holder.wrapping_sub(self.first_holder) & HOLDER_MASK < 1 << (HOLDER_BITS - 1)
+        })
     }
 
     /// The deadline of the oldest probe, if it has passed by `now`.
@@ -261,6 +314,40 @@ impl Core {
         matches!(self.phase, Phase::Closed) && self.queue.is_empty()
     }
 
+    /// Whether the ticket of `tag` was admitted in the current closed
+    /// state, with nothing queued.
+    #[inline]
+    pub(super) fn is_closed_for(&self, tag: Tag) -> bool {
+        tag == Tag::closed(self.epoch) && matches!(self.phase, Phase::Closed) && self.queue.is_empty()
+    }
+
+    /// Whether the ticket of `tag` was admitted in the current state.
+    fn is_current(&self, tag: Tag) -> bool {
+        match self.phase {
+            Phase::Closed => tag == Tag::closed(self.epoch),
+            Phase::HalfOpen => self.slots.in_period(tag),
+            Phase::Open { .. } => false,
+        }
+    }
+
+    /// Counts a result of the current closed state, and asks `trip`;
+    /// returns whether the breaker opened. The clock is read only then.
+    #[inline]
+    pub(super) fn count_closed(&mut self, outcome: Outcome, policy: &Policy) -> bool {
+        let failure = match outcome {
+            Outcome::Success => false,
+            Outcome::Failure => true,
+            Outcome::Ignored => return false,
+        };
+        self.record(failure);
+        if policy.trip(&self.counts) {
+            self.move_to(State::Open, Instant::now());
+            true
+        } else {
+            false
+        }
+    }
+
     /// Makes the changes time has made due by `now`, in the order they fell
     /// due and each as of that moment: becoming half-open at the end of the
     /// open period, and each probe timing out (which asks `policy.probe`).
@@ -288,30 +375,27 @@ impl Core {
     }
 
     /// Takes a probe slot if one is free, for a probe admitted at `now`.
-    pub(super) fn take_slot(&mut self, now: Instant) -> Option<SlotRef> {
+    pub(super) fn take_slot(&mut self, now: Instant) -> Option<Tag> {
         self.slots.take(now.checked_add(self.probe_timeout))
     }
 
     /// Frees a probe slot if the ticket still holds it. Calls no user code.
-    pub(super) fn release(&mut self, slot: SlotRef) {
-        self.slots.free(slot);
+    pub(super) fn release(&mut self, tag: Tag) {
+        self.slots.free(tag);
     }
 
-    /// Settles a ticket admitted in `epoch`, holding `slot`, with `outcome`,
-    /// at `now` (read only if a state changes). Frees the slot; counts the
-    /// result and asks the policy if the ticket's state is current.
+    /// Settles the ticket of `tag` with `outcome`, at `now` (read only if
+    /// the state changes). Frees its slot; counts the result and asks the
+    /// policy if the ticket's state is current.
     pub(super) fn settle(
         &mut self,
-        epoch: u64,
-        slot: Option<SlotRef>,
+        tag: Tag,
         outcome: Outcome,
         policy: &Policy,
         now: impl FnOnce() -> Instant,
     ) -> Settled {
-        if let Some(slot) = slot {
-            self.slots.free(slot);
-        }
-        if epoch != self.epoch {
+        self.slots.free(tag);
+        if !self.is_current(tag) {
             return Settled::Late;
         }
         let failure = match outcome {
@@ -332,13 +416,13 @@ impl Core {
                     self.move_to(to, now());
                 }
             }
-            // No ticket is admitted while open, and entering open starts a
-            // new epoch, so no current ticket reaches here.
+            // No ticket is current while open.
             Phase::Open { .. } => {}
         }
         Settled::Current
     }
 
+    #[inline]
     fn record(&mut self, failure: bool) {
         let c = &mut self.counts;
         match self.window.push(failure) {
@@ -371,7 +455,10 @@ impl Core {
             State::Open => Phase::Open {
                 until: at.checked_add(self.open_for),
             },
-            State::HalfOpen => Phase::HalfOpen,
+            State::HalfOpen => {
+                self.slots.start_period();
+                Phase::HalfOpen
+            }
         };
         self.queue.push_back(Transition {
             from,
@@ -439,15 +526,15 @@ mod tests {
         let mut core = Core::new(&config(4, 1));
         core.counts_mut().consecutive_failures = usize::MAX - 1;
         for _ in 0..3 {
-            core.settle(0, None, Outcome::Failure, &never, Instant::now);
+            core.settle(Tag::closed(0), Outcome::Failure, &never, Instant::now);
         }
         assert_eq!(core.counts().consecutive_failures, usize::MAX);
         assert_eq!(core.counts().failures, 3);
-        core.settle(0, None, Outcome::Success, &never, Instant::now);
+        core.settle(Tag::closed(0), Outcome::Success, &never, Instant::now);
         assert_eq!(core.counts().consecutive_successes, 1);
         assert_eq!(core.counts().consecutive_failures, 0);
         core.counts_mut().consecutive_successes = usize::MAX;
-        core.settle(0, None, Outcome::Success, &never, Instant::now);
+        core.settle(Tag::closed(0), Outcome::Success, &never, Instant::now);
         assert_eq!(core.counts().consecutive_successes, usize::MAX);
     }
 
@@ -460,7 +547,7 @@ mod tests {
         assert!(s.take(None).is_none());
         s.free(a);
         let c = s.take(Some(t0 + Duration::from_secs(2))).unwrap();
-        assert_eq!(c.index, a.index);
+        assert_eq!(c.slot().unwrap().0, a.slot().unwrap().0);
         s.free(a); // a no longer holds the slot c took
         assert_eq!(s.held(), 2);
         assert_eq!(s.due(t0 + Duration::from_secs(1)), Some(t0 + Duration::from_secs(1)));

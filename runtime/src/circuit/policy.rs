@@ -112,12 +112,14 @@ impl Policy {
 
     /// Asks the policy's `trip` function: does a closed breaker with these
     /// counts open?
+    #[inline]
     pub fn trip(&self, counts: &Counts) -> bool {
         (self.trip)(counts)
     }
 
     /// Asks the policy's `probe` function: where does a half-open breaker
     /// with these counts go?
+    #[inline]
     pub fn probe(&self, counts: &Counts) -> State {
         (self.probe)(counts)
     }
