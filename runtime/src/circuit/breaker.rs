@@ -126,16 +126,10 @@ impl Breaker {
                 epoch: gate >> 1,
             });
         }
-        self.allow_slow()
-    }
-
-    #[inline(never)]
-    fn allow_slow(&self) -> Result<Ticket, Rejected> {
-        let inner = &self.inner;
-        // Open, and not for much longer than now: reject without the lock.
-        let until = inner.open_until.load(Ordering::Acquire);
+        // Open, and not yet due to become half-open: reject without it.
+        let until = self.inner.open_until.load(Ordering::Acquire);
         if until != 0 {
-            let now = nanos(Instant::now().saturating_duration_since(inner.base));
+            let now = nanos(Instant::now().saturating_duration_since(self.inner.base));
             if now < until {
                 return Err(Rejected {
                     state: State::Open,
@@ -143,6 +137,12 @@ impl Breaker {
                 });
             }
         }
+        self.allow_slow()
+    }
+
+    #[cold]
+    fn allow_slow(&self) -> Result<Ticket, Rejected> {
+        let inner = &self.inner;
         let mut core = inner.lock();
         loop {
             let now = match core.phase {
