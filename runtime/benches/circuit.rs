@@ -34,10 +34,7 @@ fn humus(open_for: Duration, policy: Policy) -> Breaker {
     Breaker::new(config, policy, |_| {}).unwrap()
 }
 
-fn failsafe(
-    failures: u32,
-    open_for: Duration,
-) -> impl failsafe::CircuitBreaker + std::fmt::Debug {
+fn failsafe(failures: u32, open_for: Duration) -> impl failsafe::CircuitBreaker + std::fmt::Debug {
     let policy = failsafe::failure_policy::consecutive_failures(
         failures,
         failsafe::backoff::constant(open_for),

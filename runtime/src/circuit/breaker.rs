@@ -281,12 +281,7 @@ impl Inner {
     }
 
     #[cold]
-    fn settle_slow(
-        &self,
-        mut core: MutexGuard<'_, Core>,
-        tag: Tag,
-        outcome: Outcome,
-    ) -> bool {
+    fn settle_slow(&self, mut core: MutexGuard<'_, Core>, tag: Tag, outcome: Outcome) -> bool {
         let now = match core.phase {
             Phase::Closed => None,
             _ => {
@@ -522,14 +517,17 @@ mod tests {
             },
             policy,
             move |t: &Transition| {
-                assert!(!flag.swap(true, Ordering::SeqCst), "observe overlaps itself");
+                assert!(
+                    !flag.swap(true, Ordering::SeqCst),
+                    "observe overlaps itself"
+                );
                 // observe may call the breaker.
                 if let Some(b) = observer_handle.get() {
                     let _ = b.state();
-                    if t.generation % 7 == 0 {
-                        if let Ok(ticket) = b.allow() {
-                            ticket.done(Outcome::Ignored);
-                        }
+                    if t.generation.is_multiple_of(7)
+                        && let Ok(ticket) = b.allow()
+                    {
+                        ticket.done(Outcome::Ignored);
                     }
                 }
                 sender.send(*t).unwrap();
@@ -601,7 +599,11 @@ mod tests {
         // Every transition was delivered by the threads themselves.
         let core = breaker.inner.lock();
         assert!(core.queue.is_empty() && !core.delivering);
-        assert_eq!(core.held(), 0, "every slot is free once every ticket is settled");
+        assert_eq!(
+            core.held(),
+            0,
+            "every slot is free once every ticket is settled"
+        );
         drop(core);
         // (The observer holds a handle to its own breaker, which therefore
         // lives on; `try_iter` reads what it sent.)
@@ -615,6 +617,9 @@ mod tests {
             assert_ne!(t.from, t.to);
             last = t.to;
         }
-        assert!(count > 10, "the stress test went through the states ({count} transitions)");
+        assert!(
+            count > 10,
+            "the stress test went through the states ({count} transitions)"
+        );
     }
 }

@@ -67,7 +67,8 @@ impl Tag {
 
     /// The slot index and probe number, for a probe's tag.
     fn slot(self) -> Option<(usize, u64)> {
-        (self.0 != 0 && self.0 & 1 == 0).then(|| (((self.0 >> 1) & 0xffff) as usize, self.0 >> 17))
+        (self.0 != 0 && self.0 & 1 == 0)
+            .then_some((((self.0 >> 1) & 0xffff) as usize, self.0 >> 17))
     }
 
     /// Whether the tag is a probe's, holding (or having held) a slot.
@@ -206,10 +207,13 @@ impl Slots {
 
     /// Frees the slot the probe of `tag` holds, if it still holds it.
     fn free(&mut self, tag: Tag) {
-        if let Some((index, holder)) = tag.slot() {
-            if self.slots.get(index).is_some_and(|slot| slot.holder == holder) {
-                self.unlink(index as u32);
-            }
+        if let Some((index, holder)) = tag.slot()
+            && self
+                .slots
+                .get(index)
+                .is_some_and(|slot| slot.holder == holder)
+        {
+            self.unlink(index as u32);
         }
     }
 
@@ -318,7 +322,9 @@ impl Core {
     /// state, with nothing queued.
     #[inline]
     pub(super) fn is_closed_for(&self, tag: Tag) -> bool {
-        tag == Tag::closed(self.epoch) && matches!(self.phase, Phase::Closed) && self.queue.is_empty()
+        tag == Tag::closed(self.epoch)
+            && matches!(self.phase, Phase::Closed)
+            && self.queue.is_empty()
     }
 
     /// Whether the ticket of `tag` was admitted in the current state.
@@ -550,9 +556,15 @@ mod tests {
         assert_eq!(c.slot().unwrap().0, a.slot().unwrap().0);
         s.free(a); // a no longer holds the slot c took
         assert_eq!(s.held(), 2);
-        assert_eq!(s.due(t0 + Duration::from_secs(1)), Some(t0 + Duration::from_secs(1)));
+        assert_eq!(
+            s.due(t0 + Duration::from_secs(1)),
+            Some(t0 + Duration::from_secs(1))
+        );
         s.pop_oldest();
-        assert_eq!(s.due(t0 + Duration::from_secs(5)), Some(t0 + Duration::from_secs(2)));
+        assert_eq!(
+            s.due(t0 + Duration::from_secs(5)),
+            Some(t0 + Duration::from_secs(2))
+        );
         s.free(b); // already gone
         s.clear();
         assert_eq!(s.held(), 0);
