@@ -345,6 +345,19 @@ async fn rejected_renders_the_remaining_time() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_very_long_open_period_is_measured_exactly() {
+    // Beyond what the lock-free rejection represents (2^34 s).
+    let open_for = Duration::from_secs(1 << 35);
+    let (b, _log) = consecutive(config(10, 1, open_for, PROBE_TIMEOUT), 1);
+    call(&b, Outcome::Failure);
+    assert_eq!(b.allow().unwrap_err().retry_after, open_for);
+    advance(open_for - NS).await;
+    assert_eq!(b.allow().unwrap_err().retry_after, NS);
+    advance(NS).await;
+    assert!(b.allow().is_ok());
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_open_period_too_long_for_the_clock_never_ends() {
     let (b, _log) = consecutive(config(10, 1, Duration::MAX, PROBE_TIMEOUT), 1);
     call(&b, Outcome::Failure);

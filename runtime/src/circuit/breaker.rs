@@ -34,9 +34,9 @@ struct Inner {
     /// transition queued, else 0: lets `allow` admit a call while closed
     /// without taking the lock.
     gate: AtomicU64,
-    /// While open with nothing to deliver, the end of the open period in
-    /// nanoseconds since `base`, else 0: lets `allow` reject without the
-    /// lock.
+    /// While open with nothing to deliver, the end of the open period as
+    /// time since `base`, [packed](pack), else 0: lets `allow` reject
+    /// without the lock.
     open_until: AtomicU64,
     base: Instant,
     policy: Policy,
@@ -129,11 +129,11 @@ impl Breaker {
         // Open, and not yet due to become half-open: reject without it.
         let until = self.inner.open_until.load(Ordering::Acquire);
         if until != 0 {
-            let now = nanos(Instant::now().saturating_duration_since(self.inner.base));
+            let now = pack(Instant::now().saturating_duration_since(self.inner.base));
             if now < until {
                 return Err(Rejected {
                     state: State::Open,
-                    retry_after: Duration::from_nanos(until - now),
+                    retry_after: unpack(until) - unpack(now),
                 });
             }
         }
@@ -228,8 +228,8 @@ impl Inner {
     fn publish(&self, core: &Core) {
         let open_until = match core.phase {
             Phase::Open { until: Some(until) } if core.queue.is_empty() => {
-                match nanos(until.saturating_duration_since(self.base)) {
-                    u64::MAX => 0, // beyond 584 years: the slow path copes
+                match pack(until.saturating_duration_since(self.base)) {
+                    u64::MAX => 0, // beyond 544 years: the slow path copes
                     until => until,
                 }
             }
@@ -307,9 +307,23 @@ impl Inner {
     }
 }
 
-/// A duration in nanoseconds, saturating at `u64::MAX` (584 years).
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+const NANOS_BITS: u32 = 30; // 10^9 < 2^30
+
+/// A duration in one word, `seconds << 30 | nanoseconds`, ordered as the
+/// durations are; `u64::MAX` from 2^34 s (544 years) on.
+fn pack(d: Duration) -> u64 {
+    let secs = d.as_secs();
+    if secs >> (64 - NANOS_BITS) != 0 {
+        return u64::MAX;
+    }
+    secs << NANOS_BITS | u64::from(d.subsec_nanos())
+}
+
+fn unpack(packed: u64) -> Duration {
+    Duration::new(
+        packed >> NANOS_BITS,
+        (packed & ((1 << NANOS_BITS) - 1)) as u32,
+    )
 }
 
 fn gate(core: &Core) -> u64 {
@@ -461,6 +475,26 @@ mod tests {
     use std::sync::atomic::AtomicBool;
     use std::sync::mpsc;
     use std::thread;
+
+    #[test]
+    fn packed_durations_keep_their_value_and_order() {
+        let ds = [
+            Duration::ZERO,
+            Duration::from_nanos(1),
+            Duration::from_nanos(999_999_999),
+            Duration::from_secs(1),
+            Duration::new(4, 200_000_000),
+            Duration::new((1 << 34) - 1, 999_999_999),
+        ];
+        for pair in ds.windows(2) {
+            assert!(pack(pair[0]) < pack(pair[1]), "{pair:?}");
+        }
+        for d in ds {
+            assert_eq!(unpack(pack(d)), d);
+        }
+        assert_eq!(pack(Duration::from_secs(1 << 34)), u64::MAX);
+        assert_eq!(pack(Duration::MAX), u64::MAX);
+    }
 
     /// Threads mix every operation on one breaker that goes through all its
     /// states; no more than `probes` probes of one half-open period are ever
