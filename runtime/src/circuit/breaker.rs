@@ -126,7 +126,13 @@ impl Breaker {
                 epoch: gate >> 1,
             });
         }
-        // Open, and not yet due to become half-open: reject without it.
+        self.allow_not_closed()
+    }
+
+    #[inline(never)]
+    fn allow_not_closed(&self) -> Result<Ticket, Rejected> {
+        // Open, and not yet due to become half-open: reject without the
+        // lock.
         let until = self.inner.open_until.load(Ordering::Acquire);
         if until != 0 {
             let now = pack(Instant::now().saturating_duration_since(self.inner.base));
