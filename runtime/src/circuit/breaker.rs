@@ -2,13 +2,14 @@
 
 use std::error::Error;
 use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::core::{Core, Phase, Settled, Tag};
+use super::lock::{Guard, Lock};
 use super::{Config, ConfigError, Outcome, Policy, State, Transition};
 
 type Observe = dyn Fn(&Transition) + Send + Sync;
@@ -29,7 +30,7 @@ pub struct Breaker {
 // the `Arc`'s counts, which every admitted call also updates.
 #[repr(C)]
 struct Inner {
-    core: Mutex<Core>,
+    core: Lock<Core>,
     /// The tag of a ticket admitted now (odd) while closed with no
     /// transition queued, else 0: lets `allow` admit a call while closed
     /// without taking the lock.
@@ -75,7 +76,7 @@ impl Breaker {
                 gate: AtomicU64::new(gate(&core)),
                 open_until: AtomicU64::new(0),
                 base: Instant::now(),
-                core: Mutex::new(core),
+                core: Lock::new(core),
                 policy,
                 observe: Box::new(observe),
                 config,
@@ -224,10 +225,8 @@ impl fmt::Debug for Breaker {
 
 impl Inner {
     #[inline]
-    fn lock(&self) -> MutexGuard<'_, Core> {
-        // A policy function or `observe` that panics poisons nothing we
-        // rely on: the core is consistent at every call of user code.
-        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> Guard<'_, Core> {
+        self.core.lock()
     }
 
     /// Refreshes the lock-free admission gate from the core.
@@ -248,7 +247,7 @@ impl Inner {
     /// Hands the queued transitions to `observe` one at a time, outside the
     /// lock, unless another thread is already doing so; then that thread
     /// delivers what this one queued. Returns the lock, taken again.
-    fn deliver<'a>(&'a self, mut core: MutexGuard<'a, Core>) -> MutexGuard<'a, Core> {
+    fn deliver<'a>(&'a self, mut core: Guard<'a, Core>) -> Guard<'a, Core> {
         while !core.delivering {
             let Some(transition) = core.queue.pop_front() else {
                 break;
@@ -287,7 +286,7 @@ impl Inner {
     }
 
     #[cold]
-    fn settle_slow(&self, mut core: MutexGuard<'_, Core>, tag: Tag, outcome: Outcome) -> bool {
+    fn settle_slow(&self, mut core: Guard<'_, Core>, tag: Tag, outcome: Outcome) -> bool {
         let now = match core.phase {
             Phase::Closed => None,
             _ => {
@@ -591,7 +590,9 @@ mod tests {
 
         // Probes in flight per epoch, counted after admission and before
         // settling, so never more than the slots actually held.
-        let in_flight = Arc::new(Mutex::new(std::collections::HashMap::<u64, usize>::new()));
+        let in_flight = Arc::new(std::sync::Mutex::new(
+            std::collections::HashMap::<u64, usize>::new(),
+        ));
         let threads: Vec<_> = (0..THREADS)
             .map(|t| {
                 let breaker = breaker.clone();

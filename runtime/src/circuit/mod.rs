@@ -301,6 +301,7 @@
 mod breaker;
 mod config;
 mod core;
+mod lock;
 mod policy;
 
 pub use breaker::{Breaker, Rejected, Ticket};
