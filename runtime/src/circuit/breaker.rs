@@ -127,24 +127,25 @@ impl Breaker {
                 epoch: gate >> 1,
             });
         }
-        self.allow_not_closed()
+        match self.reject_open() {
+            Some(retry_after) => Err(Rejected {
+                state: State::Open,
+                retry_after,
+            }),
+            None => self.allow_slow(),
+        }
     }
 
+    /// While open and not yet due to become half-open, how much longer it
+    /// stays open: a rejection without the lock.
     #[inline(never)]
-    fn allow_not_closed(&self) -> Result<Ticket, Rejected> {
-        // Open, and not yet due to become half-open: reject without the
-        // lock.
+    fn reject_open(&self) -> Option<Duration> {
         let until = self.inner.open_until.load(Ordering::Acquire);
-        if until != 0 {
-            let now = pack(Instant::now().saturating_duration_since(self.inner.base));
-            if now < until {
-                return Err(Rejected {
-                    state: State::Open,
-                    retry_after: unpack(until) - unpack(now),
-                });
-            }
+        if until == 0 {
+            return None;
         }
-        self.allow_slow()
+        let now = pack(Instant::now().saturating_duration_since(self.inner.base));
+        (now < until).then(|| unpack(until) - unpack(now))
     }
 
     #[cold]
