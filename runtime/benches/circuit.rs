@@ -1,19 +1,26 @@
 //! The circuit breaker's cost per call, side by side with the `failsafe`
-//! (1.3) and `recloser` (1.3) crates doing the same work in the same run.
+//! (1.3.0) and `recloser` (1.3.1) crates doing the same work in the same
+//! run:
 //!
 //! ```text
 //! cargo bench -p humus --bench circuit -- --warm-up-time 1 --measurement-time 3
 //! ```
 //!
-//! - `closed`: one admitted call settled as a success while closed;
-//! - `rejected`: one call rejected while open;
+//! - `closed`: one call admitted and settled as a success while closed
+//!   (humus: `allow` + `done`; the peers: `call` with a closure returning
+//!   `Ok`). humus trips on 5 failures in a row or half of the last 20
+//!   results, failsafe on 5 in a row, recloser on half of the last 20;
+//! - `rejected`: one call rejected while open (humus also computes how
+//!   long it stays open);
 //! - `probe`: one half-open probe admitted and settled as a success, the
-//!   policy keeping the breaker half-open (failsafe has no such policy: any
-//!   successful probe closes it, so it is not in this group);
+//!   policy keeping the breaker half-open. failsafe has no such policy (a
+//!   successful probe always closes it), so it is not in this group;
 //! - `probe_cycle`: a failure trips the breaker, the open period (as short
-//!   as each crate allows) passes, and a successful probe closes it again.
+//!   as each crate allows: 1 ns, or zero) passes, and a successful probe
+//!   closes it again: three transitions, each delivered to a no-op
+//!   observer in humus's case.
 //!
-//! Results are recorded in `BENCHMARKS.circuit.md`.
+//! The figures, as ratios, are in `BENCHMARKS.circuit.md`.
 
 use std::hint::black_box;
 use std::time::Duration;
