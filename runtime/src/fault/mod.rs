@@ -25,9 +25,12 @@
 //! Without [`Injector::new`], the [`Injector`] is off: nothing is evaluated,
 //! stripped or recorded.
 
+mod codec;
 mod error;
+pub mod jsonscenario;
 mod model;
 
+pub use codec::{DecodeError, Decoder, Encoder, with_scenario};
 pub use error::{Cause, ERROR_TYPE, InjectedError};
 pub use model::{Fault, Rule, Scenario};
 
