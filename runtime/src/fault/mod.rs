@@ -27,18 +27,42 @@
 
 mod codec;
 mod error;
+mod injector;
 pub mod jsonscenario;
 mod model;
+mod settings;
 
 pub use codec::{DecodeError, Decoder, Encoder, with_scenario};
 pub use error::{Cause, ERROR_TYPE, InjectedError};
+pub use injector::Injector;
 pub use model::{Fault, Rule, Scenario};
+pub use settings::{
+    DEFAULT_MAX_DELAY, FieldError, InvalidMaxDelay, Settings, SettingsError, check_max_delay,
+};
 
-/// Evaluates failure-injection points against the scenario a request
-/// carries. The default is off: it evaluates and strips nothing.
-///
-/// PLACEHOLDER: settings, evaluation and stripping land next.
-#[derive(Clone, Debug, Default)]
-pub struct Injector {
-    _private: (),
+/// The telemetry names failure injection records (seed 002, "Telemetry",
+/// with revision 1's `humus.` prefix). Both are span events, modelled on
+/// OpenTelemetry's `feature_flag.evaluation`.
+pub mod names {
+    /// The span event of every evaluation on a request that carries a
+    /// scenario, on the span in the point's context.
+    pub const EVALUATION: &str = "humus.fit.evaluation";
+    /// The span event of every strip, with no attributes, on the span
+    /// where the strip happens.
+    pub const STRIP: &str = "humus.fit.strip";
+    /// The evaluated point's name (string); always on an evaluation.
+    pub const POINT: &str = "humus.fit.point";
+    /// The matched rule's point pattern (string); when a rule matched.
+    pub const RULE: &str = "humus.fit.rule";
+    /// The fault's clamped delay, in seconds (float); when a rule matched.
+    pub const DELAY: &str = "humus.fit.delay";
+    /// Whether the fault aborts (bool); when a rule matched.
+    pub const ABORT: &str = "humus.fit.abort";
+    /// OpenTelemetry's `error.type`: the decoder's kind of rejection on an
+    /// evaluation, and [`ERROR_TYPE`](super::ERROR_TYPE) on the span of an
+    /// attempt a fault ended.
+    pub const ERROR_TYPE: &str = "error.type";
+    /// OpenTelemetry's `error.message`: why the decoder rejected the
+    /// scenario.
+    pub const ERROR_MESSAGE: &str = "error.message";
 }
