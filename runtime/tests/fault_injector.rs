@@ -50,10 +50,7 @@ fn baggage(json: Option<&str>) -> Baggage {
 
 /// Runs `f` with a context holding `baggage` and a recording span, and
 /// returns the events that span ended with.
-fn events_of(
-    baggage: Baggage,
-    f: impl FnOnce(&Context),
-) -> Vec<(String, Vec<KeyValue>)> {
+fn events_of(baggage: Baggage, f: impl FnOnce(&Context)) -> Vec<(String, Vec<KeyValue>)> {
     let exporter = InMemorySpanExporter::default();
     let provider = SdkTracerProvider::builder()
         .with_simple_exporter(exporter.clone())
@@ -72,7 +69,10 @@ fn events_of(
 }
 
 fn attr<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a Value> {
-    attrs.iter().find(|kv| kv.key.as_str() == key).map(|kv| &kv.value)
+    attrs
+        .iter()
+        .find(|kv| kv.key.as_str() == key)
+        .map(|kv| &kv.value)
 }
 
 #[test]
@@ -107,7 +107,10 @@ fn new_reports_every_bad_field_at_once() {
     );
 
     let err = Injector::new(Settings::default()).unwrap_err();
-    assert_eq!(err.to_string(), "invalid failure-injection settings: decoder: must be set");
+    assert_eq!(
+        err.to_string(),
+        "invalid failure-injection settings: decoder: must be set"
+    );
 
     let err = Injector::new(Settings {
         max_delay: Duration::ZERO,
@@ -153,7 +156,8 @@ fn no_scenario_is_no_fault_and_no_event() {
 
 #[test]
 fn a_matched_evaluation_is_an_event_with_the_rule() {
-    let json = r#"{"rules":[{"point":"grpc:payments.v1.Payments/*","delay_ms":1500,"abort":true}]}"#;
+    let json =
+        r#"{"rules":[{"point":"grpc:payments.v1.Payments/*","delay_ms":1500,"abort":true}]}"#;
     let events = events_of(baggage(Some(json)), |cx| {
         let on = injector();
         assert!(on.carries_scenario(cx));
@@ -191,7 +195,10 @@ fn an_unmatched_evaluation_lists_the_point_alone() {
         assert_eq!(name, "humus.fit.evaluation");
         assert_eq!(attrs.len(), 1, "{attrs:?}");
     }
-    assert_eq!(attr(&events[0].1, "humus.fit.point"), Some(&Value::from(POINT)));
+    assert_eq!(
+        attr(&events[0].1, "humus.fit.point"),
+        Some(&Value::from(POINT))
+    );
 }
 
 #[test]
@@ -205,8 +212,14 @@ fn a_delay_over_max_delay_is_clamped_and_the_event_shows_it() {
     let events = events_of(baggage(Some(json)), |cx| {
         assert_eq!(on.eval(cx, POINT), delay(Duration::from_secs(2)));
     });
-    assert_eq!(attr(&events[0].1, "humus.fit.delay"), Some(&Value::F64(2.0)));
-    assert_eq!(attr(&events[0].1, "humus.fit.abort"), Some(&Value::Bool(false)));
+    assert_eq!(
+        attr(&events[0].1, "humus.fit.delay"),
+        Some(&Value::F64(2.0))
+    );
+    assert_eq!(
+        attr(&events[0].1, "humus.fit.abort"),
+        Some(&Value::Bool(false))
+    );
 
     // A delay under the maximum is left alone.
     let json = r#"{"rules":[{"point":"*","delay_ms":250}]}"#;
@@ -220,7 +233,10 @@ fn a_rejected_scenario_is_an_error_event_and_the_request_goes_on() {
     let json = r#"{"rules":[{"point":"*","abrot":true}]}"#;
     let events = events_of(baggage(Some(json)), |cx| {
         let on = injector();
-        assert!(on.carries_scenario(cx), "an invalid scenario is still carried");
+        assert!(
+            on.carries_scenario(cx),
+            "an invalid scenario is still carried"
+        );
         assert_eq!(on.eval(cx, POINT), Fault::NONE);
     });
     assert_eq!(events.len(), 1);
@@ -272,10 +288,7 @@ async fn the_users_own_code_is_a_point() {
     let cx = Context::new().with_baggage(baggage(Some(json)));
     let on = injector();
     assert_eq!(on.eval(&cx, "postgresql:orders"), abort());
-    let err = on
-        .inject(&cx, "postgresql:orders", None)
-        .await
-        .unwrap_err();
+    let err = on.inject(&cx, "postgresql:orders", None).await.unwrap_err();
     assert!(err.is_abort());
     assert_eq!(err.point(), "postgresql:orders");
     assert_eq!(err.error_type(), "humus::fault::InjectedError");
@@ -328,7 +341,10 @@ impl Decoder for Signed {
     fn decode(&self, baggage: &Baggage) -> Result<Option<Scenario>, DecodeError> {
         match baggage.get("sig") {
             None => Ok(None),
-            Some(_) => Err(DecodeError::new("acme.BadSignature", "signature does not verify")),
+            Some(_) => Err(DecodeError::new(
+                "acme.BadSignature",
+                "signature does not verify",
+            )),
         }
     }
 

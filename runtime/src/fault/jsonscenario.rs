@@ -264,7 +264,7 @@ fn wire_rule(index: usize, rule: &Rule) -> Result<WireRule, EncodeError> {
         return Err(EncodeError::EmptyPoint { index });
     }
     let delay = rule.fault.delay;
-    if delay.subsec_nanos() % 1_000_000 != 0 {
+    if !delay.subsec_nanos().is_multiple_of(1_000_000) {
         return Err(EncodeError::DelayNotWholeMillis {
             index,
             point: rule.point.clone(),
@@ -388,7 +388,10 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(s.rules[0].fault, Fault::NONE);
-        assert_eq!(decode(r#"{"rules":[]}"#).unwrap().unwrap(), Scenario::default());
+        assert_eq!(
+            decode(r#"{"rules":[]}"#).unwrap().unwrap(),
+            Scenario::default()
+        );
         let s = decode(r#"{"rules":[{"point":"a","delay_ms":0,"abort":false}]}"#)
             .unwrap()
             .unwrap();
@@ -413,21 +416,45 @@ mod tests {
     #[test]
     fn rejects_what_the_grammar_does_not_allow() {
         let cases = [
-            ("unknown rule field", r#"{"rules":[{"point":"a","abrot":true}]}"#),
+            (
+                "unknown rule field",
+                r#"{"rules":[{"point":"a","abrot":true}]}"#,
+            ),
             ("unknown top field", r#"{"rules":[],"extra":1}"#),
             ("missing point", r#"{"rules":[{"abort":true}]}"#),
             ("empty point", r#"{"rules":[{"point":""}]}"#),
             ("missing rules", r#"{}"#),
-            ("negative delay", r#"{"rules":[{"point":"a","delay_ms":-1}]}"#),
-            ("fractional delay", r#"{"rules":[{"point":"a","delay_ms":1.5}]}"#),
+            (
+                "negative delay",
+                r#"{"rules":[{"point":"a","delay_ms":-1}]}"#,
+            ),
+            (
+                "fractional delay",
+                r#"{"rules":[{"point":"a","delay_ms":1.5}]}"#,
+            ),
             ("float delay", r#"{"rules":[{"point":"a","delay_ms":1.0}]}"#),
-            ("exponent delay", r#"{"rules":[{"point":"a","delay_ms":1e3}]}"#),
-            ("string delay", r#"{"rules":[{"point":"a","delay_ms":"5"}]}"#),
-            ("delay overflow", r#"{"rules":[{"point":"a","delay_ms":18446744073709551616}]}"#),
+            (
+                "exponent delay",
+                r#"{"rules":[{"point":"a","delay_ms":1e3}]}"#,
+            ),
+            (
+                "string delay",
+                r#"{"rules":[{"point":"a","delay_ms":"5"}]}"#,
+            ),
+            (
+                "delay overflow",
+                r#"{"rules":[{"point":"a","delay_ms":18446744073709551616}]}"#,
+            ),
             ("null delay", r#"{"rules":[{"point":"a","delay_ms":null}]}"#),
-            ("string abort", r#"{"rules":[{"point":"a","abort":"true"}]}"#),
+            (
+                "string abort",
+                r#"{"rules":[{"point":"a","abort":"true"}]}"#,
+            ),
             ("numeric point", r#"{"rules":[{"point":7}]}"#),
-            ("duplicate field", r#"{"rules":[{"point":"a","point":"b"}]}"#),
+            (
+                "duplicate field",
+                r#"{"rules":[{"point":"a","point":"b"}]}"#,
+            ),
             ("trailing data", r#"{"rules":[]}x"#),
             ("two values", r#"{"rules":[]}{"rules":[]}"#),
             ("not an object", r#"[]"#),

@@ -119,9 +119,7 @@ impl fmt::Display for SettingsError {
 impl std::error::Error for SettingsError {}
 
 /// Every problem of `settings`, or the decoder and max delay they hold.
-pub(crate) fn validate(
-    settings: Settings,
-) -> Result<(Arc<dyn Decoder>, Duration), SettingsError> {
+pub(crate) fn validate(settings: Settings) -> Result<(Arc<dyn Decoder>, Duration), SettingsError> {
     let mut fields = Vec::new();
     if settings.decoder.is_none() {
         fields.push(FieldError {
