@@ -30,6 +30,28 @@
 //! signed format, or a registry of scenario IDs, is a [`Decoder`] of the
 //! user's.
 //!
+//! ```
+//! use std::time::Duration;
+//! use humus::fault::{self, Fault, Injector, Rule, Scenario, Settings, jsonscenario};
+//! use opentelemetry::Context;
+//!
+//! let codec = jsonscenario::Codec::new("acme.fault")?;
+//!
+//! // The edge (or a test) puts a request under test ...
+//! let scenario = Scenario::new([Rule::new(
+//!     "grpc:payments.v1.Payments/*",
+//!     Fault { delay: Duration::from_millis(250), abort: true },
+//! )]);
+//! let cx = fault::with_scenario(&Context::new(), &codec, &scenario)?;
+//!
+//! // ... and a service whose injector reads the same member evaluates it.
+//! let faults = Injector::new(Settings::new(codec))?;
+//! let got = faults.eval(&cx, "grpc:payments.v1.Payments/Charge");
+//! assert!(got.abort);
+//! assert_eq!(got.delay, Duration::from_millis(250));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! Caveat: `opentelemetry_sdk` 0.33's `BaggagePropagator` does not
 //! percent-encode `%` when it injects, so a point name containing `%` may
 //! not survive a hop through it.

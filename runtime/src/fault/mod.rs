@@ -24,6 +24,39 @@
 //!
 //! Without [`Injector::new`], the [`Injector`] is off: nothing is evaluated,
 //! stripped or recorded.
+//!
+//! # In a client's attempt
+//!
+//! A client evaluates its point once per attempt, after its breaker
+//! admitted the attempt (a rejected attempt evaluates nothing) and inside
+//! the attempt's deadline; then strips the scenario from what it sends,
+//! unless the dependency takes part in failure injection:
+//!
+//! ```
+//! use humus::fault::{InjectedError, Injector};
+//! use opentelemetry::Context;
+//! use tokio::time::Instant;
+//!
+//! /// One attempt's failure injection: the context to send, or the status
+//! /// the attempt ends with (to classify like any other).
+//! async fn attempt(
+//!     faults: &Injector,
+//!     cx: &Context,              // the attempt's context (its span, the call's baggage)
+//!     point: &'static str,       // "grpc:payments.v1.Payments/Charge"
+//!     deadline: Option<Instant>, // the call's deadline
+//!     forward_scenario: bool,
+//! ) -> Result<Context, tonic::Status> {
+//!     faults
+//!         .eval(cx, point)
+//!         .inject(point, deadline)
+//!         .await
+//!         .map_err(|e: InjectedError| e.to_status())?; // Unavailable / DeadlineExceeded
+//!     if forward_scenario {
+//!         return Ok(cx.clone());
+//!     }
+//!     Ok(faults.strip(cx).unwrap_or_else(|| cx.clone()))
+//! }
+//! ```
 
 mod codec;
 mod error;
