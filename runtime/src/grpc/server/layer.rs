@@ -46,11 +46,7 @@ impl StripScenarioLayer {
         propagator: Arc<dyn TextMapPropagator + Send + Sync>,
     ) -> StripScenarioLayer {
         StripScenarioLayer {
-            shared: Shared {
-                injector,
-                propagator,
-                trust: None,
-            },
+            shared: Shared::new(injector, propagator),
         }
     }
 

@@ -24,7 +24,27 @@ pub(super) type TrustFn = Arc<dyn Fn(&Caller<'_>) -> bool + Send + Sync>;
 pub(super) struct Shared {
     pub(super) injector: Injector,
     pub(super) propagator: Arc<dyn TextMapPropagator + Send + Sync>,
+    /// The propagator's header names, parsed once.
+    pub(super) fields: Arc<[HeaderName]>,
     pub(super) trust: Option<TrustFn>,
+}
+
+impl Shared {
+    pub(super) fn new(
+        injector: Injector,
+        propagator: Arc<dyn TextMapPropagator + Send + Sync>,
+    ) -> Shared {
+        let fields = propagator
+            .fields()
+            .filter_map(|f| HeaderName::try_from(f).ok())
+            .collect();
+        Shared {
+            injector,
+            propagator,
+            fields,
+            trust: None,
+        }
+    }
 }
 
 impl fmt::Debug for Shared {
@@ -163,12 +183,8 @@ impl Shared {
         if !self.injector.is_on() {
             return;
         }
-        let fields: Vec<HeaderName> = self
-            .propagator
-            .fields()
-            .filter_map(|f| HeaderName::try_from(f).ok())
-            .collect();
-        combine_repeated(request.headers_mut(), &fields);
+        let fields = &*self.fields;
+        combine_repeated(request.headers_mut(), fields);
 
         let extracted = self
             .propagator
@@ -190,7 +206,7 @@ impl Shared {
         let stripped = extracted.with_baggage(baggage);
         rewrite(
             request.headers_mut(),
-            &fields,
+            fields,
             &*self.propagator,
             &extracted,
             &stripped,
