@@ -90,12 +90,14 @@ fn pushback_up_to_backoff_max_is_waited() {
 }
 
 #[test]
-fn pushback_longer_than_backoff_max_stops_without_a_token() {
+fn pushback_longer_than_backoff_max_stops_and_still_takes_the_token() {
+    // The attempt was classified Retry, so it counts against the budget
+    // even though the client ends the call.
     let b = Budget::default();
     let mut a = attempted(Verdict::Retry);
     a.retry_after = Some(a.backoff_max + MS);
     assert_eq!(decide(&b, &a), Next::Stopped);
-    assert_eq!(b.tokens_milli(), 10_000);
+    assert_eq!(b.tokens_milli(), 9_000);
 }
 
 #[test]
@@ -311,6 +313,10 @@ proptest! {
             Next::Succeeded => {
                 prop_assert_eq!(verdict, Verdict::Success);
                 prop_assert!(b.tokens_milli() >= before);
+            }
+            Next::Stopped if verdict == Verdict::Retry => {
+                prop_assert!(a.retry_after.unwrap_or_default() > a.backoff_max);
+                prop_assert_eq!(b.tokens_milli(), before.saturating_sub(1000));
             }
             Next::Stopped => prop_assert_eq!(b.tokens_milli(), before),
             Next::Throttled | Next::Exhausted => {

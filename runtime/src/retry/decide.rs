@@ -78,14 +78,14 @@ impl Next {
 /// 2. Any other verdict once the deadline has passed (`now >= deadline`):
 ///    [`Next::Expired`]. No token is taken.
 /// 3. `Stop`: [`Next::Stopped`]. No token is taken.
-/// 4. `Retry` with a `retry_after` longer than `backoff_max`: the server
-///    asks for a wait no call in flight should make, so the call ends,
-///    [`Next::Stopped`]. The client overrides the verdict, so no token is
-///    taken.
-/// 5. `Retry`: one token is taken ([`Budget::take`]), whatever follows,
-///    as gRFC A6 counts every retryable failure. If the attempt was the
-///    last `max_attempts` allows, [`Next::Exhausted`]; else if the budget
-///    refused, [`Next::Throttled`].
+/// 4. `Retry`: one token is taken ([`Budget::take`]), whatever follows,
+///    since every attempt classified Retry takes one (gRFC A6 counts every
+///    retryable failure).
+/// 5. A `retry_after` longer than `backoff_max`: the server asks for a
+///    wait no call in flight should make, so the call ends,
+///    [`Next::Stopped`]. Else, if the attempt was the last `max_attempts`
+///    allows, [`Next::Exhausted`]; else if the budget refused,
+///    [`Next::Throttled`].
 /// 6. The wait is the larger of `backoff` and `retry_after`. A wait that
 ///    would end at or after the deadline is not started:
 ///    [`Next::Expired`] (the token stays taken).
@@ -117,11 +117,11 @@ pub fn decide(budget: &Budget, attempted: &Attempted) -> Next {
         Verdict::Stop => return Next::Stopped,
         Verdict::Retry => {}
     }
+    let allowed = budget.take();
     let pushback = attempted.retry_after.unwrap_or(Duration::ZERO);
     if pushback > attempted.backoff_max {
         return Next::Stopped;
     }
-    let allowed = budget.take();
     if attempted.attempt >= attempted.max_attempts.max(1) {
         return Next::Exhausted;
     }
