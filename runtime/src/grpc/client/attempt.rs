@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use futures_util::Stream;
 use http::uri::PathAndQuery;
+use opentelemetry::Context;
 use tokio::time::Instant;
 use tonic::Status;
 use tonic::metadata::MetadataMap;
@@ -15,7 +16,7 @@ use tonic::metadata::MetadataMap;
 use super::client::{Inner, deadline};
 use super::codec::{PreEncoded, encode_once};
 use super::connection::{closing, never_processed};
-use super::hooks::{AttemptSpan, Hooks};
+use super::hooks::{AttemptSpan, Hooks, call_context};
 use super::stream::{End, Holder, Settle, Streaming, deadline_exceeded};
 use super::{CallState, Ended, Method, classify_attempt};
 use crate::circuit::{Outcome, Rejected, Ticket};
@@ -78,11 +79,16 @@ struct Call<'a> {
 }
 
 impl<'a> Call<'a> {
-    fn new(inner: &'a Inner, method: &'static Method, deadline: Option<Instant>) -> Call<'a> {
+    fn new(
+        inner: &'a Inner,
+        method: &'static Method,
+        cx: Context,
+        deadline: Option<Instant>,
+    ) -> Call<'a> {
         Call {
             inner,
             method,
-            hooks: Hooks { inner, method },
+            hooks: Hooks { inner, method, cx },
             deadline,
             attempt: 0,
         }
@@ -175,29 +181,30 @@ where
         Some(inner.settings.timeout),
         request.metadata(),
     );
-    let (metadata, _extensions, message) = request.into_parts();
+    let (metadata, extensions, message) = request.into_parts();
+    let cx = call_context(&extensions);
     let metadata = caller_metadata(metadata);
     // Encoded once: every attempt sends these bytes.
     let body = encode_once(&message);
     drop(message);
     let path = PathAndQuery::from_static(method.full_name);
-    let mut call = Call::new(inner, method, deadline);
+    let mut call = Call::new(inner, method, cx, deadline);
     loop {
         let ticket = call.allow()?;
         let started = Instant::now();
-        let mut sent = call.metadata(&metadata);
-        let span = call.hooks.attempt_start(call.attempt, &mut sent);
+        let span = call.hooks.attempt_start(call.attempt);
         let attempt = async {
-            call.hooks
-                .inject_fault(call.attempt, &sent, deadline)
-                .await?;
+            call.hooks.inject_fault(&span, deadline).await?;
+            let mut sent = call.metadata(&metadata);
+            call.hooks.propagate(&span, &mut sent);
             send_unary::<Resp>(inner, &path, &sent, &body).await
         };
         let result = match bounded(inner, deadline, attempt).await {
             Cut::Returned(result) => result,
             Cut::Deadline => Err(deadline_exceeded()),
             Cut::Closed => {
-                call.hooks.attempt_end(span, Some(&closing()), started.elapsed());
+                call.hooks
+                    .attempt_end(span, Some(&closing()), started.elapsed());
                 ticket.release();
                 return Err(closing());
             }
@@ -229,8 +236,11 @@ where
     let mut grpc = tonic::client::Grpc::new(inner.conn.channel()?);
     let mut resent = 0;
     loop {
-        let request =
-            tonic::Request::from_parts(metadata.clone(), tonic::Extensions::default(), body.clone());
+        let request = tonic::Request::from_parts(
+            metadata.clone(),
+            tonic::Extensions::default(),
+            body.clone(),
+        );
         ready(&mut grpc).await?;
         match grpc
             .unary(request, path.clone(), PreEncoded::<Resp>::new())
@@ -265,6 +275,7 @@ pub(super) async fn open<S, Req, Resp>(
     inner: &Arc<Inner>,
     method: &'static Method,
     metadata: MetadataMap,
+    cx: Context,
     outbound: Outbound<S>,
 ) -> Result<tonic::Response<Streaming<Resp>>, Status>
 where
@@ -275,23 +286,23 @@ where
     let deadline = deadline(Instant::now(), None, &metadata);
     let metadata = caller_metadata(metadata);
     let path = PathAndQuery::from_static(method.full_name);
-    let mut call = Call::new(inner, method, deadline);
+    let mut call = Call::new(inner, method, cx, deadline);
     loop {
         let ticket = call.allow()?;
         let started = Instant::now();
-        let mut sent = call.metadata(&metadata);
-        let span = call.hooks.attempt_start(call.attempt, &mut sent);
+        let span = call.hooks.attempt_start(call.attempt);
         let attempt = async {
-            call.hooks
-                .inject_fault(call.attempt, &sent, deadline)
-                .await?;
+            call.hooks.inject_fault(&span, deadline).await?;
+            let mut sent = call.metadata(&metadata);
+            call.hooks.propagate(&span, &mut sent);
             send_open::<S, Req, Resp>(inner, &path, &sent, &outbound).await
         };
         let result = match bounded(inner, deadline, attempt).await {
             Cut::Returned(result) => result,
             Cut::Deadline => Err(deadline_exceeded()),
             Cut::Closed => {
-                call.hooks.attempt_end(span, Some(&closing()), started.elapsed());
+                call.hooks
+                    .attempt_end(span, Some(&closing()), started.elapsed());
                 ticket.release();
                 return Err(closing());
             }
@@ -317,7 +328,15 @@ where
                     .decision(),
                 );
                 let (headers, stream, extensions) = response.into_parts();
-                let settle = stream_settle(inner, method, ticket, span, started, deadline);
+                let settle = stream_settle(
+                    inner,
+                    method,
+                    call.hooks.cx.clone(),
+                    ticket,
+                    span,
+                    started,
+                    deadline,
+                );
                 let stream = Streaming::new(stream, settle, deadline, inner.conn.closed());
                 return Ok(tonic::Response::from_parts(headers, stream, extensions));
             }
@@ -399,6 +418,7 @@ where
 fn stream_settle(
     inner: &Arc<Inner>,
     method: &'static Method,
+    cx: Context,
     ticket: Ticket,
     span: AttemptSpan,
     started: Instant,
@@ -411,6 +431,7 @@ fn stream_settle(
         let hooks = Hooks {
             inner: &inner,
             method,
+            cx,
         };
         let classify = |status: Option<&Status>, trailer: &MetadataMap| {
             let call = CallState {

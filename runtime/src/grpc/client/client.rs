@@ -7,9 +7,13 @@ use std::time::Duration;
 use futures_util::Stream;
 use tokio::time::Instant;
 
+use super::attempt::{self, Outbound};
+use super::codec::encode_once;
 use super::connection::Connection;
+use super::hooks::{Hooks, call_context};
+use super::stream::Holder;
 use super::{Method, NewError, Settings, Streaming};
-use crate::{Setup, fault, health, telemetry};
+use crate::{Setup, circuit, fault, health, retry, telemetry};
 
 /// A resilient gRPC client of one dependency (seed 000, `grpcclient`).
 ///
@@ -42,6 +46,9 @@ pub struct Client {
 pub(super) struct Inner {
     pub(super) settings: Settings,
     pub(super) conn: Arc<Connection>,
+    pub(super) breaker: circuit::Breaker,
+    pub(super) budget: retry::Budget,
+    pub(super) backoff: retry::Exponential,
     /// Seam for issue 6: spans, metrics and propagation per attempt.
     #[allow(dead_code)]
     pub(super) telemetry: telemetry::Telemetry,
@@ -74,6 +81,19 @@ impl Client {
     /// `settings` (a service's main exits 1 on it).
     pub fn new(setup: &Setup, settings: Settings) -> Result<Client, NewError> {
         settings.check()?;
+        let telemetry = setup.telemetry().clone();
+        let breaker = {
+            let telemetry = telemetry.clone();
+            let addr = settings.addr.clone();
+            circuit::Breaker::new(
+                settings.breaker,
+                settings.breaker_policy.clone(),
+                move |transition| Hooks::transition(&telemetry, &addr, transition),
+            )
+            .map_err(NewError::breaker)?
+        };
+        let budget = retry::Budget::new(settings.retry_budget).map_err(NewError::budget)?;
+        let backoff = retry::Exponential::new(settings.backoff_base, settings.backoff_max);
         let conn = Arc::new(Connection::new(setup.host().clone(), &settings));
         let closer = conn.closer();
         setup.on_stop(move || async move {
@@ -85,7 +105,10 @@ impl Client {
             inner: Arc::new(Inner {
                 settings,
                 conn,
-                telemetry: setup.telemetry().clone(),
+                breaker,
+                budget,
+                backoff,
+                telemetry,
                 faults: setup.faults().clone(),
             }),
         })
@@ -118,16 +141,39 @@ impl Client {
         health::Monitor::from_fn(move || conn.check())
     }
 
-    /// Makes a unary call of `method`.
+    /// Makes a unary call of `method`: the request is encoded once, and
+    /// sent in up to [`max_attempts`](Settings::max_attempts) attempts, as
+    /// the classification of each decides (the method's
+    /// [policy](super::MethodPolicy), then [`Settings::classify`]), bounded
+    /// by the retry budget and the call's deadline: the earlier of
+    /// [`Settings::timeout`] and the request's own `grpc-timeout`
+    /// ([`tonic::Request::set_timeout`]), which covers every attempt and
+    /// every wait between them. Each attempt passes the circuit breaker
+    /// first; a rejection ends the call at once with `Unavailable`, the
+    /// rejection's message, and the [`circuit::Rejected`] as its source
+    /// (so a caller can tell nothing was sent). The wait before a retry is
+    /// the larger of the backoff and the server's pushback; a pushback
+    /// longer than [`Settings::backoff_max`] ends the call. A caller who
+    /// drops the returned future gives up: nothing is counted.
+    ///
+    /// The request's metadata is sent with every attempt; its extensions
+    /// are not sent, but an [`opentelemetry::Context`] among them is the
+    /// call's context (else the current one).
     ///
     /// # Errors
     ///
-    /// The last attempt's status.
+    /// The last attempt's status: `DeadlineExceeded` once the deadline has
+    /// passed, `Canceled` (`the client connection is closing`) after
+    /// [`Setup::stop`].
     ///
     /// # Panics
     ///
     /// If `method.full_name` is not a valid HTTP path, which generated
-    /// descriptors never are.
+    /// descriptors never are; and whatever a classify or breaker policy
+    /// function panics with (nothing is caught).
+    ///
+    /// Source: seed 000, "Which calls are retried", "How an attempt's
+    /// result counts", "The circuit breaker".
     pub async fn unary<Req, Resp>(
         &self,
         method: &'static Method,
@@ -142,9 +188,22 @@ impl Client {
 
     /// Opens a server-streaming call of `method`.
     ///
+    /// Only the open is retried, as a unary attempt is (through the
+    /// breaker, with the backoff and the budget, but not
+    /// [`Settings::timeout`]: a stream lives as long as its caller wants,
+    /// and ends with the request's own `grpc-timeout` if it has one). A
+    /// stream that opened is never retried: [`Streaming`] counts it in the
+    /// breaker once, when it ends.
+    ///
     /// # Errors
     ///
     /// The status of the last attempt to open the stream.
+    ///
+    /// # Panics
+    ///
+    /// As [`unary`](Client::unary).
+    ///
+    /// Source: seed 000, "Streams".
     pub async fn server_streaming<Req, Resp>(
         &self,
         method: &'static Method,
@@ -154,15 +213,39 @@ impl Client {
         Req: prost::Message + Send + 'static,
         Resp: prost::Message + Default + Send + 'static,
     {
-        let _ = (method, request);
-        Err(tonic::Status::unimplemented("not yet"))
+        let (metadata, extensions, message) = request.into_parts();
+        let cx = call_context(&extensions);
+        let body = encode_once(&message);
+        drop(message);
+        attempt::open::<futures_util::stream::Empty<Req>, Req, Resp>(
+            &self.inner,
+            method,
+            metadata,
+            cx,
+            Outbound::One(body),
+        )
+        .await
     }
 
-    /// Makes a client-streaming call of `method`.
+    /// Makes a client-streaming call of `method`: it streams the
+    /// request's messages and returns the one response.
+    ///
+    /// The open is retried as [`server_streaming`](Client::server_streaming)'s
+    /// is, as long as no attempt has read the request stream (so a stream
+    /// never polled, refused by a breaker or a dial, is sent whole by the
+    /// next attempt); once any attempt has read it, the call is not
+    /// retried. The call counts in the breaker once, at its one response
+    /// (or its error).
     ///
     /// # Errors
     ///
     /// The call's status.
+    ///
+    /// # Panics
+    ///
+    /// As [`unary`](Client::unary).
+    ///
+    /// Source: seed 000, "Streams".
     pub async fn client_streaming<S, Req, Resp>(
         &self,
         method: &'static Method,
@@ -173,15 +256,39 @@ impl Client {
         Req: prost::Message + Send + 'static,
         Resp: prost::Message + Default + Send + 'static,
     {
-        let _ = (method, request);
-        Err(tonic::Status::unimplemented("not yet"))
+        let (headers, mut stream, extensions) = self.streaming(method, request).await?.into_parts();
+        let message = match stream.message().await {
+            Ok(Some(message)) => message,
+            Ok(None) => return Err(tonic::Status::internal("Missing response message.")),
+            Err(status) => return Err(status),
+        };
+        let mut metadata = headers.into_headers();
+        if let Some(trailers) = stream.trailers().await? {
+            metadata.extend(trailers.into_headers());
+        }
+        Ok(tonic::Response::from_parts(
+            tonic::metadata::MetadataMap::from_headers(metadata),
+            message,
+            extensions,
+        ))
     }
 
     /// Opens a bidirectional-streaming call of `method`.
     ///
+    /// The open is retried as [`server_streaming`](Client::server_streaming)'s
+    /// is, as long as no attempt has read the request stream; once open,
+    /// the stream is never retried, and [`Streaming`] counts it in the
+    /// breaker once, when it ends.
+    ///
     /// # Errors
     ///
     /// The status of the last attempt to open the stream.
+    ///
+    /// # Panics
+    ///
+    /// As [`unary`](Client::unary).
+    ///
+    /// Source: seed 000, "Streams".
     pub async fn streaming<S, Req, Resp>(
         &self,
         method: &'static Method,
@@ -192,8 +299,16 @@ impl Client {
         Req: prost::Message + Send + 'static,
         Resp: prost::Message + Default + Send + 'static,
     {
-        let _ = (method, request);
-        Err(tonic::Status::unimplemented("not yet"))
+        let (metadata, extensions, stream) = request.into_parts();
+        let cx = call_context(&extensions);
+        attempt::open::<S, Req, Resp>(
+            &self.inner,
+            method,
+            metadata,
+            cx,
+            Outbound::Many(Holder::new(Box::pin(stream))),
+        )
+        .await
     }
 }
 

@@ -8,8 +8,10 @@
 //!
 //! ```text
 //! breaker.allow()      rejected -> Hooks::rejected, Hooks::decided(Stopped), return
-//! Hooks::inject_fault  (inside the breaker)  Err(status) -> that is the attempt's result
-//! Hooks::attempt_start (may write metadata: trace context, baggage)
+//! Hooks::attempt_start (the attempt's span, a child of the call's context)
+//! Hooks::inject_fault  (inside the breaker and the deadline)
+//!                      Err(status) -> that is the attempt's result
+//! Hooks::propagate     (writes the metadata sent: trace context, baggage)
 //! ... the attempt over the channel ...
 //! Hooks::attempt_end   (the attempt's status; for a stream that opened, at its end)
 //! ticket.done(outcome) -> Hooks::counted(outcome)
@@ -21,6 +23,7 @@
 
 use std::time::Duration;
 
+use opentelemetry::Context;
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 
@@ -36,12 +39,30 @@ pub(super) struct Hooks<'a> {
     pub(super) inner: &'a Inner,
     #[allow(dead_code)]
     pub(super) method: &'static Method,
+    /// The call's context, read when the call started: an
+    /// `opentelemetry::Context` in the request's extensions, else the
+    /// current one. Its span is the parent of each attempt's; its baggage
+    /// carries the failure scenario.
+    #[allow(dead_code)]
+    pub(super) cx: Context,
 }
 
 /// What a started attempt carries until it ends: issue 6 puts the
-/// attempt's CLIENT span and its start time here.
+/// attempt's CLIENT span here (and makes `cx` the context holding it).
 pub(super) struct AttemptSpan {
-    _private: (),
+    /// The attempt's context: what the fault point and the propagator see.
+    #[allow(dead_code)]
+    pub(super) cx: Context,
+}
+
+/// The call's context: the `opentelemetry::Context` in the request's
+/// extensions, else the current one. Read synchronously at the call's
+/// start, before the call's future moves to another thread.
+pub(super) fn call_context(extensions: &tonic::Extensions) -> Context {
+    extensions
+        .get::<Context>()
+        .cloned()
+        .unwrap_or_else(Context::current)
 }
 
 impl Hooks<'_> {
@@ -60,28 +81,39 @@ impl Hooks<'_> {
     /// stream without one).
     pub(super) async fn inject_fault(
         &self,
-        attempt: u32,
-        metadata: &MetadataMap,
+        span: &AttemptSpan,
         deadline: Option<tokio::time::Instant>,
     ) -> Result<(), Status> {
-        let _ = (attempt, metadata, deadline);
+        let _ = (span, deadline);
         Ok(())
     }
 
-    /// Attempt `attempt` starts; `metadata` is what it sends. Issue 6: start
-    /// the attempt's CLIENT span (a child of the caller's context), inject
-    /// its trace context and the call's baggage into `metadata` with the
-    /// Setup's propagator; issue 7: strip the failure scenario from the
-    /// baggage unless `Settings::forward_scenario`.
-    pub(super) fn attempt_start(&self, attempt: u32, metadata: &mut MetadataMap) -> AttemptSpan {
-        let _ = (attempt, metadata);
-        AttemptSpan { _private: () }
+    /// Attempt `attempt` starts. Issue 6: start the attempt's CLIENT span,
+    /// a child of the call's context [`Hooks::cx`].
+    pub(super) fn attempt_start(&self, attempt: u32) -> AttemptSpan {
+        let _ = attempt;
+        AttemptSpan {
+            cx: self.cx.clone(),
+        }
+    }
+
+    /// Writes what the attempt sends besides the caller's metadata. Issue 6:
+    /// inject the attempt's trace context and the call's baggage into
+    /// `metadata` with the Setup's propagator; issue 7: strip the failure
+    /// scenario from that baggage unless `Settings::forward_scenario`.
+    pub(super) fn propagate(&self, span: &AttemptSpan, metadata: &mut MetadataMap) {
+        let _ = (span, metadata);
     }
 
     /// An attempt ended (for a stream that opened: the stream ended) with
     /// `status` (`None` for OK), after `elapsed`. Issue 6: end the span with
     /// `rpc.response.status_code`, record `rpc.client.call.duration`.
-    pub(super) fn attempt_end(&self, span: AttemptSpan, status: Option<&Status>, elapsed: Duration) {
+    pub(super) fn attempt_end(
+        &self,
+        span: AttemptSpan,
+        status: Option<&Status>,
+        elapsed: Duration,
+    ) {
         let _ = (span, status, elapsed);
     }
 

@@ -6,6 +6,7 @@ mod classify;
 mod client;
 mod codec;
 mod connection;
+mod hooks;
 mod method;
 mod settings;
 mod stream;
@@ -15,6 +16,7 @@ pub use client::Client;
 pub use method::{CodeRule, Method, MethodPolicy, RpcKind};
 pub use settings::{
     InvalidValue, NewError, Settings, check_addr, check_backoff_base, check_backoff_max,
-    check_max_attempts, check_server_name, check_timeout, check_tls,
+    check_breaker, check_max_attempts, check_retry_budget, check_server_name, check_timeout,
+    check_tls,
 };
 pub use stream::Streaming;

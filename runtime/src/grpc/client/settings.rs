@@ -7,6 +7,9 @@ use std::time::Duration;
 
 use rustls_pki_types::ServerName;
 
+use super::Classify;
+use crate::{circuit, retry};
+
 /// The settings of one dependency's [`Client`](super::Client): plain
 /// values, a [`Default`] with the defaults below, and a public check per
 /// field that has a valid range, which a service's configuration layer
@@ -21,9 +24,17 @@ use rustls_pki_types::ServerName;
 /// | [`server_name`](Settings::server_name) | `None`: the host of `addr` | [`check_server_name`] |
 /// | [`timeout`](Settings::timeout) | 10 s | [`check_timeout`] |
 /// | [`max_attempts`](Settings::max_attempts) | 3 | [`check_max_attempts`] |
+/// | [`retry_budget`](Settings::retry_budget) | 10 tokens, ratio 0.1 (gRFC A6) | [`check_retry_budget`] |
 /// | [`backoff_base`](Settings::backoff_base) | 100 ms | [`check_backoff_base`] |
 /// | [`backoff_max`](Settings::backoff_max) | 5 s | [`check_backoff_max`] |
+/// | [`classify`](Settings::classify) | [`default_classify`](super::default_classify) | none (set in code) |
+/// | [`breaker`](Settings::breaker) | window 20, 1 probe, open 10 s, probe timeout 30 s | [`check_breaker`] |
+/// | [`breaker_policy`](Settings::breaker_policy) | open after 5 failures in a row or half of 20 or more; close after 3 good probes | none (set in code) |
 /// | [`forward_scenario`](Settings::forward_scenario) | `false` | none |
+///
+/// The seed gives no default for the timeout, the backoff or the probe
+/// timeout; these are humus for Rust's: a pushback of up to 5 s is waited
+/// for, and a probe holds its slot longer than any unary call lasts.
 ///
 /// Source: seed 000, "Settings", "TLS and plain text", ":authority and the
 /// certificate", "Which calls are retried", "The circuit breaker".
@@ -66,6 +77,12 @@ pub struct Settings {
     /// turns retries off.
     pub max_attempts: u32,
 
+    /// The retry budget shared by every call of the client (gRFC A6's
+    /// retry throttling): each attempt classified Retry takes a token, each
+    /// success gives back `token_ratio`, and retries stop while half the
+    /// tokens or fewer are left. First attempts are never limited.
+    pub retry_budget: retry::BudgetConfig,
+
     /// The backoff's base: the wait before retry `n` is drawn from 0 up to
     /// the smaller of [`backoff_max`](Settings::backoff_max) and
     /// `backoff_base · 2ⁿ⁻¹` (full jitter).
@@ -76,6 +93,20 @@ pub struct Settings {
     /// call with its attempt's status. Must not be below
     /// [`backoff_base`](Settings::backoff_base).
     pub backoff_max: Duration,
+
+    /// How each attempt's result counts, for retries and for the breaker,
+    /// for methods whose own [policy](super::MethodPolicy) does not decide.
+    /// Set in code: what a dependency's codes mean is the user's knowledge.
+    pub classify: Classify,
+
+    /// The breaker's settings from configuration: the window of results its
+    /// policy sees, how many probes go at once, how long it stays open, and
+    /// how long a probe holds its slot.
+    pub breaker: circuit::Config,
+
+    /// When the breaker opens and closes. Set in code. A policy whose trip
+    /// function always answers `false` turns the breaker off.
+    pub breaker_policy: circuit::Policy,
 
     /// Whether a failure scenario in a call's baggage is sent on to the
     /// dependency; by default the client strips it.
@@ -90,8 +121,12 @@ impl fmt::Debug for Settings {
             .field("server_name", &self.server_name)
             .field("timeout", &self.timeout)
             .field("max_attempts", &self.max_attempts)
+            .field("retry_budget", &self.retry_budget)
             .field("backoff_base", &self.backoff_base)
             .field("backoff_max", &self.backoff_max)
+            .field("classify", &self.classify)
+            .field("breaker", &self.breaker)
+            .field("breaker_policy", &self.breaker_policy)
             .field("forward_scenario", &self.forward_scenario)
             .finish()
     }
@@ -105,8 +140,17 @@ impl Default for Settings {
             server_name: None,
             timeout: Duration::from_secs(10),
             max_attempts: 3,
+            retry_budget: retry::BudgetConfig::DEFAULT,
             backoff_base: Duration::from_millis(100),
             backoff_max: Duration::from_secs(5),
+            classify: Classify::default(),
+            breaker: circuit::Config {
+                window: 20,
+                probes: 1,
+                open_for: Duration::from_secs(10),
+                probe_timeout: Duration::from_secs(30),
+            },
+            breaker_policy: circuit::Policy::consecutive_or_half(5, 20, 3),
             forward_scenario: false,
         }
     }
@@ -309,6 +353,46 @@ pub fn check_max_attempts(max_attempts: u32) -> Result<(), InvalidValue> {
     }
 }
 
+/// Checks a retry budget: `max_tokens` from 1 to 1000, and a
+/// `token_ratio` more than zero with at most 3 decimals (gRFC A6).
+///
+/// # Errors
+///
+/// [`InvalidValue`] saying which part is wrong, and how.
+pub fn check_retry_budget(budget: &retry::BudgetConfig) -> Result<(), InvalidValue> {
+    budget
+        .check()
+        .map_err(|e| InvalidValue::new(format!("has {}: {e}", e.field())))
+}
+
+/// Checks a breaker config: `window` and `probes` from 1 to
+/// [`circuit::MAX_COUNT`], `open_for` and `probe_timeout` more than zero.
+///
+/// # Errors
+///
+/// [`InvalidValue`] naming every bad part of the config.
+pub fn check_breaker(config: &circuit::Config) -> Result<(), InvalidValue> {
+    let mut problems = Vec::new();
+    for (part, n) in [("window", config.window), ("probes", config.probes)] {
+        if !(1..=circuit::MAX_COUNT).contains(&n) {
+            problems.push(format!("{part} {n}, want 1..={}", circuit::MAX_COUNT));
+        }
+    }
+    for (part, d) in [
+        ("open_for", config.open_for),
+        ("probe_timeout", config.probe_timeout),
+    ] {
+        if d.is_zero() {
+            problems.push(format!("{part} zero, want more than zero"));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(InvalidValue::new(format!("has {}", problems.join(", "))))
+    }
+}
+
 /// Checks the backoff's base: more than zero.
 ///
 /// # Errors
@@ -346,6 +430,18 @@ pub struct NewError {
 }
 
 impl NewError {
+    pub(super) fn breaker(e: circuit::ConfigError) -> NewError {
+        NewError {
+            problems: vec![("breaker", e.to_string())],
+        }
+    }
+
+    pub(super) fn budget(e: retry::BudgetError) -> NewError {
+        NewError {
+            problems: vec![("retry_budget", e.to_string())],
+        }
+    }
+
     /// The names of the bad fields, in the order of [`Settings`].
     pub fn fields(&self) -> impl Iterator<Item = &'static str> + '_ {
         self.problems.iter().map(|(field, _)| *field)
@@ -385,6 +481,7 @@ impl Settings {
         }
         put("timeout", check_timeout(self.timeout));
         put("max_attempts", check_max_attempts(self.max_attempts));
+        put("retry_budget", check_retry_budget(&self.retry_budget));
         put("backoff_base", check_backoff_base(self.backoff_base));
         put("backoff_max", check_backoff_max(self.backoff_max));
         if self.backoff_max < self.backoff_base {
@@ -396,6 +493,7 @@ impl Settings {
                 ))),
             );
         }
+        put("breaker", check_breaker(&self.breaker));
         if problems.is_empty() {
             Ok(())
         } else {
@@ -458,6 +556,30 @@ mod tests {
     }
 
     #[test]
+    fn budgets_and_breakers() {
+        assert!(check_retry_budget(&retry::BudgetConfig::DEFAULT).is_ok());
+        let bad = retry::BudgetConfig {
+            max_tokens: 0,
+            token_ratio: 0.1,
+        };
+        let err = check_retry_budget(&bad).unwrap_err().to_string();
+        assert!(err.contains("max_tokens"), "{err}");
+        assert!(check_breaker(&Settings::default().breaker).is_ok());
+        let err = check_breaker(&circuit::Config {
+            window: 0,
+            probes: 1,
+            open_for: Duration::ZERO,
+            probe_timeout: Duration::from_secs(1),
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("window 0") && err.contains("open_for zero"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn server_names() {
         assert!(check_server_name("carts").is_ok());
         assert!(check_server_name("10.0.0.7").is_ok());
@@ -478,6 +600,28 @@ mod tests {
     fn the_defaults_are_the_seeds() {
         let s = Settings::default();
         assert_eq!(s.max_attempts, 3);
+        assert_eq!(s.breaker.window, 20);
+        assert_eq!(s.breaker.probes, 1);
+        assert_eq!(s.breaker.open_for, Duration::from_secs(10));
+        let five = circuit::Counts {
+            failures: 5,
+            consecutive_failures: 5,
+            ..circuit::Counts::default()
+        };
+        assert!(s.breaker_policy.trip(&five));
+        let half = circuit::Counts {
+            successes: 10,
+            failures: 10,
+            consecutive_failures: 1,
+            ..circuit::Counts::default()
+        };
+        assert!(s.breaker_policy.trip(&half));
+        let three = circuit::Counts {
+            successes: 3,
+            consecutive_successes: 3,
+            ..circuit::Counts::default()
+        };
+        assert_eq!(s.breaker_policy.probe(&three), circuit::State::Closed);
         assert!(s.tls.is_none());
         assert!(!s.forward_scenario);
         let s = Settings {
@@ -495,12 +639,16 @@ mod tests {
             max_attempts: 0,
             backoff_base: Duration::from_secs(2),
             backoff_max: Duration::from_secs(1),
+            breaker: circuit::Config {
+                probes: 0,
+                ..Settings::default().breaker
+            },
             ..Settings::default()
         };
         let err = s.check().unwrap_err();
         assert_eq!(
             err.fields().collect::<Vec<_>>(),
-            ["addr", "timeout", "max_attempts", "backoff_max"]
+            ["addr", "timeout", "max_attempts", "backoff_max", "breaker"]
         );
         let text = err.to_string();
         assert!(text.starts_with("invalid client settings: addr "), "{text}");

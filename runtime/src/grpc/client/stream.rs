@@ -242,7 +242,11 @@ mod tests {
         let mut lent = holder.lend();
         assert_eq!(lent.next().await, Some(1));
         assert!(!holder.is_unread());
-        assert_eq!(holder.lend().next().await, None, "used up by the last attempt");
+        assert_eq!(
+            holder.lend().next().await,
+            None,
+            "used up by the last attempt"
+        );
         assert_eq!(lent.collect::<Vec<_>>().await, [2, 3]);
     }
 }
