@@ -108,18 +108,30 @@ impl<'a> Call<'a> {
     }
 
     /// Counts a finished attempt in the breaker and decides what follows.
-    fn settle(&self, ticket: Ticket, status: Option<&Status>, trailer: &MetadataMap) -> Next {
+    /// `resendable` is false when what the attempt sent cannot be sent
+    /// again (a request stream it read): a Retry then becomes Stop.
+    fn settle(
+        &self,
+        ticket: Ticket,
+        status: Option<&Status>,
+        trailer: &MetadataMap,
+        resendable: bool,
+    ) -> Next {
         let now = Instant::now();
         let call = CallState {
             cancelled: false,
             deadline_passed: self.deadline.is_some_and(|d| now >= d),
         };
-        let c = classify_attempt(
+        let mut c = classify_attempt(
             self.method,
             &self.inner.settings.classify,
             Ended::Attempt { status, trailer },
             call,
         );
+        if !resendable && c.retry == retry::Verdict::Retry {
+            c.retry = retry::Verdict::Stop;
+            c.retry_after = None;
+        }
         ticket.done(c.breaker);
         self.hooks.counted(c.breaker);
         let next = retry::decide(
@@ -212,8 +224,8 @@ where
         call.hooks
             .attempt_end(span, result.as_ref().err(), started.elapsed());
         let next = match &result {
-            Ok(response) => call.settle(ticket, None, response.metadata()),
-            Err(status) => call.settle(ticket, Some(status), status.metadata()),
+            Ok(response) => call.settle(ticket, None, response.metadata(), true),
+            Err(status) => call.settle(ticket, Some(status), status.metadata(), true),
         };
         match next {
             Next::Retry { after } => call.wait(after).await?,
@@ -344,14 +356,13 @@ where
         };
         call.hooks
             .attempt_end(span, Some(&status), started.elapsed());
-        let mut next = call.settle(ticket, Some(&status), status.metadata());
-        if let (Next::Retry { .. }, Outbound::Many(held)) = (&next, &outbound)
-            && !held.is_unread()
-        {
-            // The attempt read the request stream: what it sent cannot be
-            // sent again.
-            next = Next::Stopped;
-        }
+        // An attempt that read the request stream used it up: what it sent
+        // cannot be sent again.
+        let resendable = match &outbound {
+            Outbound::One(_) => true,
+            Outbound::Many(held) => held.is_unread(),
+        };
+        let next = call.settle(ticket, Some(&status), status.metadata(), resendable);
         match next {
             Next::Retry { after } => call.wait(after).await?,
             _ => return Err(status),
