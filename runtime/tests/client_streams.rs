@@ -431,3 +431,33 @@ async fn an_open_stream_ends_canceled_when_the_client_stops() {
     assert!(stream.message().await.unwrap().is_none());
     assert_eq!(counted(&seen), (0, 0));
 }
+
+/// A stream whose connection breaks ends Unavailable, which the breaker
+/// ignores.
+#[tokio::test(start_paused = true)]
+async fn a_stream_whose_connection_breaks_ends_unavailable_and_counts_nothing() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_watch_cart(|_, req| async move {
+        let updates = futures_util::stream::iter(1..).then(move |n| {
+            let id = req.id.clone();
+            async move {
+                tokio::time::sleep(SECOND).await;
+                Ok(cart(&id, n))
+            }
+        });
+        Ok(Response::new(updates))
+    });
+    let running = start_carts(&host, &ca, &carts);
+    let (policy, seen) = recording();
+    let client = client(&host, &ca, policy);
+    let mut stream: Streaming<Cart> = client
+        .server_streaming(&WATCH_CART, get("c-1"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(stream.message().await.unwrap().is_some());
+    running.crash().await;
+    let err = stream.message().await.unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert_eq!(counted(&seen), (0, 0));
+}

@@ -444,3 +444,55 @@ async fn after_stop_every_call_fails_canceled() {
         "nothing was sent after the stop"
     );
 }
+
+/// A call in flight when the connection breaks ends Unavailable (tonic
+/// says Unknown), so it is retried: here, on the restarted server.
+#[tokio::test(start_paused = true)]
+async fn a_call_in_flight_when_the_connection_breaks_is_unavailable_and_retried() {
+    let ca = Ca::new();
+    let host = Host::new();
+    let carts = Carts::new();
+    carts.on_get_cart(|s, req| async move {
+        if s.n == 1 {
+            std::future::pending::<()>().await;
+        }
+        Ok(Response::new(cart(&req.id, 0)))
+    });
+    let running = start_carts(&host, &ca, &carts);
+    let once = Client::new(
+        &setup(&host),
+        Settings {
+            max_attempts: 1,
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let retried = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let first = {
+        let once = once.clone();
+        tokio::spawn(async move { once.unary::<_, Cart>(&GET_CART, get("c-1")).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    running.crash().await;
+    let err = first.await.unwrap().unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert!(err.message().starts_with("the connection broke"), "{err:?}");
+
+    carts.on_get_cart(|s, req| async move {
+        if s.n == 2 {
+            std::future::pending::<()>().await;
+        }
+        Ok(Response::new(cart(&req.id, 0)))
+    });
+    let running = start_carts(&host, &ca, &carts);
+    let second = {
+        let retried = retried.clone();
+        tokio::spawn(async move { retried.unary::<_, Cart>(&GET_CART, get("c-2")).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    running.crash().await;
+    let _carts = start_carts(&host, &ca, &carts);
+    let cart = second.await.unwrap().unwrap();
+    assert_eq!(cart.get_ref().id, "c-2");
+    assert_eq!(carts.arrivals(&GET_CART), 3);
+}

@@ -15,7 +15,7 @@ use tonic::metadata::MetadataMap;
 
 use super::client::{Inner, deadline};
 use super::codec::{PreEncoded, encode_once};
-use super::connection::{closing, never_processed};
+use super::connection::{closing, never_processed, transport_status};
 use super::hooks::{AttemptSpan, Hooks, call_context};
 use super::stream::{End, Holder, Settle, Streaming, deadline_exceeded};
 use super::{CallState, Ended, Method, classify_attempt};
@@ -257,6 +257,7 @@ where
         match grpc
             .unary(request, path.clone(), PreEncoded::<Resp>::new())
             .await
+            .map_err(transport_status)
         {
             Err(status) if resent < TRANSPARENT_RETRIES && never_processed(&status) => resent += 1,
             result => return result,
@@ -411,6 +412,7 @@ where
                 .await
             }
         };
+        let result = result.map_err(transport_status);
         let unread = match outbound {
             Outbound::One(_) => true,
             Outbound::Many(held) => held.is_unread(),

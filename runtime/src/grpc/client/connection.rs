@@ -287,6 +287,33 @@ fn host_of(addr: &str) -> &str {
         .unwrap_or(host)
 }
 
+/// A status tonic made of a broken connection (an I/O, HTTP/2 or hyper
+/// error, which tonic reports as `Unknown`) becomes `Unavailable`, as gRPC
+/// reports a connection that went away, so retries and the breaker treat it
+/// so; the original status is kept as its source. A status the server sent
+/// has no source, and is returned as it is.
+pub(crate) fn transport_status(status: Status) -> Status {
+    if status.code() != tonic::Code::Unknown {
+        return status;
+    }
+    let mut source: Option<&(dyn StdError + 'static)> = status.source();
+    let mut broken = false;
+    while let Some(err) = source {
+        if err.is::<hyper::Error>() || err.is::<h2::Error>() || err.is::<io::Error>() {
+            broken = true;
+            break;
+        }
+        source = err.source();
+    }
+    if !broken {
+        return status;
+    }
+    let mut unavailable =
+        Status::unavailable(format!("the connection broke: {}", status.message()));
+    unavailable.set_source(Arc::new(status));
+    unavailable
+}
+
 /// Whether a failed call's request never reached the server, so sending it
 /// again repeats nothing the server saw (gRPC's transparent retry): hyper
 /// dropped it before it was written (`Canceled`, such as a connection that
@@ -320,6 +347,19 @@ mod tests {
         assert_eq!(host_of("carts:9090"), "carts");
         assert_eq!(host_of("10.0.0.7:9090"), "10.0.0.7");
         assert_eq!(host_of("[::1]:9090"), "::1");
+    }
+
+    #[test]
+    fn a_broken_connection_is_unavailable_and_a_servers_unknown_is_kept() {
+        let mut broken = Status::unknown("transport error");
+        broken.set_source(Arc::new(io::Error::from(io::ErrorKind::ConnectionReset)));
+        let status = transport_status(broken);
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+        assert_eq!(status.message(), "the connection broke: transport error");
+        let theirs = transport_status(Status::unknown("from the server"));
+        assert_eq!(theirs.code(), tonic::Code::Unknown);
+        let internal = transport_status(Status::internal("x"));
+        assert_eq!(internal.code(), tonic::Code::Internal);
     }
 
     #[test]

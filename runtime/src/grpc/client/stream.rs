@@ -13,7 +13,7 @@ use tokio::time::{Instant, Sleep};
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 
-use super::connection::closing;
+use super::connection::{closing, transport_status};
 
 /// How a stream that opened ended, as its settle function is told.
 pub(super) enum End<'a> {
@@ -127,6 +127,7 @@ impl<T> Stream for Streaming<T> {
         match Pin::new(&mut this.inner).poll_next(cx) {
             Poll::Ready(Some(Ok(message))) => return Poll::Ready(Some(Ok(message))),
             Poll::Ready(Some(Err(status))) => {
+                let status = transport_status(status);
                 let passed = this
                     .deadline
                     .as_ref()
