@@ -207,6 +207,11 @@ impl Setup {
     ///
     /// Call it after every service of the process has stopped: once a
     /// client's hook has run, its calls fail `Canceled`.
+    ///
+    /// # Panics
+    ///
+    /// If a hook panics: the panic goes on, and the hooks after it do not
+    /// run.
     pub async fn stop(&self) {
         let hooks = std::mem::take(&mut *self.hooks.lock().unwrap_or_else(PoisonError::into_inner));
         for hook in hooks.into_iter().rev() {
