@@ -496,3 +496,29 @@ async fn a_call_in_flight_when_the_connection_breaks_is_unavailable_and_retried(
     assert_eq!(cart.get_ref().id, "c-2");
     assert_eq!(carts.arrivals(&GET_CART), 3);
 }
+
+/// `Client::new` runs every check again and names every bad field in one
+/// error; it dials nothing and registers nothing when it fails.
+#[test]
+fn new_rejects_bad_settings_naming_every_field() {
+    let host = Host::new();
+    let err = Client::new(
+        &setup(&host),
+        Settings {
+            addr: "dns:///carts:9090".into(),
+            timeout: Duration::ZERO,
+            backoff_base: Duration::from_secs(2),
+            backoff_max: Duration::from_secs(1),
+            ..Settings::default()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.fields().collect::<Vec<_>>(),
+        ["addr", "timeout", "backoff_max"]
+    );
+    assert!(err.to_string().contains("names a scheme"), "{err}");
+    let missing = Client::new(&setup(&host), Settings::default()).unwrap_err();
+    assert_eq!(missing.fields().collect::<Vec<_>>(), ["addr"]);
+    assert_eq!(host.dials("carts:9090"), 0);
+}
