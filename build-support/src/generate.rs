@@ -218,6 +218,8 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
     let mut statics = Vec::new();
     let mut consts = Vec::new();
     let mut calls = Vec::new();
+    let mut descriptors = Vec::new();
+    let mut descriptor_list = Vec::new();
     for method in &service.methods {
         let full_name = format!("/{full_service}/{}", method.proto_name);
         let point = format!("grpc:{full_service}/{}", method.proto_name);
@@ -247,12 +249,22 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
                 policy: #policy,
             };
         });
-        let const_doc = format!(" The descriptor calls of `{full_name}` are made with.");
+        let const_doc =
+            format!(" What the policy type changes in `{full_name}`'s policy: nothing by default.");
         consts.push(quote! {
             #[doc = #const_doc]
             #[allow(non_upper_case_globals)]
-            const #ident: &'static ::humus::codegen::Method = &#static_ident;
+            const #ident: ::humus::codegen::Override = ::humus::codegen::Override::NONE;
         });
+        let descriptor_doc = format!(
+            " The descriptor `{full_name}` is called with: [`{static_ident}`] with `P`'s changes."
+        );
+        descriptors.push(quote! {
+            #[doc = #descriptor_doc]
+            pub const #static_ident: &'static ::humus::codegen::Method =
+                &::humus::codegen::merge(&#static_ident, P::#ident);
+        });
+        descriptor_list.push(quote!(Self::#static_ident));
 
         let method_docs = if options
             .disable_comments
@@ -263,8 +275,7 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
             doc_comments(&method.comments.leading)
         };
         let call_doc = format!(
-            " Calls `{full_name}` ({kind_text}) with the descriptor `P::{}`.",
-            method.name.trim_start_matches("r#")
+            " Calls `{full_name}` ({kind_text}) with the descriptor [`Self::{static_ident}`]."
         );
         let deprecated = method
             .options
@@ -283,7 +294,7 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
                 (&self, request: impl ::humus::codegen::IntoRequest<#request>)
                     -> ::core::result::Result<::humus::codegen::Response<#response>, ::humus::codegen::Status>
                 {
-                    self.client.unary(P::#ident, request.into_request()).await
+                    self.client.unary(Self::#static_ident, request.into_request()).await
                 }
             },
             (false, true) => quote! {
@@ -293,14 +304,14 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
                         ::humus::codegen::Status,
                     >
                 {
-                    self.client.server_streaming(P::#ident, request.into_request()).await
+                    self.client.server_streaming(Self::#static_ident, request.into_request()).await
                 }
             },
             (true, false) => quote! {
                 (&self, request: impl ::humus::codegen::IntoStreamingRequest<Message = #request>)
                     -> ::core::result::Result<::humus::codegen::Response<#response>, ::humus::codegen::Status>
                 {
-                    self.client.client_streaming(P::#ident, request.into_streaming_request()).await
+                    self.client.client_streaming(Self::#static_ident, request.into_streaming_request()).await
                 }
             },
             (true, true) => quote! {
@@ -310,7 +321,7 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
                         ::humus::codegen::Status,
                     >
                 {
-                    self.client.streaming(P::#ident, request.into_streaming_request()).await
+                    self.client.streaming(Self::#static_ident, request.into_streaming_request()).await
                 }
             },
         };
@@ -331,9 +342,9 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
     let module_doc =
         format!(" The typed humus client of `{full_service}` and its method descriptors.");
     let policy_doc = format!(
-        " The descriptor each method of `{full_service}` is called with. Every method \
-         defaults to its static descriptor, that is to the `.proto`'s policy; \
-         `#[humus::client]` implements this trait to override some."
+        " What a typed client of `{full_service}` changes in its methods' policies, one \
+         associated constant per method, each changing nothing by default (the \
+         `.proto`'s policy). `#[humus::client]` implements it to declare changes in Rust."
     );
     let proto_policy_doc = format!(" The policy `{full_service}`'s `.proto` declares.");
     let client_doc = format!(
@@ -385,6 +396,13 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
                 pub fn into_client(self) -> ::humus::codegen::Client {
                     self.client
                 }
+
+                #(#descriptors)*
+
+                /// Every method's descriptor, in `.proto` order. Evaluating it
+                /// checks `P`'s changes against the `.proto` at compile time.
+                pub const METHODS: &'static [&'static ::humus::codegen::Method] =
+                    &[#(#descriptor_list),*];
 
                 #(#calls)*
             }
