@@ -112,8 +112,9 @@ fn rust_type(resolved: &str, proto_path: &str) -> TokenStream {
         .expect("prost resolves message types to valid Rust paths")
 }
 
-/// `#[doc = "..."]` lines for proto comments, made safe for rustdoc as prost
-/// does: URLs in angle brackets, square brackets escaped.
+/// `#[doc = "..."]` lines for proto comments, made safe for rustdoc: URLs
+/// in angle brackets, square and angle brackets escaped unless they already
+/// are.
 fn doc_comments(lines: &[String]) -> TokenStream {
     let docs = lines.iter().map(|line| {
         let mut text = sanitize(line);
@@ -144,14 +145,14 @@ fn sanitize(line: &str) -> String {
         } else {
             plain
         };
+        let mut escaped = out.ends_with('\\');
         for c in plain.chars() {
-            match c {
-                '[' | ']' | '<' | '>' => {
-                    out.push('\\');
-                    out.push(c);
-                }
-                _ => out.push(c),
+            // prost may have escaped some already (its `cleanup-markdown`).
+            if matches!(c, '[' | ']' | '<' | '>') && !escaped {
+                out.push('\\');
             }
+            escaped = c == '\\' && !escaped;
+            out.push(c);
         }
         if tail.is_empty() {
             break;
@@ -450,6 +451,7 @@ mod tests {
             sanitize("<package>.<service>[.<method>]"),
             "\\<package\\>.\\<service\\>\\[.\\<method\\>\\]"
         );
+        assert_eq!(sanitize("kept \\[as is\\]"), "kept \\[as is\\]");
     }
 
     #[test]
