@@ -1,20 +1,13 @@
 //! The service generator: tonic's stubs, then a typed humus client module
-//! per service.
+//! per service (the layout is in the crate's docs).
 //!
-//! For a service `ledger.v1.Ledger` the module `ledger_humus` holds:
-//!
-//! - `pub static TRANSFER: Method` per RPC: full name, fault point, kind
-//!   and the `.proto`'s policy, all compile-time constants;
-//! - `pub trait Policy` with one associated `&'static Method` per RPC,
-//!   named after the Rust method (`transfer`), defaulting to the static;
-//! - `pub enum ProtoPolicy {}`, the `Policy` the `.proto` declares;
-//! - `pub struct Client<P: Policy = ProtoPolicy>`, the typed client, one
-//!   async method per RPC, each passing `P::<method>` to humus's client;
-//! - `pub type LedgerClient = Client<ProtoPolicy>`.
-//!
-//! `#[humus::client]` implements `Policy` for its own type, so a client
-//! with Rust-declared overrides is `Client<ThatType>`: same methods, and
-//! every descriptor is still a constant (no lookup by string at run time).
+//! The typed client is generic over a policy type `P`: each method passes
+//! `Client::<P>::METHOD`, an associated constant computed at compile time
+//! by `humus::codegen::merge` from the method's static descriptor and
+//! `P`'s `Override`. `ProtoPolicy` overrides nothing; `#[humus::client]`
+//! implements `Policy` for its own type. So every call passes a
+//! `&'static Method` known at compile time: no lookup by string at run
+//! time, whoever declared the policy.
 
 use std::collections::HashSet;
 

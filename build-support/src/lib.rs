@@ -28,13 +28,14 @@
 //! | item | what it is |
 //! |---|---|
 //! | `pub static TRANSFER: humus Method` | one per RPC: full name `/ledger.v1.Ledger/Transfer`, fault point `grpc:ledger.v1.Ledger/Transfer`, kind, and the policy the `.proto` declares, all compile-time constants |
-//! | `pub trait Policy` | one associated `const transfer: &'static Method` per RPC, defaulting to the static |
-//! | `pub enum ProtoPolicy {}` | the `Policy` the `.proto` declares |
-//! | `pub struct Client<P: Policy = ProtoPolicy>` | the typed client: `new(humus client)`, one `async fn` per RPC of all four kinds, carrying the proto comments as docs |
+//! | `pub trait Policy` | one associated `const transfer: Override` per RPC: what a policy type changes in that method's policy, nothing by default |
+//! | `pub enum ProtoPolicy {}` | the `Policy` that changes nothing: the `.proto`'s policy |
+//! | `pub struct Client<P: Policy = ProtoPolicy>` | the typed client: `new(humus client)`, one `async fn` per RPC of all four kinds carrying the proto comments as docs; `Client::<P>::TRANSFER`, the `&'static Method` each call passes (the static with `P`'s changes, merged at compile time), and `Client::<P>::METHODS`, all of them |
 //! | `pub type LedgerClient = Client<ProtoPolicy>` | the typed client with the `.proto`'s policy |
 //!
 //! `#[humus::client(service = path::to::ledger_humus)]` implements `Policy`
-//! for a type of its own to override methods' policies in Rust.
+//! for a type of its own to change methods' policies in Rust; its client
+//! is `Client<ThatType>`, with the same methods.
 //!
 //! # The `humus.v1.policy` method option
 //!
