@@ -348,7 +348,12 @@ impl Builder {
             .map_err(Error::compile)?;
 
         let pool = compiler.descriptor_pool();
-        let policies = policy::read(&pool).map_err(Error::annotations)?;
+        let paths: std::collections::HashMap<String, PathBuf> = compiler
+            .files()
+            .filter_map(|file| Some((file.name().to_owned(), file.path()?.to_path_buf())))
+            .collect();
+        let source = |name: &str| std::fs::read_to_string(paths.get(name)?).ok();
+        let policies = policy::read(&pool, &source).map_err(Error::annotations)?;
 
         if let Some(path) = &self.file_descriptor_set_path {
             std::fs::write(path, compiler.encode_file_descriptor_set()).map_err(Error::generate)?;

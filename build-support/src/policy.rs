@@ -125,7 +125,13 @@ pub(crate) type Policies = HashMap<(String, String), Policy>;
 /// # Errors
 ///
 /// Every mistake found, each naming its file, line, service and method.
-pub(crate) fn read(pool: &DescriptorPool) -> Result<Policies, Vec<Problem>> {
+/// `source` gives the text of a file by its name, when it was read from
+/// disk: an entry of a `{ ... }` option value has no location of its own,
+/// so its line is found in the text.
+pub(crate) fn read(
+    pool: &DescriptorPool,
+    source: &dyn Fn(&str) -> Option<String>,
+) -> Result<Policies, Vec<Problem>> {
     let mut policies = Policies::new();
     let Some(extension) = pool.get_extension_by_name(EXTENSION) else {
         // No file imports the options: nothing is annotated.
@@ -144,6 +150,7 @@ pub(crate) fn read(pool: &DescriptorPool) -> Result<Policies, Vec<Problem>> {
             };
             let mut report = Reporter {
                 method: &method,
+                source,
                 problems: &mut problems,
             };
             if let Some(policy) = check(message, &mut report) {
@@ -164,6 +171,7 @@ pub(crate) fn read(pool: &DescriptorPool) -> Result<Policies, Vec<Problem>> {
 /// Collects problems of one method, locating each in its file.
 struct Reporter<'a> {
     method: &'a MethodDescriptor,
+    source: &'a dyn Fn(&str) -> Option<String>,
     problems: &'a mut Vec<Problem>,
 }
 
@@ -177,7 +185,8 @@ impl Reporter<'_> {
         path.push(METHOD_OPTIONS_FIELD);
         path.push(EXTENSION_NUMBER);
         path.extend_from_slice(sub);
-        let line = file
+        let option_len = method_len + 2;
+        let found = file
             .file_descriptor_proto()
             .source_code_info
             .as_ref()
@@ -186,10 +195,27 @@ impl Reporter<'_> {
                     info.location
                         .iter()
                         .find(|location| location.path == path[..len])
-                        .and_then(|location| location.span.first())
-                        .map(|line| u32::try_from(*line).unwrap_or(0) + 1)
+                        .map(|location| (len, location.span.clone()))
                 })
             });
+        let line = found.and_then(|(len, span)| {
+            let start_line = usize::try_from(*span.first()?).ok()?;
+            let start_column = usize::try_from(*span.get(1)?).ok()?;
+            let entry = match sub {
+                [CLASSIFY_FIELD, index] if len == option_len => Some(*index),
+                _ => None,
+            };
+            let entry_line = entry.and_then(|index| {
+                let text = (self.source)(file.name())?;
+                classify_entry_line(
+                    &text,
+                    start_line,
+                    start_column,
+                    usize::try_from(index).ok()?,
+                )
+            });
+            Some(entry_line.unwrap_or(start_line) as u32 + 1)
+        });
         self.problems.push(Problem {
             file: file.name().to_owned(),
             line,
@@ -198,6 +224,84 @@ impl Reporter<'_> {
             message,
         });
     }
+}
+
+/// The 0-based line of the `index`th `classify` entry of the option value
+/// `{ ... }` whose statement starts at `line`, `column` of `text`.
+fn classify_entry_line(text: &str, line: usize, column: usize, index: usize) -> Option<usize> {
+    let mut chars = text
+        .lines()
+        .enumerate()
+        .skip(line)
+        .flat_map(|(number, text)| text.chars().chain(['\n']).map(move |c| (number, c)))
+        .skip(column)
+        .peekable();
+    let mut depth = 0usize;
+    let mut expect_value = false;
+    let mut in_list = false;
+    let mut seen = 0;
+    while let Some((number, c)) = chars.next() {
+        match c {
+            c if c.is_whitespace() => {}
+            '/' if chars.peek().is_some_and(|(_, next)| *next == '/') => {
+                while chars.next_if(|(_, next)| *next != '\n').is_some() {}
+            }
+            '/' if chars.peek().is_some_and(|(_, next)| *next == '*') => {
+                chars.next();
+                let mut star = false;
+                for (_, c) in chars.by_ref() {
+                    if star && c == '/' {
+                        break;
+                    }
+                    star = c == '*';
+                }
+            }
+            '"' | '\'' => {
+                let mut escaped = false;
+                for (_, inner) in chars.by_ref() {
+                    if inner == c && !escaped {
+                        break;
+                    }
+                    escaped = inner == '\\' && !escaped;
+                }
+                expect_value = false;
+            }
+            '{' | '<' => {
+                if depth == 1 && (expect_value || in_list) {
+                    if seen == index {
+                        return Some(number);
+                    }
+                    seen += 1;
+                }
+                expect_value = false;
+                depth += 1;
+            }
+            '}' | '>' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return None;
+                }
+            }
+            '[' => {
+                in_list = depth == 1 && expect_value;
+                expect_value = false;
+            }
+            ']' => in_list = false,
+            ':' | ',' => {}
+            ';' if depth == 0 => return None,
+            c if c.is_alphanumeric() || c == '_' => {
+                let mut word = String::from(c);
+                while let Some((_, next)) =
+                    chars.next_if(|(_, next)| next.is_alphanumeric() || *next == '_')
+                {
+                    word.push(next);
+                }
+                expect_value = depth == 1 && word == "classify";
+            }
+            _ => expect_value = false,
+        }
+    }
+    None
 }
 
 /// Checks one method's option message; `None` when it has a mistake.
@@ -338,6 +442,17 @@ mod tests {
         assert_eq!(parse_code("DeadlineExceeded"), Some(4));
         assert_eq!(parse_code("ABORTD"), None);
         assert_eq!(parse_code(""), None);
+    }
+
+    #[test]
+    fn classify_entries_are_found_in_an_option_value() {
+        let text = "  rpc A(R) returns (R) {\n    option (humus.v1.policy) = {\n      never_retry: false // classify {\n      classify: { code: \"}\" retry: \"RETRY\" breaker: \"SUCCESS\" }\n      /* classify { */ classify <code: \"A\">\n      classify: [\n        { code: \"B\" },\n        { code: \"C\" }\n      ]\n    };\n  }\n";
+        let find = |index| classify_entry_line(text, 1, 4, index);
+        assert_eq!(find(0), Some(3));
+        assert_eq!(find(1), Some(4));
+        assert_eq!(find(2), Some(6));
+        assert_eq!(find(3), Some(7));
+        assert_eq!(find(4), None);
     }
 
     #[test]

@@ -261,12 +261,12 @@ fn an_unknown_code_names_file_line_service_and_method() {
         panic!("one problem: {error}");
     };
     assert_eq!(problem.file(), "ledger.proto");
-    assert_eq!(problem.line(), Some(8));
+    assert_eq!(problem.line(), Some(9));
     assert_eq!(problem.service(), "ledger.v1.Ledger");
     assert_eq!(problem.method(), "Transfer");
     assert_eq!(
         error.to_string(),
-        "1 bad humus.v1.policy annotation:\n  ledger.proto:8: ledger.v1.Ledger/Transfer: \
+        "1 bad humus.v1.policy annotation:\n  ledger.proto:9: ledger.v1.Ledger/Transfer: \
          classify entry 1: unknown gRPC status code \"ABORTD\"; expected one of OK, CANCELLED, \
          UNKNOWN, INVALID_ARGUMENT, DEADLINE_EXCEEDED, NOT_FOUND, ALREADY_EXISTS, \
          PERMISSION_DENIED, RESOURCE_EXHAUSTED, FAILED_PRECONDITION, ABORTED, OUT_OF_RANGE, \
@@ -290,7 +290,7 @@ fn a_code_listed_twice_is_an_error() {
     );
     assert_eq!(
         error.to_string(),
-        "1 bad humus.v1.policy annotation:\n  ledger.proto:8: ledger.v1.Ledger/Transfer: \
+        "1 bad humus.v1.policy annotation:\n  ledger.proto:11: ledger.v1.Ledger/Transfer: \
          classify lists ABORTED twice (entries 1 and 3); keep one"
     );
 }
@@ -328,7 +328,7 @@ fn a_retry_entry_on_a_never_retry_method_is_an_error() {
     );
     assert_eq!(
         error.to_string(),
-        "1 bad humus.v1.policy annotation:\n  ledger.proto:8: ledger.v1.Ledger/Charge: \
+        "1 bad humus.v1.policy annotation:\n  ledger.proto:11: ledger.v1.Ledger/Charge: \
          classify entry 2 retries UNAVAILABLE, but the method is never_retry; use \"STOP\" or \
          drop never_retry"
     );
@@ -424,10 +424,10 @@ service Wallet {
     assert_eq!(
         lines,
         [
-            "ledger.proto:8: ledger.v1.Ledger/Transfer",
-            "ledger.proto:8: ledger.v1.Ledger/Transfer",
-            "ledger.proto:14: ledger.v1.Ledger/Charge",
-            "ledger.proto:14: ledger.v1.Ledger/Charge",
+            "ledger.proto:9: ledger.v1.Ledger/Transfer",
+            "ledger.proto:10: ledger.v1.Ledger/Transfer",
+            "ledger.proto:16: ledger.v1.Ledger/Charge",
+            "ledger.proto:17: ledger.v1.Ledger/Charge",
             "wallet.proto:7: wallet.v1.Wallet/Pay",
         ],
         "{error}"
