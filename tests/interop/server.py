@@ -14,9 +14,10 @@ Each test selects the server's behaviour through request metadata:
   ``RESOURCE_EXHAUSTED@-1``).
 
 Every answer, OK or not, carries in its trailer ``x-attempt`` (this
-attempt's number for the test id, from 1) and ``x-gap-ms`` (milliseconds
+attempt's number for the test id, from 1), ``x-gap-ms`` (milliseconds
 since the test id's previous attempt, measured by the server; 0 for the
-first).
+first) and ``x-peer`` (the client's address and port as the server sees
+them, so a test can tell its connections apart).
 
 Usage: server.py --port PORT [--tls-cert PEM --tls-key PEM]
                  [--max-connection-age-ms MS]
@@ -101,7 +102,7 @@ def behave(context):
     script = [e.strip() for e in md.get("x-script", "OK").split(";") if e.strip()]
     n, gap = ATTEMPTS.next(test_id)
     entry = script[min(n, len(script)) - 1] if script else "OK"
-    trailer = [("x-attempt", str(n)), ("x-gap-ms", str(gap))]
+    trailer = [("x-attempt", str(n)), ("x-gap-ms", str(gap)), ("x-peer", context.peer())]
     if entry == "OK":
         context.set_trailing_metadata(trailer)
         return
