@@ -660,3 +660,62 @@ async fn tls_a_certificate_for_another_name_fails_unavailable() {
         "{status:?}"
     );
 }
+
+/// The attempts the server has seen of `id`: another call's `x-attempt`,
+/// less one.
+async fn attempts_seen(server: &Server, id: &str) -> u32 {
+    let response = client(settings(server))
+        .empty_call(scripted(Empty {}, id, "OK"))
+        .await
+        .expect("the server answers OK");
+    attempt(response.metadata()) - 1
+}
+
+#[tokio::test]
+async fn the_retry_budget_spends_as_grpcs_retry_throttling() {
+    needs_grpcio!("the_retry_budget_spends_as_grpcs_retry_throttling");
+    const CALLS: u32 = 100;
+    let server = Server::shared();
+    // humus's default budget (10 tokens, ratio 0.1) and 3 attempts; the
+    // breaker off, so that every call reaches the server.
+    let test = client(Settings {
+        breaker_policy: humus::circuit::Policy::new(|_| false, |_| humus::circuit::State::Closed),
+        ..settings(server)
+    });
+    for n in 0..CALLS {
+        let status = test
+            .empty_call(scripted(Empty {}, "storm-humus", "UNAVAILABLE"))
+            .await
+            .expect_err("the server answers Unavailable");
+        assert_eq!(status.code(), Code::Unavailable, "call {n}: {status:?}");
+    }
+    let humus = attempts_seen(server, "storm-humus").await;
+
+    // grpcio's client, with gRPC retry throttling at the same tokens and
+    // ratio, and 3 attempts.
+    let out = Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/interop/storm_client.py"
+        ))
+        .args(["--port", &server.port.to_string()])
+        .args(["--calls", &CALLS.to_string()])
+        .args(["--test-id", "storm-grpcio", "--script", "UNAVAILABLE"])
+        .args(["--max-tokens", "10", "--token-ratio", "0.1"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run python3");
+    assert!(
+        out.status.success(),
+        "storm_client.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains(r#""UNAVAILABLE": 100"#), "{said}");
+    let grpc = attempts_seen(server, "storm-grpcio").await;
+
+    assert_eq!(humus, grpc, "humus made {humus} attempts, grpcio {grpc}");
+    // Calls 1 and 2 retried (3 and 2 attempts) until half the tokens were
+    // spent; every call after made one attempt.
+    assert_eq!(humus, CALLS + 3);
+}
