@@ -1,0 +1,359 @@
+//! Memory: the heap an idle client holds, and the heap each call in flight
+//! holds with 10,000 calls in flight, for humus's typed client and for
+//! tonic's generated client over a raw `Channel` (the peer), measured with
+//! a counting global allocator.
+//!
+//! The dependency runs in a child process (this binary, with `--serve`), so
+//! the count is the client's heap only: an in-process tonic server that
+//! never answers `UnaryCall`, so calls stay in flight, and answers
+//! `EmptyCall` (with which a client connects first). The child prints how
+//! many calls it holds; the figure is read once it holds all 10,000.
+//!
+//! ```text
+//! cargo bench -p humus-tests --bench memory
+//! ```
+//!
+//! Figures in `BENCHMARKS.interop.md`. Source: issue 9, "Memory".
+
+mod support;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use humus::grpc::client::{Client, Settings};
+use humus_tests::grpc_proto::grpc::testing::{Empty, SimpleRequest};
+use support::{Answer, Dependency, HumusClient, TonicClient};
+
+/// Counts the bytes the process holds on the heap.
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every method forwards to `System` with the caller's arguments,
+// and only adds bookkeeping of sizes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract is `System`'s.
+        let ptr = unsafe { System.alloc(layout) };
+        if !ptr.is_null() {
+            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        ptr
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract is `System`'s.
+        let ptr = unsafe { System.alloc_zeroed(layout) };
+        if !ptr.is_null() {
+            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        ptr
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract is `System`'s.
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: the caller's contract is `System`'s.
+        let new = unsafe { System.realloc(ptr, layout, new_size) };
+        if !new.is_null() {
+            LIVE.fetch_add(
+                new_size as isize - layout.size() as isize,
+                Ordering::Relaxed,
+            );
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        new
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Bytes on the heap now.
+fn live() -> isize {
+    LIVE.load(Ordering::SeqCst)
+}
+
+/// Heap allocations so far (reallocations included).
+fn allocs() -> usize {
+    ALLOCS.load(Ordering::SeqCst)
+}
+
+/// Sequential calls for the allocations-per-call figure.
+const SEQUENTIAL: usize = 1000;
+
+/// Calls in flight.
+const IN_FLIGHT: usize = 10_000;
+/// Calls started at once, until [`IN_FLIGHT`] are in flight.
+const BATCH: usize = 500;
+/// Clients built for the idle figure.
+const CLIENTS: usize = 100;
+/// Clients connected for the connected-idle figure.
+const CONNECTED: usize = 20;
+
+/// Calls the child server has held so far, as it last said.
+static HELD: AtomicUsize = AtomicUsize::new(0);
+
+/// The child: serves, says how many calls it holds, exits when its stdin
+/// closes.
+fn serve() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let dependency = Dependency::new(Answer::Hold);
+    let addr = rt.block_on(support::serve(dependency.clone()));
+    println!("LISTENING {}", addr.port());
+    std::thread::spawn(move || {
+        let mut said = usize::MAX;
+        loop {
+            let held = dependency.held();
+            if held != said {
+                println!("HELD {held}");
+                let _ = std::io::stdout().flush();
+                said = held;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+    let _ = std::io::stdin().read_to_end(&mut Vec::new());
+    std::process::exit(0);
+}
+
+/// Waits until the child has held `n` calls in all.
+fn wait_held(n: usize) {
+    let started = Instant::now();
+    while HELD.load(Ordering::SeqCst) < n {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the server holds {} calls, want {n}",
+            HELD.load(Ordering::SeqCst)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn humus_settings() -> Settings {
+    Settings {
+        // The calls stay in flight: no timeout ends them.
+        timeout: Duration::from_secs(3600),
+        ..Settings::default()
+    }
+}
+
+/// Bytes per item of what `make` builds `n` of, kept alive together.
+fn per<T>(n: usize, make: impl FnMut(usize) -> T) -> (f64, Vec<T>) {
+    let mut kept = Vec::with_capacity(n);
+    let before = live();
+    kept.extend((0..n).map(make));
+    let after = live();
+    ((after - before) as f64 / n as f64, kept)
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--serve") {
+        return serve();
+    }
+    let exe = std::env::current_exe().expect("this binary's path");
+    let mut child = Command::new(exe)
+        .arg("--serve")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the server");
+    let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+    let first = lines.next().expect("the server says").expect("a line");
+    let port: u16 = first
+        .strip_prefix("LISTENING ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("the server said {first:?}"));
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            if let Some(n) = line.strip_prefix("HELD ").and_then(|n| n.parse().ok()) {
+                HELD.store(n, Ordering::SeqCst);
+            }
+        }
+    });
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let _guard = rt.enter();
+    let setup = humus::Setup::new();
+
+    // What a client's tasks free after it is dropped is freed before the
+    // next figure is taken.
+    let settle = || std::thread::sleep(Duration::from_millis(200));
+
+    // Idle: built, never called.
+    let (tonic_idle, kept) = per(CLIENTS, |_| support::tonic_client(addr));
+    drop(kept);
+    settle();
+    let (humus_idle, kept) = per(CLIENTS, |_| {
+        let settings = Settings {
+            addr: addr.to_string(),
+            ..humus_settings()
+        };
+        HumusClient::new(Client::new(&setup, settings).expect("valid settings"))
+    });
+    drop(kept);
+    settle();
+
+    // Idle after one call: connected.
+    let before = live();
+    let tonic_clients: Vec<TonicClient> = (0..CONNECTED)
+        .map(|_| {
+            let mut client = support::tonic_client(addr);
+            rt.block_on(client.empty_call(Empty {})).expect("connects");
+            client
+        })
+        .collect();
+    settle();
+    let tonic_connected = (live() - before) as f64 / CONNECTED as f64;
+    drop(tonic_clients);
+    settle();
+    let before = live();
+    let humus_clients: Vec<HumusClient> = (0..CONNECTED)
+        .map(|_| {
+            let settings = Settings {
+                addr: addr.to_string(),
+                ..humus_settings()
+            };
+            let client = HumusClient::new(Client::new(&setup, settings).expect("valid"));
+            rt.block_on(client.empty_call(Empty {})).expect("connects");
+            client
+        })
+        .collect();
+    settle();
+    let humus_connected = (live() - before) as f64 / CONNECTED as f64;
+    drop(humus_clients);
+    settle();
+
+    // Allocations per call: sequential calls on a connected client.
+    let mut tonic = support::tonic_client(addr);
+    rt.block_on(tonic.empty_call(Empty {})).expect("connects");
+    let before = allocs();
+    rt.block_on(async {
+        for _ in 0..SEQUENTIAL {
+            tonic.empty_call(Empty {}).await.expect("OK");
+        }
+    });
+    let tonic_allocs = (allocs() - before) as f64 / SEQUENTIAL as f64;
+    drop(tonic);
+    let humus = support::humus_client(addr, humus_settings());
+    rt.block_on(humus.empty_call(Empty {})).expect("connects");
+    let before = allocs();
+    rt.block_on(async {
+        for _ in 0..SEQUENTIAL {
+            humus.empty_call(Empty {}).await.expect("OK");
+        }
+    });
+    let humus_allocs = (allocs() - before) as f64 / SEQUENTIAL as f64;
+    drop(humus);
+    settle();
+
+    // In flight: 10,000 calls held by the server.
+    let mut held = 0;
+    let mut in_flight = |spawn: &mut dyn FnMut() -> tokio::task::JoinHandle<()>| {
+        let mut tasks = Vec::with_capacity(IN_FLIGHT);
+        let before = live();
+        // In batches the server keeps up with: h2's server sends a GOAWAY
+        // (ENHANCE_YOUR_CALM, too_many_data_frames) when too many small
+        // DATA frames wait for streams it has not accepted yet.
+        for _ in 0..IN_FLIGHT / BATCH {
+            tasks.extend((0..BATCH).map(|_| spawn()));
+            held += BATCH;
+            wait_held(held);
+        }
+        settle();
+        assert_eq!(
+            HELD.load(Ordering::SeqCst),
+            held,
+            "the server holds every call"
+        );
+        let ended = tasks.iter().filter(|t| t.is_finished()).count();
+        assert_eq!(ended, 0, "calls ended: the figure would be wrong");
+        let per_call = (live() - before) as f64 / IN_FLIGHT as f64;
+        for task in &tasks {
+            task.abort();
+        }
+        for task in tasks {
+            let _ = rt.block_on(task);
+        }
+        settle();
+        per_call
+    };
+    let mut tonic = support::tonic_client(addr);
+    rt.block_on(tonic.empty_call(Empty {})).expect("connects");
+    let tonic_call = in_flight(&mut || {
+        let mut tonic = tonic.clone();
+        tokio::spawn(async move {
+            let _ = tonic.unary_call(SimpleRequest::default()).await;
+        })
+    });
+    drop(tonic);
+    let humus = support::humus_client(addr, humus_settings());
+    rt.block_on(humus.empty_call(Empty {})).expect("connects");
+    let humus_call = in_flight(&mut || {
+        let humus = humus.clone();
+        tokio::spawn(async move {
+            let _ = humus.unary_call(SimpleRequest::default()).await;
+        })
+    });
+
+    // The size of one call's future, which a task holding the call stores.
+    let tonic = support::tonic_client(addr);
+    let humus = support::humus_client(addr, humus_settings());
+    let tonic_future = {
+        let mut tonic = tonic.clone();
+        std::mem::size_of_val(&async move { tonic.unary_call(SimpleRequest::default()).await })
+    };
+    let humus_future = {
+        let humus = humus.clone();
+        std::mem::size_of_val(&async move { humus.unary_call(SimpleRequest::default()).await })
+    };
+
+    println!("Heap held by the client process, bytes (a counting global allocator).");
+    println!();
+    println!("| | tonic `Channel` + generated client | humus typed client | humus / tonic |");
+    println!("|---|---:|---:|---:|");
+    for (what, t, h) in [
+        (
+            "idle client, never called (per client, of 100)",
+            tonic_idle,
+            humus_idle,
+        ),
+        (
+            "idle client, connected (per client, of 20)",
+            tonic_connected,
+            humus_connected,
+        ),
+        ("per call in flight, of 10,000", tonic_call, humus_call),
+    ] {
+        println!("| {what} | {t:.0} | {h:.0} | {:.2} |", h / t);
+    }
+    println!(
+        "| size of one unary call's future (bytes; a task holding the call stores it) | {tonic_future} | {humus_future} | {:.2} |",
+        humus_future as f64 / tonic_future as f64
+    );
+    println!(
+        "| heap allocations per unary call (count, of {SEQUENTIAL} sequential) | {tonic_allocs:.1} | {humus_allocs:.1} | {:.2} |",
+        humus_allocs / tonic_allocs
+    );
+    drop(child.stdin.take());
+    let _ = child.wait();
+}

@@ -1,0 +1,216 @@
+//! What the benchmarks share: the dependency they call, an in-process tonic
+//! server of `grpc.testing.TestService` on loopback TCP, and the clients of
+//! it (tonic's generated client over a raw `Channel`, and humus's typed
+//! client).
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures_util::StreamExt;
+use humus::grpc::client::{Client, Settings};
+use humus_tests::grpc_proto::grpc::testing::test_service_server::{TestService, TestServiceServer};
+use humus_tests::grpc_proto::grpc::testing::{
+    Empty, SimpleRequest, SimpleResponse, StreamingInputCallRequest, StreamingInputCallResponse,
+    StreamingOutputCallRequest, StreamingOutputCallResponse, test_service_client,
+    test_service_humus,
+};
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::{Request, Response, Status};
+
+/// tonic's generated client over a raw `Channel`.
+pub type TonicClient = test_service_client::TestServiceClient<tonic::transport::Channel>;
+/// humus's typed client.
+pub type HumusClient = test_service_humus::TestServiceClient;
+
+/// How the dependency answers every unary call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// OK, with an empty response.
+    Ok,
+    /// `Unavailable`.
+    Unavailable,
+    /// `UnaryCall` is never answered: it is held until the client gives up.
+    /// `EmptyCall` answers OK (a client connects with it).
+    Hold,
+}
+
+/// The dependency: answers as told, and counts what it sees.
+#[derive(Debug)]
+pub struct Dependency {
+    answer: Answer,
+    /// Attempts per `(x-test-id, x-call)`, for requests that carry them.
+    attempts: Mutex<HashMap<(String, u32), u32>>,
+    /// Calls held so far ([`Answer::Hold`]).
+    held: AtomicUsize,
+}
+
+impl Dependency {
+    pub fn new(answer: Answer) -> Arc<Dependency> {
+        Arc::new(Dependency {
+            answer,
+            attempts: Mutex::new(HashMap::new()),
+            held: AtomicUsize::new(0),
+        })
+    }
+
+    /// The attempts the server saw of each call of `test_id`, by call index
+    /// (0 for a call it never saw), for `calls` calls.
+    pub fn attempts(&self, test_id: &str, calls: u32) -> Vec<u32> {
+        let attempts = self.attempts.lock().unwrap_or_else(PoisonError::into_inner);
+        (0..calls)
+            .map(|call| {
+                attempts
+                    .get(&(test_id.to_owned(), call))
+                    .copied()
+                    .unwrap_or(0)
+            })
+            .collect()
+    }
+
+    /// Calls held so far.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::SeqCst)
+    }
+
+    async fn answer<T: Default>(
+        &self,
+        request: &Request<impl Sized>,
+        hold: bool,
+    ) -> Result<Response<T>, Status> {
+        let metadata = request.metadata();
+        if let (Some(id), Some(call)) = (metadata.get("x-test-id"), metadata.get("x-call")) {
+            let id = id.to_str().unwrap_or_default().to_owned();
+            let call = call
+                .to_str()
+                .ok()
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(u32::MAX);
+            *self
+                .attempts
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry((id, call))
+                .or_default() += 1;
+        }
+        match self.answer {
+            Answer::Ok => Ok(Response::new(T::default())),
+            Answer::Unavailable => Err(Status::unavailable("the dependency is down")),
+            Answer::Hold if !hold => Ok(Response::new(T::default())),
+            Answer::Hold => {
+                self.held.fetch_add(1, Ordering::SeqCst);
+                std::future::pending().await
+            }
+        }
+    }
+}
+
+/// The tonic service of a shared [`Dependency`].
+struct Service(Arc<Dependency>);
+
+#[tonic::async_trait]
+impl TestService for Service {
+    async fn empty_call(&self, request: Request<Empty>) -> Result<Response<Empty>, Status> {
+        self.0.answer(&request, false).await
+    }
+
+    async fn unary_call(
+        &self,
+        request: Request<SimpleRequest>,
+    ) -> Result<Response<SimpleResponse>, Status> {
+        self.0.answer(&request, true).await
+    }
+
+    async fn cacheable_unary_call(
+        &self,
+        request: Request<SimpleRequest>,
+    ) -> Result<Response<SimpleResponse>, Status> {
+        self.0.answer(&request, true).await
+    }
+
+    type StreamingOutputCallStream =
+        futures_util::stream::Empty<Result<StreamingOutputCallResponse, Status>>;
+
+    async fn streaming_output_call(
+        &self,
+        _request: Request<StreamingOutputCallRequest>,
+    ) -> Result<Response<Self::StreamingOutputCallStream>, Status> {
+        Err(Status::unimplemented("not in the benchmarks"))
+    }
+
+    async fn streaming_input_call(
+        &self,
+        _request: Request<tonic::Streaming<StreamingInputCallRequest>>,
+    ) -> Result<Response<StreamingInputCallResponse>, Status> {
+        Err(Status::unimplemented("not in the benchmarks"))
+    }
+
+    type FullDuplexCallStream =
+        futures_util::stream::Empty<Result<StreamingOutputCallResponse, Status>>;
+
+    async fn full_duplex_call(
+        &self,
+        _request: Request<tonic::Streaming<StreamingOutputCallRequest>>,
+    ) -> Result<Response<Self::FullDuplexCallStream>, Status> {
+        Err(Status::unimplemented("not in the benchmarks"))
+    }
+
+    type HalfDuplexCallStream =
+        futures_util::stream::Empty<Result<StreamingOutputCallResponse, Status>>;
+
+    async fn half_duplex_call(
+        &self,
+        _request: Request<tonic::Streaming<StreamingOutputCallRequest>>,
+    ) -> Result<Response<Self::HalfDuplexCallStream>, Status> {
+        Err(Status::unimplemented("not in the benchmarks"))
+    }
+
+    async fn unimplemented_call(
+        &self,
+        _request: Request<Empty>,
+    ) -> Result<Response<Empty>, Status> {
+        Err(Status::unimplemented("not implemented"))
+    }
+}
+
+/// Serves `dependency` on a free loopback port, on the current runtime;
+/// returns its address. Up to 20,000 streams at once per connection.
+pub async fn serve(dependency: Arc<Dependency>) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a loopback port");
+    let addr = listener.local_addr().expect("a bound address");
+    let incoming = TcpListenerStream::new(listener).map(|conn| {
+        conn.inspect(|stream| {
+            let _ = stream.set_nodelay(true);
+        })
+    });
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .max_concurrent_streams(20_000)
+            .add_service(TestServiceServer::new(Service(dependency)))
+            .serve_with_incoming(incoming),
+    );
+    addr
+}
+
+/// tonic's generated client over a raw, lazily connected `Channel` to `addr`.
+pub fn tonic_client(addr: SocketAddr) -> TonicClient {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .expect("a valid URI")
+        .connect_lazy();
+    TonicClient::new(channel)
+}
+
+/// humus's typed client of `addr` with `settings` (the defaults but the
+/// address otherwise), with a new `Setup`: no-op telemetry, injection off.
+pub fn humus_client(addr: SocketAddr, settings: Settings) -> HumusClient {
+    let settings = Settings {
+        addr: addr.to_string(),
+        ..settings
+    };
+    HumusClient::new(Client::new(&humus::Setup::new(), settings).expect("valid settings"))
+}
