@@ -102,7 +102,8 @@ fn main() {
     let c = clients.clone();
     let (single, batch) = rt
         .block_on(tokio::spawn(async move {
-            let mut single = vec![Vec::with_capacity(ROUNDS); 3];
+            let mut single: Vec<Vec<Duration>> =
+                (0..3).map(|_| Vec::with_capacity(ROUNDS)).collect();
             for round in 0..WARM_UP + ROUNDS {
                 for (k, samples) in single.iter_mut().enumerate() {
                     let started = Instant::now();
@@ -112,7 +113,8 @@ fn main() {
                     }
                 }
             }
-            let mut batch = vec![Vec::with_capacity(BATCH_ROUNDS); 3];
+            let mut batch: Vec<Vec<Duration>> =
+                (0..3).map(|_| Vec::with_capacity(BATCH_ROUNDS)).collect();
             for round in 0..WARM_UP / 10 + BATCH_ROUNDS {
                 for (k, samples) in batch.iter_mut().enumerate() {
                     let started = Instant::now();
