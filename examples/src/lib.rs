@@ -6,9 +6,11 @@
 //! | [`pb`] | the messages and tonic stubs of `ledger.v1` and `wallet.v1` |
 //! | [`config`] | settings from environment variables, checked; exit codes 78 and 1 |
 //! | [`ledger`] | the ledger service: the dependency, with knobs that make it misbehave |
+//! | [`recording`] | OpenTelemetry SDK providers recording in memory, and readers of what they hold |
 
 pub mod config;
 pub mod ledger;
+pub mod recording;
 
 /// The generated code of the walkthrough's protos.
 pub mod pb {
