@@ -1,18 +1,14 @@
-//! Compiles the walkthrough's protos (ledger.v1 and wallet.v1) with protox,
-//! so no system `protoc` is needed.
-//!
-//! STOPGAP until `humus-build` lands: tonic-prost-build's messages and
-//! stubs only, no typed humus client (`src/ledger_client.rs` stands in).
+//! Compiles the walkthrough's protos with humus-build: protox (no system
+//! `protoc`), prost's messages, tonic's stubs, and a typed humus client
+//! per service (`ledger_humus::LedgerClient`, `wallet_humus::WalletClient`)
+//! with each method's `humus.v1.policy` baked into its descriptor.
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let protos = [
-        "proto/ledger/v1/ledger.proto",
-        "proto/wallet/v1/wallet.proto",
-    ];
-    let fds = protox::compile(protos, ["proto"])?;
-    tonic_prost_build::configure().compile_fds(fds)?;
-    for proto in protos {
-        println!("cargo:rerun-if-changed={proto}");
-    }
-    Ok(())
+fn main() -> Result<(), humus_build::Error> {
+    humus_build::configure().compile_protos(
+        &[
+            "proto/ledger/v1/ledger.proto",
+            "proto/wallet/v1/wallet.proto",
+        ],
+        &["proto"],
+    )
 }
