@@ -657,7 +657,7 @@ impl Run {
         let seen = self.ledger.seen();
         let balance = self.ledger.balance("carol");
         self.ledger.set_charge_unavailable(true);
-        let failed = vec![
+        let failed = [
             self.top_up("carol", 700).await,
             self.top_up("carol", 300).await,
         ];
