@@ -900,7 +900,7 @@ impl Run {
             }
         }
         self.say(&format!(
-            "      10 concurrent payments, {faulted} with {}={}: failed {failed:?}; the ledger saw {faulted} {reached} times; {faulted_attempts} attempts aborted by the scenario",
+            "      10 concurrent payments, {faulted} with {}={}: failed {failed:?}; the ledger saw {faulted} {reached} times; attempts the scenario aborted: {faulted_attempts}",
             wallet::SCENARIO_KEY,
             scenario_text(point)
         ));
