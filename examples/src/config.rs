@@ -473,3 +473,31 @@ mod tests {
         assert_eq!(Failure::software("boom").exit_code(), 1);
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn composite_durations_add_up(h in 0u64..1000, m in 0u64..1000, s in 0u64..1000, ms in 0u64..1000, us in 0u64..1000) {
+            let raw = format!("{h}h{m}m{s}s{ms}ms{us}us");
+            let want = Duration::from_secs(h * 3600 + m * 60 + s)
+                + Duration::from_millis(ms)
+                + Duration::from_micros(us);
+            prop_assert_eq!(parse_duration(&raw), Some(want));
+        }
+
+        #[test]
+        fn decimal_seconds_are_exact_to_the_nanosecond(whole in 0u64..100_000, nanos in 0u32..1_000_000_000) {
+            let raw = format!("{whole}.{nanos:09}s");
+            prop_assert_eq!(parse_duration(&raw), Some(Duration::new(whole, nanos)));
+        }
+
+        #[test]
+        fn any_text_parses_or_is_rejected_without_a_panic(raw in "\\PC{0,24}") {
+            let _ = parse::duration(&raw);
+        }
+    }
+}
