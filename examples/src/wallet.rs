@@ -33,6 +33,7 @@ use humus::fault::{self, Injector, jsonscenario};
 use humus::grpc::client::{self, Client};
 use humus::grpc::server::StripScenarioLayer;
 use humus::health::Monitor;
+use humus::telemetry::{MetadataExtractor, code_name};
 use opentelemetry::context::FutureExt as _;
 use opentelemetry::propagation::{TextMapCompositePropagator, TextMapPropagator};
 use opentelemetry::trace::{SpanKind, Status as SpanStatus, TraceContextExt, Tracer};
@@ -154,9 +155,10 @@ impl Settings {
     }
 }
 
-/// The propagator the wallet reads its callers' trace context and baggage
-/// with, and its ledger client writes them with: W3C Trace Context and
-/// Baggage.
+/// The propagator to give the wallet's telemetry: W3C Trace Context and
+/// Baggage. The wallet reads its callers' trace context and baggage (and
+/// so their failure scenarios) with its telemetry's propagator, and its
+/// ledger client writes them with it.
 pub fn propagator() -> TextMapCompositePropagator {
     TextMapCompositePropagator::new(vec![
         Box::new(TraceContextPropagator::new()),
@@ -191,7 +193,7 @@ pub trait Ledger {
 pub struct Wallet {
     ledger: Ledger,
     tracer: Arc<opentelemetry::global::BoxedTracer>,
-    propagator: Arc<TextMapCompositePropagator>,
+    propagator: Arc<dyn TextMapPropagator + Send + Sync>,
 }
 
 impl std::fmt::Debug for Wallet {
@@ -213,7 +215,7 @@ impl Wallet {
                     .telemetry()
                     .tracer(InstrumentationScope::builder(WALLET_SCOPE).build()),
             ),
-            propagator: Arc::new(propagator()),
+            propagator: setup.telemetry().shared_propagator(),
         }
     }
 
@@ -455,65 +457,6 @@ impl pb::wallet_server::Wallet for Wallet {
     }
 }
 
-/// The name of a gRPC status code as OpenTelemetry's RPC conventions
-/// write it: `OK`, `UNAVAILABLE`, `FAILED_PRECONDITION`, ….
-pub fn code_name(code: Code) -> &'static str {
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
-    }
-}
-
-/// Reads a propagator's fields from gRPC metadata.
-#[derive(Debug)]
-pub struct MetadataExtractor<'a>(pub &'a tonic::metadata::MetadataMap);
-
-impl opentelemetry::propagation::Extractor for MetadataExtractor<'_> {
-    fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).and_then(|v| v.to_str().ok())
-    }
-
-    fn keys(&self) -> Vec<&str> {
-        self.0
-            .keys()
-            .filter_map(|k| match k {
-                tonic::metadata::KeyRef::Ascii(k) => Some(k.as_str()),
-                tonic::metadata::KeyRef::Binary(_) => None,
-            })
-            .collect()
-    }
-}
-
-/// Writes a propagator's fields into gRPC metadata.
-#[derive(Debug)]
-pub struct MetadataInjector<'a>(pub &'a mut tonic::metadata::MetadataMap);
-
-impl opentelemetry::propagation::Injector for MetadataInjector<'_> {
-    fn set(&mut self, key: &str, value: String) {
-        if let (Ok(key), Ok(value)) = (
-            tonic::metadata::MetadataKey::from_bytes(key.as_bytes()),
-            tonic::metadata::MetadataValue::try_from(value),
-        ) {
-            self.0.insert(key, value);
-        }
-    }
-}
-
 /// A wallet being served, until [`stop`](Serving::stop).
 #[derive(Debug)]
 pub struct Serving {
@@ -552,14 +495,17 @@ pub async fn start(
     }
     let readiness = tokio::spawn(report_readiness(ready, reporter));
 
-    let strip = StripScenarioLayer::new(setup.faults().clone(), Arc::new(propagator()))
-        .trust_scenario(|caller| {
-            caller
-                .extensions()
-                .get::<TcpConnectInfo>()
-                .and_then(TcpConnectInfo::remote_addr)
-                .is_some_and(|peer| peer.ip().is_loopback())
-        });
+    let strip = StripScenarioLayer::new(
+        setup.faults().clone(),
+        setup.telemetry().shared_propagator(),
+    )
+    .trust_scenario(|caller| {
+        caller
+            .extensions()
+            .get::<TcpConnectInfo>()
+            .and_then(TcpConnectInfo::remote_addr)
+            .is_some_and(|peer| peer.ip().is_loopback())
+    });
     let (stop, mut stopping) = watch::channel(false);
     let server = tokio::spawn(
         tonic::transport::Server::builder()

@@ -19,7 +19,15 @@ async fn main() -> ExitCode {
 
 async fn run(env: Env) -> Result<(), Failure> {
     let settings = Settings::from_env(&env)?;
-    let setup = Setup::new().with_faults(wallet::faults(settings.fault_injection));
+    // No exporter here: a service in production gives the builder its SDK
+    // providers (OTLP, Prometheus). The propagator alone carries its
+    // callers' trace context and baggage on to the ledger.
+    let telemetry = humus::telemetry::Telemetry::builder()
+        .propagator(wallet::propagator())
+        .build();
+    let setup = Setup::new()
+        .with_telemetry(telemetry)
+        .with_faults(wallet::faults(settings.fault_injection));
     let listener = tokio::net::TcpListener::bind(settings.listen_addr)
         .await
         .map_err(|e| Failure::software(format!("listening on {}: {e}", settings.listen_addr)))?;

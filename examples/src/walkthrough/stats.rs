@@ -11,33 +11,15 @@ use opentelemetry_sdk::trace::SpanData;
 use crate::recording::{Metrics, span_attribute, span_duration};
 
 /// The names humus records under (seed 000, "Telemetry", "humus's own
-/// instruments").
+/// instruments"), as the walkthrough reads them.
 pub mod names {
-    /// The scope of each attempt's span and of `rpc.client.call.duration`.
-    pub const RPC_SCOPE: &str = "humus::grpc::client::otel";
-    /// The scope of humus's own instruments, rejected calls' spans and the
-    /// breaker's log records.
-    pub const CLIENT_SCOPE: &str = "humus::grpc::client";
-    /// Each attempt's duration, a histogram in seconds.
-    pub const RPC_CLIENT_CALL_DURATION: &str = "rpc.client.call.duration";
-    /// Breakers per state, observed at each collection.
-    pub const CIRCUIT_STATE: &str = "humus.circuit.state";
-    /// Breaker transitions, by the state entered.
-    pub const CIRCUIT_TRANSITIONS: &str = "humus.circuit.transitions";
-    /// Calls the breaker counted, by outcome.
-    pub const CIRCUIT_CALLS: &str = "humus.circuit.calls";
-    /// Retry decisions, by decision.
-    pub const RETRY_DECISIONS: &str = "humus.retry.decisions";
-    /// The attribute of a breaker's state.
-    pub const STATE: &str = "humus.circuit.state";
-    /// The attribute of a breaker's outcome.
-    pub const OUTCOME: &str = "humus.circuit.outcome";
-    /// The attribute of a retry decision.
-    pub const DECISION: &str = "humus.retry.decision";
-    /// The gRPC code's name an attempt ended with.
-    pub const STATUS_CODE: &str = "rpc.response.status_code";
-    /// The event name of a breaker transition's log record.
-    pub const TRANSITION_EVENT: &str = "humus.circuit.transition";
+    pub use humus::telemetry::names::{
+        CLIENT_SCOPE, HUMUS_CIRCUIT_CALLS as CIRCUIT_CALLS, HUMUS_CIRCUIT_OUTCOME as OUTCOME,
+        HUMUS_CIRCUIT_STATE as STATE, HUMUS_CIRCUIT_STATE_INSTRUMENT as CIRCUIT_STATE,
+        HUMUS_CIRCUIT_TRANSITIONS as CIRCUIT_TRANSITIONS, HUMUS_RETRY_DECISION as DECISION,
+        HUMUS_RETRY_DECISIONS as RETRY_DECISIONS, RPC_CLIENT_CALL_DURATION,
+        RPC_RESPONSE_STATUS_CODE as STATUS_CODE, RPC_SCOPE,
+    };
 }
 
 /// The instrumentation scope of the wallet's own server spans.
