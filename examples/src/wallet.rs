@@ -567,6 +567,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_policies_reach_the_descriptors() {
+        use crate::pb::ledger::v1::ledger_humus;
+        // From the .proto's option.
+        assert!(ledger_humus::CHARGE.policy.never_retry);
+        assert!(Ledger::CHARGE.policy.never_retry);
+        // From #[humus::client].
+        let transfer = Ledger::TRANSFER;
+        assert_eq!(transfer.full_name, "/ledger.v1.Ledger/Transfer");
+        assert_eq!(transfer.point, "grpc:ledger.v1.Ledger/Transfer");
+        assert!(!transfer.policy.never_retry);
+        assert_eq!(transfer.policy.table.len(), 1);
+        let rule = transfer.policy.table[0];
+        assert_eq!(rule.code, Code::Aborted);
+        assert_eq!(rule.retry, humus::retry::Verdict::Retry);
+        assert_eq!(rule.breaker, circuit::Outcome::Success);
+        // The .proto's own descriptor has no rule for Transfer.
+        assert!(ledger_humus::TRANSFER.policy.table.is_empty());
+    }
+
+    #[test]
     fn the_ledgers_answers_become_the_wallets() {
         let cases = [
             (
