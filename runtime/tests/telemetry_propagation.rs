@@ -63,7 +63,10 @@ fn a_server_that_extracts_the_metadata_joins_the_trace_and_sees_the_baggage() {
     let client_spans = client.spans();
     assert_eq!(client_spans.len(), 1);
     assert_eq!(client_spans[0].instrumentation_scope.name(), RPC_SCOPE);
-    assert_eq!(client_spans[0].span_context.span_id(), attempt_span.span_id());
+    assert_eq!(
+        client_spans[0].span_context.span_id(),
+        attempt_span.span_id()
+    );
 }
 
 #[test]

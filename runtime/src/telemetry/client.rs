@@ -395,9 +395,9 @@ impl ClientRecorder {
     /// synchronous, so the guard never crosses an `.await`).
     pub fn transition_observer(&self) -> impl Fn(&Transition) + Send + Sync + 'static {
         let recorder = self.clone();
-        move |transition: &Transition| {
-            Context::map_current(|cx| recorder.record_transition(cx, transition))
-        }
+        // Not `Context::map_current`: it keeps the current context borrowed,
+        // and the SDK's processors attach a context of their own on emit.
+        move |transition: &Transition| recorder.record_transition(&Context::current(), transition)
     }
 
     /// Starts an attempt of `method`, the full method name with its leading
