@@ -427,7 +427,7 @@ impl ClientRecorder {
             cx,
             traced,
             method,
-            started: Instant::now(),
+            started: self.inner.kit.instruments.as_ref().map(|_| Instant::now()),
             ended: false,
         }
     }
@@ -638,7 +638,8 @@ pub struct Attempt {
     cx: Context,
     traced: bool,
     method: &'static str,
-    started: Instant,
+    /// When the attempt started; read only when it will be measured.
+    started: Option<Instant>,
     ended: bool,
 }
 
@@ -691,10 +692,11 @@ impl Attempt {
         if self.traced {
             end_span(&self.cx, code, message);
         }
-        let Some(instruments) = &self.recorder.kit.instruments else {
+        let (Some(instruments), Some(started)) = (&self.recorder.kit.instruments, self.started)
+        else {
             return;
         };
-        let seconds = self.started.elapsed().as_secs_f64();
+        let seconds = started.elapsed().as_secs_f64();
         let endpoint = &self.recorder.endpoint;
         let name = code_name(code);
         let empty = || KeyValue::new("", "");
