@@ -1,9 +1,50 @@
 //! Retries: the budget, the backoff schedule and decisions (seed 000,
-//! "Which calls are retried"; gRFC A6).
+//! "Which calls are retried"; gRFC A6). Nothing here knows of gRPC.
 //!
-//! PLACEHOLDER: the budget and the schedule land with issue 3.
+//! | item | what it is |
+//! |---|---|
+//! | [`Verdict`] | what a classifier answers of one attempt |
+//! | [`Budget`], [`BudgetConfig`] | gRFC A6 retry throttling, shared by every call of a client |
+//! | [`Exponential`] | the full-jitter exponential backoff schedule |
+//! | [`decide`], [`Attempted`], [`Next`] | what follows an attempt |
+//! | [`Decision`] | what [`decide`] decided, as `humus.retry.decisions` counts it |
+//!
+//! The attempt loop, after each attempt that reached the dependency:
+//!
+//! ```
+//! use std::time::Duration;
+//! use humus::retry::{decide, Attempted, Budget, Exponential, Next, Verdict};
+//!
+//! let budget = Budget::default();
+//! let schedule = Exponential::new(Duration::from_millis(100), Duration::from_secs(1))
+//!     .with_source(|hi| hi / 2);
+//! let now = tokio::time::Instant::now();
+//! let attempt = 1;
+//! let next = decide(&budget, &Attempted {
+//!     verdict: Verdict::Retry,
+//!     retry_after: None,
+//!     attempt,
+//!     max_attempts: 3,
+//!     backoff: schedule.backoff(attempt),
+//!     backoff_max: schedule.max(),
+//!     now,
+//!     deadline: Some(now + Duration::from_secs(5)),
+//! });
+//! assert_eq!(next, Next::Retry { after: Duration::from_millis(50) });
+//! assert_eq!(next.decision().to_string(), "retried");
+//! ```
 
 use std::fmt;
+
+mod backoff;
+mod budget;
+mod decide;
+
+pub use backoff::Exponential;
+pub use budget::{
+    Budget, BudgetConfig, BudgetError, MAX_TOKENS_LIMIT, check_max_tokens, check_token_ratio,
+};
+pub use decide::{Attempted, Next, decide};
 
 /// What a classifier answers of one attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

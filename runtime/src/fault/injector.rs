@@ -1,0 +1,198 @@
+//! [`Injector`]: a service's failure injection (seed 002, "Proposed API",
+//! `fault.Injector`, and "Telemetry").
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use opentelemetry::baggage::{Baggage, BaggageExt};
+use opentelemetry::trace::{SpanRef, TraceContextExt};
+use opentelemetry::{Context, KeyValue};
+use tokio::time::Instant;
+
+use super::codec::baggage_without;
+use super::settings::validate;
+use super::{Decoder, Fault, InjectedError, Settings, SettingsError, names};
+
+/// A service's failure injection: every humus client evaluates its point
+/// with it, and every humus server strips untrusted scenarios with it. A
+/// [`Setup`](crate::Setup) holds one.
+///
+/// The default is off: [`eval`](Injector::eval) returns [`Fault::NONE`],
+/// [`strip`](Injector::strip) strips nothing, and nothing is recorded.
+/// Clones share one decoder; it is cheap to clone and safe to use from
+/// many tasks at once. Evaluating is stateless: each call decodes the
+/// scenario from the request's baggage afresh.
+#[derive(Clone, Default)]
+pub struct Injector {
+    on: Option<Arc<On>>,
+}
+
+struct On {
+    decoder: Arc<dyn Decoder>,
+    max_delay: Duration,
+}
+
+impl fmt::Debug for Injector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.on {
+            None => f.write_str("Injector(off)"),
+            Some(on) => f
+                .debug_struct("Injector")
+                .field("decoder", &on.decoder)
+                .field("max_delay", &on.max_delay)
+                .finish(),
+        }
+    }
+}
+
+impl Injector {
+    /// Checks `settings` and builds an injector that is on.
+    ///
+    /// # Errors
+    ///
+    /// [`SettingsError`] naming every bad field at once: an unset
+    /// `decoder`, a `max_delay` that is not positive.
+    pub fn new(settings: Settings) -> Result<Injector, SettingsError> {
+        let (decoder, max_delay) = validate(settings)?;
+        Ok(Injector {
+            on: Some(Arc::new(On { decoder, max_delay })),
+        })
+    }
+
+    /// An injector that is off (the default).
+    pub fn off() -> Injector {
+        Injector::default()
+    }
+
+    /// Whether failure injection is on.
+    pub fn is_on(&self) -> bool {
+        self.on.is_some()
+    }
+
+    /// The longest delay a point waits, or `None` when off.
+    pub fn max_delay(&self) -> Option<Duration> {
+        self.on.as_ref().map(|on| on.max_delay)
+    }
+
+    /// Whether `cx`'s baggage carries a scenario: a member the decoder
+    /// owns, valid or not. Always `false` when off.
+    pub fn carries_scenario(&self, cx: &Context) -> bool {
+        self.on
+            .as_ref()
+            .is_some_and(|on| carries(&*on.decoder, cx.baggage()))
+    }
+
+    /// The fault the injection point named `point` emulates for the
+    /// request `cx` belongs to, its delay clamped to the max delay.
+    ///
+    /// A request with no scenario gets [`Fault::NONE`] and records
+    /// nothing. On a request with one, every evaluation, matched or not,
+    /// adds a `humus.fit.evaluation` event to the span in `cx`, with
+    /// `humus.fit.point`; when a rule matched, `humus.fit.rule` (its
+    /// pattern), `humus.fit.delay` (the clamped delay, in seconds, a
+    /// float) and `humus.fit.abort`; when the decoder rejected the
+    /// scenario, `error.type` and `error.message`, and the request goes on
+    /// unharmed ([`Fault::NONE`]). Off: [`Fault::NONE`], nothing recorded.
+    ///
+    /// Any code can be a point: `injector.eval(&cx, "postgresql:orders")`,
+    /// then [`Fault::inject`] (or both at once with
+    /// [`inject`](Injector::inject)). Name such a point
+    /// `<system>:<name>`, after OpenTelemetry's `*.system` attribute.
+    pub fn eval(&self, cx: &Context, point: &str) -> Fault {
+        let Some(on) = &self.on else {
+            return Fault::NONE;
+        };
+        let span = cx.span();
+        match on.decoder.decode(cx.baggage()) {
+            Ok(None) => Fault::NONE,
+            Err(e) => {
+                span.add_event(
+                    names::EVALUATION,
+                    vec![
+                        KeyValue::new(names::POINT, point.to_owned()),
+                        KeyValue::new(names::ERROR_TYPE, e.error_type().to_owned()),
+                        KeyValue::new(names::ERROR_MESSAGE, e.to_string()),
+                    ],
+                );
+                Fault::NONE
+            }
+            Ok(Some(scenario)) => {
+                let Some(rule) = scenario.rule_for(point) else {
+                    span.add_event(
+                        names::EVALUATION,
+                        vec![KeyValue::new(names::POINT, point.to_owned())],
+                    );
+                    return Fault::NONE;
+                };
+                let fault = Fault {
+                    delay: rule.fault.delay.min(on.max_delay),
+                    abort: rule.fault.abort,
+                };
+                span.add_event(
+                    names::EVALUATION,
+                    vec![
+                        KeyValue::new(names::POINT, point.to_owned()),
+                        KeyValue::new(names::RULE, rule.point.clone()),
+                        KeyValue::new(names::DELAY, fault.delay.as_secs_f64()),
+                        KeyValue::new(names::ABORT, fault.abort),
+                    ],
+                );
+                fault
+            }
+        }
+    }
+
+    /// [`eval`](Injector::eval) then [`Fault::inject`]: carries out the
+    /// fault that the point named `point` emulates for `cx`'s request,
+    /// within `deadline`. For a point of the user's own code, such as
+    /// `"postgresql:orders"`.
+    ///
+    /// # Errors
+    ///
+    /// [`InjectedError`] when the fault aborts, or when `deadline` cuts
+    /// its delay short.
+    pub async fn inject(
+        &self,
+        cx: &Context,
+        point: impl Into<Cow<'static, str>>,
+        deadline: Option<Instant>,
+    ) -> Result<(), InjectedError> {
+        let point = point.into();
+        let fault = self.eval(cx, &point);
+        fault.inject(point, deadline).await
+    }
+
+    /// `cx` with the decoder's members removed from its baggage, every
+    /// other member (and its metadata) kept, or `None` when there was
+    /// nothing to strip (or injection is off): keep using `cx` then.
+    ///
+    /// A strip adds a `humus.fit.strip` event, with no attributes, to the
+    /// span in `cx`.
+    pub fn strip(&self, cx: &Context) -> Option<Context> {
+        let stripped = self.strip_baggage(cx.baggage())?;
+        record_strip(&cx.span());
+        Some(cx.with_baggage(stripped))
+    }
+
+    /// `baggage` without the decoder's members, every other member kept,
+    /// or `None` when it has none of them (or injection is off). Records
+    /// nothing; [`strip`](Injector::strip) is the recorded form.
+    pub fn strip_baggage(&self, baggage: &Baggage) -> Option<Baggage> {
+        let on = self.on.as_ref()?;
+        if !carries(&*on.decoder, baggage) {
+            return None;
+        }
+        Some(baggage_without(baggage, |key| on.decoder.owns(key)))
+    }
+}
+
+fn carries(decoder: &dyn Decoder, baggage: &Baggage) -> bool {
+    baggage.iter().any(|(key, _)| decoder.owns(key.as_str()))
+}
+
+/// Adds the `humus.fit.strip` event to `span`.
+pub(crate) fn record_strip(span: &SpanRef<'_>) {
+    span.add_event(names::STRIP, Vec::new());
+}

@@ -1,0 +1,77 @@
+//! [`StripScenarioLayer`].
+
+use std::fmt;
+use std::sync::Arc;
+
+use opentelemetry::propagation::TextMapPropagator;
+use tower_layer::Layer;
+
+use super::Caller;
+use super::service::{Shared, StripScenario, TrustFn};
+use crate::fault::Injector;
+
+/// A tower [`Layer`] for tonic servers that strips failure scenarios from
+/// callers its `trust_scenario` function does not trust (seed 002,
+/// "Stripping at servers"); see the [module](super) docs.
+///
+/// Put it on the server (`tonic::transport::Server::builder().layer(..)`),
+/// so it runs before any handler and any interceptor of the user's. It
+/// needs:
+///
+/// - the service's [`Injector`] (`setup.faults().clone()`): when it is off,
+///   the layer does nothing at all;
+/// - the propagator that reads and writes the request's `baggage` header
+///   (the service's telemetry's propagator; it may be a composite one that
+///   also carries the trace context, which the layer leaves as it is).
+#[derive(Clone)]
+pub struct StripScenarioLayer {
+    shared: Shared,
+}
+
+impl fmt::Debug for StripScenarioLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StripScenarioLayer")
+            .field("shared", &self.shared)
+            .finish()
+    }
+}
+
+impl StripScenarioLayer {
+    /// A layer that strips every caller's scenario (it trusts no one until
+    /// [`trust_scenario`](StripScenarioLayer::trust_scenario) says
+    /// otherwise), using `injector`'s decoder to find scenarios and
+    /// `propagator` to read and rewrite the `baggage` header.
+    pub fn new(
+        injector: Injector,
+        propagator: Arc<dyn TextMapPropagator + Send + Sync>,
+    ) -> StripScenarioLayer {
+        StripScenarioLayer {
+            shared: Shared::new(injector, propagator),
+        }
+    }
+
+    /// Sets the function that decides whether a caller's scenario reaches
+    /// the handler: `true` keeps it, `false` strips it. It is asked only
+    /// about a request that carries a scenario (valid or not), and only
+    /// when injection is on, before any handler runs. It is the user's
+    /// code: a panic in it is handled as the server handles a panic of a
+    /// handler.
+    ///
+    /// Default: none, which trusts no caller.
+    pub fn trust_scenario(
+        mut self,
+        trust: impl Fn(&Caller<'_>) -> bool + Send + Sync + 'static,
+    ) -> StripScenarioLayer {
+        let trust: TrustFn = Arc::new(trust);
+        self.shared.trust = Some(trust);
+        self
+    }
+}
+
+impl<S> Layer<S> for StripScenarioLayer {
+    type Service = StripScenario<S>;
+
+    fn layer(&self, inner: S) -> StripScenario<S> {
+        StripScenario::new(inner, Arc::new(self.shared.clone()))
+    }
+}

@@ -1,0 +1,291 @@
+//! [`StripScenario`], the service [`StripScenarioLayer`](super::StripScenarioLayer)
+//! builds, and what its trust function is given ([`Caller`]).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use opentelemetry::Context;
+use opentelemetry::baggage::BaggageExt;
+use opentelemetry::propagation::{Extractor, TextMapPropagator};
+use opentelemetry::trace::TraceContextExt;
+use rustls_pki_types::CertificateDer;
+use tower_service::Service;
+
+use super::future::ResponseFuture;
+use crate::fault::{Injector, record_strip};
+
+pub(super) type TrustFn = Arc<dyn Fn(&Caller<'_>) -> bool + Send + Sync>;
+
+/// What the layer and each of its services share.
+#[derive(Clone)]
+pub(super) struct Shared {
+    pub(super) injector: Injector,
+    pub(super) propagator: Arc<dyn TextMapPropagator + Send + Sync>,
+    /// The propagator's header names, parsed once.
+    pub(super) fields: Arc<[HeaderName]>,
+    pub(super) trust: Option<TrustFn>,
+}
+
+impl Shared {
+    pub(super) fn new(
+        injector: Injector,
+        propagator: Arc<dyn TextMapPropagator + Send + Sync>,
+    ) -> Shared {
+        let fields = propagator
+            .fields()
+            .filter_map(|f| HeaderName::try_from(f).ok())
+            .collect();
+        Shared {
+            injector,
+            propagator,
+            fields,
+            trust: None,
+        }
+    }
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared")
+            .field("injector", &self.injector)
+            .field("propagator", &self.propagator)
+            .field("trust_scenario", &self.trust.as_ref().map(|_| "fn"))
+            .finish()
+    }
+}
+
+/// The certificates a caller presented over TLS, leaf first, as the
+/// server's TLS acceptor verified them: a request extension that
+/// [`Caller::peer_certificates`] reads.
+///
+/// A TLS acceptor puts it in each request's extensions: with tonic's
+/// `serve_with_incoming`, make it the connection type's
+/// `tonic::transport::server::Connected::ConnectInfo` (tonic inserts the
+/// connect info into every request of the connection), or insert it with
+/// a layer outside this one. With tonic's own TLS (its `tls-*` features),
+/// read tonic's `TlsConnectInfo` from [`Caller::extensions`] instead.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerCertificates {
+    certificates: Arc<[CertificateDer<'static>]>,
+}
+
+impl PeerCertificates {
+    /// The certificates `certificates`, leaf first.
+    pub fn new(certificates: impl Into<Arc<[CertificateDer<'static>]>>) -> PeerCertificates {
+        PeerCertificates {
+            certificates: certificates.into(),
+        }
+    }
+
+    /// The certificates, leaf first.
+    pub fn certificates(&self) -> &[CertificateDer<'static>] {
+        &self.certificates
+    }
+}
+
+/// The caller of a request that carries a failure scenario: what a
+/// `trust_scenario` function decides on. Everything is the request as it
+/// arrived, before any handler.
+#[derive(Debug)]
+pub struct Caller<'a> {
+    method: &'a str,
+    headers: &'a HeaderMap,
+    extensions: &'a http::Extensions,
+}
+
+impl Caller<'_> {
+    /// The gRPC method's full name, the request's path:
+    /// `/package.Service/Method`.
+    pub fn method(&self) -> &str {
+        self.method
+    }
+
+    /// The request's HTTP/2 headers: its gRPC metadata (ASCII keys), and
+    /// anything a gateway set.
+    pub fn headers(&self) -> &HeaderMap {
+        self.headers
+    }
+
+    /// The request's gRPC metadata (a copy of [`headers`](Caller::headers)
+    /// as tonic presents it).
+    pub fn metadata(&self) -> tonic::metadata::MetadataMap {
+        tonic::metadata::MetadataMap::from_headers(self.headers.clone())
+    }
+
+    /// The certificates the caller presented over TLS, leaf first, when
+    /// the acceptor recorded them as [`PeerCertificates`]; `None` without
+    /// TLS, or when it did not.
+    pub fn peer_certificates(&self) -> Option<&[CertificateDer<'static>]> {
+        self.extensions
+            .get::<PeerCertificates>()
+            .map(PeerCertificates::certificates)
+    }
+
+    /// The request's extensions: what the transport and outer layers put
+    /// there (connection info, tonic's `TlsConnectInfo`, ...).
+    pub fn extensions(&self) -> &http::Extensions {
+        self.extensions
+    }
+}
+
+/// The service of [`StripScenarioLayer`](super::StripScenarioLayer): strips
+/// the failure scenario from the `baggage` header of each request whose
+/// caller is not trusted, then calls the inner service.
+///
+/// When it strips, it adds a `humus.fit.strip` event to the span of the
+/// `opentelemetry::Context` an outer layer put in the request's extensions,
+/// else to the span of the current context (`Context::current()`), which
+/// is where an outer tracing layer's server span is.
+#[derive(Debug)]
+pub struct StripScenario<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+impl<S: Clone> Clone for StripScenario<S> {
+    fn clone(&self) -> Self {
+        StripScenario {
+            inner: self.inner.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<S> StripScenario<S> {
+    pub(super) fn new(inner: S, shared: Arc<Shared>) -> Self {
+        StripScenario { inner, shared }
+    }
+}
+
+impl<S, B> Service<http::Request<B>> for StripScenario<S>
+where
+    S: Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
+        self.shared.strip_untrusted(&mut request);
+        ResponseFuture::new(self.inner.call(request))
+    }
+}
+
+impl Shared {
+    fn strip_untrusted<B>(&self, request: &mut http::Request<B>) {
+        if !self.injector.is_on() {
+            return;
+        }
+        let fields = &*self.fields;
+        combine_repeated(request.headers_mut(), fields);
+
+        let extracted = self
+            .propagator
+            .extract_with_context(&Context::new(), &HeaderExtractor(request.headers()));
+        if !self.injector.carries_scenario(&extracted) {
+            return;
+        }
+        let caller = Caller {
+            method: request.uri().path(),
+            headers: request.headers(),
+            extensions: request.extensions(),
+        };
+        if self.trust.as_ref().is_some_and(|trust| trust(&caller)) {
+            return;
+        }
+        let Some(baggage) = self.injector.strip_baggage(extracted.baggage()) else {
+            return;
+        };
+        let stripped = extracted.with_baggage(baggage);
+        rewrite(
+            request.headers_mut(),
+            fields,
+            &*self.propagator,
+            &extracted,
+            &stripped,
+        );
+        let span_cx = request
+            .extensions()
+            .get::<Context>()
+            .cloned()
+            .unwrap_or_else(Context::current);
+        record_strip(&span_cx.span());
+    }
+}
+
+/// Joins a propagator field sent in several headers into one, comma
+/// separated, as W3C Baggage reads several `baggage` headers: so that a
+/// scenario in a second header cannot slip past a propagator that reads
+/// only the first.
+fn combine_repeated(headers: &mut HeaderMap, fields: &[HeaderName]) {
+    for field in fields {
+        let mut values = headers.get_all(field).iter();
+        let (Some(first), Some(_)) = (values.next(), values.next()) else {
+            continue;
+        };
+        let mut joined = first.as_bytes().to_vec();
+        for v in headers.get_all(field).iter().skip(1) {
+            joined.push(b',');
+            joined.extend_from_slice(v.as_bytes());
+        }
+        match HeaderValue::from_bytes(&joined) {
+            Ok(v) => {
+                headers.insert(field.clone(), v);
+            }
+            Err(_) => {
+                headers.remove(field);
+            }
+        }
+    }
+}
+
+/// Rewrites the propagator's headers whose value stripping changed, and
+/// only those: the trace context and every other field stay as they came.
+fn rewrite(
+    headers: &mut HeaderMap,
+    fields: &[HeaderName],
+    propagator: &dyn TextMapPropagator,
+    before: &Context,
+    after: &Context,
+) {
+    let mut was: HashMap<String, String> = HashMap::new();
+    propagator.inject_context(before, &mut was);
+    let mut now: HashMap<String, String> = HashMap::new();
+    propagator.inject_context(after, &mut now);
+    for field in fields {
+        let value = now.get(field.as_str());
+        if was.get(field.as_str()) == value {
+            continue;
+        }
+        // A value that is not a valid header drops the field entirely:
+        // stripping errs on the side of removing the scenario.
+        match value.and_then(|v| HeaderValue::from_str(v).ok()) {
+            Some(v) => {
+                headers.insert(field.clone(), v);
+            }
+            None => {
+                headers.remove(field);
+            }
+        }
+    }
+}
+
+/// Reads a request's headers for a propagator.
+struct HeaderExtractor<'a>(&'a HeaderMap);
+
+impl Extractor for HeaderExtractor<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(HeaderName::as_str).collect()
+    }
+}

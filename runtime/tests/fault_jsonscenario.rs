@@ -1,0 +1,109 @@
+//! Properties of `jsonscenario`: the decoder never panics, whatever arrives;
+//! what the encoder writes, the decoder reads back, through the propagator
+//! too (seed 002, "The codec").
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use humus::fault::{self, Decoder, Encoder, Fault, Rule, Scenario, jsonscenario};
+use opentelemetry::Context;
+use opentelemetry::baggage::{Baggage, BaggageExt};
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry_sdk::propagation::BaggagePropagator;
+use proptest::prelude::*;
+
+fn codec() -> jsonscenario::Codec {
+    jsonscenario::Codec::new("acme.fault").unwrap()
+}
+
+fn decode(value: &str) -> Result<Option<Scenario>, fault::DecodeError> {
+    let mut b = Baggage::new();
+    b.insert("acme.fault", value.to_owned());
+    codec().decode(&b)
+}
+
+/// Text made of JSON's pieces, so the decoder sees near-misses of the
+/// grammar as well as noise.
+fn jsonish() -> impl Strategy<Value = String> {
+    let token = prop_oneof![
+        Just("{".to_owned()),
+        Just("}".to_owned()),
+        Just("[".to_owned()),
+        Just("]".to_owned()),
+        Just(",".to_owned()),
+        Just(":".to_owned()),
+        Just("\"rules\"".to_owned()),
+        Just("\"point\"".to_owned()),
+        Just("\"delay_ms\"".to_owned()),
+        Just("\"abort\"".to_owned()),
+        Just("true".to_owned()),
+        Just("null".to_owned()),
+        Just("\"\\u0000\"".to_owned()),
+        Just("\"\\ud800\"".to_owned()),
+        any::<i64>().prop_map(|n| n.to_string()),
+        any::<u64>().prop_map(|n| n.to_string()),
+        any::<f64>().prop_map(|n| n.to_string()),
+        "\"[^\"\\\\]{0,8}\"",
+        "[ \t\n]{1,2}",
+    ];
+    prop::collection::vec(token, 0..24).prop_map(|t| t.concat())
+}
+
+fn whole_ms_fault() -> impl Strategy<Value = Fault> {
+    (0u64..=u64::MAX, any::<bool>()).prop_map(|(ms, abort)| Fault {
+        delay: Duration::from_millis(ms),
+        abort,
+    })
+}
+
+fn scenario(point: impl Strategy<Value = String>) -> impl Strategy<Value = Scenario> {
+    prop::collection::vec(
+        (point, whole_ms_fault()).prop_map(|(p, f)| Rule::new(p, f)),
+        0..6,
+    )
+    .prop_map(Scenario::new)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn decoding_any_text_never_panics(value in any::<String>()) {
+        let _ = decode(&value);
+    }
+
+    #[test]
+    fn decoding_near_json_never_panics(value in jsonish()) {
+        if let Err(e) = decode(&value) {
+            prop_assert_eq!(e.error_type(), jsonscenario::DECODE_ERROR_TYPE);
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn what_encode_writes_decode_reads(s in scenario(any::<String>().prop_filter("non-empty", |p| !p.is_empty()))) {
+        match codec().encode(&Baggage::new(), &s) {
+            Ok(b) => prop_assert_eq!(codec().decode(&b).unwrap(), Some(s)),
+            Err(jsonscenario::EncodeError::TooLarge { size, .. }) => prop_assert!(size > 2048),
+            Err(e) => prop_assert!(false, "unexpected {e}"),
+        }
+    }
+
+    /// Points without `%`, which opentelemetry_sdk's propagator does not
+    /// percent-encode (see the module's caveat).
+    #[test]
+    fn a_scenario_crosses_the_propagator(s in scenario("[^%]{1,40}")) {
+        let mut b = Baggage::new();
+        b.insert("tenant", "acme");
+        let cx = Context::new().with_baggage(b);
+        let Ok(cx) = fault::with_scenario(&cx, &codec(), &s) else {
+            return Ok(()); // too large to send
+        };
+        let mut headers = HashMap::new();
+        BaggagePropagator::new().inject_context(&cx, &mut headers);
+        let got = BaggagePropagator::new().extract(&headers);
+        prop_assert_eq!(codec().decode(got.baggage()).unwrap(), Some(s));
+        prop_assert_eq!(got.baggage().get("tenant").map(|v| v.as_str()), Some("acme"));
+    }
+}

@@ -1,0 +1,237 @@
+//! The server layer on a real tonic server, over an in-memory connection:
+//! an untrusted caller's scenario never reaches the handler while other
+//! members do; a caller trusted by its certificate (the connection's
+//! `PeerCertificates` connect info) keeps it (seed 002, "Stripping at
+//! servers").
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context as TaskContext, Poll};
+
+use http::uri::PathAndQuery;
+use humus::fault::{self, Fault, Injector, Rule, Scenario, Settings, jsonscenario};
+use humus::grpc::server::{Caller, PeerCertificates, StripScenarioLayer};
+use hyper_util::rt::TokioIo;
+use opentelemetry::Context;
+use opentelemetry::baggage::BaggageExt;
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry_sdk::propagation::BaggagePropagator;
+use rustls_pki_types::CertificateDer;
+use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::server::NamedService;
+use tonic::transport::server::Connected;
+use tonic::transport::{Endpoint, Server};
+use tonic_prost::ProstCodec;
+
+const KEY: &str = "acme.fault";
+
+/// What the handler saw: the scenario member and the tenant member.
+type Seen = Arc<Mutex<Vec<(Option<String>, Option<String>)>>>;
+
+/// A one-method gRPC service, `/test.Orders/Pay`, taking and returning the
+/// empty message, that records the baggage its handler reads.
+#[derive(Clone)]
+struct Orders {
+    seen: Seen,
+}
+
+impl NamedService for Orders {
+    const NAME: &'static str = "test.Orders";
+}
+
+impl tower::Service<http::Request<tonic::body::Body>> for Orders {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
+        let seen = self.seen.clone();
+        let handler = tower::service_fn(move |req: tonic::Request<()>| {
+            let mut carrier = HashMap::new();
+            if let Some(b) = req.metadata().get("baggage") {
+                carrier.insert("baggage".to_owned(), b.to_str().unwrap().to_owned());
+            }
+            let cx = BaggagePropagator::new().extract(&carrier);
+            let b = cx.baggage();
+            seen.lock().unwrap().push((
+                b.get(KEY).map(|v| v.as_str().to_owned()),
+                b.get("tenant").map(|v| v.as_str().to_owned()),
+            ));
+            async { Ok::<_, tonic::Status>(tonic::Response::new(())) }
+        });
+        Box::pin(async move {
+            let mut grpc = tonic::server::Grpc::new(ProstCodec::<(), ()>::default());
+            Ok(grpc.unary(handler, req).await)
+        })
+    }
+}
+
+/// A connection whose peer presented `certs`, as a TLS acceptor would
+/// record them.
+struct CertIo {
+    io: DuplexStream,
+    certs: PeerCertificates,
+}
+
+impl Connected for CertIo {
+    type ConnectInfo = PeerCertificates;
+
+    fn connect_info(&self) -> PeerCertificates {
+        self.certs.clone()
+    }
+}
+
+impl AsyncRead for CertIo {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for CertIo {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// Starts `orders` behind `layer` and returns a client channel to it. With
+/// `certs`, each connection presents them.
+async fn serve(
+    layer: StripScenarioLayer,
+    certs: Option<PeerCertificates>,
+) -> (tonic::transport::Channel, Seen) {
+    let seen = Seen::default();
+    let orders = Orders { seen: seen.clone() };
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<CertIo, io::Error>>(4);
+    let server = Server::builder()
+        .layer(layer)
+        .add_service(orders)
+        .serve_with_incoming(ReceiverStream::new(rx));
+    tokio::spawn(server);
+    let certs = certs.unwrap_or_else(|| PeerCertificates::new(Vec::new()));
+    let channel = Endpoint::from_static("http://orders:9090")
+        .connect_with_connector(tower::service_fn(move |_: http::Uri| {
+            let (client, server) = tokio::io::duplex(64 * 1024);
+            let tx = tx.clone();
+            let certs = certs.clone();
+            async move {
+                tx.send(Ok(CertIo { io: server, certs }))
+                    .await
+                    .map_err(|_| io::Error::other("server gone"))?;
+                Ok::<_, io::Error>(TokioIo::new(client))
+            }
+        }))
+        .await
+        .unwrap();
+    (channel, seen)
+}
+
+/// Calls `/test.Orders/Pay` with `cx`'s baggage in the `baggage` header,
+/// as a client's propagator writes it.
+async fn pay(channel: &tonic::transport::Channel, cx: &Context) {
+    let mut headers = HashMap::new();
+    BaggagePropagator::new().inject_context(cx, &mut headers);
+    let mut req = tonic::Request::new(());
+    req.metadata_mut()
+        .insert("baggage", headers["baggage"].parse().unwrap());
+    let mut grpc = tonic::client::Grpc::new(channel.clone());
+    grpc.ready().await.unwrap();
+    grpc.unary::<(), (), _>(
+        req,
+        PathAndQuery::from_static("/test.Orders/Pay"),
+        ProstCodec::default(),
+    )
+    .await
+    .unwrap();
+}
+
+fn codec() -> jsonscenario::Codec {
+    jsonscenario::Codec::new(KEY).unwrap()
+}
+
+/// A request under test, aborting payments, with tenant=acme.
+fn under_test() -> (Context, String) {
+    let cx = Context::new().with_baggage([opentelemetry::KeyValue::new("tenant", "acme")]);
+    let scenario = Scenario::new([Rule::new(
+        "grpc:payments.v1.Payments/*",
+        Fault {
+            abort: true,
+            ..Fault::NONE
+        },
+    )]);
+    let json = codec().to_json(&scenario).unwrap();
+    (
+        fault::with_scenario(&cx, &codec(), &scenario).unwrap(),
+        json,
+    )
+}
+
+fn layer() -> StripScenarioLayer {
+    let on = Injector::new(Settings::new(codec())).unwrap();
+    StripScenarioLayer::new(on, Arc::new(BaggagePropagator::new()))
+}
+
+#[tokio::test]
+async fn an_untrusted_scenario_is_stripped_and_other_members_arrive() {
+    let (channel, seen) = serve(layer(), None).await;
+    let (cx, _) = under_test();
+    pay(&channel, &cx).await;
+    assert_eq!(*seen.lock().unwrap(), [(None, Some("acme".to_owned()))]);
+}
+
+#[tokio::test]
+async fn a_caller_trusted_by_its_certificate_keeps_its_scenario() {
+    let trusted = layer().trust_scenario(|c: &Caller<'_>| {
+        c.method() == "/test.Orders/Pay"
+            && c.peer_certificates()
+                .is_some_and(|certs| certs.first().is_some_and(|leaf| leaf.as_ref() == b"mesh"))
+    });
+    let mesh = PeerCertificates::new(vec![CertificateDer::from(b"mesh".to_vec())]);
+    let (channel, seen) = serve(trusted.clone(), Some(mesh)).await;
+    let (cx, json) = under_test();
+    pay(&channel, &cx).await;
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [(Some(json), Some("acme".to_owned()))]
+    );
+
+    let stranger = PeerCertificates::new(vec![CertificateDer::from(b"other".to_vec())]);
+    let (channel, seen) = serve(trusted, Some(stranger)).await;
+    pay(&channel, &cx).await;
+    assert_eq!(*seen.lock().unwrap(), [(None, Some("acme".to_owned()))]);
+}
+
+#[tokio::test]
+async fn injection_off_strips_nothing() {
+    let off = StripScenarioLayer::new(Injector::default(), Arc::new(BaggagePropagator::new()));
+    let (channel, seen) = serve(off, None).await;
+    let (cx, json) = under_test();
+    pay(&channel, &cx).await;
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [(Some(json), Some("acme".to_owned()))]
+    );
+}
