@@ -268,3 +268,33 @@ fn no_op_telemetry_records_nothing_and_keeps_the_callers_context() {
     recorder.record_rejected(&cx, TRANSFER, "rejected");
     assert!(capture.spans().is_empty());
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_injected_failure_has_one_error_type_in_spans_and_metrics() {
+    let capture = humus::testing::Telemetry::new();
+    let recorder = ClientRecorder::new(&capture.telemetry(), "ledger:443");
+    let injected = humus::fault::InjectedError::abort("grpc:ledger.v1.Ledger/Transfer").to_status();
+    recorder
+        .start_attempt(&Context::new(), TRANSFER)
+        .end(Some(&injected));
+    recorder.record_unsent(&Context::new(), TRANSFER, &injected);
+
+    let spans = capture.spans();
+    assert_eq!(spans.len(), 2);
+    for span in &spans {
+        assert_eq!(
+            text(span, "rpc.response.status_code").as_deref(),
+            Some("UNAVAILABLE")
+        );
+        assert_eq!(
+            text(span, "error.type").as_deref(),
+            Some(humus::fault::ERROR_TYPE)
+        );
+    }
+    let points = capture.metrics(RPC_SCOPE);
+    assert_eq!(points.len(), 1);
+    assert!(points[0].has(&[
+        ("rpc.response.status_code", "UNAVAILABLE"),
+        ("error.type", humus::fault::ERROR_TYPE),
+    ]));
+}

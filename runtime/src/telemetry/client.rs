@@ -22,6 +22,7 @@ use super::metadata::MetadataInjector;
 use super::names::*;
 use super::providers::Telemetry;
 use crate::circuit::{Outcome, State, Transition};
+use crate::fault::InjectedError;
 use crate::retry::Decision;
 
 /// The name of a gRPC status code as the RPC semantic conventions and
@@ -441,7 +442,13 @@ impl ClientRecorder {
     /// outcome `rejected`. It records no `rpc.client.call.duration`: nothing
     /// was sent. The loop records the decision (`stopped`) itself.
     pub fn record_rejected(&self, cx: &Context, method: &'static str, message: &str) {
-        self.unsent_span(cx, method, Code::Unavailable, message);
+        self.unsent_span(
+            cx,
+            method,
+            Code::Unavailable,
+            message,
+            code_name(Code::Unavailable),
+        );
         if let Some(instruments) = &self.inner.kit.instruments {
             instruments
                 .calls
@@ -452,11 +459,19 @@ impl ClientRecorder {
     /// Records an attempt that ended before anything was sent for another
     /// reason than the breaker, such as an injected abort: a span of
     /// humus's own scope, as [`record_rejected`](Self::record_rejected)
-    /// makes, with `status`'s code and message. It counts no call: the
+    /// makes, with `status`'s code and message, and `error.type`
+    /// [`fault::ERROR_TYPE`](crate::fault::ERROR_TYPE) when `status` carries
+    /// an [`InjectedError`](crate::fault::InjectedError). It counts no call: the
     /// attempt's ticket is settled, and [`record_call`](Self::record_call)
     /// counts it, as any other attempt's.
     pub fn record_unsent(&self, cx: &Context, method: &'static str, status: &tonic::Status) {
-        self.unsent_span(cx, method, status.code(), status.message());
+        self.unsent_span(
+            cx,
+            method,
+            status.code(),
+            status.message(),
+            error_type(status.code(), Some(status)),
+        );
     }
 
     /// Counts one call in `humus.circuit.calls`, by the outcome the breaker
@@ -586,23 +601,41 @@ impl ClientRecorder {
             .with_attributes(attributes)
     }
 
-    fn unsent_span(&self, cx: &Context, method: &'static str, code: Code, message: &str) {
+    fn unsent_span(
+        &self,
+        cx: &Context,
+        method: &'static str,
+        code: Code,
+        message: &str,
+        error_type: &'static str,
+    ) {
         let Some(tracer) = &self.inner.kit.client_tracer else {
             return;
         };
         let method = method.strip_prefix('/').unwrap_or(method);
         let span = tracer.build_with_context(self.span_builder(method), cx);
         let cx = cx.with_span(span);
-        end_span(&cx, code, message);
+        end_span(&cx, code, message, error_type);
     }
 }
 
-fn end_span(cx: &Context, code: Code, message: &str) {
+/// The `error.type` of a status: the code's name, or for a failure that
+/// failure injection caused, [`fault::ERROR_TYPE`](crate::fault::ERROR_TYPE),
+/// one value for every injected failure.
+fn error_type(code: Code, status: Option<&tonic::Status>) -> &'static str {
+    match status {
+        Some(status) if code != Code::Ok && InjectedError::from_status(status).is_some() => {
+            InjectedError::ERROR_TYPE
+        }
+        _ => code_name(code),
+    }
+}
+
+fn end_span(cx: &Context, code: Code, message: &str, error_type: &'static str) {
     let span = cx.span();
-    let name = code_name(code);
-    span.set_attribute(KeyValue::new(RPC_RESPONSE_STATUS_CODE, name));
+    span.set_attribute(KeyValue::new(RPC_RESPONSE_STATUS_CODE, code_name(code)));
     if code != Code::Ok {
-        span.set_attribute(KeyValue::new(ERROR_TYPE, name));
+        span.set_attribute(KeyValue::new(ERROR_TYPE, error_type));
         span.set_status(Status::error(message.to_owned()));
     }
     span.end();
@@ -675,22 +708,27 @@ impl Attempt {
     /// Ends the attempt with its status, `None` for OK (as
     /// [`ClassifyFn`](crate::grpc::client::ClassifyFn) gets it): sets
     /// `rpc.response.status_code` to the code's name, and for every code but
-    /// OK `error.type` to the same name and the span's status to Error with
-    /// the status's message; ends the span; records
+    /// OK `error.type` to the same name (or, for a failure that failure
+    /// injection caused, [`fault::ERROR_TYPE`](crate::fault::ERROR_TYPE)) and
+    /// the span's status to Error with the status's message; ends the span; records
     /// `rpc.client.call.duration` in seconds with `rpc.system.name`,
     /// `rpc.method`, `rpc.response.status_code`, `server.address`,
     /// `server.port` and, on failure, `error.type`.
     pub fn end(mut self, status: Option<&tonic::Status>) {
         match status {
-            None => self.finish(Code::Ok, ""),
-            Some(status) => self.finish(status.code(), status.message()),
+            None => self.finish(Code::Ok, "", "OK"),
+            Some(status) => self.finish(
+                status.code(),
+                status.message(),
+                error_type(status.code(), Some(status)),
+            ),
         }
     }
 
-    fn finish(&mut self, code: Code, message: &str) {
+    fn finish(&mut self, code: Code, message: &str, error_type: &'static str) {
         self.ended = true;
         if self.traced {
-            end_span(&self.cx, code, message);
+            end_span(&self.cx, code, message, error_type);
         }
         let (Some(instruments), Some(started)) = (&self.recorder.kit.instruments, self.started)
         else {
@@ -714,7 +752,7 @@ impl Attempt {
             len += 1;
         }
         if code != Code::Ok {
-            attributes[len] = KeyValue::new(ERROR_TYPE, name);
+            attributes[len] = KeyValue::new(ERROR_TYPE, error_type);
             len += 1;
         }
         instruments
@@ -726,7 +764,7 @@ impl Attempt {
 impl Drop for Attempt {
     fn drop(&mut self) {
         if !self.ended {
-            self.finish(Code::Cancelled, DROPPED_MESSAGE);
+            self.finish(Code::Cancelled, DROPPED_MESSAGE, code_name(Code::Cancelled));
         }
     }
 }

@@ -22,7 +22,10 @@
 //!   `rpc.system.name` = `grpc`, `rpc.method` = `ledger.v1.Ledger/Transfer`,
 //!   `rpc.response.status_code` = the code's name (`UNAVAILABLE`, see
 //!   [`code_name`]), `server.address` and `server.port` from the client's
-//!   `host:port`, and on failure `error.type` = the code's name.
+//!   `host:port`, and on failure `error.type` = the code's name, or
+//!   [`fault::ERROR_TYPE`](crate::fault::ERROR_TYPE) for every failure that
+//!   failure injection caused (the status carries an
+//!   [`InjectedError`](crate::fault::InjectedError)).
 //! - Its status is Error, with the status's message, for every code but OK
 //!   (NotFound included: a client counts every failed call as an error).
 //!
