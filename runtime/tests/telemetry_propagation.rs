@@ -125,3 +125,16 @@ fn a_propagator_without_a_tracer_provider_passes_the_callers_context_on() {
         Some("acme")
     );
 }
+
+#[test]
+fn the_shared_propagator_is_the_same_propagator() {
+    let telemetry = humus::testing::Telemetry::new().telemetry();
+    let mut fields: Vec<_> = telemetry.propagator().fields().collect();
+    let shared = telemetry.shared_propagator();
+    let mut shared_fields: Vec<_> = shared.fields().collect();
+    fields.sort();
+    shared_fields.sort();
+    assert_eq!(shared_fields, fields);
+    assert_eq!(fields, ["baggage", "traceparent", "tracestate"]);
+    assert_eq!(Telemetry::default().propagator().fields().count(), 0);
+}

@@ -198,7 +198,7 @@ impl Kit {
             logger: telemetry.logger(scope(CLIENT_SCOPE)),
             instruments,
             registry,
-            propagator: telemetry.propagator_arc(),
+            propagator: telemetry.shared_propagator(),
         }
     }
 }

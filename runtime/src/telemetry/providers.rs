@@ -132,8 +132,10 @@ impl Telemetry {
         self.inner.meter_provider.is_some()
     }
 
-    /// The propagator, shared.
-    pub(crate) fn propagator_arc(&self) -> Arc<dyn TextMapPropagator + Send + Sync> {
+    /// The same propagator as [`propagator`](Self::propagator), as a shared
+    /// handle, for what keeps one (such as the server layer
+    /// [`StripScenarioLayer`](crate::grpc::server::StripScenarioLayer)).
+    pub fn shared_propagator(&self) -> Arc<dyn TextMapPropagator + Send + Sync> {
         Arc::clone(&self.inner.propagator)
     }
 
