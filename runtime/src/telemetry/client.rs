@@ -58,10 +58,10 @@ pub fn code_name(code: Code) -> &'static str {
 /// before a recorder sees it, and a recorder never fails.
 pub(crate) fn split_host_port(addr: &str) -> (&str, Option<u16>) {
     if let Some(rest) = addr.strip_prefix('[') {
-        if let Some((host, port)) = rest.split_once("]:") {
-            if let Ok(port) = port.parse() {
-                return (host, Some(port));
-            }
+        if let Some((host, port)) = rest.split_once("]:")
+            && let Ok(port) = port.parse()
+        {
+            return (host, Some(port));
         }
         return (addr, None);
     }

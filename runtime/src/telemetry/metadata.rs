@@ -5,11 +5,11 @@ use opentelemetry::propagation::{Extractor, Injector};
 use tonic::metadata::{KeyRef, MetadataKey, MetadataMap, MetadataValue};
 
 /// Writes a propagator's fields (`traceparent`, `tracestate`, `baggage`, …)
-/// into gRPC metadata as ASCII entries, replacing any entry of the same key.
+/// into gRPC metadata as text entries, replacing any entry of the same key.
 ///
-/// A field whose key is not a valid metadata key, or whose value is not
-/// valid ASCII metadata, is skipped: a propagator's output never fails a
-/// call.
+/// A field whose key is not a valid metadata key, or whose value is not a
+/// valid metadata value (it holds a control character), is skipped: a
+/// propagator's output never fails a call.
 #[derive(Debug)]
 pub struct MetadataInjector<'a>(pub &'a mut MetadataMap);
 
@@ -57,7 +57,7 @@ mod tests {
         let mut injector = MetadataInjector(&mut map);
         injector.set("traceparent", "00-abc".to_owned());
         injector.set("bad key", "v".to_owned());
-        injector.set("baggage", "caf\u{e9}".to_owned());
+        injector.set("baggage", "line\nbreak".to_owned());
         injector.set("traceparent", "00-def".to_owned());
         assert_eq!(map.len(), 1);
         assert_eq!(map.get("traceparent").unwrap(), "00-def");
