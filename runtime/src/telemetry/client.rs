@@ -775,6 +775,15 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
+    fn what_the_client_holds_is_send_and_sync() {
+        fn send_sync<T: Send + Sync + 'static>() {}
+        send_sync::<Telemetry>();
+        send_sync::<ClientRecorder>();
+        send_sync::<Attempt>();
+        send_sync::<BreakerRegistration>();
+    }
+
+    #[test]
     fn code_names_are_grpc_names() {
         assert_eq!(code_name(Code::Ok), "OK");
         assert_eq!(code_name(Code::Unavailable), "UNAVAILABLE");
