@@ -138,3 +138,38 @@ fn the_shared_propagator_is_the_same_propagator() {
     assert_eq!(fields, ["baggage", "traceparent", "tracestate"]);
     assert_eq!(Telemetry::default().propagator().fields().count(), 0);
 }
+
+#[test]
+fn a_stripped_context_sends_its_baggage_with_the_attempts_span() {
+    let client = humus::testing::Telemetry::new();
+    let recorder = ClientRecorder::new(&client.telemetry(), "ledger:443");
+    let cx = Context::new().with_baggage([
+        KeyValue::new("tenant", "acme"),
+        KeyValue::new("scenario", "abort"),
+    ]);
+    let attempt = recorder.start_attempt(&cx, TRANSFER);
+    let attempt_span = attempt.context().span().span_context().span_id();
+    // What failure injection's strip returns: the attempt's context with
+    // less baggage; and a context with no span at all.
+    let stripped = attempt
+        .context()
+        .with_baggage([KeyValue::new("tenant", "acme")]);
+    for sent in [
+        stripped,
+        Context::new().with_baggage([KeyValue::new("tenant", "acme")]),
+    ] {
+        let mut metadata = MetadataMap::new();
+        attempt.inject_with_baggage(&sent, &mut metadata);
+        let extracted = client
+            .telemetry()
+            .propagator()
+            .extract_with_context(&Context::new(), &MetadataExtractor(&metadata));
+        assert_eq!(extracted.span().span_context().span_id(), attempt_span);
+        assert_eq!(metadata.get("baggage").unwrap(), "tenant=acme");
+    }
+    // inject sends the call's baggage as it was.
+    let mut metadata = MetadataMap::new();
+    attempt.inject(&mut metadata);
+    let baggage = metadata.get("baggage").unwrap().to_str().unwrap();
+    assert!(baggage.contains("scenario=abort"), "{baggage}");
+}

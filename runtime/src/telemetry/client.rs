@@ -410,10 +410,10 @@ impl ClientRecorder {
     /// (`ledger.v1.Ledger/Transfer`), in the scope
     /// [`RPC_SCOPE`](super::names::RPC_SCOPE), with `rpc.system.name`
     /// `grpc`, `rpc.method` (the same name), `server.address` and
-    /// `server.port`. Its context keeps `cx`'s baggage, so start it from the
-    /// context whose baggage is to be sent (after failure injection strips
-    /// its scenario). The attempt's clock, for `rpc.client.call.duration`,
-    /// is tokio's, so paused-time tests measure exactly.
+    /// `server.port`. Its [context](Attempt::context) keeps `cx`'s
+    /// baggage: the one failure injection evaluates the attempt in. The
+    /// attempt's clock, for `rpc.client.call.duration`, is tokio's, so
+    /// paused-time tests measure exactly.
     pub fn start_attempt(&self, cx: &Context, method: &'static str) -> Attempt {
         let method = method.strip_prefix('/').unwrap_or(method);
         let (cx, traced) = match &self.inner.kit.rpc_tracer {
@@ -697,12 +697,30 @@ impl Attempt {
     /// Writes the attempt's span context and the call's baggage into
     /// `metadata` with the [`Telemetry`]'s propagator, so a server that
     /// extracts them joins the trace, its span a child of this attempt's,
-    /// and sees the baggage. Call it on each attempt's request metadata.
+    /// and sees the baggage. Call it on each attempt's request metadata
+    /// (or [`inject_with_baggage`](Self::inject_with_baggage) when the
+    /// baggage to send differs from the call's).
     pub fn inject(&self, metadata: &mut MetadataMap) {
         self.recorder
             .kit
             .propagator
             .inject_context(&self.cx, &mut MetadataInjector(metadata));
+    }
+
+    /// Writes the attempt's span context and `cx`'s baggage into
+    /// `metadata`, as [`inject`](Self::inject) does: for the context failure
+    /// injection returns once it has stripped the scenario from what is
+    /// sent ([`Injector::strip`](crate::fault::Injector::strip)). Whatever
+    /// span `cx` holds, the span context written is this attempt's.
+    pub fn inject_with_baggage(&self, cx: &Context, metadata: &mut MetadataMap) {
+        let propagator = &self.recorder.kit.propagator;
+        let mut injector = MetadataInjector(metadata);
+        if self.traced {
+            let span_context = self.cx.span().span_context().clone();
+            propagator.inject_context(&cx.with_remote_span_context(span_context), &mut injector);
+        } else {
+            propagator.inject_context(cx, &mut injector);
+        }
     }
 
     /// Ends the attempt with its status, `None` for OK (as
