@@ -309,7 +309,7 @@ impl Endpoint {
 /// | when | call |
 /// |---|---|
 /// | building the client | [`ClientRecorder::new`], then [`transition_observer`](Self::transition_observer) as the breaker's observer, then [`register_breaker`](Self::register_breaker) and keep the registration |
-/// | each attempt the breaker admits | [`start_attempt`](Self::start_attempt), [`Attempt::inject`] into the request's metadata, the call, [`Attempt::end`] with its status |
+/// | each attempt the breaker admits | [`start_attempt`](Self::start_attempt); failure injection in [`Attempt::context`]; [`Attempt::inject`] into the request's metadata (or [`Attempt::inject_with_baggage`] with the stripped context); the call; [`Attempt::end`] with its status (an injected abort too) |
 /// | each attempt's settled ticket | [`record_call`](Self::record_call) with the outcome given to the ticket |
 /// | each attempt the breaker rejects | [`record_rejected`](Self::record_rejected) |
 /// | each decision of the retry loop | [`record_decision`](Self::record_decision) |

@@ -132,6 +132,8 @@
 //! // Per attempt the breaker admits:
 //! let cx = Context::current(); // the call's context
 //! let attempt = recorder.start_attempt(&cx, "/ledger.v1.Ledger/Transfer");
+//! // Failure injection evaluates in attempt.context(); with a scenario
+//! // stripped, use attempt.inject_with_baggage(&stripped, …) instead.
 //! let mut request = tonic::Request::new(());
 //! attempt.inject(request.metadata_mut());
 //! let status = tonic::Status::unavailable("connection refused"); // the call's result
