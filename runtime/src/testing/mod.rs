@@ -2,3 +2,6 @@
 //! telemetry capture.
 //!
 //! PLACEHOLDER: lands with issues 4 and 6.
+
+mod telemetry;
+pub use telemetry::{HistogramPoint, MetricPoint, PointValue, Telemetry};
