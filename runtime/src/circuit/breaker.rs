@@ -1,0 +1,682 @@
+//! The breaker, its tickets and its rejections.
+
+use std::error::Error;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::core::{Core, Phase, Settled, Tag};
+use super::lock::{Guard, Lock};
+use super::{Config, ConfigError, Outcome, Policy, State, Transition};
+
+type Observe = dyn Fn(&Transition) + Send + Sync;
+
+/// A circuit breaker for one dependency (see the [module docs](super)).
+///
+/// Build one with [`Breaker::new`] at startup and share it with every task
+/// that calls the dependency: a `Breaker` is a cheap handle, and its clones
+/// share one breaker.
+///
+/// Source: seed 004, `Breaker`.
+#[derive(Clone)]
+pub struct Breaker {
+    inner: Arc<Inner>,
+}
+
+// `repr(C)`, the lock first: the lock word then shares a cache line with
+// the `Arc`'s counts, which every admitted call also updates.
+#[repr(C)]
+struct Inner {
+    core: Lock<Core>,
+    /// The tag of a ticket admitted now (odd) while closed with no
+    /// transition queued, else 0: lets `allow` admit a call while closed
+    /// without taking the lock.
+    gate: AtomicU64,
+    /// While open with nothing to deliver, the end of the open period as
+    /// time since `base`, [packed](pack), else 0: lets `allow` reject
+    /// without the lock.
+    open_until: AtomicU64,
+    base: Instant,
+    policy: Policy,
+    observe: Box<Observe>,
+    config: Config,
+}
+
+impl Breaker {
+    /// A closed breaker with the settings `config`, that changes state as
+    /// `policy` decides and reports every [`Transition`] to `observe`.
+    ///
+    /// `observe` is called outside the breaker's lock, one transition at a
+    /// time and in order, so it may call the breaker; it must be safe to
+    /// call from any thread.
+    ///
+    /// The window of results and the probe slots are allocated here, once:
+    /// `config.window` bits and `config.probes` slots of a few words.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming every invalid field of `config`:
+    /// [`window`](Config::window) or [`probes`](Config::probes) outside
+    /// `1..=`[`MAX_COUNT`](super::MAX_COUNT), and
+    /// [`open_for`](Config::open_for) or
+    /// [`probe_timeout`](Config::probe_timeout) zero. No field is given a
+    /// default, rounded or clamped.
+    pub fn new(
+        config: Config,
+        policy: Policy,
+        observe: impl Fn(&Transition) + Send + Sync + 'static,
+    ) -> Result<Breaker, ConfigError> {
+        config.check()?;
+        let core = Core::new(&config);
+        Ok(Breaker {
+            inner: Arc::new(Inner {
+                gate: AtomicU64::new(gate(&core)),
+                open_until: AtomicU64::new(0),
+                base: Instant::now(),
+                core: Lock::new(core),
+                policy,
+                observe: Box::new(observe),
+                config,
+            }),
+        })
+    }
+
+    /// Admits a call and returns the [`Ticket`] that settles it, or rejects
+    /// it.
+    ///
+    /// Call it right before the call it guards, and settle the ticket with
+    /// [`Ticket::done`] right after the call, before looking at the result:
+    ///
+    /// ```
+    /// # use humus::circuit::{Breaker, Outcome, Rejected};
+    /// # fn call() -> Result<u32, String> { Ok(1) }
+    /// # fn example(breaker: &Breaker) -> Result<Result<u32, String>, Rejected> {
+    /// let ticket = breaker.allow()?;
+    /// let result = call();
+    /// ticket.done(if result.is_ok() { Outcome::Success } else { Outcome::Failure });
+    /// # Ok(result) }
+    /// ```
+    ///
+    /// Before it admits the call, `allow` makes the changes time has made
+    /// due (the end of the open period, probes that timed out) and delivers
+    /// the transitions already queued to `observe`, unless another thread is
+    /// delivering them, so `observe` never runs on this thread while the
+    /// call holds a probe slot.
+    ///
+    /// # Errors
+    ///
+    /// [`Rejected`] while open (with how much longer it stays open), and
+    /// while half-open when every probe slot is taken.
+    ///
+    /// # Panics
+    ///
+    /// If the policy's `probe` function or `observe` panics; the panic
+    /// continues and the breaker stays consistent.
+    #[inline]
+    pub fn allow(&self) -> Result<Ticket, Rejected> {
+        // Closed with nothing to deliver: admit without the lock.
+        let gate = self.inner.gate.load(Ordering::Acquire);
+        if gate & 1 == 1 {
+            return Ok(Ticket {
+                inner: Arc::clone(&self.inner),
+                tag: Tag(gate),
+                #[cfg(test)]
+                epoch: gate >> 1,
+            });
+        }
+        match self.reject_open() {
+            Some(retry_after) => Err(Rejected {
+                state: State::Open,
+                retry_after,
+            }),
+            None => self.allow_slow(),
+        }
+    }
+
+    /// While open and not yet due to become half-open, how much longer it
+    /// stays open: a rejection without the lock.
+    #[inline(never)]
+    fn reject_open(&self) -> Option<Duration> {
+        let until = self.inner.open_until.load(Ordering::Acquire);
+        if until == 0 {
+            return None;
+        }
+        let now = pack(Instant::now().saturating_duration_since(self.inner.base));
+        (now < until).then(|| unpack(until) - unpack(now))
+    }
+
+    #[cold]
+    fn allow_slow(&self) -> Result<Ticket, Rejected> {
+        let inner = &self.inner;
+        let mut core = inner.lock();
+        loop {
+            let now = match core.phase {
+                Phase::Closed => None,
+                _ => {
+                    let now = Instant::now();
+                    core.advance(now, &inner.policy);
+                    Some(now)
+                }
+            };
+            if !core.queue.is_empty() && !core.delivering {
+                core = inner.deliver(core);
+                continue;
+            }
+            let tag = match (core.phase, now) {
+                (Phase::Closed, _) => Tag::closed(core.epoch),
+                (Phase::Open { until }, Some(now)) => {
+                    return Err(Rejected {
+                        state: State::Open,
+                        retry_after: until.map_or(Duration::MAX, |until| until - now),
+                    });
+                }
+                (Phase::HalfOpen, Some(now)) => match core.take_slot(now) {
+                    Some(tag) => tag,
+                    None => {
+                        return Err(Rejected {
+                            state: State::HalfOpen,
+                            retry_after: Duration::ZERO,
+                        });
+                    }
+                },
+                (_, None) => unreachable!("the clock is read whenever the breaker is not closed"),
+            };
+            inner.publish(&core);
+            #[cfg(test)]
+            let epoch = core.epoch;
+            drop(core);
+            return Ok(Ticket {
+                inner: Arc::clone(inner),
+                tag,
+                #[cfg(test)]
+                epoch,
+            });
+        }
+    }
+
+    /// The state of the breaker as time has left it.
+    ///
+    /// This is a pure read: once [`open_for`](Config::open_for) has passed
+    /// it shows [`State::HalfOpen`], even though the breaker makes that
+    /// transition (and tells `observe`) only at the next
+    /// [`allow`](Breaker::allow) or [`done`](Ticket::done). It changes
+    /// nothing and calls no user function (it does not ask the policy about
+    /// a probe that has timed out), so a metrics callback may call it.
+    pub fn state(&self) -> State {
+        self.inner.lock().state_at(Instant::now)
+    }
+
+    /// The settings the breaker was built with.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+}
+
+impl fmt::Debug for Breaker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Breaker")
+            .field("state", &self.state())
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Inner {
+    #[inline]
+    fn lock(&self) -> Guard<'_, Core> {
+        self.core.lock()
+    }
+
+    /// Refreshes the lock-free admission gate from the core.
+    fn publish(&self, core: &Core) {
+        let open_until = match core.phase {
+            Phase::Open { until: Some(until) } if core.queue.is_empty() => {
+                match pack(until.saturating_duration_since(self.base)) {
+                    u64::MAX => 0, // beyond 544 years: the slow path copes
+                    until => until,
+                }
+            }
+            _ => 0,
+        };
+        self.open_until.store(open_until, Ordering::Release);
+        self.gate.store(gate(core), Ordering::Release);
+    }
+
+    /// Hands the queued transitions to `observe` one at a time, outside the
+    /// lock, unless another thread is already doing so; then that thread
+    /// delivers what this one queued. Returns the lock, taken again.
+    fn deliver<'a>(&'a self, mut core: Guard<'a, Core>) -> Guard<'a, Core> {
+        while !core.delivering {
+            let Some(transition) = core.queue.pop_front() else {
+                break;
+            };
+            core.delivering = true;
+            self.publish(&core);
+            drop(core);
+            // If `observe` panics, the panic continues; the next `allow` or
+            // `done` delivers the rest.
+            let unwinding = Unwinding(self);
+            (self.observe)(&transition);
+            std::mem::forget(unwinding);
+            core = self.lock();
+            core.delivering = false;
+        }
+        self.publish(&core);
+        core
+    }
+
+    #[inline]
+    fn settle(&self, tag: Tag, outcome: Outcome) -> bool {
+        let mut core = self.lock();
+        // Closed, and the ticket is current: count without reading the
+        // clock; most results change nothing else.
+        if core.is_closed_for(tag) {
+            match core.count_closed(outcome, &self.policy) {
+                false => return true,
+                true => {
+                    // Tripped: the queue now holds the transition.
+                    drop(self.deliver(core));
+                    return true;
+                }
+            }
+        }
+        self.settle_slow(core, tag, outcome)
+    }
+
+    #[cold]
+    fn settle_slow(&self, mut core: Guard<'_, Core>, tag: Tag, outcome: Outcome) -> bool {
+        let now = match core.phase {
+            Phase::Closed => None,
+            _ => {
+                let now = Instant::now();
+                core.advance(now, &self.policy);
+                Some(now)
+            }
+        };
+        let settled = core.settle(tag, outcome, &self.policy, || {
+            now.unwrap_or_else(Instant::now)
+        });
+        if core.queue.is_empty() {
+            self.publish(&core);
+        } else {
+            drop(self.deliver(core));
+        }
+        settled == Settled::Current
+    }
+
+    #[cold]
+    fn release(&self, tag: Tag) {
+        self.lock().release(tag);
+    }
+}
+
+const NANOS_BITS: u32 = 30; // 10^9 < 2^30
+
+/// A duration in one word, `seconds << 30 | nanoseconds`, ordered as the
+/// durations are; `u64::MAX` from 2^34 s (544 years) on.
+fn pack(d: Duration) -> u64 {
+    let secs = d.as_secs();
+    if secs >> (64 - NANOS_BITS) != 0 {
+        return u64::MAX;
+    }
+    secs << NANOS_BITS | u64::from(d.subsec_nanos())
+}
+
+fn unpack(packed: u64) -> Duration {
+    Duration::new(
+        packed >> NANOS_BITS,
+        (packed & ((1 << NANOS_BITS) - 1)) as u32,
+    )
+}
+
+fn gate(core: &Core) -> u64 {
+    if core.open_gate() {
+        Tag::closed(core.epoch).0
+    } else {
+        0
+    }
+}
+
+/// Marks delivery finished if `observe` panics.
+struct Unwinding<'a>(&'a Inner);
+
+impl Drop for Unwinding<'_> {
+    fn drop(&mut self) {
+        let mut core = self.0.lock();
+        core.delivering = false;
+        self.0.publish(&core);
+    }
+}
+
+/// One call admitted by [`Breaker::allow`], to be settled once.
+///
+/// Settle it with [`done`](Ticket::done) and the call's [`Outcome`] right
+/// after the call. A ticket dropped or [released](Ticket::release) without
+/// `done`, because the code holding it returned early, panicked, or was a
+/// future the caller dropped, counts nothing and frees its probe slot at
+/// once. Both `done` and `release` take the ticket by value, so settling
+/// twice does not compile:
+///
+/// ```compile_fail,E0382
+/// # use humus::circuit::{Breaker, Outcome};
+/// # fn twice(breaker: &Breaker) {
+/// let ticket = breaker.allow().unwrap();
+/// ticket.done(Outcome::Success);
+/// ticket.done(Outcome::Failure); // error: use of moved value
+/// # }
+/// ```
+///
+/// A ticket is `Send` and `Sync`, so a response stream can carry it to
+/// whichever thread reads the end of the stream. A ticket never settled
+/// costs nothing while closed; a half-open probe holds its slot for at most
+/// [`Config::probe_timeout`].
+///
+/// Source: seed 004, `Ticket`, revision "`Allow` is the only way to use the
+/// package" (`Release` is `Drop`; settling twice cannot compile).
+#[must_use = "a ticket dropped at once settles the call without a result; call `done` after the call"]
+pub struct Ticket {
+    inner: Arc<Inner>,
+    tag: Tag,
+    /// The state it was admitted in, for the stress test.
+    #[cfg(test)]
+    epoch: u64,
+}
+
+impl Ticket {
+    /// Settles the ticket with the outcome of its call, and reports whether
+    /// the result reached the state the call was admitted in.
+    ///
+    /// A [`Success`](Outcome::Success) or [`Failure`](Outcome::Failure) is
+    /// counted and the policy decides; an [`Ignored`](Outcome::Ignored)
+    /// result counts nothing, asks no policy function, and frees its probe
+    /// slot. `false` means the breaker changed state since the call was
+    /// admitted, and the result was discarded: a late result never moves a
+    /// newer state.
+    ///
+    /// Like [`Breaker::allow`], `done` first makes the changes time has made
+    /// due, and after counting it delivers the queued transitions to
+    /// `observe`.
+    ///
+    /// # Panics
+    ///
+    /// If the policy or `observe` panics; the panic continues, the ticket's
+    /// slot is freed, what was counted stays counted, and the state does not
+    /// change.
+    #[inline]
+    pub fn done(mut self, outcome: Outcome) -> bool {
+        let current = self.inner.settle(self.tag, outcome);
+        // Settled: nothing left for `Drop` to free. (If `settle` panics, the
+        // tag stays, and `Drop` frees the slot if it is still held.)
+        self.tag = Tag::SETTLED;
+        current
+    }
+
+    /// Settles the ticket without a result: it counts nothing, frees its
+    /// probe slot, and calls no user function. Dropping the ticket does the
+    /// same.
+    pub fn release(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Ticket {
+    #[inline]
+    fn drop(&mut self) {
+        if self.tag.is_probe() {
+            self.inner.release(self.tag);
+        }
+    }
+}
+
+impl fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ticket")
+            .field("probe", &self.tag.is_probe())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The error of a call the breaker does not admit.
+///
+/// It renders as `circuit: call rejected: open for another 4.2s` (the
+/// remaining time as [`Duration`]'s `Debug` prints it) or `circuit: call
+/// rejected: half-open, and every probe slot is taken`.
+///
+/// Source: seed 004, `RejectedError`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rejected {
+    /// [`State::Open`], or [`State::HalfOpen`] when every probe slot is
+    /// taken.
+    pub state: State,
+    /// How much longer the breaker stays open, measured when the call was
+    /// rejected; zero when half-open, since a slot frees as soon as a probe
+    /// is settled. [`Duration::MAX`] if the open period is too long for the
+    /// clock to represent.
+    pub retry_after: Duration,
+}
+
+impl fmt::Display for Rejected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.state {
+            State::HalfOpen => {
+                f.write_str("circuit: call rejected: half-open, and every probe slot is taken")
+            }
+            _ => write!(
+                f,
+                "circuit: call rejected: {} for another {:?}",
+                self.state, self.retry_after
+            ),
+        }
+    }
+}
+
+impl Error for Rejected {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::mpsc;
+    use std::thread;
+
+    #[test]
+    fn packed_durations_keep_their_value_and_order() {
+        let ds = [
+            Duration::ZERO,
+            Duration::from_nanos(1),
+            Duration::from_nanos(999_999_999),
+            Duration::from_secs(1),
+            Duration::new(4, 200_000_000),
+            Duration::new((1 << 34) - 1, 999_999_999),
+        ];
+        for pair in ds.windows(2) {
+            assert!(pack(pair[0]) < pack(pair[1]), "{pair:?}");
+        }
+        for d in ds {
+            assert_eq!(unpack(pack(d)), d);
+        }
+        assert_eq!(pack(Duration::from_secs(1 << 34)), u64::MAX);
+        assert_eq!(pack(Duration::MAX), u64::MAX);
+    }
+
+    /// Threads mix every operation on one breaker that goes through all its
+    /// states; no more than `probes` probes of one half-open period are ever
+    /// in flight, transitions arrive in order with no gaps, and neither
+    /// `observe` nor the policy overlaps itself.
+    ///
+    /// Real time, not paused: the open period is 1 ns, so the breaker
+    /// reopens and probes again all the time, whatever the timing. Each
+    /// thread does a fixed number of operations; the checks hold for every
+    /// interleaving.
+    #[test]
+    fn stress() {
+        stress_with(Duration::from_secs(3600), true);
+    }
+
+    /// The same with probes timing out all the time (a timed-out probe
+    /// stops holding its slot while its holder still counts itself in
+    /// flight, so the count of probes in flight is not checked).
+    #[test]
+    fn stress_with_probe_timeouts() {
+        stress_with(Duration::from_micros(1), false);
+    }
+
+    fn stress_with(probe_timeout: Duration, check_in_flight: bool) {
+        const THREADS: usize = 6;
+        const OPS: usize = 20_000;
+        const PROBES: usize = 3;
+
+        let in_policy = Arc::new(AtomicBool::new(false));
+        let guard = |flag: &AtomicBool| {
+            assert!(!flag.swap(true, Ordering::SeqCst), "policy overlaps itself");
+        };
+        let (trip_flag, probe_flag) = (Arc::clone(&in_policy), Arc::clone(&in_policy));
+        let policy = Policy::new(
+            move |c| {
+                guard(&trip_flag);
+                let open = c.consecutive_failures >= 2;
+                trip_flag.store(false, Ordering::SeqCst);
+                open
+            },
+            move |c| {
+                guard(&probe_flag);
+                let to = if c.failures > 1 {
+                    State::Open
+                } else if c.consecutive_successes >= 3 {
+                    State::Closed
+                } else {
+                    State::HalfOpen
+                };
+                probe_flag.store(false, Ordering::SeqCst);
+                to
+            },
+        );
+
+        let in_observe = Arc::new(AtomicBool::new(false));
+        let (sender, transitions) = mpsc::channel();
+        let flag = Arc::clone(&in_observe);
+        let handle = Arc::new(std::sync::OnceLock::<Breaker>::new());
+        let observer_handle = Arc::clone(&handle);
+        let breaker = Breaker::new(
+            Config {
+                window: 8,
+                probes: PROBES,
+                open_for: Duration::from_nanos(1),
+                probe_timeout,
+            },
+            policy,
+            move |t: &Transition| {
+                assert!(
+                    !flag.swap(true, Ordering::SeqCst),
+                    "observe overlaps itself"
+                );
+                // observe may call the breaker.
+                if let Some(b) = observer_handle.get() {
+                    let _ = b.state();
+                    if t.generation.is_multiple_of(7)
+                        && let Ok(ticket) = b.allow()
+                    {
+                        ticket.done(Outcome::Ignored);
+                    }
+                }
+                sender.send(*t).unwrap();
+                flag.store(false, Ordering::SeqCst);
+            },
+        )
+        .unwrap();
+        handle.set(breaker.clone()).unwrap();
+
+        // Probes in flight per epoch, counted after admission and before
+        // settling, so never more than the slots actually held.
+        let in_flight = Arc::new(std::sync::Mutex::new(
+            std::collections::HashMap::<u64, usize>::new(),
+        ));
+        let threads: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let breaker = breaker.clone();
+                let in_flight = Arc::clone(&in_flight);
+                thread::spawn(move || {
+                    let mut rng = fastrand::Rng::with_seed(t as u64);
+                    let mut held = Vec::new();
+                    for _ in 0..OPS {
+                        match rng.u8(0..10) {
+                            0 => {
+                                let _ = breaker.state();
+                            }
+                            _ => {
+                                if let Ok(ticket) = breaker.allow() {
+                                    if ticket.tag.is_probe() {
+                                        let mut map = in_flight.lock().unwrap();
+                                        let n = map.entry(ticket.epoch).or_default();
+                                        *n += 1;
+                                        assert!(
+                                            *n <= PROBES || !check_in_flight,
+                                            "{n} probes in flight"
+                                        );
+                                    }
+                                    held.push(ticket);
+                                }
+                            }
+                        }
+                        if held.len() > rng.usize(0..3) {
+                            let ticket: Ticket = held.swap_remove(rng.usize(0..held.len()));
+                            if ticket.tag.is_probe() {
+                                *in_flight.lock().unwrap().get_mut(&ticket.epoch).unwrap() -= 1;
+                            }
+                            match rng.u8(0..5) {
+                                0 => ticket.release(),
+                                1 => drop(ticket),
+                                2 => {
+                                    ticket.done(Outcome::Ignored);
+                                }
+                                3 => {
+                                    ticket.done(Outcome::Failure);
+                                }
+                                _ => {
+                                    ticket.done(Outcome::Success);
+                                }
+                            }
+                        }
+                    }
+                    for ticket in held {
+                        if ticket.tag.is_probe() {
+                            *in_flight.lock().unwrap().get_mut(&ticket.epoch).unwrap() -= 1;
+                        }
+                        ticket.done(Outcome::Success);
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        // Every transition was delivered by the threads themselves.
+        let core = breaker.inner.lock();
+        assert!(core.queue.is_empty() && !core.delivering);
+        assert_eq!(
+            core.held(),
+            0,
+            "every slot is free once every ticket is settled"
+        );
+        drop(core);
+        // (The observer holds a handle to its own breaker, which therefore
+        // lives on; `try_iter` reads what it sent.)
+
+        let mut last = State::Closed;
+        let mut count = 0u64;
+        for t in transitions.try_iter() {
+            count += 1;
+            assert_eq!(t.generation, count, "no gaps, in order");
+            assert_eq!(t.from, last, "each from is the last to");
+            assert_ne!(t.from, t.to);
+            last = t.to;
+        }
+        assert!(
+            count > 10,
+            "the stress test went through the states ({count} transitions)"
+        );
+    }
+}

@@ -1,0 +1,573 @@
+//! The breaker's state under its lock: the phase, the counts, the window of
+//! results, the probe slots and the queue of transitions to deliver.
+//!
+//! Everything here is allocated once, when the breaker is built, so no
+//! admitted call allocates.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{Config, Counts, Outcome, Policy, State, Transition};
+
+/// Where a breaker is, with what its state needs to know of time.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Phase {
+    Closed,
+    /// Open until the instant, or for ever if `open_for` is too long for the
+    /// clock to represent.
+    Open {
+        until: Option<Instant>,
+    },
+    HalfOpen,
+}
+
+impl Phase {
+    fn state(self) -> State {
+        match self {
+            Phase::Closed => State::Closed,
+            Phase::Open { .. } => State::Open,
+            Phase::HalfOpen => State::HalfOpen,
+        }
+    }
+}
+
+/// What a ticket knows of where it was admitted, in one word, so that a
+/// ticket is two words and moves in registers:
+///
+/// - `0`: settled, nothing held;
+/// - odd, `epoch << 1 | 1`: admitted while closed, in `epoch`;
+/// - even, `holder << 17 | index << 1`: a probe holding slot `index` (there
+///   are at most [`MAX_COUNT`](super::MAX_COUNT) = 2^16 slots), admitted as
+///   probe number `holder` (47 bits, from 1) of the breaker.
+///
+/// Probe numbers grow by one per probe admitted, so a probe belongs to the
+/// current half-open period when its number is at least the period's first.
+/// They wrap after 2^47 probes (over a month at 50 million probes a second);
+/// a probe ticket still unsettled after 2^46 further probes could then be
+/// taken for a current one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Tag(pub(super) u64);
+
+const HOLDER_BITS: u32 = 47;
+const HOLDER_MASK: u64 = (1 << HOLDER_BITS) - 1;
+
+impl Tag {
+    pub(super) const SETTLED: Tag = Tag(0);
+
+    pub(super) fn closed(epoch: u64) -> Tag {
+        Tag(epoch << 1 | 1)
+    }
+
+    fn probe(index: u32, holder: u64) -> Tag {
+        debug_assert!(index < 1 << 16 && holder != 0 && holder <= HOLDER_MASK);
+        Tag(holder << 17 | u64::from(index) << 1)
+    }
+
+    /// The slot index and probe number, for a probe's tag.
+    fn slot(self) -> Option<(usize, u64)> {
+        (self.0 != 0 && self.0 & 1 == 0)
+            .then_some((((self.0 >> 1) & 0xffff) as usize, self.0 >> 17))
+    }
+
+    /// Whether the tag is a probe's, holding (or having held) a slot.
+    #[inline]
+    pub(super) fn is_probe(self) -> bool {
+        self.0 != 0 && self.0 & 1 == 0
+    }
+}
+
+/// The latest `window` results of the current state, one bit each
+/// (set: failure), as a ring.
+#[derive(Debug)]
+struct Window {
+    bits: Box<[u64]>,
+    capacity: usize,
+    len: usize,
+    next: usize,
+}
+
+impl Window {
+    fn new(capacity: usize) -> Window {
+        Window {
+            bits: vec![0; capacity.div_ceil(64)].into_boxed_slice(),
+            capacity,
+            len: 0,
+            next: 0,
+        }
+    }
+
+    fn clear(&mut self) {
+        self.len = 0;
+        self.next = 0;
+    }
+
+    /// Adds a result; returns the one it pushed out of a full window
+    /// (`Some(true)` for a failure).
+    #[inline]
+    fn push(&mut self, failure: bool) -> Option<bool> {
+        let i = self.next;
+        let (word, mask) = (i / 64, 1u64 << (i % 64));
+        let evicted = if self.len == self.capacity {
+            Some(self.bits[word] & mask != 0)
+        } else {
+            self.len += 1;
+            None
+        };
+        if failure {
+            self.bits[word] |= mask;
+        } else {
+            self.bits[word] &= !mask;
+        }
+        self.next = if i + 1 == self.capacity { 0 } else { i + 1 };
+        evicted
+    }
+}
+
+const NIL: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    /// 0 when the slot is free.
+    holder: u64,
+    /// When the probe stops holding the slot; `None`: never.
+    deadline: Option<Instant>,
+    prev: u32,
+    next: u32,
+}
+
+/// The probe slots: a fixed array, a stack of free slots, and the held
+/// slots linked in order of admission, which is also the order of their
+/// deadlines, since every probe gets the same timeout.
+#[derive(Debug)]
+struct Slots {
+    slots: Box<[Slot]>,
+    free: Vec<u32>,
+    head: u32,
+    tail: u32,
+    next_holder: u64,
+    /// The number of the first probe of the current half-open period.
+    first_holder: u64,
+}
+
+impl Slots {
+    fn new(n: usize) -> Slots {
+        let empty = Slot {
+            holder: 0,
+            deadline: None,
+            prev: NIL,
+            next: NIL,
+        };
+        // `n <= MAX_COUNT`, so every index fits a u32.
+        Slots {
+            slots: vec![empty; n].into_boxed_slice(),
+            free: (0..n as u32).rev().collect(),
+            head: NIL,
+            tail: NIL,
+            next_holder: 1,
+            first_holder: 1,
+        }
+    }
+
+    fn take(&mut self, deadline: Option<Instant>) -> Option<Tag> {
+        let index = self.free.pop()?;
+        let holder = self.next_holder;
+        self.next_holder = if holder == HOLDER_MASK { 1 } else { holder + 1 };
+        self.slots[index as usize] = Slot {
+            holder,
+            deadline,
+            prev: self.tail,
+            next: NIL,
+        };
+        if self.tail == NIL {
+            self.head = index;
+        } else {
+            self.slots[self.tail as usize].next = index;
+        }
+        self.tail = index;
+        Some(Tag::probe(index, holder))
+    }
+
+    fn unlink(&mut self, index: u32) {
+        let Slot { prev, next, .. } = self.slots[index as usize];
+        if prev == NIL {
+            self.head = next;
+        } else {
+            self.slots[prev as usize].next = next;
+        }
+        if next == NIL {
+            self.tail = prev;
+        } else {
+            self.slots[next as usize].prev = prev;
+        }
+        self.slots[index as usize].holder = 0;
+        self.free.push(index);
+    }
+
+    /// Frees the slot the probe of `tag` holds, if it still holds it.
+    fn free(&mut self, tag: Tag) {
+        if let Some((index, holder)) = tag.slot()
+            && self
+                .slots
+                .get(index)
+                .is_some_and(|slot| slot.holder == holder)
+        {
+            self.unlink(index as u32);
+        }
+    }
+
+    /// Starts a half-open period: probes admitted from now on are its own.
+    fn start_period(&mut self) {
+        self.first_holder = self.next_holder;
+    }
+
+    /// Whether the probe of `tag` was admitted in the current period.
+    fn in_period(&self, tag: Tag) -> bool {
+        tag.slot().is_some_and(|(_, holder)| {
+            holder.wrapping_sub(self.first_holder) & HOLDER_MASK < 1 << (HOLDER_BITS - 1)
+        })
+    }
+
+    /// The deadline of the oldest probe, if it has passed by `now`.
+    fn due(&self, now: Instant) -> Option<Instant> {
+        if self.head == NIL {
+            return None;
+        }
+        self.slots[self.head as usize]
+            .deadline
+            .filter(|deadline| *deadline <= now)
+    }
+
+    fn pop_oldest(&mut self) {
+        if self.head != NIL {
+            self.unlink(self.head);
+        }
+    }
+
+    fn clear(&mut self) {
+        while self.head != NIL {
+            self.unlink(self.head);
+        }
+    }
+
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+}
+
+/// What happened to a result given to [`Core::settle`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Settled {
+    /// The ticket's state is still current (the result was counted, unless
+    /// it was ignored).
+    Current,
+    /// The state the ticket was admitted in has ended; nothing counted.
+    Late,
+}
+
+/// The state of one breaker, kept under its lock.
+#[derive(Debug)]
+pub(super) struct Core {
+    pub(super) phase: Phase,
+    /// Bumped on every change of state; a ticket carries the epoch it was
+    /// admitted in.
+    pub(super) epoch: u64,
+    counts: Counts,
+    window: Window,
+    slots: Slots,
+    generation: u64,
+    /// Transitions made and not yet handed to `observe`.
+    pub(super) queue: VecDeque<Transition>,
+    /// Whether some thread is running `observe` now.
+    pub(super) delivering: bool,
+    open_for: Duration,
+    probe_timeout: Duration,
+}
+
+impl Core {
+    pub(super) fn new(config: &Config) -> Core {
+        Core {
+            phase: Phase::Closed,
+            epoch: 0,
+            counts: Counts::default(),
+            window: Window::new(config.window),
+            slots: Slots::new(config.probes),
+            generation: 0,
+            // A few transitions may queue up behind a slow or panicking
+            // observer; the queue grows only then.
+            queue: VecDeque::with_capacity(8),
+            delivering: false,
+            open_for: config.open_for,
+            probe_timeout: config.probe_timeout,
+        }
+    }
+
+    /// The state as time has left it, without making any change.
+    pub(super) fn state_at(&self, now: impl FnOnce() -> Instant) -> State {
+        match self.phase {
+            Phase::Open { until: Some(until) } if until <= now() => State::HalfOpen,
+            phase => phase.state(),
+        }
+    }
+
+    /// Whether `allow` may admit without taking the lock: closed, with no
+    /// transition waiting to be delivered.
+    pub(super) fn open_gate(&self) -> bool {
+        matches!(self.phase, Phase::Closed) && self.queue.is_empty()
+    }
+
+    /// Whether the ticket of `tag` was admitted in the current closed
+    /// state, with nothing queued.
+    #[inline]
+    pub(super) fn is_closed_for(&self, tag: Tag) -> bool {
+        tag == Tag::closed(self.epoch)
+            && matches!(self.phase, Phase::Closed)
+            && self.queue.is_empty()
+    }
+
+    /// Whether the ticket of `tag` was admitted in the current state.
+    fn is_current(&self, tag: Tag) -> bool {
+        match self.phase {
+            Phase::Closed => tag == Tag::closed(self.epoch),
+            Phase::HalfOpen => self.slots.in_period(tag),
+            Phase::Open { .. } => false,
+        }
+    }
+
+    /// Counts a result of the current closed state, and asks `trip`;
+    /// returns whether the breaker opened. The clock is read only then.
+    #[inline]
+    pub(super) fn count_closed(&mut self, outcome: Outcome, policy: &Policy) -> bool {
+        let failure = match outcome {
+            Outcome::Success => false,
+            Outcome::Failure => true,
+            Outcome::Ignored => return false,
+        };
+        self.record(failure);
+        if policy.trip(&self.counts) {
+            self.move_to(State::Open, Instant::now());
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Makes the changes time has made due by `now`, in the order they fell
+    /// due and each as of that moment: becoming half-open at the end of the
+    /// open period, and each probe timing out (which asks `policy.probe`).
+    pub(super) fn advance(&mut self, now: Instant, policy: &Policy) {
+        loop {
+            match self.phase {
+                Phase::Closed => return,
+                Phase::Open { until } => match until {
+                    Some(until) if until <= now => self.move_to(State::HalfOpen, until),
+                    _ => return,
+                },
+                Phase::HalfOpen => {
+                    let Some(due) = self.slots.due(now) else {
+                        return;
+                    };
+                    self.slots.pop_oldest();
+                    self.counts.timed_out = self.counts.timed_out.saturating_add(1);
+                    let to = policy.probe(&self.counts);
+                    if to != State::HalfOpen {
+                        self.move_to(to, due);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Takes a probe slot if one is free, for a probe admitted at `now`.
+    pub(super) fn take_slot(&mut self, now: Instant) -> Option<Tag> {
+        self.slots.take(now.checked_add(self.probe_timeout))
+    }
+
+    /// Frees a probe slot if the ticket still holds it. Calls no user code.
+    pub(super) fn release(&mut self, tag: Tag) {
+        self.slots.free(tag);
+    }
+
+    /// Settles the ticket of `tag` with `outcome`, at `now` (read only if
+    /// the state changes). Frees its slot; counts the result and asks the
+    /// policy if the ticket's state is current.
+    pub(super) fn settle(
+        &mut self,
+        tag: Tag,
+        outcome: Outcome,
+        policy: &Policy,
+        now: impl FnOnce() -> Instant,
+    ) -> Settled {
+        self.slots.free(tag);
+        if !self.is_current(tag) {
+            return Settled::Late;
+        }
+        let failure = match outcome {
+            Outcome::Success => false,
+            Outcome::Failure => true,
+            Outcome::Ignored => return Settled::Current,
+        };
+        self.record(failure);
+        match self.phase {
+            Phase::Closed => {
+                if policy.trip(&self.counts) {
+                    self.move_to(State::Open, now());
+                }
+            }
+            Phase::HalfOpen => {
+                let to = policy.probe(&self.counts);
+                if to != State::HalfOpen {
+                    self.move_to(to, now());
+                }
+            }
+            // No ticket is current while open.
+            Phase::Open { .. } => {}
+        }
+        Settled::Current
+    }
+
+    #[inline]
+    fn record(&mut self, failure: bool) {
+        let c = &mut self.counts;
+        match self.window.push(failure) {
+            Some(true) => c.failures -= 1,
+            Some(false) => c.successes -= 1,
+            None => {}
+        }
+        if failure {
+            c.failures += 1;
+            c.consecutive_failures = c.consecutive_failures.saturating_add(1);
+            c.consecutive_successes = 0;
+        } else {
+            c.successes += 1;
+            c.consecutive_successes = c.consecutive_successes.saturating_add(1);
+            c.consecutive_failures = 0;
+        }
+    }
+
+    /// Changes state as of `at`, starting a new epoch with zero counts and
+    /// no probes, and queues the transition.
+    fn move_to(&mut self, to: State, at: Instant) {
+        let from = self.phase.state();
+        let counts = std::mem::take(&mut self.counts);
+        self.window.clear();
+        self.slots.clear();
+        self.epoch += 1;
+        self.generation += 1;
+        self.phase = match to {
+            State::Closed => Phase::Closed,
+            State::Open => Phase::Open {
+                until: at.checked_add(self.open_for),
+            },
+            State::HalfOpen => {
+                self.slots.start_period();
+                Phase::HalfOpen
+            }
+        };
+        self.queue.push_back(Transition {
+            from,
+            to,
+            generation: self.generation,
+            counts,
+        });
+    }
+
+    #[cfg(test)]
+    pub(super) fn counts(&self) -> Counts {
+        self.counts
+    }
+
+    #[cfg(test)]
+    pub(super) fn counts_mut(&mut self) -> &mut Counts {
+        &mut self.counts
+    }
+
+    #[cfg(test)]
+    pub(super) fn held(&self) -> usize {
+        self.slots.held()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(window: usize, probes: usize) -> Config {
+        Config {
+            window,
+            probes,
+            open_for: Duration::from_secs(1),
+            probe_timeout: Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn window_keeps_the_latest_results() {
+        let mut w = Window::new(3);
+        assert_eq!(w.push(true), None);
+        assert_eq!(w.push(false), None);
+        assert_eq!(w.push(false), None);
+        assert_eq!(w.push(false), Some(true));
+        assert_eq!(w.push(true), Some(false));
+        w.clear();
+        assert_eq!(w.push(false), None);
+    }
+
+    #[test]
+    fn window_spans_several_words() {
+        let mut w = Window::new(130);
+        for i in 0..130 {
+            assert_eq!(w.push(i % 3 == 0), None);
+        }
+        for i in 0..130 {
+            assert_eq!(w.push(false), Some(i % 3 == 0), "bit {i}");
+        }
+    }
+
+    #[test]
+    fn consecutive_counts_saturate() {
+        let never = Policy::new(|_| false, |_| State::HalfOpen);
+        let mut core = Core::new(&config(4, 1));
+        core.counts_mut().consecutive_failures = usize::MAX - 1;
+        for _ in 0..3 {
+            core.settle(Tag::closed(0), Outcome::Failure, &never, Instant::now);
+        }
+        assert_eq!(core.counts().consecutive_failures, usize::MAX);
+        assert_eq!(core.counts().failures, 3);
+        core.settle(Tag::closed(0), Outcome::Success, &never, Instant::now);
+        assert_eq!(core.counts().consecutive_successes, 1);
+        assert_eq!(core.counts().consecutive_failures, 0);
+        core.counts_mut().consecutive_successes = usize::MAX;
+        core.settle(Tag::closed(0), Outcome::Success, &never, Instant::now);
+        assert_eq!(core.counts().consecutive_successes, usize::MAX);
+    }
+
+    #[test]
+    fn slots_free_only_their_holder_and_keep_admission_order() {
+        let mut s = Slots::new(2);
+        let t0 = Instant::now();
+        let a = s.take(Some(t0)).unwrap();
+        let b = s.take(Some(t0 + Duration::from_secs(1))).unwrap();
+        assert!(s.take(None).is_none());
+        s.free(a);
+        let c = s.take(Some(t0 + Duration::from_secs(2))).unwrap();
+        assert_eq!(c.slot().unwrap().0, a.slot().unwrap().0);
+        s.free(a); // a no longer holds the slot c took
+        assert_eq!(s.held(), 2);
+        assert_eq!(
+            s.due(t0 + Duration::from_secs(1)),
+            Some(t0 + Duration::from_secs(1))
+        );
+        s.pop_oldest();
+        assert_eq!(
+            s.due(t0 + Duration::from_secs(5)),
+            Some(t0 + Duration::from_secs(2))
+        );
+        s.free(b); // already gone
+        s.clear();
+        assert_eq!(s.held(), 0);
+        assert_eq!(s.due(t0 + Duration::from_secs(5)), None);
+    }
+}
