@@ -34,7 +34,7 @@ pub mod retry;
 pub mod telemetry;
 
 mod setup;
-pub use setup::Setup;
+pub use setup::{BoxIo, DialFuture, Host, Io, OsHost, Setup};
 
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -1,18 +1,180 @@
-//! `Setup`: what every humus client is built from.
-//!
-//! PLACEHOLDER: `Host`, `OsHost` and on-stop hooks land with issue 4.
+//! `Setup`: what every humus client is built from, and the [`Host`] it
+//! reaches the world through (seed 000, "A Client for each dependency",
+//! "Names, addresses and load").
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::{fault, telemetry};
 
+/// A byte stream to a peer: what [`Host::dial`] connects.
+///
+/// Implemented for every `AsyncRead + AsyncWrite + Send + Unpin + 'static`
+/// type, such as a `tokio::net::TcpStream` or a `tokio::io::DuplexStream`.
+pub trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+
+impl<T> Io for T where T: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+
+/// A boxed [`Io`], as a [`Host`] returns it.
+pub type BoxIo = Box<dyn Io>;
+
+/// The future [`Host::dial`] returns.
+pub type DialFuture<'a> = Pin<Box<dyn Future<Output = io::Result<BoxIo>> + Send + 'a>>;
+
+/// What a service reaches the world through: it dials addresses and reads
+/// files. A [`Setup`] holds one, and every humus client dials through it
+/// and nothing else, so a test can run a whole service on an in-memory
+/// network (`humus::testing::Host`, feature `testing`).
+///
+/// Source: seed 000, "Names, addresses and load" and "Testing".
+pub trait Host: Send + Sync + fmt::Debug + 'static {
+    /// Connects a byte stream to `addr`, a `host:port` with no scheme
+    /// (`carts:9090`, `10.0.0.7:9090`, `[::1]:9090`). A name is resolved
+    /// at each dial, so a new dial finds addresses the last one did not.
+    ///
+    /// # Errors
+    ///
+    /// The I/O error of the dial: the name does not resolve, or no address
+    /// accepts.
+    fn dial<'a>(&'a self, addr: &'a str) -> DialFuture<'a>;
+
+    /// Reads the whole file at `path`.
+    ///
+    /// # Errors
+    ///
+    /// The I/O error of the read, such as [`io::ErrorKind::NotFound`].
+    fn read_file(&self, path: &Path) -> io::Result<Vec<u8>>;
+}
+
+/// The operating system's network and file system.
+///
+/// [`dial`](Host::dial) resolves the name with tokio's `lookup_host` at
+/// each dial, tries the addresses in the order the lookup returns them, and
+/// keeps the first connection that succeeds. It reads no proxy variable
+/// (`HTTPS_PROXY` and the rest) and uses no resolver of the gRPC stack.
+///
+/// Source: seed 000, "Names, addresses and load", "One connection, picked
+/// first".
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OsHost;
+
+impl OsHost {
+    async fn dial_addr(addr: &str) -> io::Result<BoxIo> {
+        let addrs: Vec<SocketAddr> = tokio::net::lookup_host(addr).await?.collect();
+        let mut last = None;
+        for a in addrs {
+            match tokio::net::TcpStream::connect(a).await {
+                Ok(stream) => {
+                    // Small gRPC frames go out at once; a failure to set it
+                    // costs latency, not correctness.
+                    let _ = stream.set_nodelay(true);
+                    return Ok(Box::new(stream));
+                }
+                Err(err) => last = Some(err),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{addr} resolves to no address"),
+            )
+        }))
+    }
+}
+
+impl Host for OsHost {
+    fn dial<'a>(&'a self, addr: &'a str) -> DialFuture<'a> {
+        Box::pin(Self::dial_addr(addr))
+    }
+
+    fn read_file(&self, path: &Path) -> io::Result<Vec<u8>> {
+        std::fs::read(path)
+    }
+}
+
+type Hook = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
+
 /// What a service's clients are built from: its telemetry, its failure
-/// injector, the host it dials through, and its on-stop hooks.
-#[derive(Clone, Debug, Default)]
+/// injector, the [`Host`] it dials through, and its on-stop hooks.
+///
+/// A `Setup` is a cheap handle: clones share the host and the hooks.
+/// [`Setup::new`] (and `Default`) is the real world: [`OsHost`], no-op
+/// telemetry, failure injection off.
+///
+/// Source: seed 000, "A Client for each dependency" (`humus.Setup`).
+#[derive(Clone)]
 pub struct Setup {
     telemetry: telemetry::Telemetry,
     faults: fault::Injector,
+    host: Arc<dyn Host>,
+    hooks: Arc<Mutex<Vec<Hook>>>,
+}
+
+impl fmt::Debug for Setup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let hooks = self
+            .hooks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len();
+        f.debug_struct("Setup")
+            .field("telemetry", &self.telemetry)
+            .field("faults", &self.faults)
+            .field("host", &self.host)
+            .field("on_stop_hooks", &hooks)
+            .finish()
+    }
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup::new()
+    }
 }
 
 impl Setup {
+    /// A setup of the real world: [`OsHost`], no-op telemetry, failure
+    /// injection off, no on-stop hooks.
+    pub fn new() -> Setup {
+        Setup {
+            telemetry: telemetry::Telemetry::default(),
+            faults: fault::Injector::default(),
+            host: Arc::new(OsHost),
+            hooks: Arc::default(),
+        }
+    }
+
+    /// This setup, dialling and reading files through `host` instead.
+    pub fn with_host(self, host: impl Host) -> Setup {
+        Setup {
+            host: Arc::new(host),
+            ..self
+        }
+    }
+
+    /// This setup, recording with `telemetry` instead.
+    pub fn with_telemetry(self, telemetry: telemetry::Telemetry) -> Setup {
+        Setup { telemetry, ..self }
+    }
+
+    /// This setup, evaluating failure-injection points with `faults`
+    /// instead.
+    pub fn with_faults(self, faults: fault::Injector) -> Setup {
+        Setup { faults, ..self }
+    }
+
+    /// The host every client of this setup dials through.
+    pub fn host(&self) -> &Arc<dyn Host> {
+        &self.host
+    }
+
     /// The telemetry every client of this setup records with.
     pub fn telemetry(&self) -> &telemetry::Telemetry {
         &self.telemetry
@@ -21,5 +183,92 @@ impl Setup {
     /// The failure injector every client of this setup evaluates.
     pub fn faults(&self) -> &fault::Injector {
         &self.faults
+    }
+
+    /// Registers `hook` to run at [`stop`](Setup::stop). Hooks run one at a
+    /// time, the last registered first, so what was built last is closed
+    /// first. A [`Client`](crate::grpc::client::Client) registers the close
+    /// of its connection here.
+    pub fn on_stop<F, Fut>(&self, hook: F)
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let hook: Hook = Box::new(move || Box::pin(hook()));
+        self.hooks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(hook);
+    }
+
+    /// Runs every on-stop hook registered so far, in reverse order of
+    /// registration, each to its end before the next. Each hook runs once:
+    /// a second `stop` runs only hooks registered since the first.
+    ///
+    /// Call it after every service of the process has stopped: once a
+    /// client's hook has run, its calls fail `Canceled`.
+    ///
+    /// # Panics
+    ///
+    /// If a hook panics: the panic goes on, and the hooks after it do not
+    /// run.
+    pub async fn stop(&self) {
+        let hooks = std::mem::take(&mut *self.hooks.lock().unwrap_or_else(PoisonError::into_inner));
+        for hook in hooks.into_iter().rev() {
+            hook().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn stop_runs_hooks_in_reverse_once() {
+        let setup = Setup::new();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        for i in 0..3 {
+            let order = order.clone();
+            setup.on_stop(move || async move { order.lock().unwrap().push(i) });
+        }
+        // A clone shares the hooks.
+        setup.clone().stop().await;
+        assert_eq!(*order.lock().unwrap(), vec![2, 1, 0]);
+        setup.stop().await;
+        assert_eq!(order.lock().unwrap().len(), 3, "a hook runs once");
+    }
+
+    #[tokio::test]
+    async fn os_host_dials_the_first_address_that_accepts() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accept = tokio::spawn(async move { listener.accept().await.map(|_| ()) });
+        let conn = OsHost.dial(&format!("localhost:{}", addr.port())).await;
+        // `localhost` may resolve to ::1 first, which refuses: the dial
+        // goes on to 127.0.0.1.
+        assert!(conn.is_ok(), "{conn:?}", conn = conn.err());
+        accept.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn os_host_reports_a_refused_dial() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        drop(listener);
+        let err = OsHost.dial(&addr.to_string()).await.err().unwrap();
+        assert_eq!(err.kind(), io::ErrorKind::ConnectionRefused);
+    }
+
+    #[test]
+    fn os_host_reads_files() {
+        let path = std::env::temp_dir().join(format!("humus-setup-{}", std::process::id()));
+        std::fs::write(&path, b"pem").unwrap();
+        assert_eq!(OsHost.read_file(&path).unwrap(), b"pem");
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(
+            OsHost.read_file(&path).unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
     }
 }

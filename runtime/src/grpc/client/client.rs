@@ -1,51 +1,179 @@
 //! The `Client`: one dependency, one connection, one budget, one breaker.
-//!
-//! PLACEHOLDER: the attempt loop lands with issue 4. Every call fails
-//! `Unimplemented` until then.
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::Stream;
+use tokio::time::Instant;
 
-use super::{Method, Settings};
-use crate::Setup;
+use super::attempt::{self, Outbound};
+use super::codec::encode_once;
+use super::connection::Connection;
+use super::hooks::{Hooks, call_context};
+use super::stream::Holder;
+use super::{Method, NewError, Settings, Streaming};
+use crate::{Setup, circuit, fault, health, retry, telemetry};
 
-/// A resilient gRPC client of one dependency.
-#[derive(Clone, Debug)]
+/// A resilient gRPC client of one dependency (seed 000, `grpcclient`).
+///
+/// A `Client` is one dependency at one [`addr`](Settings::addr), over one
+/// HTTP/2 connection, with one retry budget and one circuit breaker, shared
+/// by every call and every task: build it once, where the service is set
+/// up, and clone it (a cheap handle) wherever it is needed. Two clients of
+/// one address have their own connection, budget and breaker.
+///
+/// [`Client::new`] dials nothing: the first call, or the first check of
+/// [`connected`](Client::connected), dials, through the
+/// [`Setup`]'s [`Host`](crate::Host). A dependency that is down fails calls
+/// with `Unavailable` until it is reachable, and never fails `new`. When
+/// the server sends a GOAWAY (its shutdown, or its `max_connection_age`),
+/// the calls in flight finish and later calls go over a new connection.
+/// After [`Setup::stop`] every call fails `Canceled` with the message `the
+/// client connection is closing`; the client has no close of its own.
+///
+/// Generated typed clients call it through a static [`Method`] descriptor
+/// per RPC ([`unary`](Client::unary), [`server_streaming`](Client::server_streaming),
+/// [`client_streaming`](Client::client_streaming), [`streaming`](Client::streaming)).
+///
+/// Source: seed 000, "A Client for each dependency", "One Client per
+/// dependency", "The connection".
+#[derive(Clone)]
 pub struct Client {
-    _settings: std::sync::Arc<Settings>,
+    inner: Arc<Inner>,
 }
 
-/// Why [`Client::new`] refused its settings.
-#[derive(Debug, thiserror::Error)]
-#[error("invalid client settings")]
-pub struct NewError {
-    _private: (),
+pub(super) struct Inner {
+    pub(super) settings: Settings,
+    pub(super) conn: Arc<Connection>,
+    pub(super) breaker: circuit::Breaker,
+    pub(super) budget: retry::Budget,
+    pub(super) backoff: retry::Exponential,
+    /// Seam for issue 6: spans, metrics and propagation per attempt.
+    #[allow(dead_code)]
+    pub(super) telemetry: telemetry::Telemetry,
+    /// Seam for issue 7: the fault point evaluated once per attempt.
+    #[allow(dead_code)]
+    pub(super) faults: fault::Injector,
 }
 
-fn not_yet() -> tonic::Status {
-    tonic::Status::unimplemented("humus client: not implemented yet")
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("addr", &self.inner.settings.addr)
+            .field("connection", &self.inner.conn)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Client {
-    /// Builds a client of the dependency `settings` names.
+    /// Builds the client of the dependency `settings` name, for `setup`:
+    /// it dials through `setup`'s host, records with its telemetry,
+    /// evaluates its failure injector, and registers the close of its
+    /// connection with [`Setup::on_stop`]. Dials nothing.
+    ///
+    /// It runs every field's check again, and the checks that take two
+    /// fields (`backoff_max` below `backoff_base`).
     ///
     /// # Errors
     ///
-    /// [`NewError`] when a setting is invalid.
+    /// [`NewError`] naming every bad field: a fault in the code that built
+    /// `settings` (a service's main exits 1 on it).
     pub fn new(setup: &Setup, settings: Settings) -> Result<Client, NewError> {
-        let _ = setup;
+        settings.check()?;
+        let telemetry = setup.telemetry().clone();
+        let breaker = {
+            let telemetry = telemetry.clone();
+            let addr = settings.addr.clone();
+            circuit::Breaker::new(
+                settings.breaker,
+                settings.breaker_policy.clone(),
+                move |transition| Hooks::transition(&telemetry, &addr, transition),
+            )
+            .map_err(NewError::breaker)?
+        };
+        let budget = retry::Budget::new(settings.retry_budget).map_err(NewError::budget)?;
+        let backoff = retry::Exponential::new(settings.backoff_base, settings.backoff_max);
+        let conn = Arc::new(Connection::new(setup.host().clone(), &settings));
+        let closer = conn.closer();
+        setup.on_stop(move || async move {
+            if let Some(conn) = closer.upgrade() {
+                conn.close();
+            }
+        });
         Ok(Client {
-            _settings: std::sync::Arc::new(settings),
+            inner: Arc::new(Inner {
+                settings,
+                conn,
+                breaker,
+                budget,
+                backoff,
+                telemetry,
+                faults: setup.faults().clone(),
+            }),
         })
     }
 
-    /// Makes a unary call of `method`.
+    /// The client's settings, as given to [`Client::new`].
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    /// A readiness monitor that is healthy once the client has connected
+    /// to its dependency, and stays healthy from then on.
+    ///
+    /// It is unhealthy until the connection is first ready (dialled, and
+    /// its TLS handshake done), then healthy through outages, GOAWAYs and
+    /// idle closes: it latches, so an outage of the dependency, which hits
+    /// every replica of the service at once, does not take them all out of
+    /// their load balancer. Every monitor of one client reads the same
+    /// latch. Until the connection has been ready, a check dials (if no
+    /// dial is under way) and waits until the connection is ready, is
+    /// closed, or the check is dropped (a probe's timeout). A check makes
+    /// no RPC. After [`Setup::stop`] it is unhealthy.
+    ///
+    /// Use it for readiness only: restarting a service does not bring its
+    /// dependency back.
+    ///
+    /// Source: seed 000, "Readiness: Connected".
+    pub fn connected(&self) -> health::Monitor {
+        let conn = self.inner.conn.clone();
+        health::Monitor::from_fn(move || conn.check())
+    }
+
+    /// Makes a unary call of `method`: the request is encoded once, and
+    /// sent in up to [`max_attempts`](Settings::max_attempts) attempts, as
+    /// the classification of each decides (the method's
+    /// [policy](super::MethodPolicy), then [`Settings::classify`]), bounded
+    /// by the retry budget and the call's deadline: the earlier of
+    /// [`Settings::timeout`] and the request's own `grpc-timeout`
+    /// ([`tonic::Request::set_timeout`]), which covers every attempt and
+    /// every wait between them. Each attempt passes the circuit breaker
+    /// first; a rejection ends the call at once with `Unavailable`, the
+    /// rejection's message, and the [`circuit::Rejected`] as its source
+    /// (so a caller can tell nothing was sent). The wait before a retry is
+    /// the larger of the backoff and the server's pushback; a pushback
+    /// longer than [`Settings::backoff_max`] ends the call. A caller who
+    /// drops the returned future gives up: nothing is counted.
+    ///
+    /// The request's metadata is sent with every attempt; its extensions
+    /// are not sent, but an [`opentelemetry::Context`] among them is the
+    /// call's context (else the current one).
     ///
     /// # Errors
     ///
-    /// The last attempt's status.
+    /// The last attempt's status: `DeadlineExceeded` once the deadline has
+    /// passed, `Canceled` (`the client connection is closing`) after
+    /// [`Setup::stop`].
+    ///
+    /// # Panics
+    ///
+    /// If `method.full_name` is not a valid HTTP path, which generated
+    /// descriptors never are; and whatever a classify or breaker policy
+    /// function panics with (nothing is caught).
+    ///
+    /// Source: seed 000, "Which calls are retried", "How an attempt's
+    /// result counts", "The circuit breaker".
     pub async fn unary<Req, Resp>(
         &self,
         method: &'static Method,
@@ -55,15 +183,27 @@ impl Client {
         Req: prost::Message + Send + 'static,
         Resp: prost::Message + Default + Send + 'static,
     {
-        let _ = (method, request);
-        Err(not_yet())
+        super::attempt::unary(&self.inner, method, request).await
     }
 
     /// Opens a server-streaming call of `method`.
     ///
+    /// Only the open is retried, as a unary attempt is (through the
+    /// breaker, with the backoff and the budget, but not
+    /// [`Settings::timeout`]: a stream lives as long as its caller wants,
+    /// and ends with the request's own `grpc-timeout` if it has one). A
+    /// stream that opened is never retried: [`Streaming`] counts it in the
+    /// breaker once, when it ends.
+    ///
     /// # Errors
     ///
     /// The status of the last attempt to open the stream.
+    ///
+    /// # Panics
+    ///
+    /// As [`unary`](Client::unary).
+    ///
+    /// Source: seed 000, "Streams".
     pub async fn server_streaming<Req, Resp>(
         &self,
         method: &'static Method,
@@ -73,15 +213,39 @@ impl Client {
         Req: prost::Message + Send + 'static,
         Resp: prost::Message + Default + Send + 'static,
     {
-        let _ = (method, request);
-        Err(not_yet())
+        let (metadata, extensions, message) = request.into_parts();
+        let cx = call_context(&extensions);
+        let body = encode_once(&message);
+        drop(message);
+        attempt::open::<futures_util::stream::Empty<Req>, Req, Resp>(
+            &self.inner,
+            method,
+            metadata,
+            cx,
+            Outbound::One(body),
+        )
+        .await
     }
 
-    /// Makes a client-streaming call of `method`.
+    /// Makes a client-streaming call of `method`: it streams the
+    /// request's messages and returns the one response.
+    ///
+    /// The open is retried as [`server_streaming`](Client::server_streaming)'s
+    /// is, as long as no attempt has read the request stream (so a stream
+    /// never polled, refused by a breaker or a dial, is sent whole by the
+    /// next attempt); once any attempt has read it, the call is not
+    /// retried. The call counts in the breaker once, at its one response
+    /// (or its error).
     ///
     /// # Errors
     ///
     /// The call's status.
+    ///
+    /// # Panics
+    ///
+    /// As [`unary`](Client::unary).
+    ///
+    /// Source: seed 000, "Streams".
     pub async fn client_streaming<S, Req, Resp>(
         &self,
         method: &'static Method,
@@ -92,15 +256,39 @@ impl Client {
         Req: prost::Message + Send + 'static,
         Resp: prost::Message + Default + Send + 'static,
     {
-        let _ = (method, request);
-        Err(not_yet())
+        let (headers, mut stream, extensions) = self.streaming(method, request).await?.into_parts();
+        let message = match stream.message().await {
+            Ok(Some(message)) => message,
+            Ok(None) => return Err(tonic::Status::internal("Missing response message.")),
+            Err(status) => return Err(status),
+        };
+        let mut metadata = headers.into_headers();
+        if let Some(trailers) = stream.trailers().await? {
+            metadata.extend(trailers.into_headers());
+        }
+        Ok(tonic::Response::from_parts(
+            tonic::metadata::MetadataMap::from_headers(metadata),
+            message,
+            extensions,
+        ))
     }
 
     /// Opens a bidirectional-streaming call of `method`.
     ///
+    /// The open is retried as [`server_streaming`](Client::server_streaming)'s
+    /// is, as long as no attempt has read the request stream; once open,
+    /// the stream is never retried, and [`Streaming`] counts it in the
+    /// breaker once, when it ends.
+    ///
     /// # Errors
     ///
     /// The status of the last attempt to open the stream.
+    ///
+    /// # Panics
+    ///
+    /// As [`unary`](Client::unary).
+    ///
+    /// Source: seed 000, "Streams".
     pub async fn streaming<S, Req, Resp>(
         &self,
         method: &'static Method,
@@ -111,32 +299,98 @@ impl Client {
         Req: prost::Message + Send + 'static,
         Resp: prost::Message + Default + Send + 'static,
     {
-        let _ = (method, request);
-        Err(not_yet())
+        let (metadata, extensions, stream) = request.into_parts();
+        let cx = call_context(&extensions);
+        attempt::open::<S, Req, Resp>(
+            &self.inner,
+            method,
+            metadata,
+            cx,
+            Outbound::Many(Holder::new(Box::pin(stream))),
+        )
+        .await
     }
 }
 
-/// A stream of responses that counts in the breaker once, when it ends.
-#[derive(Debug)]
-pub struct Streaming<T> {
-    inner: tonic::Streaming<T>,
-}
-
-impl<T> Streaming<T> {
-    /// The next message, `None` at the end of the stream.
-    ///
-    /// # Errors
-    ///
-    /// The status the stream ended with.
-    pub async fn message(&mut self) -> Result<Option<T>, tonic::Status> {
-        self.inner.message().await
+/// The deadline of a call started `now`: the earlier of `timeout` (none for
+/// a stream) and the request's own `grpc-timeout`.
+pub(super) fn deadline(
+    now: Instant,
+    timeout: Option<Duration>,
+    metadata: &tonic::metadata::MetadataMap,
+) -> Option<Instant> {
+    let own = metadata
+        .get("grpc-timeout")
+        .and_then(|v| parse_grpc_timeout(v.as_bytes()))
+        .and_then(|d| now.checked_add(d));
+    let ours = timeout.and_then(|d| now.checked_add(d));
+    match (own, ours) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 
-impl<T> Stream for Streaming<T> {
-    type Item = Result<T, tonic::Status>;
+/// Parses a `grpc-timeout` value: 1 to 8 digits and a unit (`H`, `M`,
+/// `S`, `m`, `u`, `n`).
+fn parse_grpc_timeout(value: &[u8]) -> Option<Duration> {
+    let (unit, digits) = value.split_last()?;
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some(match unit {
+        b'H' => Duration::from_secs(n * 3600),
+        b'M' => Duration::from_secs(n * 60),
+        b'S' => Duration::from_secs(n),
+        b'm' => Duration::from_millis(n),
+        b'u' => Duration::from_micros(n),
+        b'n' => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        Pin::new(&mut self.inner).poll_next(cx)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeouts() {
+        assert_eq!(parse_grpc_timeout(b"1H"), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_grpc_timeout(b"2M"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_grpc_timeout(b"3S"), Some(Duration::from_secs(3)));
+        assert_eq!(parse_grpc_timeout(b"40m"), Some(Duration::from_millis(40)));
+        assert_eq!(parse_grpc_timeout(b"5u"), Some(Duration::from_micros(5)));
+        assert_eq!(
+            parse_grpc_timeout(b"99999999n"),
+            Some(Duration::from_nanos(99_999_999))
+        );
+        for bad in [&b""[..], b"S", b"123456789S", b"1x", b"-1S", b"1.5S"] {
+            assert_eq!(parse_grpc_timeout(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_earlier_deadline_wins() {
+        let now = Instant::now();
+        let mut request = tonic::Request::new(());
+        assert_eq!(deadline(now, None, request.metadata()), None);
+        assert_eq!(
+            deadline(now, Some(Duration::from_secs(10)), request.metadata()),
+            Some(now + Duration::from_secs(10))
+        );
+        request.set_timeout(Duration::from_secs(2));
+        assert_eq!(
+            deadline(now, Some(Duration::from_secs(10)), request.metadata()),
+            Some(now + Duration::from_secs(2))
+        );
+        request.set_timeout(Duration::from_secs(20));
+        assert_eq!(
+            deadline(now, Some(Duration::from_secs(10)), request.metadata()),
+            Some(now + Duration::from_secs(10))
+        );
+        assert_eq!(
+            deadline(now, None, request.metadata()),
+            Some(now + Duration::from_secs(20))
+        );
     }
 }

@@ -1,10 +1,660 @@
-//! `Settings`: one dependency's client settings.
-//!
-//! PLACEHOLDER: every field, its default and its check land with issue 4.
+//! `Settings`: one dependency's client settings, their defaults and a
+//! check per field (seed 000, "Settings").
 
-/// The settings of one dependency's [`Client`](super::Client).
-#[derive(Clone, Debug, Default)]
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls_pki_types::ServerName;
+
+use super::Classify;
+use crate::{circuit, retry};
+
+/// The settings of one dependency's [`Client`](super::Client): plain
+/// values, a [`Default`] with the defaults below, and a public check per
+/// field that has a valid range, which a service's configuration layer
+/// runs on each value it reads (so a bad value names the variable it came
+/// from, and the service exits 78). [`Client::new`](super::Client::new)
+/// runs every check again.
+///
+/// | field | default | check |
+/// |---|---|---|
+/// | [`addr`](Settings::addr) | none (empty: `new` rejects it) | [`check_addr`] |
+/// | [`tls`](Settings::tls) | `None`: plain text | [`check_tls`] |
+/// | [`server_name`](Settings::server_name) | `None`: the host of `addr` | [`check_server_name`] |
+/// | [`timeout`](Settings::timeout) | 10 s | [`check_timeout`] |
+/// | [`max_attempts`](Settings::max_attempts) | 3 | [`check_max_attempts`] |
+/// | [`retry_budget`](Settings::retry_budget) | 10 tokens, ratio 0.1 (gRFC A6) | [`check_retry_budget`] |
+/// | [`backoff_base`](Settings::backoff_base) | 100 ms | [`check_backoff_base`] |
+/// | [`backoff_max`](Settings::backoff_max) | 5 s | [`check_backoff_max`] |
+/// | [`classify`](Settings::classify) | [`default_classify`](super::default_classify) | none (set in code) |
+/// | [`breaker`](Settings::breaker) | window 20, 1 probe, open 10 s, probe timeout 30 s | [`check_breaker`] |
+/// | [`breaker_policy`](Settings::breaker_policy) | open after 5 failures in a row or half of 20 or more; close after 3 good probes | none (set in code) |
+/// | [`forward_scenario`](Settings::forward_scenario) | `false` | none |
+///
+/// The seed gives no default for the timeout, the backoff or the probe
+/// timeout; these are humus for Rust's: a pushback of up to 5 s is waited
+/// for, and a probe holds its slot longer than any unary call lasts.
+///
+/// Source: seed 000, "Settings", "TLS and plain text", ":authority and the
+/// certificate", "Which calls are retried", "The circuit breaker".
+#[derive(Clone)]
 pub struct Settings {
-    /// The dependency's address, `host:port`.
+    /// The dependency's address, `host:port` with no scheme: `carts:9090`,
+    /// `10.0.0.7:9090`, `[::1]:9090`. The [`Host`](crate::Host) resolves
+    /// the name at each dial. It is also every call's `:authority`, unless
+    /// [`server_name`](Settings::server_name) is set.
     pub addr: String,
+
+    /// The TLS config the client dials with; `None` dials in plain text.
+    ///
+    /// The client dials with a clone of it, with `h2` as its only ALPN
+    /// protocol (and requires the server to choose it), so the config given
+    /// is never changed. It trusts exactly the roots the config holds: a
+    /// config built on one CA's root trusts that CA and nothing else. The
+    /// certificate is checked for the host of [`addr`](Settings::addr), or
+    /// for [`server_name`](Settings::server_name). For mTLS, the config
+    /// carries the client certificate.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+
+    /// Overrides the name the server's certificate is checked for and the
+    /// `:authority` of every call, both of which are otherwise the host of
+    /// [`addr`](Settings::addr) and `addr` itself: a client of
+    /// `10.0.0.7:9090` with the server name `carts` sends `:authority
+    /// carts` and requires a certificate for `carts`. (rustls has no server
+    /// name in its config, so this stands for Go's `tls.Config.ServerName`
+    /// and `grpc.WithAuthority`.)
+    pub server_name: Option<String>,
+
+    /// How long a unary call may take, every attempt and every wait between
+    /// them included. A caller's earlier deadline (the request's
+    /// `grpc-timeout`, [`tonic::Request::set_timeout`]) wins; a later one
+    /// does not extend it. Streams ignore it: they end with their caller's
+    /// own deadline.
+    pub timeout: Duration,
+
+    /// The most attempts one call makes (a stream's opens included): 1
+    /// turns retries off.
+    pub max_attempts: u32,
+
+    /// The retry budget shared by every call of the client (gRFC A6's
+    /// retry throttling): each attempt classified Retry takes a token, each
+    /// success gives back `token_ratio`, and retries stop while half the
+    /// tokens or fewer are left. First attempts are never limited.
+    pub retry_budget: retry::BudgetConfig,
+
+    /// The backoff's base: the wait before retry `n` is drawn from 0 up to
+    /// the smaller of [`backoff_max`](Settings::backoff_max) and
+    /// `backoff_base · 2ⁿ⁻¹` (full jitter).
+    pub backoff_base: Duration,
+
+    /// The backoff's ceiling, and the longest pushback
+    /// (`grpc-retry-pushback-ms`) a call waits for: a longer one ends the
+    /// call with its attempt's status. Must not be below
+    /// [`backoff_base`](Settings::backoff_base).
+    pub backoff_max: Duration,
+
+    /// How each attempt's result counts, for retries and for the breaker,
+    /// for methods whose own [policy](super::MethodPolicy) does not decide.
+    /// Set in code: what a dependency's codes mean is the user's knowledge.
+    pub classify: Classify,
+
+    /// The breaker's settings from configuration: the window of results its
+    /// policy sees, how many probes go at once, how long it stays open, and
+    /// how long a probe holds its slot.
+    pub breaker: circuit::Config,
+
+    /// When the breaker opens and closes. Set in code. A policy whose trip
+    /// function always answers `false` turns the breaker off.
+    pub breaker_policy: circuit::Policy,
+
+    /// Whether a failure scenario in a call's baggage is sent on to the
+    /// dependency; by default the client strips it.
+    pub forward_scenario: bool,
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field("addr", &self.addr)
+            .field("tls", &self.tls.as_ref().map(|_| "rustls::ClientConfig"))
+            .field("server_name", &self.server_name)
+            .field("timeout", &self.timeout)
+            .field("max_attempts", &self.max_attempts)
+            .field("retry_budget", &self.retry_budget)
+            .field("backoff_base", &self.backoff_base)
+            .field("backoff_max", &self.backoff_max)
+            .field("classify", &self.classify)
+            .field("breaker", &self.breaker)
+            .field("breaker_policy", &self.breaker_policy)
+            .field("forward_scenario", &self.forward_scenario)
+            .finish()
+    }
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            addr: String::new(),
+            tls: None,
+            server_name: None,
+            timeout: Duration::from_secs(10),
+            max_attempts: 3,
+            retry_budget: retry::BudgetConfig::DEFAULT,
+            backoff_base: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(5),
+            classify: Classify::default(),
+            breaker: circuit::Config {
+                window: 20,
+                probes: 1,
+                open_for: Duration::from_secs(10),
+                probe_timeout: Duration::from_secs(30),
+            },
+            breaker_policy: circuit::Policy::consecutive_or_half(5, 20, 3),
+            forward_scenario: false,
+        }
+    }
+}
+
+/// Why a value fails its field's check. The message says what is wrong
+/// with the value and does not name the field, so the caller can put its
+/// own name in front (`CARTS_ADDR: names a scheme (…)`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct InvalidValue {
+    reason: String,
+}
+
+impl InvalidValue {
+    fn new(reason: impl Into<String>) -> InvalidValue {
+        InvalidValue {
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Checks an address: `host:port`, with a host and a numeric port.
+///
+/// A client dials a host, so an empty host (`:9090`) is rejected, as are a
+/// scheme (`dns:///carts:9090`: the client never resolves names itself), a
+/// named port (`carts:grpc`), and `?`, `#` and `%`. An IPv6 address goes in
+/// brackets (`[::1]:9090`).
+///
+/// ```
+/// use humus::grpc::client::check_addr;
+/// assert!(check_addr("carts:9090").is_ok());
+/// assert!(check_addr("[::1]:9090").is_ok());
+/// assert!(check_addr("dns:///carts:9090").is_err());
+/// ```
+///
+/// # Errors
+///
+/// [`InvalidValue`] saying what is wrong.
+///
+/// Source: seed 000, "Settings" (`CheckAddr`).
+pub fn check_addr(addr: &str) -> Result<(), InvalidValue> {
+    if addr.is_empty() {
+        return Err(InvalidValue::new("is empty, want host:port"));
+    }
+    if addr.contains("://") || addr.contains(":/") {
+        return Err(InvalidValue::new(format!(
+            "{addr:?} names a scheme, want host:port with none (the client resolves no name itself)"
+        )));
+    }
+    for c in ['?', '#', '%', '/', '@'] {
+        if addr.contains(c) {
+            return Err(InvalidValue::new(format!(
+                "{addr:?} holds {c:?}, want host:port"
+            )));
+        }
+    }
+    if let Some(c) = addr.chars().find(|c| c.is_whitespace() || c.is_control()) {
+        return Err(InvalidValue::new(format!(
+            "{addr:?} holds {c:?}, want host:port"
+        )));
+    }
+    let (host, port) = if let Some(rest) = addr.strip_prefix('[') {
+        let Some((host, rest)) = rest.split_once(']') else {
+            return Err(InvalidValue::new(format!(
+                "{addr:?} opens a bracket it does not close"
+            )));
+        };
+        let Some(port) = rest.strip_prefix(':') else {
+            return Err(InvalidValue::new(format!(
+                "{addr:?} has no port, want [ipv6]:port"
+            )));
+        };
+        if host.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(InvalidValue::new(format!(
+                "{addr:?} has {host:?} in brackets, which is no IPv6 address"
+            )));
+        }
+        (host, port)
+    } else {
+        let Some((host, port)) = addr.rsplit_once(':') else {
+            return Err(InvalidValue::new(format!(
+                "{addr:?} has no port, want host:port"
+            )));
+        };
+        if host.contains(':') {
+            return Err(InvalidValue::new(format!(
+                "{addr:?} has an IPv6 address without brackets, want [ipv6]:port"
+            )));
+        }
+        (host, port)
+    };
+    if port.is_empty() {
+        return Err(InvalidValue::new(format!("{addr:?} has an empty port")));
+    }
+    if !port.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(InvalidValue::new(format!(
+            "{addr:?} has the named port {port:?}, want a number"
+        )));
+    }
+    match port.parse::<u16>() {
+        Ok(0) | Err(_) => {
+            return Err(InvalidValue::new(format!(
+                "{addr:?} has the port {port}, want 1..=65535"
+            )));
+        }
+        Ok(_) => {}
+    }
+    if host.is_empty() {
+        return Err(InvalidValue::new(format!(
+            "{addr:?} has an empty host: a client dials a host"
+        )));
+    }
+    if format!("http://{addr}").parse::<http::Uri>().is_err() {
+        return Err(InvalidValue::new(format!(
+            "{addr:?} is not a valid URI authority"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a client TLS config: it must be able to make a connection, with
+/// at least one cipher suite and one key exchange group, and a
+/// `max_fragment_size`, if any, from 32 to 16389. (rustls speaks only TLS
+/// 1.2 and 1.3, so the version floor HTTP/2 needs always holds.)
+///
+/// # Errors
+///
+/// [`InvalidValue`] saying what is wrong.
+///
+/// Source: seed 000, "TLS and plain text" (`CheckTLS`).
+pub fn check_tls(config: &rustls::ClientConfig) -> Result<(), InvalidValue> {
+    let provider = config.crypto_provider();
+    if provider.cipher_suites.is_empty() {
+        return Err(InvalidValue::new("has no cipher suite"));
+    }
+    if provider.kx_groups.is_empty() {
+        return Err(InvalidValue::new("has no key exchange group"));
+    }
+    if let Some(size) = config.max_fragment_size
+        && !(32..=16389).contains(&size)
+    {
+        return Err(InvalidValue::new(format!(
+            "has max_fragment_size {size}, want 32..=16389"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a server name override: a DNS name or an IP address.
+///
+/// # Errors
+///
+/// [`InvalidValue`] saying what is wrong.
+///
+/// Source: seed 000, ":authority and the certificate".
+pub fn check_server_name(name: &str) -> Result<(), InvalidValue> {
+    if ServerName::try_from(name).is_err() {
+        return Err(InvalidValue::new(format!(
+            "{name:?} is neither a DNS name nor an IP address"
+        )));
+    }
+    if format!("http://{name}").parse::<http::Uri>().is_err() {
+        return Err(InvalidValue::new(format!(
+            "{name:?} is not a valid URI authority"
+        )));
+    }
+    Ok(())
+}
+
+fn positive(d: Duration) -> Result<(), InvalidValue> {
+    if d.is_zero() {
+        Err(InvalidValue::new("is zero, want a duration more than zero"))
+    } else {
+        Ok(())
+    }
+}
+
+/// Checks a unary call's timeout: more than zero.
+///
+/// # Errors
+///
+/// [`InvalidValue`] for zero.
+pub fn check_timeout(timeout: Duration) -> Result<(), InvalidValue> {
+    positive(timeout)
+}
+
+/// Checks a call's most attempts: at least 1 (1 turns retries off).
+///
+/// # Errors
+///
+/// [`InvalidValue`] for zero.
+pub fn check_max_attempts(max_attempts: u32) -> Result<(), InvalidValue> {
+    if max_attempts == 0 {
+        Err(InvalidValue::new(
+            "is 0, want 1 or more (1 turns retries off)",
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// Checks a retry budget: `max_tokens` from 1 to 1000, and a
+/// `token_ratio` more than zero with at most 3 decimals (gRFC A6).
+///
+/// # Errors
+///
+/// [`InvalidValue`] saying which part is wrong, and how.
+pub fn check_retry_budget(budget: &retry::BudgetConfig) -> Result<(), InvalidValue> {
+    budget
+        .check()
+        .map_err(|e| InvalidValue::new(format!("has {}: {e}", e.field())))
+}
+
+/// Checks a breaker config: `window` and `probes` from 1 to
+/// [`circuit::MAX_COUNT`], `open_for` and `probe_timeout` more than zero.
+///
+/// # Errors
+///
+/// [`InvalidValue`] naming every bad part of the config.
+pub fn check_breaker(config: &circuit::Config) -> Result<(), InvalidValue> {
+    let mut problems = Vec::new();
+    for (part, n) in [("window", config.window), ("probes", config.probes)] {
+        if !(1..=circuit::MAX_COUNT).contains(&n) {
+            problems.push(format!("{part} {n}, want 1..={}", circuit::MAX_COUNT));
+        }
+    }
+    for (part, d) in [
+        ("open_for", config.open_for),
+        ("probe_timeout", config.probe_timeout),
+    ] {
+        if d.is_zero() {
+            problems.push(format!("{part} zero, want more than zero"));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(InvalidValue::new(format!("has {}", problems.join(", "))))
+    }
+}
+
+/// Checks the backoff's base: more than zero.
+///
+/// # Errors
+///
+/// [`InvalidValue`] for zero.
+pub fn check_backoff_base(base: Duration) -> Result<(), InvalidValue> {
+    positive(base)
+}
+
+/// Checks the backoff's ceiling: more than zero. Whether it is at least the
+/// base takes both fields, which [`Client::new`](super::Client::new) checks.
+///
+/// # Errors
+///
+/// [`InvalidValue`] for zero.
+pub fn check_backoff_max(max: Duration) -> Result<(), InvalidValue> {
+    positive(max)
+}
+
+/// Why [`Client::new`](super::Client::new) refused its settings: every bad
+/// field, each named by its [`Settings`] field name.
+///
+/// By the time settings reach `Client::new`, each value sourced from
+/// configuration should have passed its check where it was read (a bad
+/// value there is the operator's, exit 78). So this error is a fault in
+/// the code: a value set in code, a check skipped, or a pair of values no
+/// single check sees (`backoff_max` below `backoff_base`). A service's main
+/// exits 1 on it.
+///
+/// Source: seed 000, "Settings" (`NewClient` reports every bad field in
+/// one error that names each one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewError {
+    problems: Vec<(&'static str, String)>,
+}
+
+impl NewError {
+    pub(super) fn breaker(e: circuit::ConfigError) -> NewError {
+        NewError {
+            problems: vec![("breaker", e.to_string())],
+        }
+    }
+
+    pub(super) fn budget(e: retry::BudgetError) -> NewError {
+        NewError {
+            problems: vec![("retry_budget", e.to_string())],
+        }
+    }
+
+    /// The names of the bad fields, in the order of [`Settings`].
+    pub fn fields(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.problems.iter().map(|(field, _)| *field)
+    }
+}
+
+impl fmt::Display for NewError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("invalid client settings: ")?;
+        for (i, (field, problem)) in self.problems.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{field} {problem}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for NewError {}
+
+impl Settings {
+    /// Runs every field's check, and the checks that take two fields.
+    pub(crate) fn check(&self) -> Result<(), NewError> {
+        let mut problems = Vec::new();
+        let mut put = |field: &'static str, r: Result<(), InvalidValue>| {
+            if let Err(e) = r {
+                problems.push((field, e.reason));
+            }
+        };
+        put("addr", check_addr(&self.addr));
+        if let Some(tls) = &self.tls {
+            put("tls", check_tls(tls));
+        }
+        if let Some(name) = &self.server_name {
+            put("server_name", check_server_name(name));
+        }
+        put("timeout", check_timeout(self.timeout));
+        put("max_attempts", check_max_attempts(self.max_attempts));
+        put("retry_budget", check_retry_budget(&self.retry_budget));
+        put("backoff_base", check_backoff_base(self.backoff_base));
+        put("backoff_max", check_backoff_max(self.backoff_max));
+        if self.backoff_max < self.backoff_base {
+            put(
+                "backoff_max",
+                Err(InvalidValue::new(format!(
+                    "{:?} is below backoff_base {:?}",
+                    self.backoff_max, self.backoff_base
+                ))),
+            );
+        }
+        put("breaker", check_breaker(&self.breaker));
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(NewError { problems })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses() {
+        for ok in [
+            "carts:9090",
+            "10.0.0.7:9090",
+            "[::1]:9090",
+            "carts.default.svc.cluster.local:443",
+            "localhost:1",
+            "a:65535",
+        ] {
+            assert_eq!(check_addr(ok), Ok(()), "{ok}");
+        }
+        for (bad, says) in [
+            ("", "empty"),
+            (":9090", "empty host"),
+            ("dns:///carts:9090", "scheme"),
+            ("https://carts:9090", "scheme"),
+            ("unix:/tmp/s", "scheme"),
+            ("carts:grpc", "named port"),
+            (":grpc", "named port"),
+            ("carts:9090?x=1", "'?'"),
+            ("carts:9090#frag", "'#'"),
+            ("carts%20:9090", "'%'"),
+            ("carts", "no port"),
+            ("carts:", "empty port"),
+            ("carts:0", "1..=65535"),
+            ("carts:70000", "1..=65535"),
+            ("::1:9090", "brackets"),
+            ("[::1]", "no port"),
+            ("[carts]:9090", "IPv6"),
+            ("[::1:9090", "bracket"),
+            ("car ts:9090", "' '"),
+        ] {
+            let err = check_addr(bad).unwrap_err().to_string();
+            assert!(err.contains(says), "{bad:?}: {err}");
+            assert!(!err.contains("addr "), "{err} names no field");
+        }
+    }
+
+    #[test]
+    fn durations_and_counts() {
+        assert!(check_timeout(Duration::ZERO).is_err());
+        assert!(check_timeout(Duration::from_nanos(1)).is_ok());
+        assert!(check_backoff_base(Duration::ZERO).is_err());
+        assert!(check_backoff_max(Duration::ZERO).is_err());
+        assert!(check_max_attempts(0).is_err());
+        assert!(check_max_attempts(1).is_ok());
+    }
+
+    #[test]
+    fn budgets_and_breakers() {
+        assert!(check_retry_budget(&retry::BudgetConfig::DEFAULT).is_ok());
+        let bad = retry::BudgetConfig {
+            max_tokens: 0,
+            token_ratio: 0.1,
+        };
+        let err = check_retry_budget(&bad).unwrap_err().to_string();
+        assert!(err.contains("max_tokens"), "{err}");
+        assert!(check_breaker(&Settings::default().breaker).is_ok());
+        let err = check_breaker(&circuit::Config {
+            window: 0,
+            probes: 1,
+            open_for: Duration::ZERO,
+            probe_timeout: Duration::from_secs(1),
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("window 0") && err.contains("open_for zero"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn server_names() {
+        assert!(check_server_name("carts").is_ok());
+        assert!(check_server_name("10.0.0.7").is_ok());
+        assert!(check_server_name("not a name").is_err());
+        assert!(check_server_name("").is_err());
+    }
+
+    #[test]
+    fn tls_configs() {
+        let ca = crate::testing::Ca::new();
+        let mut config = ca.client_config();
+        assert!(check_tls(&config).is_ok());
+        config.max_fragment_size = Some(10);
+        assert!(check_tls(&config).unwrap_err().to_string().contains("32"));
+    }
+
+    #[test]
+    fn the_defaults_are_the_seeds() {
+        let s = Settings::default();
+        assert_eq!(s.max_attempts, 3);
+        assert_eq!(s.breaker.window, 20);
+        assert_eq!(s.breaker.probes, 1);
+        assert_eq!(s.breaker.open_for, Duration::from_secs(10));
+        let five = circuit::Counts {
+            failures: 5,
+            consecutive_failures: 5,
+            ..circuit::Counts::default()
+        };
+        assert!(s.breaker_policy.trip(&five));
+        let half = circuit::Counts {
+            successes: 10,
+            failures: 10,
+            consecutive_failures: 1,
+            ..circuit::Counts::default()
+        };
+        assert!(s.breaker_policy.trip(&half));
+        let three = circuit::Counts {
+            successes: 3,
+            consecutive_successes: 3,
+            ..circuit::Counts::default()
+        };
+        assert_eq!(s.breaker_policy.probe(&three), circuit::State::Closed);
+        assert!(s.tls.is_none());
+        assert!(!s.forward_scenario);
+        let s = Settings {
+            addr: "carts:9090".into(),
+            ..s
+        };
+        assert_eq!(s.check(), Ok(()));
+    }
+
+    #[test]
+    fn every_bad_field_is_named_once_in_one_error() {
+        let s = Settings {
+            addr: "dns:///carts:9090".into(),
+            timeout: Duration::ZERO,
+            max_attempts: 0,
+            backoff_base: Duration::from_secs(2),
+            backoff_max: Duration::from_secs(1),
+            breaker: circuit::Config {
+                probes: 0,
+                ..Settings::default().breaker
+            },
+            ..Settings::default()
+        };
+        let err = s.check().unwrap_err();
+        assert_eq!(
+            err.fields().collect::<Vec<_>>(),
+            ["addr", "timeout", "max_attempts", "backoff_max", "breaker"]
+        );
+        let text = err.to_string();
+        assert!(text.starts_with("invalid client settings: addr "), "{text}");
+        assert!(
+            text.contains("backoff_max 1s is below backoff_base 2s"),
+            "{text}"
+        );
+    }
 }

@@ -1,0 +1,485 @@
+//! The attempt loop (seed 000, "Which calls are retried", "How an
+//! attempt's result counts", "Streams"), with the breaker inside the
+//! retries: one `allow` per attempt.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures_util::Stream;
+use http::uri::PathAndQuery;
+use opentelemetry::Context;
+use tokio::time::Instant;
+use tonic::Status;
+use tonic::metadata::MetadataMap;
+
+use super::client::{Inner, deadline};
+use super::codec::{PreEncoded, encode_once};
+use super::connection::{closing, never_processed, transport_status};
+use super::hooks::{AttemptSpan, Hooks, call_context};
+use super::stream::{End, Holder, Settle, Streaming, deadline_exceeded};
+use super::{CallState, Ended, Method, classify_attempt};
+use crate::circuit::{Outcome, Rejected, Ticket};
+use crate::retry::{self, Attempted, Decision, Next};
+
+/// How many times one attempt is sent again, at once, when its request
+/// never reached the server (gRPC's transparent retry).
+const TRANSPARENT_RETRIES: usize = 3;
+
+/// The status of a call the breaker rejected: Unavailable, with the
+/// rejection's message, and the [`Rejected`] as its source, so a caller can
+/// tell nothing was sent.
+fn rejected_status(rejected: Rejected) -> Status {
+    let mut status = Status::unavailable(rejected.to_string());
+    status.set_source(Arc::new(rejected));
+    status
+}
+
+/// What ended one attempt, apart from its result.
+enum Cut<T> {
+    /// The attempt returned.
+    Returned(Result<T, Status>),
+    /// The call's deadline passed first.
+    Deadline,
+    /// The connection was closed (`Setup::stop`).
+    Closed,
+}
+
+/// Runs `attempt` until it returns, the deadline passes or the connection
+/// closes.
+async fn bounded<T>(
+    inner: &Inner,
+    deadline: Option<Instant>,
+    attempt: impl Future<Output = Result<T, Status>>,
+) -> Cut<T> {
+    let deadline_passed = async {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        biased;
+        () = inner.conn.closed() => Cut::Closed,
+        result = attempt => match result {
+            Err(_) if deadline.is_some_and(|d| Instant::now() >= d) => Cut::Deadline,
+            result => Cut::Returned(result),
+        },
+        () = deadline_passed => Cut::Deadline,
+    }
+}
+
+/// What the loop keeps of one call.
+struct Call<'a> {
+    inner: &'a Inner,
+    method: &'static Method,
+    hooks: Hooks<'a>,
+    deadline: Option<Instant>,
+    attempt: u32,
+}
+
+impl<'a> Call<'a> {
+    fn new(
+        inner: &'a Inner,
+        method: &'static Method,
+        cx: Context,
+        deadline: Option<Instant>,
+    ) -> Call<'a> {
+        Call {
+            inner,
+            method,
+            hooks: Hooks { inner, method, cx },
+            deadline,
+            attempt: 0,
+        }
+    }
+
+    /// Admits the next attempt through the breaker.
+    fn allow(&mut self) -> Result<Ticket, Status> {
+        self.attempt += 1;
+        if self.inner.conn.is_closed() {
+            return Err(closing());
+        }
+        self.inner.breaker.allow().map_err(|rejected| {
+            self.hooks.rejected(self.attempt, &rejected);
+            self.hooks.decided(Decision::Stopped);
+            rejected_status(rejected)
+        })
+    }
+
+    /// Counts a finished attempt in the breaker and decides what follows.
+    /// `resendable` is false when what the attempt sent cannot be sent
+    /// again (a request stream it read): a Retry then becomes Stop.
+    fn settle(
+        &self,
+        ticket: Ticket,
+        status: Option<&Status>,
+        trailer: &MetadataMap,
+        resendable: bool,
+    ) -> Next {
+        let now = Instant::now();
+        let call = CallState {
+            cancelled: false,
+            deadline_passed: self.deadline.is_some_and(|d| now >= d),
+        };
+        let mut c = classify_attempt(
+            self.method,
+            &self.inner.settings.classify,
+            Ended::Attempt { status, trailer },
+            call,
+        );
+        if !resendable && c.retry == retry::Verdict::Retry {
+            c.retry = retry::Verdict::Stop;
+            c.retry_after = None;
+        }
+        ticket.done(c.breaker);
+        self.hooks.counted(c.breaker);
+        let next = retry::decide(
+            &self.inner.budget,
+            &Attempted {
+                verdict: c.retry,
+                retry_after: c.retry_after,
+                attempt: self.attempt,
+                max_attempts: self.inner.settings.max_attempts,
+                backoff: self.inner.backoff.backoff(self.attempt),
+                backoff_max: self.inner.settings.backoff_max,
+                now,
+                deadline: self.deadline,
+            },
+        );
+        self.hooks.decided(next.decision());
+        next
+    }
+
+    /// Waits before the next attempt; `Err` if the connection closes first.
+    async fn wait(&self, after: std::time::Duration) -> Result<(), Status> {
+        tokio::select! {
+            () = self.inner.conn.closed() => Err(closing()),
+            () = tokio::time::sleep(after) => Ok(()),
+        }
+    }
+
+    /// The metadata attempt `n` sends: the caller's, with the time left
+    /// before the deadline as its `grpc-timeout`.
+    fn metadata(&self, base: &MetadataMap) -> MetadataMap {
+        let mut metadata = base.clone();
+        if let Some(deadline) = self.deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let mut r = tonic::Request::from_parts(metadata, tonic::Extensions::default(), ());
+            r.set_timeout(left);
+            metadata = r.into_parts().0;
+        }
+        metadata
+    }
+}
+
+/// The caller's metadata, without the `grpc-timeout` each attempt sets.
+fn caller_metadata(mut metadata: MetadataMap) -> MetadataMap {
+    metadata.remove("grpc-timeout");
+    metadata
+}
+
+pub(super) async fn unary<Req, Resp>(
+    inner: &Arc<Inner>,
+    method: &'static Method,
+    request: tonic::Request<Req>,
+) -> Result<tonic::Response<Resp>, Status>
+where
+    Req: prost::Message + Send + 'static,
+    Resp: prost::Message + Default + Send + 'static,
+{
+    let deadline = deadline(
+        Instant::now(),
+        Some(inner.settings.timeout),
+        request.metadata(),
+    );
+    let (metadata, extensions, message) = request.into_parts();
+    let cx = call_context(&extensions);
+    let metadata = caller_metadata(metadata);
+    // Encoded once: every attempt sends these bytes.
+    let body = encode_once(&message);
+    drop(message);
+    let path = PathAndQuery::from_static(method.full_name);
+    let mut call = Call::new(inner, method, cx, deadline);
+    loop {
+        let ticket = call.allow()?;
+        let started = Instant::now();
+        let span = call.hooks.attempt_start(call.attempt);
+        let attempt = async {
+            call.hooks.inject_fault(&span, deadline).await?;
+            let mut sent = call.metadata(&metadata);
+            call.hooks.propagate(&span, &mut sent);
+            send_unary::<Resp>(inner, &path, &sent, &body).await
+        };
+        let result = match bounded(inner, deadline, attempt).await {
+            Cut::Returned(result) => result,
+            Cut::Deadline => Err(deadline_exceeded()),
+            Cut::Closed => {
+                call.hooks
+                    .attempt_end(span, Some(&closing()), started.elapsed());
+                ticket.release();
+                return Err(closing());
+            }
+        };
+        call.hooks
+            .attempt_end(span, result.as_ref().err(), started.elapsed());
+        let next = match &result {
+            Ok(response) => call.settle(ticket, None, response.metadata(), true),
+            Err(status) => call.settle(ticket, Some(status), status.metadata(), true),
+        };
+        match next {
+            Next::Retry { after } => call.wait(after).await?,
+            _ => return result,
+        }
+    }
+}
+
+/// One unary attempt over the channel, sent again at once if the request
+/// never reached the server.
+async fn send_unary<Resp>(
+    inner: &Inner,
+    path: &PathAndQuery,
+    metadata: &MetadataMap,
+    body: &bytes::Bytes,
+) -> Result<tonic::Response<Resp>, Status>
+where
+    Resp: prost::Message + Default + Send + 'static,
+{
+    let mut grpc = tonic::client::Grpc::new(inner.conn.channel()?);
+    let mut resent = 0;
+    loop {
+        let request = tonic::Request::from_parts(
+            metadata.clone(),
+            tonic::Extensions::default(),
+            body.clone(),
+        );
+        ready(&mut grpc).await?;
+        match grpc
+            .unary(request, path.clone(), PreEncoded::<Resp>::new())
+            .await
+            .map_err(transport_status)
+        {
+            Err(status) if resent < TRANSPARENT_RETRIES && never_processed(&status) => resent += 1,
+            result => return result,
+        }
+    }
+}
+
+async fn ready(grpc: &mut tonic::client::Grpc<tonic::transport::Channel>) -> Result<(), Status> {
+    grpc.ready()
+        .await
+        .map_err(|e| Status::unavailable(format!("the connection is not ready: {e}")))
+}
+
+/// What the request of a stream is, for [`open`].
+pub(super) enum Outbound<S> {
+    /// One message, encoded once (server streaming).
+    One(bytes::Bytes),
+    /// A stream of messages, held between attempts (client and
+    /// bidirectional streaming).
+    Many(Holder<Pin<Box<S>>>),
+}
+
+/// Opens a stream of `method`: the open is retried as a unary attempt is
+/// (with the backoff, not `Settings::timeout`: a stream ends with its
+/// caller's own deadline); once open, the stream is never retried, and its
+/// ticket is settled when it ends.
+pub(super) async fn open<S, Req, Resp>(
+    inner: &Arc<Inner>,
+    method: &'static Method,
+    metadata: MetadataMap,
+    cx: Context,
+    outbound: Outbound<S>,
+) -> Result<tonic::Response<Streaming<Resp>>, Status>
+where
+    S: Stream<Item = Req> + Send + 'static,
+    Req: prost::Message + Send + 'static,
+    Resp: prost::Message + Default + Send + 'static,
+{
+    let deadline = deadline(Instant::now(), None, &metadata);
+    let metadata = caller_metadata(metadata);
+    let path = PathAndQuery::from_static(method.full_name);
+    let mut call = Call::new(inner, method, cx, deadline);
+    loop {
+        let ticket = call.allow()?;
+        let started = Instant::now();
+        let span = call.hooks.attempt_start(call.attempt);
+        let attempt = async {
+            call.hooks.inject_fault(&span, deadline).await?;
+            let mut sent = call.metadata(&metadata);
+            call.hooks.propagate(&span, &mut sent);
+            send_open::<S, Req, Resp>(inner, &path, &sent, &outbound).await
+        };
+        let result = match bounded(inner, deadline, attempt).await {
+            Cut::Returned(result) => result,
+            Cut::Deadline => Err(deadline_exceeded()),
+            Cut::Closed => {
+                call.hooks
+                    .attempt_end(span, Some(&closing()), started.elapsed());
+                ticket.release();
+                return Err(closing());
+            }
+        };
+        let status = match result {
+            Ok(response) => {
+                // Opened: the call succeeded, however the stream ends; the
+                // stream keeps the ticket, and settles it at its end.
+                call.hooks.decided(
+                    retry::decide(
+                        &inner.budget,
+                        &Attempted {
+                            verdict: retry::Verdict::Success,
+                            retry_after: None,
+                            attempt: call.attempt,
+                            max_attempts: inner.settings.max_attempts,
+                            backoff: std::time::Duration::ZERO,
+                            backoff_max: inner.settings.backoff_max,
+                            now: Instant::now(),
+                            deadline,
+                        },
+                    )
+                    .decision(),
+                );
+                let (headers, stream, extensions) = response.into_parts();
+                let settle = stream_settle(
+                    inner,
+                    method,
+                    call.hooks.cx.clone(),
+                    ticket,
+                    span,
+                    started,
+                    deadline,
+                );
+                let stream = Streaming::new(stream, settle, deadline, inner.conn.closed());
+                return Ok(tonic::Response::from_parts(headers, stream, extensions));
+            }
+            Err(status) => status,
+        };
+        call.hooks
+            .attempt_end(span, Some(&status), started.elapsed());
+        // An attempt that read the request stream used it up: what it sent
+        // cannot be sent again.
+        let resendable = match &outbound {
+            Outbound::One(_) => true,
+            Outbound::Many(held) => held.is_unread(),
+        };
+        let next = call.settle(ticket, Some(&status), status.metadata(), resendable);
+        match next {
+            Next::Retry { after } => call.wait(after).await?,
+            _ => return Err(status),
+        }
+    }
+}
+
+/// One attempt to open a stream, sent again at once if the request never
+/// reached the server and its request stream is still unread.
+async fn send_open<S, Req, Resp>(
+    inner: &Inner,
+    path: &PathAndQuery,
+    metadata: &MetadataMap,
+    outbound: &Outbound<S>,
+) -> Result<tonic::Response<tonic::Streaming<Resp>>, Status>
+where
+    S: Stream<Item = Req> + Send + 'static,
+    Req: prost::Message + Send + 'static,
+    Resp: prost::Message + Default + Send + 'static,
+{
+    let mut grpc = tonic::client::Grpc::new(inner.conn.channel()?);
+    let mut resent = 0;
+    loop {
+        ready(&mut grpc).await?;
+        let result = match outbound {
+            Outbound::One(body) => {
+                let request = tonic::Request::from_parts(
+                    metadata.clone(),
+                    tonic::Extensions::default(),
+                    body.clone(),
+                );
+                grpc.server_streaming(request, path.clone(), PreEncoded::<Resp>::new())
+                    .await
+            }
+            Outbound::Many(held) => {
+                let request = tonic::Request::from_parts(
+                    metadata.clone(),
+                    tonic::Extensions::default(),
+                    held.lend(),
+                );
+                grpc.streaming(
+                    request,
+                    path.clone(),
+                    tonic_prost::ProstCodec::<Req, Resp>::default(),
+                )
+                .await
+            }
+        };
+        let result = result.map_err(transport_status);
+        let unread = match outbound {
+            Outbound::One(_) => true,
+            Outbound::Many(held) => held.is_unread(),
+        };
+        match result {
+            Err(status) if resent < TRANSPARENT_RETRIES && unread && never_processed(&status) => {
+                resent += 1;
+            }
+            result => return result,
+        }
+    }
+}
+
+/// The settle function of a stream that opened: counts it in the breaker
+/// once, at its end.
+fn stream_settle(
+    inner: &Arc<Inner>,
+    method: &'static Method,
+    cx: Context,
+    ticket: Ticket,
+    span: AttemptSpan,
+    started: Instant,
+    deadline: Option<Instant>,
+) -> Settle {
+    // The stream may outlive the call that opened it: it keeps its own
+    // handle on the client.
+    let inner = inner.clone();
+    Box::new(move |end: End<'_>| {
+        let hooks = Hooks {
+            inner: &inner,
+            method,
+            cx,
+        };
+        let classify = |status: Option<&Status>, trailer: &MetadataMap| {
+            let call = CallState {
+                cancelled: false,
+                deadline_passed: status.is_some() && deadline.is_some_and(|d| Instant::now() >= d),
+            };
+            let ended = Ended::Stream { status, trailer };
+            classify_attempt(method, &inner.settings.classify, ended, call).breaker
+        };
+        let outcome = match end {
+            End::Finished(trailer) => {
+                hooks.attempt_end(span, None, started.elapsed());
+                Some(classify(None, trailer))
+            }
+            End::Failed(status) => {
+                hooks.attempt_end(span, Some(status), started.elapsed());
+                Some(classify(Some(status), status.metadata()))
+            }
+            End::DeadlinePassed => {
+                hooks.attempt_end(span, Some(&deadline_exceeded()), started.elapsed());
+                Some(Outcome::Failure)
+            }
+            End::Closed => {
+                // The connection closed under it: the caller's side, not the
+                // dependency's. Counts nothing.
+                hooks.attempt_end(span, Some(&closing()), started.elapsed());
+                None
+            }
+        };
+        match outcome {
+            Some(outcome) => {
+                ticket.done(outcome);
+                hooks.counted(outcome);
+            }
+            None => ticket.release(),
+        }
+    })
+}

@@ -1,0 +1,253 @@
+//! Streams: the response stream that settles the breaker's ticket once,
+//! when it ends, and the holder that lets a request stream be sent again
+//! by a retried open as long as nothing has read it (seed 000, "Streams").
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, ready};
+
+use futures_util::{FutureExt, Stream};
+use tokio::time::{Instant, Sleep};
+use tonic::Status;
+use tonic::metadata::MetadataMap;
+
+use super::connection::{closing, transport_status};
+
+/// How a stream that opened ended, as its settle function is told.
+pub(super) enum End<'a> {
+    /// The stream's clean end (or a client-streaming call's one response),
+    /// with its trailer.
+    Finished(&'a MetadataMap),
+    /// The stream ended with this error, after it opened.
+    Failed(&'a Status),
+    /// The stream's deadline passed before it ended.
+    DeadlinePassed,
+    /// The client's connection was closed (`Setup::stop`).
+    Closed,
+}
+
+/// Counts a stream's end: called at most once, when the stream ends. A
+/// stream dropped before its end never calls it, and counts nothing.
+pub(super) type Settle = Box<dyn for<'a> FnOnce(End<'a>) + Send>;
+
+/// A stream of responses from a server- or bidirectional-streaming call.
+///
+/// It is counted in the client's circuit breaker once, when it ends: its
+/// clean end (`None`), its error, or its deadline. Until then it holds the
+/// breaker's ticket (a probe's slot while the breaker is half-open, for at
+/// most the breaker's `probe_timeout`). A stream dropped before its end
+/// counts nothing: the caller gave up. A stream that ends with
+/// `Unavailable` (its server or connection went away) is ignored; any
+/// other end counts as the client's classify says, given the stream's
+/// trailer. A stream whose deadline (the request's `grpc-timeout`) passes
+/// ends with `DeadlineExceeded` and counts as a failure; after
+/// [`Setup::stop`](crate::Setup::stop) it ends `Canceled`.
+///
+/// Like [`tonic::Streaming`], it is a [`Stream`] of messages and has
+/// [`message`](Streaming::message) and [`trailers`](Streaming::trailers).
+///
+/// Source: seed 000, "Streams".
+pub struct Streaming<T> {
+    inner: tonic::Streaming<T>,
+    settle: Option<Settle>,
+    deadline: Option<Pin<Box<Sleep>>>,
+    closed: Pin<Box<dyn Future<Output = ()> + Send>>,
+    trailers: Option<MetadataMap>,
+    ended: bool,
+}
+
+impl<T> fmt::Debug for Streaming<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Streaming")
+            .field("ended", &self.ended)
+            .field("deadline", &self.deadline.as_ref().map(|d| d.deadline()))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> Streaming<T> {
+    pub(super) fn new(
+        inner: tonic::Streaming<T>,
+        settle: Settle,
+        deadline: Option<Instant>,
+        closed: impl Future<Output = ()> + Send + 'static,
+    ) -> Streaming<T> {
+        Streaming {
+            inner,
+            settle: Some(settle),
+            deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d))),
+            closed: Box::pin(closed),
+            trailers: None,
+            ended: false,
+        }
+    }
+
+    fn end(&mut self, how: End<'_>) {
+        self.ended = true;
+        if let Some(settle) = self.settle.take() {
+            settle(how);
+        }
+    }
+
+    /// The next message, `None` at the end of the stream.
+    ///
+    /// # Errors
+    ///
+    /// The status the stream ended with.
+    pub async fn message(&mut self) -> Result<Option<T>, Status> {
+        match futures_util::future::poll_fn(|cx| Pin::new(&mut *self).poll_next(cx)).await {
+            Some(Ok(m)) => Ok(Some(m)),
+            Some(Err(status)) => Err(status),
+            None => Ok(None),
+        }
+    }
+
+    /// The stream's trailer, once it has ended: reads (and drops) every
+    /// message left until the end.
+    ///
+    /// # Errors
+    ///
+    /// The status the stream ended with.
+    pub async fn trailers(&mut self) -> Result<Option<MetadataMap>, Status> {
+        while self.message().await?.is_some() {}
+        Ok(self.trailers.clone())
+    }
+}
+
+impl<T> Stream for Streaming<T> {
+    type Item = Result<T, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        if this.ended {
+            return Poll::Ready(None);
+        }
+        match Pin::new(&mut this.inner).poll_next(cx) {
+            Poll::Ready(Some(Ok(message))) => return Poll::Ready(Some(Ok(message))),
+            Poll::Ready(Some(Err(status))) => {
+                let status = transport_status(status);
+                let passed = this
+                    .deadline
+                    .as_ref()
+                    .is_some_and(|d| Instant::now() >= d.deadline());
+                if passed {
+                    this.end(End::DeadlinePassed);
+                    return Poll::Ready(Some(Err(deadline_exceeded())));
+                }
+                this.end(End::Failed(&status));
+                return Poll::Ready(Some(Err(status)));
+            }
+            Poll::Ready(None) => {
+                // The stream has ended, so its trailer is already read:
+                // taking it completes at once.
+                let trailers = this
+                    .inner
+                    .trailers()
+                    .now_or_never()
+                    .and_then(Result::ok)
+                    .flatten()
+                    .unwrap_or_default();
+                this.end(End::Finished(&trailers));
+                this.trailers = Some(trailers);
+                return Poll::Ready(None);
+            }
+            Poll::Pending => {}
+        }
+        if let Some(deadline) = this.deadline.as_mut()
+            && deadline.as_mut().poll(cx).is_ready()
+        {
+            this.end(End::DeadlinePassed);
+            return Poll::Ready(Some(Err(deadline_exceeded())));
+        }
+        ready!(this.closed.as_mut().poll(cx));
+        this.end(End::Closed);
+        Poll::Ready(Some(Err(closing())))
+    }
+}
+
+pub(super) fn deadline_exceeded() -> Status {
+    Status::deadline_exceeded("the call's deadline passed")
+}
+
+/// Holds a call's request stream between the attempts to open it: each
+/// attempt sends a [`Lent`] stream, which takes the request stream out of
+/// the holder when it is first read. An attempt that failed before reading
+/// it leaves it in the holder, for the next attempt; one that read it used
+/// it up, and the open cannot be retried.
+pub(super) struct Holder<S> {
+    slot: Arc<Mutex<Option<S>>>,
+}
+
+impl<S> Holder<S> {
+    pub(super) fn new(stream: S) -> Holder<S> {
+        Holder {
+            slot: Arc::new(Mutex::new(Some(stream))),
+        }
+    }
+
+    /// Whether the request stream is still unread, so an attempt may send it.
+    pub(super) fn is_unread(&self) -> bool {
+        self.slot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+    }
+
+    /// A stream for one attempt to send.
+    pub(super) fn lend(&self) -> Lent<S> {
+        Lent {
+            slot: self.slot.clone(),
+            stream: None,
+        }
+    }
+}
+
+/// The request stream as one attempt sends it.
+pub(super) struct Lent<S> {
+    slot: Arc<Mutex<Option<S>>>,
+    stream: Option<S>,
+}
+
+impl<S: Stream + Unpin> Stream for Lent<S> {
+    type Item = S::Item;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
+        let this = &mut *self;
+        if this.stream.is_none() {
+            this.stream = this
+                .slot
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+        }
+        match this.stream.as_mut() {
+            Some(stream) => Pin::new(stream).poll_next(cx),
+            // Another attempt read it: nothing left to send.
+            None => Poll::Ready(None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::StreamExt;
+
+    #[tokio::test]
+    async fn a_lent_stream_unread_stays_in_the_holder() {
+        let holder = Holder::new(futures_util::stream::iter([1, 2, 3]));
+        drop(holder.lend());
+        assert!(holder.is_unread());
+        let mut lent = holder.lend();
+        assert_eq!(lent.next().await, Some(1));
+        assert!(!holder.is_unread());
+        assert_eq!(
+            holder.lend().next().await,
+            None,
+            "used up by the last attempt"
+        );
+        assert_eq!(lent.collect::<Vec<_>>().await, [2, 3]);
+    }
+}

@@ -1,0 +1,463 @@
+//! Streams (seed 000, "Streams"): only the open is retried; an opened
+//! stream is counted in the breaker once, when it ends. On the testing Host
+//! over TLS on paused time.
+
+mod client_support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use client_support::*;
+use futures_util::StreamExt;
+use humus::circuit::{Counts, Outcome, Policy, State};
+use humus::grpc::client::{Classify, Client, Settings, Streaming, default_classify};
+use humus::testing::{Ca, Host};
+use tokio::time::Instant;
+use tonic::{Code, Response, Status};
+
+/// A breaker policy that never opens and records the counts it is shown,
+/// which it is after every success or failure the breaker counts.
+fn recording() -> (Policy, Arc<Mutex<Counts>>) {
+    let seen = Arc::new(Mutex::new(Counts::default()));
+    let s = seen.clone();
+    let policy = Policy::new(
+        move |c: &Counts| {
+            *s.lock().unwrap() = *c;
+            false
+        },
+        |_: &Counts| State::Closed,
+    );
+    (policy, seen)
+}
+
+fn counted(seen: &Arc<Mutex<Counts>>) -> (usize, usize) {
+    let c = *seen.lock().unwrap();
+    (c.successes, c.failures)
+}
+
+fn client(host: &Host, ca: &Ca, policy: Policy) -> Client {
+    Client::new(
+        &setup(host),
+        Settings {
+            breaker_policy: policy,
+            ..carts_settings(ca)
+        },
+    )
+    .unwrap()
+}
+
+async fn collect(stream: &mut Streaming<Cart>) -> (Vec<u32>, Option<Code>) {
+    let mut items = Vec::new();
+    while let Some(next) = stream.next().await {
+        match next {
+            Ok(cart) => items.push(cart.items),
+            Err(status) => return (items, Some(status.code())),
+        }
+    }
+    (items, None)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_open_is_retried_and_the_stream_counts_once_at_its_end() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_watch_cart(|s, req| async move {
+        if s.n < 3 {
+            return Err(Status::unavailable("starting"));
+        }
+        let updates = (1..=3).map(move |n| Ok(cart(&req.id, n)));
+        Ok(Response::new(futures_util::stream::iter(updates)))
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let (policy, seen) = recording();
+    let client = client(&host, &ca, policy);
+    let response = client
+        .server_streaming(&WATCH_CART, get("c-1"))
+        .await
+        .unwrap();
+    assert_eq!(carts.arrivals(&WATCH_CART), 3);
+    assert_eq!(
+        counted(&seen),
+        (0, 2),
+        "two failed opens; the open stream counts nothing yet"
+    );
+    let mut stream = response.into_inner();
+    assert_eq!(collect(&mut stream).await, (vec![1, 2, 3], None));
+    assert_eq!(counted(&seen), (1, 2), "counted once, at its end");
+    assert!(stream.next().await.is_none());
+    assert_eq!(counted(&seen), (1, 2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_opened_stream_is_never_retried() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_watch_cart(|_, req| async move {
+        let updates = vec![Ok(cart(&req.id, 1)), Err(Status::internal("lost the cart"))];
+        Ok(Response::new(futures_util::stream::iter(updates)))
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let (policy, seen) = recording();
+    let client = client(&host, &ca, policy);
+    let mut stream = client
+        .server_streaming(&WATCH_CART, get("c-1"))
+        .await
+        .unwrap()
+        .into_inner();
+    let (items, end) = collect(&mut stream).await;
+    assert_eq!(items, [1]);
+    assert_eq!(end, Some(Code::Internal));
+    assert_eq!(carts.arrivals(&WATCH_CART), 1);
+    // Internal is the dependency answering: the default counts it a success.
+    assert_eq!(counted(&seen), (1, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_that_ends_unavailable_is_ignored_and_another_code_is_classified() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_watch_cart(|_, req| async move {
+        let code = if req.id == "gone" {
+            Status::unavailable("shutting down")
+        } else {
+            Status::resource_exhausted("over quota")
+        };
+        Ok(Response::new(futures_util::stream::iter(vec![
+            Ok(cart(&req.id, 1)),
+            Err(code),
+        ])))
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let (policy, seen) = recording();
+    let client = client(&host, &ca, policy);
+    let mut gone = client
+        .server_streaming(&WATCH_CART, get("gone"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(collect(&mut gone).await.1, Some(Code::Unavailable));
+    assert_eq!(counted(&seen), (0, 0), "Unavailable is ignored");
+    let mut quota = client
+        .server_streaming(&WATCH_CART, get("quota"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(collect(&mut quota).await.1, Some(Code::ResourceExhausted));
+    assert_eq!(counted(&seen), (0, 1), "ResourceExhausted is a failure");
+    assert_eq!(carts.arrivals(&WATCH_CART), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_dropped_by_its_caller_counts_nothing() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_watch_cart(|_, req| async move {
+        let updates = futures_util::stream::iter(1..).then(move |n| {
+            let id = req.id.clone();
+            async move {
+                tokio::time::sleep(SECOND).await;
+                Ok(cart(&id, n))
+            }
+        });
+        Ok(Response::new(updates))
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let (policy, seen) = recording();
+    let client = client(&host, &ca, policy);
+    let mut stream: Streaming<Cart> = client
+        .server_streaming(&WATCH_CART, get("c-1"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(stream.next().await.unwrap().unwrap().items, 1);
+    drop(stream);
+    settle().await;
+    assert_eq!(counted(&seen), (0, 0));
+}
+
+/// A stream ignores `Settings::timeout`, ends at its own deadline with
+/// DeadlineExceeded, and counts as a failure.
+#[tokio::test(start_paused = true)]
+async fn a_stream_ends_with_its_own_deadline_as_a_failure() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_watch_cart(|_, req| async move {
+        let updates = futures_util::stream::iter(1..).then(move |n| {
+            let id = req.id.clone();
+            async move {
+                tokio::time::sleep(SECOND).await;
+                Ok(cart(&id, n))
+            }
+        });
+        Ok(Response::new(updates))
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let (policy, seen) = recording();
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            timeout: Duration::from_millis(500),
+            breaker_policy: policy,
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let mut request = get("c-1");
+    request.set_timeout(Duration::from_millis(5500));
+    let start = Instant::now();
+    let mut stream = client
+        .server_streaming(&WATCH_CART, request)
+        .await
+        .unwrap()
+        .into_inner();
+    let (items, end) = collect(&mut stream).await;
+    assert_eq!(items, [1, 2, 3, 4, 5], "the unary timeout does not apply");
+    assert_eq!(end, Some(Code::DeadlineExceeded));
+    assert_eq!(start.elapsed(), Duration::from_millis(5500));
+    assert_eq!(counted(&seen), (0, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_stream_counts_once_at_its_one_response() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let _carts = start_carts(&host, &ca, &carts);
+    let (policy, seen) = recording();
+    let client = client(&host, &ca, policy);
+    let items = futures_util::stream::iter(["a", "b", "c"].map(|sku| Item { sku: sku.into() }));
+    let cart: Response<Cart> = client
+        .client_streaming(&ADD_ITEMS, tonic::Request::new(items))
+        .await
+        .unwrap();
+    assert_eq!(cart.get_ref().items, 3);
+    assert_eq!(counted(&seen), (1, 0));
+    assert_eq!(carts.arrivals(&ADD_ITEMS), 1);
+}
+
+/// A request stream no attempt has read is sent whole by the next one:
+/// the first open fails at the dial (carts is not up yet), the second
+/// reaches carts.
+#[tokio::test(start_paused = true)]
+async fn a_client_stream_never_read_is_sent_by_the_next_attempt() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let client = client(&host, &ca, Policy::consecutive(5));
+    let call = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            let items = futures_util::stream::iter(["a", "b"].map(|sku| Item { sku: sku.into() }));
+            client
+                .client_streaming::<_, _, Cart>(&ADD_ITEMS, tonic::Request::new(items))
+                .await
+        })
+    };
+    while host.dials("carts:9090") == 0 {
+        tokio::task::yield_now().await;
+    }
+    let _carts = start_carts(&host, &ca, &carts);
+    let cart = call.await.unwrap().unwrap();
+    assert_eq!(cart.get_ref().items, 2);
+    assert_eq!(carts.arrivals(&ADD_ITEMS), 1);
+}
+
+/// Once an attempt has read the request stream, a failed call is not
+/// retried, whatever the classifier says: what it sent cannot be sent again.
+#[tokio::test(start_paused = true)]
+async fn a_client_stream_an_attempt_read_is_not_retried() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_add_items(|_, mut items| async move {
+        while items.message().await?.is_some() {}
+        Err::<Response<Cart>, _>(Status::unavailable("lost them"))
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = client(&host, &ca, Policy::consecutive(5));
+    let items = futures_util::stream::iter(["a", "b"].map(|sku| Item { sku: sku.into() }));
+    let err = client
+        .client_streaming::<_, _, Cart>(&ADD_ITEMS, tonic::Request::new(items))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable);
+    assert_eq!(carts.arrivals(&ADD_ITEMS), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_bidirectional_stream_flows_and_counts_once_at_its_end() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let _carts = start_carts(&host, &ca, &carts);
+    let (policy, seen) = recording();
+    let client = client(&host, &ca, policy);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Item>(4);
+    let mut stream = client
+        .streaming(
+            &SYNC_ITEMS,
+            tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx)),
+        )
+        .await
+        .unwrap()
+        .into_inner();
+    for sku in ["a", "b"] {
+        tx.send(Item { sku: sku.into() }).await.unwrap();
+        let _: Cart = stream.message().await.unwrap().unwrap();
+    }
+    assert_eq!(counted(&seen), (0, 0), "open, not ended");
+    drop(tx);
+    assert!(stream.message().await.unwrap().is_none());
+    assert_eq!(counted(&seen), (1, 0));
+    assert_eq!(carts.arrivals(&SYNC_ITEMS), 1);
+}
+
+/// Streams opened across a server's connection ages (GOAWAY) open with no
+/// error.
+#[tokio::test(start_paused = true)]
+async fn streams_open_across_goaways() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let _carts = serve_tls(
+        &host,
+        &ca,
+        "carts:9090",
+        "carts",
+        tonic::transport::Server::builder().max_connection_age(SECOND),
+        carts.clone(),
+    );
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            max_attempts: 1,
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let start = Instant::now();
+    let mut opened = 0;
+    while start.elapsed() < 8 * SECOND {
+        let mut stream = client
+            .server_streaming(&WATCH_CART, get("c-1"))
+            .await
+            .unwrap_or_else(|e| panic!("open {opened} at {:?}: {e:?}", start.elapsed()))
+            .into_inner();
+        assert_eq!(collect(&mut stream).await, (vec![1, 2, 3], None));
+        opened += 1;
+        tokio::time::sleep(Duration::from_millis(70)).await;
+    }
+    assert!(host.dials("carts:9090") >= 4);
+}
+
+/// A stream that ends with Unavailable is ignored without asking the
+/// classifier; any other end is classified with the stream's trailer.
+#[tokio::test(start_paused = true)]
+async fn the_classifier_sees_a_streams_trailer_but_not_its_unavailable_end() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_watch_cart(|_, req| async move {
+        let end = if req.id == "gone" {
+            Status::unavailable("shutting down")
+        } else {
+            let mut trailer = tonic::metadata::MetadataMap::new();
+            trailer.insert("x-count-as", "failure".parse().unwrap());
+            Status::with_metadata(Code::Aborted, "raced", trailer)
+        };
+        Ok(Response::new(futures_util::stream::iter(vec![Err(end)])))
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let classify = {
+        let asked = asked.clone();
+        Classify::new(move |method, status, trailer| {
+            asked.lock().unwrap().push(status.map(|s| s.code()));
+            let mut c = default_classify(method, status, trailer);
+            if trailer.get("x-count-as").is_some_and(|v| v == "failure") {
+                c.breaker = Outcome::Failure;
+            }
+            c
+        })
+    };
+    let (policy, seen) = recording();
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            classify,
+            breaker_policy: policy,
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let mut gone = client
+        .server_streaming(&WATCH_CART, get("gone"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(collect(&mut gone).await.1, Some(Code::Unavailable));
+    assert!(
+        asked.lock().unwrap().is_empty(),
+        "not asked about Unavailable"
+    );
+    let mut raced = client
+        .server_streaming(&WATCH_CART, get("raced"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(collect(&mut raced).await.1, Some(Code::Aborted));
+    assert_eq!(*asked.lock().unwrap(), [Some(Code::Aborted)]);
+    assert_eq!(counted(&seen), (0, 1), "the trailer made it a failure");
+}
+
+/// After `Setup::stop()` an open stream ends Canceled, counting nothing.
+#[tokio::test(start_paused = true)]
+async fn an_open_stream_ends_canceled_when_the_client_stops() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_watch_cart(|_, req| async move {
+        let updates = futures_util::stream::iter(1..).then(move |n| {
+            let id = req.id.clone();
+            async move {
+                tokio::time::sleep(SECOND).await;
+                Ok(cart(&id, n))
+            }
+        });
+        Ok(Response::new(updates))
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let (policy, seen) = recording();
+    let setup = setup(&host);
+    let client = Client::new(
+        &setup,
+        Settings {
+            breaker_policy: policy,
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let mut stream: Streaming<Cart> = client
+        .server_streaming(&WATCH_CART, get("c-1"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(stream.message().await.unwrap().is_some());
+    setup.stop().await;
+    let err = stream.message().await.unwrap_err();
+    assert_eq!(err.code(), Code::Cancelled);
+    assert_eq!(err.message(), "the client connection is closing");
+    assert!(stream.message().await.unwrap().is_none());
+    assert_eq!(counted(&seen), (0, 0));
+}
+
+/// A stream whose connection breaks ends Unavailable, which the breaker
+/// ignores.
+#[tokio::test(start_paused = true)]
+async fn a_stream_whose_connection_breaks_ends_unavailable_and_counts_nothing() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_watch_cart(|_, req| async move {
+        let updates = futures_util::stream::iter(1..).then(move |n| {
+            let id = req.id.clone();
+            async move {
+                tokio::time::sleep(SECOND).await;
+                Ok(cart(&id, n))
+            }
+        });
+        Ok(Response::new(updates))
+    });
+    let running = start_carts(&host, &ca, &carts);
+    let (policy, seen) = recording();
+    let client = client(&host, &ca, policy);
+    let mut stream: Streaming<Cart> = client
+        .server_streaming(&WATCH_CART, get("c-1"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(stream.message().await.unwrap().is_some());
+    running.crash().await;
+    let err = stream.message().await.unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert_eq!(counted(&seen), (0, 0));
+}

@@ -1,0 +1,524 @@
+//! The client's connection, on the testing Host over TLS on paused time:
+//! dialling, TLS and `:authority`, one connection per client, GOAWAY,
+//! restarts, and the close at `Setup::stop()` (seed 000, "The connection").
+
+mod client_support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use client_support::*;
+use humus::grpc::client::{Client, Settings};
+use humus::testing::{Ca, Host};
+use tokio::time::Instant;
+use tonic::{Code, Response};
+
+/// The seed's "Testing": orders, whose handler calls carts through the
+/// client, answers "orders, via carts", all on the testing host over TLS.
+#[tokio::test(start_paused = true)]
+async fn orders_calls_carts_through_the_client() {
+    let ca = Ca::new();
+    let host = Host::new();
+    let carts = Carts::new();
+    let _carts = start_carts(&host, &ca, &carts);
+
+    let orders_setup = setup(&host);
+    let to_carts = Client::new(&orders_setup, carts_settings(&ca)).unwrap();
+    let _orders = serve_tls(
+        &host,
+        &ca,
+        "orders:8443",
+        "orders",
+        tonic::transport::Server::builder(),
+        Orders { carts: to_carts },
+    );
+
+    let test_setup = setup(&host);
+    let to_orders = Client::new(
+        &test_setup,
+        Settings {
+            addr: "orders:8443".into(),
+            tls: Some(Arc::new(ca.client_config())),
+            ..Settings::default()
+        },
+    )
+    .unwrap();
+    for _ in 0..2 {
+        let order: Response<Order> = to_orders
+            .unary(
+                &PLACE_ORDER,
+                tonic::Request::new(OrderRequest {
+                    cart_id: "c-1".into(),
+                }),
+            )
+            .await
+            .unwrap();
+        assert_eq!(order.get_ref().summary, "orders, via carts");
+    }
+    assert_eq!(carts.arrivals(&GET_CART), 2);
+    assert_eq!(
+        host.dials("carts:9090"),
+        1,
+        "one connection, shared by both calls"
+    );
+    test_setup.stop().await;
+    orders_setup.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn new_dials_nothing_and_the_first_call_dials() {
+    let ca = Ca::new();
+    let host = Host::new();
+    let carts = Carts::new();
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    settle().await;
+    assert_eq!(host.dials("carts:9090"), 0);
+    let cart: Response<Cart> = client.unary(&GET_CART, get("c-1")).await.unwrap();
+    assert_eq!(cart.get_ref().id, "c-1");
+    assert_eq!(host.dials("carts:9090"), 1);
+}
+
+#[test]
+fn new_needs_no_runtime() {
+    let ca = Ca::new();
+    let client = Client::new(&setup(&Host::new()), carts_settings(&ca));
+    assert!(client.is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dependency_down_at_start_fails_calls_unavailable_until_it_comes_up() {
+    let ca = Ca::new();
+    let host = Host::new();
+    let carts = Carts::new();
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            max_attempts: 1,
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    for _ in 0..2 {
+        let err = client
+            .unary::<_, Cart>(&GET_CART, get("c-1"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+        assert!(
+            err.message().contains("nothing listens on carts:9090"),
+            "{err:?}"
+        );
+    }
+    let _carts = start_carts(&host, &ca, &carts);
+    let cart: Response<Cart> = client.unary(&GET_CART, get("c-1")).await.unwrap();
+    assert_eq!(cart.get_ref().served_by, "carts");
+    assert_eq!(
+        carts.arrivals(&GET_CART),
+        1,
+        "the failed calls reached nothing"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_client_trusts_only_the_roots_it_is_given() {
+    let ca = Ca::new();
+    let other = Ca::new();
+    let host = Host::new();
+    let carts = Carts::new();
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            max_attempts: 1,
+            ..carts_settings(&other)
+        },
+    )
+    .unwrap();
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get("c-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert!(
+        err.message().contains("TLS handshake with carts:9090"),
+        "{err:?}"
+    );
+    assert_eq!(carts.arrivals(&GET_CART), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_certificate_for_another_name_fails_unavailable() {
+    let ca = Ca::new();
+    let host = Host::new();
+    let carts = Carts::new();
+    let _carts = serve_tls(
+        &host,
+        &ca,
+        "carts:9090",
+        "orders",
+        tonic::transport::Server::builder(),
+        carts.clone(),
+    );
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            max_attempts: 1,
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get("c-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert_eq!(carts.arrivals(&GET_CART), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_tls_config_is_plain_text() {
+    let host = Host::new();
+    let carts = Carts::new();
+    let _carts = serve_plain(&host, "carts:9090", carts.clone());
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            addr: "carts:9090".into(),
+            ..Settings::default()
+        },
+    )
+    .unwrap();
+    let _: Response<Cart> = client.unary(&GET_CART, get("c-1")).await.unwrap();
+    assert_eq!(carts.authorities(), ["carts:9090"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_authority_is_the_address() {
+    let ca = Ca::new();
+    let host = Host::new();
+    let carts = Carts::new();
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let _: Response<Cart> = client.unary(&GET_CART, get("c-1")).await.unwrap();
+    assert_eq!(carts.authorities(), ["carts:9090"]);
+}
+
+/// A client of 10.0.0.7:9090 whose server name is carts sends `:authority
+/// carts` and requires a certificate for carts.
+#[tokio::test(start_paused = true)]
+async fn a_server_name_changes_the_name_checked_and_the_authority() {
+    let ca = Ca::new();
+    let host = Host::new();
+    let carts = Carts::new();
+    let _carts = serve_tls(
+        &host,
+        &ca,
+        "10.0.0.7:9090",
+        "carts",
+        tonic::transport::Server::builder(),
+        carts.clone(),
+    );
+    let by_ip = Settings {
+        addr: "10.0.0.7:9090".into(),
+        max_attempts: 1,
+        ..carts_settings(&ca)
+    };
+    // Without the override, the certificate is checked for 10.0.0.7.
+    let plain = Client::new(&setup(&host), by_ip.clone()).unwrap();
+    let err = plain
+        .unary::<_, Cart>(&GET_CART, get("c-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+
+    let named = Client::new(
+        &setup(&host),
+        Settings {
+            server_name: Some("carts".into()),
+            ..by_ip
+        },
+    )
+    .unwrap();
+    let _: Response<Cart> = named.unary(&GET_CART, get("c-1")).await.unwrap();
+    assert_eq!(carts.authorities(), ["carts"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_connection_per_client_shared_by_every_task() {
+    let ca = Ca::new();
+    let host = Host::new();
+    let carts = Carts::new();
+    carts.on_get_cart(|_, req| async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        Ok(Response::new(cart(&req.id, 0)))
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let one = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let calls: Vec<_> = (0..20)
+        .map(|i| {
+            let one = one.clone();
+            tokio::spawn(async move {
+                one.unary::<_, Cart>(&GET_CART, get(&format!("c-{i}")))
+                    .await
+            })
+        })
+        .collect();
+    for call in calls {
+        call.await.unwrap().unwrap();
+    }
+    assert_eq!(host.dials("carts:9090"), 1);
+
+    let two = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let _: Response<Cart> = two.unary(&GET_CART, get("c-1")).await.unwrap();
+    let _: Response<Cart> = one.unary(&GET_CART, get("c-1")).await.unwrap();
+    assert_eq!(
+        host.dials("carts:9090"),
+        2,
+        "a second client has its own connection"
+    );
+    assert_eq!(carts.arrivals(&GET_CART), 22);
+}
+
+/// A server whose connections age out sends GOAWAY: the call in flight
+/// finishes, and every later call goes over a new connection with no error.
+#[tokio::test(start_paused = true)]
+async fn goaway_moves_the_client_to_a_new_connection() {
+    let ca = Ca::new();
+    let host = Host::new();
+    let carts = Carts::new();
+    carts.on_get_cart(|_, req| async move {
+        let hold = if req.id == "slow" {
+            3 * SECOND
+        } else {
+            Duration::from_millis(10)
+        };
+        tokio::time::sleep(hold).await;
+        Ok(Response::new(cart(&req.id, 0)))
+    });
+    let _carts = serve_tls(
+        &host,
+        &ca,
+        "carts:9090",
+        "carts",
+        tonic::transport::Server::builder().max_connection_age(2 * SECOND),
+        carts.clone(),
+    );
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            // No retries: any error would reach the caller.
+            max_attempts: 1,
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    // In flight across the first connection's age.
+    let slow = {
+        let client = client.clone();
+        tokio::spawn(async move { client.unary::<_, Cart>(&GET_CART, get("slow")).await })
+    };
+    let start = Instant::now();
+    let mut n = 0;
+    while start.elapsed() < 15 * SECOND {
+        let result = client
+            .unary::<_, Cart>(&GET_CART, get(&format!("c-{n}")))
+            .await;
+        assert!(
+            result.is_ok(),
+            "call {n} at {:?}: {result:?}",
+            start.elapsed()
+        );
+        n += 1;
+        tokio::time::sleep(Duration::from_millis(90)).await;
+    }
+    slow.await.unwrap().unwrap();
+    assert!(
+        host.dials("carts:9090") >= 5,
+        "dials: {}",
+        host.dials("carts:9090")
+    );
+    assert_eq!(carts.arrivals(&GET_CART), n + 1);
+}
+
+/// A graceful restart (GOAWAY, then listening again): calls in flight
+/// finish, and calls after the restart succeed.
+#[tokio::test(start_paused = true)]
+async fn a_server_that_restarts() {
+    let ca = Ca::new();
+    let host = Host::new();
+    let carts = Carts::new();
+    carts.on_get_cart(|_, req| async move {
+        tokio::time::sleep(SECOND).await;
+        Ok(Response::new(cart(&req.id, 0)))
+    });
+    let running = start_carts(&host, &ca, &carts);
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            max_attempts: 1,
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let _: Response<Cart> = client.unary(&GET_CART, get("c-1")).await.unwrap();
+    let in_flight = {
+        let client = client.clone();
+        tokio::spawn(async move { client.unary::<_, Cart>(&GET_CART, get("c-2")).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    running.stop().await;
+    in_flight.await.unwrap().unwrap();
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get("c-3"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "down: {err:?}");
+    let _carts = start_carts(&host, &ca, &carts);
+    let _: Response<Cart> = client.unary(&GET_CART, get("c-4")).await.unwrap();
+    assert_eq!(carts.arrivals(&GET_CART), 3);
+    assert_eq!(host.accepted("carts:9090"), 2);
+}
+
+/// A crash (connections cut, nothing listening), then a new server.
+#[tokio::test(start_paused = true)]
+async fn a_server_that_crashes_and_comes_back() {
+    let ca = Ca::new();
+    let host = Host::new();
+    let carts = Carts::new();
+    let running = start_carts(&host, &ca, &carts);
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            max_attempts: 1,
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let _: Response<Cart> = client.unary(&GET_CART, get("c-1")).await.unwrap();
+    running.crash().await;
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get("c-2"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    let _carts = start_carts(&host, &ca, &carts);
+    let _: Response<Cart> = client.unary(&GET_CART, get("c-3")).await.unwrap();
+    assert_eq!(carts.arrivals(&GET_CART), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_stop_every_call_fails_canceled() {
+    let ca = Ca::new();
+    let host = Host::new();
+    let carts = Carts::new();
+    carts.on_get_cart(|_, req| async move {
+        if req.id == "slow" {
+            tokio::time::sleep(5 * SECOND).await;
+        }
+        Ok(Response::new(cart(&req.id, 0)))
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let setup = setup(&host);
+    let client = Client::new(&setup, carts_settings(&ca)).unwrap();
+    let _: Response<Cart> = client.unary(&GET_CART, get("c-1")).await.unwrap();
+    let in_flight = {
+        let client = client.clone();
+        tokio::spawn(async move { client.unary::<_, Cart>(&GET_CART, get("slow")).await })
+    };
+    tokio::time::sleep(SECOND).await;
+    setup.stop().await;
+    for err in [
+        in_flight.await.unwrap().unwrap_err(),
+        client
+            .unary::<_, Cart>(&GET_CART, get("c-2"))
+            .await
+            .unwrap_err(),
+    ] {
+        assert_eq!(err.code(), Code::Cancelled, "{err:?}");
+        assert_eq!(err.message(), "the client connection is closing");
+    }
+    assert_eq!(
+        carts.arrivals(&GET_CART),
+        2,
+        "nothing was sent after the stop"
+    );
+}
+
+/// A call in flight when the connection breaks ends Unavailable (tonic
+/// says Unknown), so it is retried: here, on the restarted server.
+#[tokio::test(start_paused = true)]
+async fn a_call_in_flight_when_the_connection_breaks_is_unavailable_and_retried() {
+    let ca = Ca::new();
+    let host = Host::new();
+    let carts = Carts::new();
+    carts.on_get_cart(|s, req| async move {
+        if s.n == 1 {
+            std::future::pending::<()>().await;
+        }
+        Ok(Response::new(cart(&req.id, 0)))
+    });
+    let running = start_carts(&host, &ca, &carts);
+    let once = Client::new(
+        &setup(&host),
+        Settings {
+            max_attempts: 1,
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let retried = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let first = {
+        let once = once.clone();
+        tokio::spawn(async move { once.unary::<_, Cart>(&GET_CART, get("c-1")).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    running.crash().await;
+    let err = first.await.unwrap().unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert!(err.message().starts_with("the connection broke"), "{err:?}");
+
+    carts.on_get_cart(|s, req| async move {
+        if s.n == 2 {
+            std::future::pending::<()>().await;
+        }
+        Ok(Response::new(cart(&req.id, 0)))
+    });
+    let running = start_carts(&host, &ca, &carts);
+    let second = {
+        let retried = retried.clone();
+        tokio::spawn(async move { retried.unary::<_, Cart>(&GET_CART, get("c-2")).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    running.crash().await;
+    let _carts = start_carts(&host, &ca, &carts);
+    let cart = second.await.unwrap().unwrap();
+    assert_eq!(cart.get_ref().id, "c-2");
+    assert_eq!(carts.arrivals(&GET_CART), 3);
+}
+
+/// `Client::new` runs every check again and names every bad field in one
+/// error; it dials nothing and registers nothing when it fails.
+#[test]
+fn new_rejects_bad_settings_naming_every_field() {
+    let host = Host::new();
+    let err = Client::new(
+        &setup(&host),
+        Settings {
+            addr: "dns:///carts:9090".into(),
+            timeout: Duration::ZERO,
+            backoff_base: Duration::from_secs(2),
+            backoff_max: Duration::from_secs(1),
+            ..Settings::default()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.fields().collect::<Vec<_>>(),
+        ["addr", "timeout", "backoff_max"]
+    );
+    assert!(err.to_string().contains("names a scheme"), "{err}");
+    let missing = Client::new(&setup(&host), Settings::default()).unwrap_err();
+    assert_eq!(missing.fields().collect::<Vec<_>>(), ["addr"]);
+    assert_eq!(host.dials("carts:9090"), 0);
+}
