@@ -5,14 +5,15 @@
 //! attempts reached the server and what the caller got; each scenario runs
 //! against both declarations, which must behave the same.
 
+use futures_util::StreamExt;
 use humus::Setup;
 use humus::circuit::{Outcome, Policy, State};
 use humus::grpc::client::{Classification, Classify, Client, Settings, default_classify};
 use humus::testing::Host;
 use humus_tests::fake::FakeLedger;
 use humus_tests::pb::ledger::v1::{
-    BalanceRequest, BalanceResponse, ChargeRequest, ChargeResponse, TransferRequest,
-    TransferResponse, ledger_humus, plain_ledger_humus,
+    BalanceRequest, BalanceResponse, ChargeRequest, ChargeResponse, EntriesRequest, Entry,
+    TransferRequest, TransferResponse, ledger_humus, plain_ledger_humus,
 };
 use tokio::task::JoinHandle;
 use tonic::{Code, Status};
@@ -205,4 +206,50 @@ async fn without_the_table_aborted_is_not_retried() {
     let err = ledger.transfer_once().await.unwrap_err();
     assert_eq!(err.code(), Code::Aborted);
     assert_eq!(fake.attempts("Transfer"), 1);
+}
+
+/// The generated methods of the streaming kinds call through the humus
+/// client: a server stream, a client stream and both ways. A stream's open
+/// is retried as a unary call is.
+#[tokio::test(start_paused = true)]
+async fn the_streaming_methods_of_a_generated_client_work() {
+    let (ledger, fake, _server) = start::<ledger_humus::LedgerClient>(
+        |fake| fake.answer("Entries", &[Code::Unavailable, Code::Ok]),
+        settings(),
+    );
+
+    let mut entries = ledger
+        .entries(EntriesRequest {
+            account: "a-1".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut cents = Vec::new();
+    while let Some(entry) = entries.message().await.unwrap() {
+        assert_eq!(entry.account, "a-1");
+        cents.push(entry.cents);
+    }
+    assert_eq!(cents, [1, 2, 3]);
+    assert_eq!(fake.attempts("Entries"), 2, "the open was retried");
+
+    let entry = |cents| Entry {
+        account: "a-1".into(),
+        cents,
+    };
+    let imported = ledger
+        .import(tokio_stream::iter(vec![entry(5), entry(7)]))
+        .await
+        .unwrap();
+    assert_eq!(imported.get_ref().count, 2);
+
+    let echoed: Vec<i64> = ledger
+        .sync(tokio_stream::iter(vec![entry(1), entry(2)]))
+        .await
+        .unwrap()
+        .into_inner()
+        .map(|entry| entry.unwrap().cents)
+        .collect()
+        .await;
+    assert_eq!(echoed, [1, 2]);
 }
