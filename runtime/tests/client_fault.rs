@@ -81,6 +81,10 @@ fn members(metadata: &MetadataMap) -> (Option<String>, Option<String>) {
 
 // ---- the front: orders, whose handler calls carts ---------------------
 
+/// What one call to carts returned: its code, and the injected error
+/// behind it, if any.
+type CallResult = (Code, Option<InjectedError>);
+
 /// What the front's handler saw and got.
 #[derive(Clone, Default)]
 struct FrontLog {
@@ -88,7 +92,7 @@ struct FrontLog {
     seen: Arc<Mutex<Vec<MetadataMap>>>,
     /// What each call to carts returned: its code, and the injected error
     /// behind it, if any.
-    results: Arc<Mutex<Vec<(Code, Option<InjectedError>)>>>,
+    results: Arc<Mutex<Vec<CallResult>>>,
 }
 
 /// PlaceOrder: extracts the call's context from the metadata with the
@@ -185,7 +189,8 @@ impl World {
             propagator: capture.telemetry().shared_propagator(),
             log: log.clone(),
         };
-        let mut layer = StripScenarioLayer::new(front.faults, capture.telemetry().shared_propagator());
+        let mut layer =
+            StripScenarioLayer::new(front.faults, capture.telemetry().shared_propagator());
         if front.trust_scenario {
             layer = layer.trust_scenario(|_| true);
         }
@@ -244,7 +249,7 @@ impl World {
             .collect()
     }
 
-    fn results(&self) -> Vec<(Code, Option<InjectedError>)> {
+    fn results(&self) -> Vec<CallResult> {
         self.front.results.lock().unwrap().clone()
     }
 
@@ -332,8 +337,14 @@ async fn ten_aborted_calls_are_retried_and_open_the_breaker_then_a_call_with_no_
         );
     }
     for span in &rejected {
-        assert!(span.events.is_empty(), "a rejected attempt evaluates nothing");
-        assert_eq!(attribute(span, ERROR_TYPE), Some(Value::from("UNAVAILABLE")));
+        assert!(
+            span.events.is_empty(),
+            "a rejected attempt evaluates nothing"
+        );
+        assert_eq!(
+            attribute(span, ERROR_TYPE),
+            Some(Value::from("UNAVAILABLE"))
+        );
     }
     assert_eq!(
         world.metric(HUMUS_CIRCUIT_TRANSITIONS, &[(HUMUS_CIRCUIT_STATE, "open")]),
@@ -348,7 +359,10 @@ async fn ten_aborted_calls_are_retried_and_open_the_breaker_then_a_call_with_no_
         3.0
     );
     assert_eq!(
-        world.metric(HUMUS_RETRY_DECISIONS, &[(HUMUS_RETRY_DECISION, "throttled")]),
+        world.metric(
+            HUMUS_RETRY_DECISIONS,
+            &[(HUMUS_RETRY_DECISION, "throttled")]
+        ),
         1.0
     );
     assert_eq!(
@@ -393,7 +407,10 @@ async fn a_classify_that_ignores_injected_errors_keeps_the_breaker_closed() {
         let err = world.place(&cx).await.unwrap_err();
         assert_eq!(err.code(), Code::Unavailable);
     }
-    assert!(world.results().iter().all(|(_, e)| e.is_some()), "never rejected");
+    assert!(
+        world.results().iter().all(|(_, e)| e.is_some()),
+        "never rejected"
+    );
     assert_eq!(
         world.metric(HUMUS_CIRCUIT_TRANSITIONS, &[]),
         0.0,
@@ -566,7 +583,11 @@ async fn injection_off_evaluates_and_strips_nothing() {
     assert!(scenario.is_some(), "nothing stripped");
     assert_eq!(tenant.as_deref(), Some("acme"));
     let span = &world.carts_spans()[0];
-    assert!(span.events.is_empty(), "nothing evaluated: {:?}", span.events);
+    assert!(
+        span.events.is_empty(),
+        "nothing evaluated: {:?}",
+        span.events
+    );
 }
 
 // ---- streams, and the status a caller gets -----------------------------
@@ -592,7 +613,10 @@ async fn an_abort_is_unavailable_wrapping_the_injected_error() {
     request
         .extensions_mut()
         .insert(context(Some(&abort_at("grpc:test.carts.v1.Carts/*"))));
-    let err = client.unary::<_, Cart>(&GET_CART, request).await.unwrap_err();
+    let err = client
+        .unary::<_, Cart>(&GET_CART, request)
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), Code::Unavailable);
     let injected = InjectedError::from_status(&err).unwrap();
     assert!(injected.is_abort());

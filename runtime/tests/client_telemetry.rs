@@ -17,7 +17,9 @@ use humus::telemetry::names::*;
 use humus::testing::{Ca, Host, MetricPoint, Telemetry};
 use opentelemetry::baggage::BaggageExt;
 use opentelemetry::logs::AnyValue;
-use opentelemetry::trace::{SpanId, SpanKind, Status as SpanStatus, TraceContextExt, TracerProvider};
+use opentelemetry::trace::{
+    SpanId, SpanKind, Status as SpanStatus, TraceContextExt, TracerProvider,
+};
 use opentelemetry::{Context, KeyValue, Value};
 use opentelemetry_sdk::trace::SpanData;
 use tonic::{Code, Response, Status};
@@ -30,10 +32,8 @@ fn setup_with(host: &Host, capture: &Telemetry) -> humus::Setup {
 
 /// A caller's context: a span of its own, and baggage.
 fn caller(capture: &Telemetry) -> Context {
-    let span = opentelemetry::trace::Tracer::start(
-        &capture.tracer_provider().tracer("caller"),
-        "caller",
-    );
+    let span =
+        opentelemetry::trace::Tracer::start(&capture.tracer_provider().tracer("caller"), "caller");
     Context::new()
         .with_span(span)
         .with_baggage([KeyValue::new("tenant", "acme")])
@@ -181,11 +181,19 @@ async fn a_rejected_call_is_a_span_of_humus_scope_with_unavailable_and_the_rejec
 
     let own = capture.metrics(CLIENT_SCOPE);
     assert_eq!(
-        value(&own, HUMUS_CIRCUIT_CALLS, &[(HUMUS_CIRCUIT_OUTCOME, "rejected")]),
+        value(
+            &own,
+            HUMUS_CIRCUIT_CALLS,
+            &[(HUMUS_CIRCUIT_OUTCOME, "rejected")]
+        ),
         1.0
     );
     assert_eq!(
-        value(&own, HUMUS_RETRY_DECISIONS, &[(HUMUS_RETRY_DECISION, "stopped")]),
+        value(
+            &own,
+            HUMUS_RETRY_DECISIONS,
+            &[(HUMUS_RETRY_DECISION, "stopped")]
+        ),
         1.0
     );
     let rpc = capture.metrics(RPC_SCOPE);
@@ -338,14 +346,28 @@ async fn each_instrument_and_log_record_through_closed_open_half_open_closed() {
     let with_server = |key: &'static str, v: &'static str| {
         [(key, v), (SERVER_ADDRESS, "carts"), (SERVER_PORT, "9090")]
     };
-    let transitions =
-        |s: &'static str| value(&own, HUMUS_CIRCUIT_TRANSITIONS, &with_server(HUMUS_CIRCUIT_STATE, s));
+    let transitions = |s: &'static str| {
+        value(
+            &own,
+            HUMUS_CIRCUIT_TRANSITIONS,
+            &with_server(HUMUS_CIRCUIT_STATE, s),
+        )
+    };
     assert_eq!(
-        [transitions("open"), transitions("half-open"), transitions("closed")],
+        [
+            transitions("open"),
+            transitions("half-open"),
+            transitions("closed")
+        ],
         [1.0, 1.0, 1.0]
     );
-    let calls =
-        |o: &'static str| value(&own, HUMUS_CIRCUIT_CALLS, &with_server(HUMUS_CIRCUIT_OUTCOME, o));
+    let calls = |o: &'static str| {
+        value(
+            &own,
+            HUMUS_CIRCUIT_CALLS,
+            &with_server(HUMUS_CIRCUIT_OUTCOME, o),
+        )
+    };
     assert_eq!(
         [calls("failure"), calls("rejected"), calls("success")],
         [5.0, 1.0, 3.0]
@@ -355,10 +377,18 @@ async fn each_instrument_and_log_record_through_closed_open_half_open_closed() {
             .any(|p| p.name == HUMUS_CIRCUIT_CALLS && p.has(&[(HUMUS_CIRCUIT_OUTCOME, "ignored")]))
     );
     let decisions = |d: &'static str| {
-        value(&own, HUMUS_RETRY_DECISIONS, &with_server(HUMUS_RETRY_DECISION, d))
+        value(
+            &own,
+            HUMUS_RETRY_DECISIONS,
+            &with_server(HUMUS_RETRY_DECISION, d),
+        )
     };
     assert_eq!(
-        [decisions("exhausted"), decisions("stopped"), decisions("succeeded")],
+        [
+            decisions("exhausted"),
+            decisions("stopped"),
+            decisions("succeeded")
+        ],
         [5.0, 1.0, 3.0]
     );
     let rpc = capture.metrics(RPC_SCOPE);
@@ -474,11 +504,19 @@ async fn a_stream_is_one_span_from_its_open_to_its_end_and_counts_once() {
     );
     let own = capture.metrics(CLIENT_SCOPE);
     assert_eq!(
-        value(&own, HUMUS_CIRCUIT_CALLS, &[(HUMUS_CIRCUIT_OUTCOME, "success")]),
+        value(
+            &own,
+            HUMUS_CIRCUIT_CALLS,
+            &[(HUMUS_CIRCUIT_OUTCOME, "success")]
+        ),
         1.0
     );
     assert_eq!(
-        value(&own, HUMUS_RETRY_DECISIONS, &[(HUMUS_RETRY_DECISION, "succeeded")]),
+        value(
+            &own,
+            HUMUS_RETRY_DECISIONS,
+            &[(HUMUS_RETRY_DECISION, "succeeded")]
+        ),
         1.0
     );
 
@@ -507,11 +545,19 @@ async fn a_stream_is_one_span_from_its_open_to_its_end_and_counts_once() {
     );
     let own = capture.metrics(CLIENT_SCOPE);
     assert_eq!(
-        value(&own, HUMUS_RETRY_DECISIONS, &[(HUMUS_RETRY_DECISION, "succeeded")]),
+        value(
+            &own,
+            HUMUS_RETRY_DECISIONS,
+            &[(HUMUS_RETRY_DECISION, "succeeded")]
+        ),
         2.0
     );
     assert_eq!(
-        value(&own, HUMUS_CIRCUIT_CALLS, &[(HUMUS_CIRCUIT_OUTCOME, "failure")]),
+        value(
+            &own,
+            HUMUS_CIRCUIT_CALLS,
+            &[(HUMUS_CIRCUIT_OUTCOME, "failure")]
+        ),
         1.0
     );
 
@@ -544,7 +590,11 @@ async fn a_stream_is_one_span_from_its_open_to_its_end_and_counts_once() {
         .sum();
     assert_eq!(counted, 2.0, "the dropped stream counts nothing");
     assert_eq!(
-        value(&own, HUMUS_RETRY_DECISIONS, &[(HUMUS_RETRY_DECISION, "succeeded")]),
+        value(
+            &own,
+            HUMUS_RETRY_DECISIONS,
+            &[(HUMUS_RETRY_DECISION, "succeeded")]
+        ),
         3.0
     );
 }

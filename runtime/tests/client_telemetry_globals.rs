@@ -119,7 +119,11 @@ async fn recording_global_providers_see_nothing_of_the_client() {
     let quiet = Client::new(&setup(&host), settings()).unwrap();
     exercise(&quiet, &cx).await;
     let sent = std::mem::take(&mut *seen.lock().unwrap());
-    assert_eq!(sent.len(), 6, "5 failures, then 1 success after the open period");
+    assert_eq!(
+        sent.len(),
+        6,
+        "5 failures, then 1 success after the open period"
+    );
     for metadata in &sent {
         assert!(metadata.get("traceparent").is_none(), "{metadata:?}");
         assert!(metadata.get("baggage").is_none(), "{metadata:?}");
@@ -128,14 +132,26 @@ async fn recording_global_providers_see_nothing_of_the_client() {
     // A recording telemetry of its own: it sees everything, the globals
     // nothing.
     let capture = Telemetry::new();
-    let recording = Client::new(&setup(&host).with_telemetry(capture.telemetry()), settings()).unwrap();
+    let recording = Client::new(
+        &setup(&host).with_telemetry(capture.telemetry()),
+        settings(),
+    )
+    .unwrap();
     exercise(&recording, &cx).await;
     let sent = std::mem::take(&mut *seen.lock().unwrap());
     assert!(sent.iter().all(|m| m.get("traceparent").is_some()));
     assert_eq!(capture.spans().len(), 7, "6 attempts, 1 rejected");
     assert_eq!(capture.logs().len(), 2, "closed → open → half-open");
-    assert!(!capture.metrics(humus::telemetry::names::CLIENT_SCOPE).is_empty());
-    assert!(!capture.metrics(humus::telemetry::names::RPC_SCOPE).is_empty());
+    assert!(
+        !capture
+            .metrics(humus::telemetry::names::CLIENT_SCOPE)
+            .is_empty()
+    );
+    assert!(
+        !capture
+            .metrics(humus::telemetry::names::RPC_SCOPE)
+            .is_empty()
+    );
 
     assert!(spans.get_finished_spans().unwrap().is_empty());
     let mut global_metrics = ResourceMetrics::default();
@@ -144,6 +160,9 @@ async fn recording_global_providers_see_nothing_of_the_client() {
         .scope_metrics()
         .map(|s| s.scope().name().to_owned())
         .collect();
-    assert!(scopes.is_empty(), "the global meter provider saw {scopes:?}");
+    assert!(
+        scopes.is_empty(),
+        "the global meter provider saw {scopes:?}"
+    );
     drop(cx);
 }

@@ -93,11 +93,9 @@ impl Hooks<'_> {
     /// `humus.circuit.calls` counts it as rejected. Nothing is evaluated.
     pub(super) fn rejected(&self, attempt: u32, rejected: &Rejected) {
         let _ = attempt;
-        self.inner.recorder.record_rejected(
-            &self.cx,
-            self.method.full_name,
-            &rejected.to_string(),
-        );
+        self.inner
+            .recorder
+            .record_rejected(&self.cx, self.method.full_name, &rejected.to_string());
     }
 
     /// Attempt `attempt` starts: its CLIENT span, a child of the call's
@@ -162,7 +160,12 @@ impl Hooks<'_> {
     /// `rpc.response.status_code` (and `error.type`, the code's name or
     /// the injected error's), records `rpc.client.call.duration`. The
     /// duration is the attempt's own clock; `elapsed` is the loop's.
-    pub(super) fn attempt_end(&self, span: AttemptSpan, status: Option<&Status>, elapsed: Duration) {
+    pub(super) fn attempt_end(
+        &self,
+        span: AttemptSpan,
+        status: Option<&Status>,
+        elapsed: Duration,
+    ) {
         let _ = elapsed;
         span.attempt.end(status);
     }
