@@ -1,1 +1,432 @@
-//! `humus-build`: the `build.rs` plugin that compiles `.proto` files with protox and generates prost messages, tonic stubs and typed humus clients.
+//! `humus-build`: the `build.rs` plugin that compiles `.proto` files with
+//! protox (no system `protoc`) and generates, per package, the prost
+//! messages, tonic's client and server stubs (as `tonic-prost-build` would),
+//! and per service a typed humus client with a static descriptor per method.
+//!
+//! ```no_run
+//! // build.rs
+//! fn main() -> Result<(), humus_build::Error> {
+//!     humus_build::configure().compile_protos(&["proto/ledger.proto"], &["proto"])
+//! }
+//! ```
+//!
+//! ```ignore
+//! // src/lib.rs
+//! pub mod pb {
+//!     include!(concat!(env!("OUT_DIR"), "/ledger.v1.rs"));
+//! }
+//! let ledger = pb::ledger_humus::LedgerClient::new(humus_client);
+//! let reply = ledger.transfer(request).await?;
+//! ```
+//!
+//! # What is generated
+//!
+//! Next to what tonic-prost-build writes for a service `ledger.v1.Ledger`
+//! (`ledger_client`, `ledger_server`), the package's file gets a module
+//! `ledger_humus` with:
+//!
+//! | item | what it is |
+//! |---|---|
+//! | `pub static TRANSFER: humus Method` | one per RPC: full name `/ledger.v1.Ledger/Transfer`, fault point `grpc:ledger.v1.Ledger/Transfer`, kind, and the policy the `.proto` declares, all compile-time constants |
+//! | `pub trait Policy` | one associated `const transfer: Override` per RPC: what a policy type changes in that method's policy, nothing by default |
+//! | `pub enum ProtoPolicy {}` | the `Policy` that changes nothing: the `.proto`'s policy |
+//! | `pub struct Client<P: Policy = ProtoPolicy>` | the typed client: `new(humus client)`, one `async fn` per RPC of all four kinds carrying the proto comments as docs; `Client::<P>::TRANSFER`, the `&'static Method` each call passes (the static with `P`'s changes, merged at compile time), and `Client::<P>::METHODS`, all of them |
+//! | `pub type LedgerClient = Client<ProtoPolicy>` | the typed client with the `.proto`'s policy |
+//!
+//! `#[humus::client(service = path::to::ledger_humus)]` implements `Policy`
+//! for a type of its own to change methods' policies in Rust; its client
+//! is `Client<ThatType>`, with the same methods.
+//!
+//! # The `humus.v1.policy` method option
+//!
+//! The crate ships `humus/v1/options.proto` and puts it on protox's include
+//! path, so a `.proto` imports it with no copy in its tree:
+//!
+//! ```proto
+//! import "humus/v1/options.proto";
+//!
+//! service Ledger {
+//!   rpc Charge(ChargeRequest) returns (ChargeResponse) {
+//!     option (humus.v1.policy).never_retry = true;
+//!   }
+//!   rpc Transfer(TransferRequest) returns (TransferResponse) {
+//!     option (humus.v1.policy) = {
+//!       classify: { code: "ABORTED" retry: "RETRY" breaker: "SUCCESS" }
+//!     };
+//!   }
+//! }
+//! ```
+//!
+//! `never_retry`: the method is never sent twice. `classify`: code →
+//! (retry verdict `RETRY`/`STOP`/`SUCCESS`, breaker outcome
+//! `SUCCESS`/`FAILURE`/`IGNORED`), consulted before the client's classify.
+//! A mistake (an unknown code, verdict or outcome, a code listed twice, a
+//! retry of `OK`, a retry entry on a `never_retry` method) fails the build
+//! with one line per mistake naming the file, line, service and method; all
+//! mistakes are reported at once. The option's text is
+//! [`OPTIONS_PROTO`].
+//!
+//! Source: issue 5 (code generation) and seed 000 ("How an attempt's result
+//! counts").
+#![warn(
+    missing_debug_implementations,
+    missing_docs,
+    rust_2018_idioms,
+    unreachable_pub
+)]
+#![deny(rustdoc::broken_intra_doc_links)]
+
+mod error;
+mod generate;
+mod policy;
+
+use std::collections::{BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+
+pub use error::{Error, Problem};
+
+/// The text of `humus/v1/options.proto`, the method option humus-build
+/// reads. It is on protox's include path of every build.
+pub const OPTIONS_PROTO: &str = policy::OPTIONS_SOURCE;
+
+/// A [`Builder`] with tonic-prost-build's defaults: messages, client and
+/// server stubs, and the typed humus clients.
+pub fn configure() -> Builder {
+    Builder {
+        tonic: tonic_prost_build::configure(),
+        build_client: true,
+        build_server: true,
+        build_humus_client: true,
+        proto_path: "super".to_owned(),
+        disable_comments: HashSet::new(),
+        file_descriptor_set_path: None,
+        emit_rerun_if_changed: std::env::var_os("CARGO").is_some(),
+    }
+}
+
+/// Compiles one `.proto` file with the defaults, its folder as the include
+/// path.
+///
+/// # Errors
+///
+/// As [`Builder::compile_protos`].
+pub fn compile_protos(proto: impl AsRef<Path>) -> Result<(), Error> {
+    let proto = proto.as_ref();
+    let dir = proto.parent().unwrap_or_else(|| Path::new("."));
+    configure().compile_protos(&[proto], &[dir])
+}
+
+/// Configures code generation: the options tonic-prost-build's `Builder`
+/// has (passed through to it), and humus's own.
+#[derive(Debug, Clone)]
+pub struct Builder {
+    tonic: tonic_prost_build::Builder,
+    build_client: bool,
+    build_server: bool,
+    build_humus_client: bool,
+    proto_path: String,
+    disable_comments: HashSet<String>,
+    file_descriptor_set_path: Option<PathBuf>,
+    emit_rerun_if_changed: bool,
+}
+
+/// Defines a pass-through option: same name and meaning as
+/// tonic-prost-build's.
+macro_rules! pass_through {
+    ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*) $(<$($g:ident: $bound:path),*>)?) => {
+        $(#[$doc])*
+        pub fn $name$(<$($g: $bound),*>)?(mut self, $($arg: $ty),*) -> Self {
+            self.tonic = self.tonic.$name($($arg),*);
+            self
+        }
+    };
+}
+
+impl Builder {
+    /// Whether to generate tonic's client stubs (`<service>_client`).
+    /// Default on. The humus client does not need them.
+    pub fn build_client(mut self, enable: bool) -> Self {
+        self.build_client = enable;
+        self.tonic = self.tonic.build_client(enable);
+        self
+    }
+
+    /// Whether to generate tonic's server stubs (`<service>_server`).
+    /// Default on.
+    pub fn build_server(mut self, enable: bool) -> Self {
+        self.build_server = enable;
+        self.tonic = self.tonic.build_server(enable);
+        self
+    }
+
+    /// Whether to generate the typed humus clients (`<service>_humus`).
+    /// Default on.
+    pub fn build_humus_client(mut self, enable: bool) -> Self {
+        self.build_humus_client = enable;
+        self
+    }
+
+    pass_through!(
+        /// Whether tonic's stubs get transport helpers (`connect`). Default on.
+        build_transport(enable: bool)
+    );
+
+    pass_through!(
+        /// Where the generated files go. Default: `OUT_DIR`.
+        out_dir(out_dir: impl AsRef<Path>)
+    );
+
+    pass_through!(
+        /// Uses an existing Rust path for a protobuf package or type
+        /// (`".google.protobuf"`, `"::prost_types"`), as prost's `extern_path`.
+        extern_path(proto_path: impl AsRef<str>, rust_path: impl AsRef<str>)
+    );
+
+    pass_through!(
+        /// Adds an attribute to matching fields, as prost's `field_attribute`.
+        field_attribute(path: P, attribute: A) <P: AsRef<str>, A: AsRef<str>>
+    );
+
+    pass_through!(
+        /// Adds an attribute to matching messages, as prost's `message_attribute`.
+        message_attribute(path: P, attribute: A) <P: AsRef<str>, A: AsRef<str>>
+    );
+
+    pass_through!(
+        /// Adds an attribute to matching enums, as prost's `enum_attribute`.
+        enum_attribute(path: P, attribute: A) <P: AsRef<str>, A: AsRef<str>>
+    );
+
+    pass_through!(
+        /// Adds an attribute to matching messages, enums and oneofs, as
+        /// prost's `type_attribute`.
+        type_attribute(path: P, attribute: A) <P: AsRef<str>, A: AsRef<str>>
+    );
+
+    pass_through!(
+        /// Boxes a matching field, as prost's `boxed`.
+        boxed(path: P) <P: AsRef<str>>
+    );
+
+    pass_through!(
+        /// Uses `BTreeMap` for matching map fields, as prost's `btree_map`.
+        btree_map(path: P) <P: AsRef<str>>
+    );
+
+    pass_through!(
+        /// Uses `Bytes` for matching bytes fields, as prost's `bytes`.
+        bytes(path: P) <P: AsRef<str>>
+    );
+
+    pass_through!(
+        /// Adds an attribute to matching tonic server modules.
+        server_mod_attribute(path: P, attribute: A) <P: AsRef<str>, A: AsRef<str>>
+    );
+
+    pass_through!(
+        /// Adds an attribute to matching tonic server structs.
+        server_attribute(path: P, attribute: A) <P: AsRef<str>, A: AsRef<str>>
+    );
+
+    pass_through!(
+        /// Adds an attribute to matching tonic server traits.
+        trait_attribute(path: P, attribute: A) <P: AsRef<str>, A: AsRef<str>>
+    );
+
+    pass_through!(
+        /// Adds an attribute to matching tonic client modules.
+        client_mod_attribute(path: P, attribute: A) <P: AsRef<str>, A: AsRef<str>>
+    );
+
+    pass_through!(
+        /// Adds an attribute to matching tonic client structs.
+        client_attribute(path: P, attribute: A) <P: AsRef<str>, A: AsRef<str>>
+    );
+
+    /// Where the messages are in the module tree, as seen from a service's
+    /// modules. Default `super`. Applies to tonic's stubs and the humus
+    /// client alike.
+    pub fn proto_path(mut self, proto_path: impl AsRef<str>) -> Self {
+        self.proto_path = proto_path.as_ref().to_owned();
+        self.tonic = self.tonic.proto_path(proto_path);
+        self
+    }
+
+    pass_through!(
+        /// Generates the well-known types instead of using `prost-types`.
+        compile_well_known_types(enable: bool)
+    );
+
+    /// Also writes the compiled `FileDescriptorSet` (imports, source
+    /// information and extension options included) to `path`, e.g. for
+    /// gRPC server reflection.
+    pub fn file_descriptor_set_path(mut self, path: impl AsRef<Path>) -> Self {
+        self.file_descriptor_set_path = Some(path.as_ref().to_path_buf());
+        self
+    }
+
+    pass_through!(
+        /// Also writes a file that `include!`s every generated package in
+        /// nested modules, as prost's `include_file`.
+        include_file(path: impl AsRef<Path>)
+    );
+
+    /// Whether to print `cargo:rerun-if-changed` for every `.proto` read.
+    /// Default on when run by Cargo.
+    pub fn emit_rerun_if_changed(mut self, enable: bool) -> Self {
+        self.emit_rerun_if_changed = enable;
+        self
+    }
+
+    /// Leaves out the comments of the given services (`package.Service`)
+    /// and methods (`package.Service.Method`), in tonic's stubs and the
+    /// humus client.
+    pub fn disable_comments<I, S>(mut self, paths: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let paths: Vec<String> = paths.into_iter().map(|p| p.as_ref().to_owned()).collect();
+        self.disable_comments.extend(paths.iter().cloned());
+        self.tonic = self.tonic.disable_comments(paths);
+        self
+    }
+
+    pass_through!(
+        /// Takes `self: Arc<Self>` in tonic's server traits.
+        use_arc_self(enable: bool)
+    );
+
+    pass_through!(
+        /// Generates default `Unimplemented` stubs in tonic's server traits.
+        generate_default_stubs(enable: bool)
+    );
+
+    pass_through!(
+        /// The codec tonic's stubs use. Default `tonic_prost::ProstCodec`.
+        codec_path(path: impl AsRef<str>)
+    );
+
+    /// Leaves out the `Debug` derive of matching messages, as prost's
+    /// `skip_debug`.
+    pub fn skip_debug<I, S>(mut self, paths: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.tonic = self.tonic.skip_debug(paths);
+        self
+    }
+
+    /// Compiles `protos` (paths under one of `includes`) with protox,
+    /// checks their `humus.v1.policy` options and writes the generated Rust
+    /// code, one file per package (`ledger.v1.rs`), to the out dir.
+    ///
+    /// `humus/v1/options.proto` and the well-known types
+    /// (`google/protobuf/*.proto`) are always importable.
+    ///
+    /// # Errors
+    ///
+    /// - protox's own message when a `.proto` does not compile (a syntax
+    ///   error, an unknown type, a missing import);
+    /// - every bad `humus.v1.policy` annotation, each with its file, line,
+    ///   service and method (see [`Error::problems`]);
+    /// - an I/O error writing the output.
+    pub fn compile_protos<P: AsRef<Path>>(self, protos: &[P], includes: &[P]) -> Result<(), Error> {
+        let mut resolver = protox::file::ChainFileResolver::new();
+        resolver.add(EmbeddedOptions);
+        for include in includes {
+            resolver.add(protox::file::IncludeFileResolver::new(
+                include.as_ref().to_path_buf(),
+            ));
+        }
+        resolver.add(protox::file::GoogleFileResolver::new());
+        let mut compiler = protox::Compiler::with_file_resolver(resolver);
+        compiler.include_imports(true).include_source_info(true);
+        compiler
+            .open_files(protos.iter().map(AsRef::as_ref))
+            .map_err(Error::compile)?;
+
+        let pool = compiler.descriptor_pool();
+        let paths: std::collections::HashMap<String, PathBuf> = compiler
+            .files()
+            .filter_map(|file| Some((file.name().to_owned(), file.path()?.to_path_buf())))
+            .collect();
+        let source = |name: &str| std::fs::read_to_string(paths.get(name)?).ok();
+        let policies = policy::read(&pool, &source).map_err(Error::annotations)?;
+
+        if let Some(path) = &self.file_descriptor_set_path {
+            std::fs::write(path, compiler.encode_file_descriptor_set()).map_err(Error::generate)?;
+        }
+        if self.emit_rerun_if_changed {
+            for file in compiler.files() {
+                if let Some(path) = file.path() {
+                    println!("cargo:rerun-if-changed={}", path.display());
+                }
+            }
+        }
+
+        let mut fds = compiler.file_descriptor_set();
+        let wanted = wanted_files(
+            &fds,
+            compiler
+                .files()
+                .filter(|file| !file.is_import())
+                .map(|file| file.name().to_owned()),
+        );
+        fds.file.retain(|file| wanted.contains(file.name()));
+
+        let tonic = (self.build_client || self.build_server)
+            .then(|| self.tonic.clone().service_generator());
+        let humus = self.build_humus_client.then(|| generate::HumusOptions {
+            policies,
+            proto_path: self.proto_path.clone(),
+            disable_comments: self.disable_comments.clone(),
+        });
+        let mut config = prost_build::Config::new();
+        config.type_attribute(".", "#[allow(clippy::all)]");
+        if tonic.is_some() || humus.is_some() {
+            config.service_generator(Box::new(generate::Generator { tonic, humus }));
+        }
+        // With tonic's own client and server off, tonic-prost-build leaves
+        // `config`'s service generator (ours, wrapping tonic's) in place.
+        self.tonic
+            .build_client(false)
+            .build_server(false)
+            .compile_fds_with_config(fds, config)
+            .map_err(Error::generate)
+    }
+}
+
+/// The files to generate code for: the requested ones and what they
+/// import, but not `humus/v1/options.proto` nor what only it imports.
+fn wanted_files(
+    fds: &prost_types::FileDescriptorSet,
+    roots: impl Iterator<Item = String>,
+) -> BTreeSet<String> {
+    let mut wanted = BTreeSet::new();
+    let mut stack: Vec<String> = roots.filter(|name| name != policy::OPTIONS_FILE).collect();
+    while let Some(name) = stack.pop() {
+        if name == policy::OPTIONS_FILE || !wanted.insert(name.clone()) {
+            continue;
+        }
+        if let Some(file) = fds.file.iter().find(|file| file.name() == name) {
+            stack.extend(file.dependency.iter().cloned());
+        }
+    }
+    wanted
+}
+
+/// Serves `humus/v1/options.proto` from the text built into this crate.
+#[derive(Debug)]
+struct EmbeddedOptions;
+
+impl protox::file::FileResolver for EmbeddedOptions {
+    fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
+        if name == policy::OPTIONS_FILE {
+            protox::file::File::from_source(name, policy::OPTIONS_SOURCE)
+        } else {
+            Err(protox::Error::file_not_found(name))
+        }
+    }
+}

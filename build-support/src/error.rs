@@ -1,0 +1,150 @@
+//! Why a build failed.
+
+use std::fmt;
+use std::io;
+
+/// Why [`Builder::compile_protos`](crate::Builder::compile_protos) failed.
+///
+/// `Display` and `Debug` print the same human-readable text, so a
+/// `build.rs` that returns or unwraps this error shows it as is: protox's
+/// own message (`file:line:column: what`) for a `.proto` that does not
+/// compile, and one line per mistake (`file:line: package.Service/Method:
+/// what`) for bad `humus.v1.policy` annotations.
+pub struct Error {
+    kind: Kind,
+}
+
+enum Kind {
+    /// protox could not compile the `.proto` files.
+    Compile(protox::Error),
+    /// One or more `humus.v1.policy` annotations are wrong.
+    Annotations(Vec<Problem>),
+    /// Generating or writing the Rust code failed.
+    Generate(io::Error),
+}
+
+/// One mistake in a `humus.v1.policy` annotation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub(crate) file: String,
+    pub(crate) line: Option<u32>,
+    pub(crate) service: String,
+    pub(crate) method: String,
+    pub(crate) message: String,
+}
+
+impl Problem {
+    /// The `.proto` file, as imported (relative to its include directory).
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    /// The 1-based line of the annotation, when the file carries source
+    /// information (it does when compiled from source).
+    pub fn line(&self) -> Option<u32> {
+        self.line
+    }
+
+    /// The service's full name, `package.Service`.
+    pub fn service(&self) -> &str {
+        &self.service
+    }
+
+    /// The method's name as the `.proto` spells it.
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+
+    /// What is wrong.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        write!(f, ": {}/{}: {}", self.service, self.method, self.message)
+    }
+}
+
+impl Error {
+    pub(crate) fn compile(error: protox::Error) -> Error {
+        Error {
+            kind: Kind::Compile(error),
+        }
+    }
+
+    pub(crate) fn annotations(problems: Vec<Problem>) -> Error {
+        Error {
+            kind: Kind::Annotations(problems),
+        }
+    }
+
+    pub(crate) fn generate(error: io::Error) -> Error {
+        Error {
+            kind: Kind::Generate(error),
+        }
+    }
+
+    /// The annotation mistakes, in file order; empty when the build failed
+    /// for another reason.
+    pub fn problems(&self) -> &[Problem] {
+        match &self.kind {
+            Kind::Annotations(problems) => problems,
+            _ => &[],
+        }
+    }
+
+    /// Whether protox could not compile the `.proto` files.
+    pub fn is_compile(&self) -> bool {
+        matches!(self.kind, Kind::Compile(_))
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            // protox's `Debug` is its message prefixed with `file:line:column:`.
+            Kind::Compile(error) => write!(f, "{error:?}"),
+            Kind::Annotations(problems) => {
+                let count = problems.len();
+                write!(
+                    f,
+                    "{count} bad humus.v1.policy annotation{}:",
+                    if count == 1 { "" } else { "s" }
+                )?;
+                for problem in problems {
+                    write!(f, "\n  {problem}")?;
+                }
+                Ok(())
+            }
+            Kind::Generate(error) => write!(f, "generating Rust code: {error}"),
+        }
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            Kind::Compile(error) => Some(error),
+            Kind::Annotations(_) => None,
+            Kind::Generate(error) => Some(error),
+        }
+    }
+}
+
+impl From<Error> for io::Error {
+    fn from(error: Error) -> io::Error {
+        io::Error::other(error)
+    }
+}

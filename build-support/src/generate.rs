@@ -1,0 +1,459 @@
+//! The service generator: tonic's stubs, then a typed humus client module
+//! per service (the layout is in the crate's docs).
+//!
+//! The typed client is generic over a policy type `P`: each method passes
+//! `Client::<P>::METHOD`, an associated constant computed at compile time
+//! by `humus::codegen::merge` from the method's static descriptor and
+//! `P`'s `Override`. `ProtoPolicy` overrides nothing; `#[humus::client]`
+//! implements `Policy` for its own type. So every call passes a
+//! `&'static Method` known at compile time: no lookup by string at run
+//! time, whoever declared the policy.
+
+use std::collections::HashSet;
+
+use proc_macro2::TokenStream;
+use prost_build::{Method, Service, ServiceGenerator};
+use quote::{format_ident, quote};
+
+use crate::policy::{CODES, Policies, Policy};
+
+/// Rust types prost may resolve a well-known wrapper to, used as they are.
+const NON_PATH_TYPES: [&str; 8] = ["()", "bool", "i32", "i64", "u32", "u64", "f32", "f64"];
+
+/// What the humus part of the generator needs.
+#[derive(Debug)]
+pub(crate) struct HumusOptions {
+    pub(crate) policies: Policies,
+    pub(crate) proto_path: String,
+    pub(crate) disable_comments: HashSet<String>,
+}
+
+/// prost's service generator: tonic's (when client or server stubs are
+/// on), then humus's.
+pub(crate) struct Generator {
+    pub(crate) tonic: Option<Box<dyn ServiceGenerator>>,
+    pub(crate) humus: Option<HumusOptions>,
+}
+
+impl ServiceGenerator for Generator {
+    fn generate(&mut self, service: Service, buf: &mut String) {
+        if let Some(humus) = &self.humus {
+            let tokens = humus_module(&service, humus);
+            let file = syn::parse2(tokens).expect("humus-build generates a valid Rust module");
+            let humus_code = prettyplease::unparse(&file);
+            if let Some(tonic) = &mut self.tonic {
+                tonic.generate(service, buf);
+            }
+            buf.push_str(&humus_code);
+        } else if let Some(tonic) = &mut self.tonic {
+            tonic.generate(service, buf);
+        }
+    }
+
+    fn finalize(&mut self, buf: &mut String) {
+        if let Some(tonic) = &mut self.tonic {
+            tonic.finalize(buf);
+        }
+    }
+
+    fn finalize_package(&mut self, package: &str, buf: &mut String) {
+        if let Some(tonic) = &mut self.tonic {
+            tonic.finalize_package(package, buf);
+        }
+    }
+}
+
+/// `package.Service`, or `Service` without a package.
+fn service_full_name(service: &Service) -> String {
+    if service.package.is_empty() {
+        service.proto_name.clone()
+    } else {
+        format!("{}.{}", service.package, service.proto_name)
+    }
+}
+
+/// The module name tonic would use, with `_humus` instead of `_client`.
+pub(crate) fn module_name(service_name: &str) -> String {
+    let mut name = String::new();
+    let mut chars = service_name.chars().peekable();
+    while let Some(c) = chars.next() {
+        name.push(c.to_ascii_lowercase());
+        if chars.peek().is_some_and(|next| next.is_uppercase()) {
+            name.push('_');
+        }
+    }
+    name.push_str("_humus");
+    name
+}
+
+/// The static's name: the Rust method name in upper case.
+fn static_name(method: &Method) -> String {
+    method.name.trim_start_matches("r#").to_ascii_uppercase()
+}
+
+/// The request or response type as seen from inside the humus module.
+fn rust_type(resolved: &str, proto_path: &str) -> TokenStream {
+    let text = if NON_PATH_TYPES.contains(&resolved)
+        || resolved.starts_with("::")
+        || resolved.starts_with("crate::")
+    {
+        resolved.to_owned()
+    } else {
+        format!("{proto_path}::{resolved}")
+    };
+    text.parse()
+        .expect("prost resolves message types to valid Rust paths")
+}
+
+/// `#[doc = "..."]` lines for proto comments, made safe for rustdoc: URLs
+/// in angle brackets, square and angle brackets escaped unless they already
+/// are.
+fn doc_comments(lines: &[String]) -> TokenStream {
+    let docs = lines.iter().map(|line| {
+        let mut text = sanitize(line);
+        if !text.is_empty() && (!text.starts_with(' ') || text.starts_with("  ")) {
+            text.insert(0, ' ');
+        }
+        quote!(#[doc = #text])
+    });
+    quote!(#(#docs)*)
+}
+
+fn sanitize(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while !rest.is_empty() {
+        let url = ["https://", "http://"]
+            .iter()
+            .filter_map(|scheme| rest.find(scheme))
+            .min();
+        let (plain, tail) = match url {
+            Some(start) => rest.split_at(start),
+            None => (rest, ""),
+        };
+        // `<https://...>` is already an autolink: keep its brackets.
+        let autolink = plain.ends_with('<');
+        let plain = if autolink {
+            &plain[..plain.len() - 1]
+        } else {
+            plain
+        };
+        let mut escaped = out.ends_with('\\');
+        for c in plain.chars() {
+            // prost may have escaped some already (its `cleanup-markdown`).
+            if matches!(c, '[' | ']' | '<' | '>') && !escaped {
+                out.push('\\');
+            }
+            escaped = c == '\\' && !escaped;
+            out.push(c);
+        }
+        if tail.is_empty() {
+            break;
+        }
+        let end = tail
+            .find(|c: char| c.is_whitespace() || c == ')' || c == '>')
+            .unwrap_or(tail.len());
+        let (link, mut after) = tail.split_at(end);
+        if autolink {
+            after = after.strip_prefix('>').unwrap_or(after);
+        }
+        out.push('<');
+        out.push_str(link);
+        out.push('>');
+        rest = after;
+    }
+    out
+}
+
+/// The `MethodPolicy` expression for a checked policy.
+fn policy_tokens(policy: &Policy) -> TokenStream {
+    let never_retry = policy.never_retry;
+    let rules = policy.table.iter().map(|rule| {
+        let code = format_ident!("{}", CODES[rule.code].1);
+        let retry = format_ident!("{}", rule.retry.variant());
+        let breaker = format_ident!("{}", rule.breaker.variant());
+        quote! {
+            ::humus::codegen::CodeRule {
+                code: ::humus::codegen::Code::#code,
+                retry: ::humus::codegen::Verdict::#retry,
+                breaker: ::humus::codegen::Outcome::#breaker,
+            }
+        }
+    });
+    quote! {
+        ::humus::codegen::MethodPolicy {
+            never_retry: #never_retry,
+            table: &[#(#rules),*],
+            classify: ::core::option::Option::None,
+        }
+    }
+}
+
+fn kind_of(method: &Method) -> (&'static str, &'static str) {
+    match (method.client_streaming, method.server_streaming) {
+        (false, false) => ("Unary", "unary"),
+        (false, true) => ("ServerStreaming", "server-streaming"),
+        (true, false) => ("ClientStreaming", "client-streaming"),
+        (true, true) => ("Streaming", "bidirectional-streaming"),
+    }
+}
+
+/// The humus module of one service.
+fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
+    let full_service = service_full_name(service);
+    let module = format_ident!("{}", module_name(&service.name));
+    let alias = format_ident!("{}Client", service.name);
+    let service_docs = if options.disable_comments.contains(&full_service) {
+        TokenStream::new()
+    } else {
+        doc_comments(&service.comments.leading)
+    };
+
+    let mut statics = Vec::new();
+    let mut consts = Vec::new();
+    let mut calls = Vec::new();
+    let mut descriptors = Vec::new();
+    let mut descriptor_list = Vec::new();
+    for method in &service.methods {
+        let full_name = format!("/{full_service}/{}", method.proto_name);
+        let point = format!("grpc:{full_service}/{}", method.proto_name);
+        let (kind, kind_text) = kind_of(method);
+        let kind = format_ident!("{}", kind);
+        let policy = options
+            .policies
+            .get(&(full_service.clone(), method.proto_name.clone()));
+        let policy_source = if policy.is_some() {
+            "declared by its `humus.v1.policy` option"
+        } else {
+            "the client's defaults (no `humus.v1.policy` option)"
+        };
+        let policy = policy_tokens(policy.unwrap_or(&Policy::default()));
+        let static_ident = format_ident!("{}", static_name(method));
+        let ident: syn::Ident =
+            syn::parse_str(&method.name).expect("prost makes method names valid identifiers");
+        let static_doc = format!(
+            " The descriptor of `{full_name}`: {kind_text}, fault point `{point}`, policy {policy_source}."
+        );
+        statics.push(quote! {
+            #[doc = #static_doc]
+            pub static #static_ident: ::humus::codegen::Method = ::humus::codegen::Method {
+                full_name: #full_name,
+                point: #point,
+                kind: ::humus::codegen::RpcKind::#kind,
+                policy: #policy,
+            };
+        });
+        let const_doc =
+            format!(" What the policy type changes in `{full_name}`'s policy: nothing by default.");
+        consts.push(quote! {
+            #[doc = #const_doc]
+            #[allow(non_upper_case_globals)]
+            const #ident: ::humus::codegen::Override = ::humus::codegen::Override::NONE;
+        });
+        let descriptor_doc = format!(
+            " The descriptor `{full_name}` is called with: [`{static_ident}`] with `P`'s changes."
+        );
+        descriptors.push(quote! {
+            #[doc = #descriptor_doc]
+            pub const #static_ident: &'static ::humus::codegen::Method =
+                &::humus::codegen::merge(&#static_ident, P::#ident);
+        });
+        descriptor_list.push(quote!(Self::#static_ident));
+
+        let method_docs = if options
+            .disable_comments
+            .contains(&format!("{full_service}.{}", method.proto_name))
+        {
+            TokenStream::new()
+        } else {
+            doc_comments(&method.comments.leading)
+        };
+        let call_doc = format!(
+            " Calls `{full_name}` ({kind_text}) with the descriptor [`Self::{static_ident}`]."
+        );
+        let deprecated = method
+            .options
+            .deprecated
+            .unwrap_or(false)
+            .then(|| quote!(#[deprecated]));
+        let request = rust_type(&method.input_type, &options.proto_path);
+        let response = rust_type(&method.output_type, &options.proto_path);
+        let errors_doc = if method.server_streaming {
+            " The status of the last attempt to open the stream."
+        } else {
+            " The status of the call's last attempt."
+        };
+        let signature_and_body = match (method.client_streaming, method.server_streaming) {
+            (false, false) => quote! {
+                (&self, request: impl ::humus::codegen::IntoRequest<#request>)
+                    -> ::core::result::Result<::humus::codegen::Response<#response>, ::humus::codegen::Status>
+                {
+                    self.client.unary(Self::#static_ident, request.into_request()).await
+                }
+            },
+            (false, true) => quote! {
+                (&self, request: impl ::humus::codegen::IntoRequest<#request>)
+                    -> ::core::result::Result<
+                        ::humus::codegen::Response<::humus::codegen::Streaming<#response>>,
+                        ::humus::codegen::Status,
+                    >
+                {
+                    self.client.server_streaming(Self::#static_ident, request.into_request()).await
+                }
+            },
+            (true, false) => quote! {
+                (&self, request: impl ::humus::codegen::IntoStreamingRequest<Message = #request>)
+                    -> ::core::result::Result<::humus::codegen::Response<#response>, ::humus::codegen::Status>
+                {
+                    self.client.client_streaming(Self::#static_ident, request.into_streaming_request()).await
+                }
+            },
+            (true, true) => quote! {
+                (&self, request: impl ::humus::codegen::IntoStreamingRequest<Message = #request>)
+                    -> ::core::result::Result<
+                        ::humus::codegen::Response<::humus::codegen::Streaming<#response>>,
+                        ::humus::codegen::Status,
+                    >
+                {
+                    self.client.streaming(Self::#static_ident, request.into_streaming_request()).await
+                }
+            },
+        };
+        let separator = (!method_docs.is_empty()).then(|| quote!(#[doc = ""]));
+        calls.push(quote! {
+            #method_docs
+            #separator
+            #[doc = #call_doc]
+            #[doc = ""]
+            #[doc = " # Errors"]
+            #[doc = ""]
+            #[doc = #errors_doc]
+            #deprecated
+            pub async fn #ident #signature_and_body
+        });
+    }
+
+    let module_doc =
+        format!(" The typed humus client of `{full_service}` and its method descriptors.");
+    let policy_doc = format!(
+        " What a typed client of `{full_service}` changes in its methods' policies, one \
+         associated constant per method, each changing nothing by default (the \
+         `.proto`'s policy). `#[humus::client]` implements it to declare changes in Rust."
+    );
+    let proto_policy_doc = format!(" The policy `{full_service}`'s `.proto` declares.");
+    let client_doc = format!(
+        " A typed client of `{full_service}` over a humus client: one method per RPC, \
+         each calling with its descriptor from `P`."
+    );
+    let alias_doc = format!(" The typed client of `{full_service}` with the `.proto`'s policy.");
+    let separator = (!service_docs.is_empty()).then(|| quote!(#[doc = ""]));
+
+    quote! {
+        #[doc = #module_doc]
+        pub mod #module {
+            #(#statics)*
+
+            #[doc = #policy_doc]
+            pub trait Policy: 'static {
+                #(#consts)*
+            }
+
+            #[doc = #proto_policy_doc]
+            #[derive(Clone, Copy, Debug)]
+            pub enum ProtoPolicy {}
+
+            impl Policy for ProtoPolicy {}
+
+            #service_docs
+            #separator
+            #[doc = #client_doc]
+            pub struct Client<P: Policy = ProtoPolicy> {
+                client: ::humus::codegen::Client,
+                policy: ::core::marker::PhantomData<fn() -> P>,
+            }
+
+            #[doc = #alias_doc]
+            pub type #alias = Client<ProtoPolicy>;
+
+            impl<P: Policy> Client<P> {
+                /// A typed client that calls through `client`.
+                pub fn new(client: ::humus::codegen::Client) -> Self {
+                    Client { client, policy: ::core::marker::PhantomData }
+                }
+
+                /// The humus client calls go through.
+                pub fn client(&self) -> &::humus::codegen::Client {
+                    &self.client
+                }
+
+                /// The humus client calls go through.
+                pub fn into_client(self) -> ::humus::codegen::Client {
+                    self.client
+                }
+
+                #(#descriptors)*
+
+                /// Every method's descriptor, in `.proto` order. Evaluating it
+                /// checks `P`'s changes against the `.proto` at compile time.
+                pub const METHODS: &'static [&'static ::humus::codegen::Method] =
+                    &[#(#descriptor_list),*];
+
+                #(#calls)*
+            }
+
+            impl<P: Policy> ::core::clone::Clone for Client<P> {
+                fn clone(&self) -> Self {
+                    Client { client: self.client.clone(), policy: ::core::marker::PhantomData }
+                }
+            }
+
+            impl<P: Policy> ::core::fmt::Debug for Client<P> {
+                fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                    f.debug_struct(::core::any::type_name::<Self>())
+                        .field("client", &self.client)
+                        .finish()
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_names_follow_tonic() {
+        assert_eq!(module_name("Ledger"), "ledger_humus");
+        assert_eq!(module_name("TestService"), "test_service_humus");
+        assert_eq!(
+            module_name("XdsUpdateHealthService"),
+            "xds_update_health_service_humus"
+        );
+    }
+
+    #[test]
+    fn comments_are_made_safe_for_rustdoc() {
+        assert_eq!(sanitize("see [the spec]"), "see \\[the spec\\]");
+        assert_eq!(
+            sanitize("at https://grpc.io/docs, or (http://a.b/c)"),
+            "at <https://grpc.io/docs,> or (<http://a.b/c>)"
+        );
+        assert_eq!(sanitize("already <https://x.y>."), "already <https://x.y>.");
+        assert_eq!(
+            sanitize("<package>.<service>[.<method>]"),
+            "\\<package\\>.\\<service\\>\\[.\\<method\\>\\]"
+        );
+        assert_eq!(sanitize("kept \\[as is\\]"), "kept \\[as is\\]");
+    }
+
+    #[test]
+    fn types_resolve_from_inside_the_module() {
+        assert_eq!(rust_type("Ping", "super").to_string(), "super :: Ping");
+        assert_eq!(rust_type("()", "super").to_string(), "()");
+        assert_eq!(
+            rust_type("::prost_types::Any", "super").to_string(),
+            ":: prost_types :: Any"
+        );
+    }
+}

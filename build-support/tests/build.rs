@@ -1,0 +1,448 @@
+//! humus-build as a `build.rs` calls it, on `.proto` files written to a
+//! temporary folder: what it generates, the options it passes through, and
+//! every mistake in a `humus.v1.policy` annotation failing the build with
+//! the file, line, service and method.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// A fresh folder holding `files`, with an empty `out` folder beside them.
+fn workspace(name: &str, files: &[(&str, &str)]) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("humus-build-{name}"));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(dir.join("out")).unwrap();
+    for (path, text) in files {
+        let path = dir.join("proto").join(path);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+    dir
+}
+
+fn builder(dir: &Path) -> humus_build::Builder {
+    humus_build::configure()
+        .out_dir(dir.join("out"))
+        .emit_rerun_if_changed(false)
+}
+
+/// Compiles `proto/<file>` of `dir`.
+fn compile(dir: &Path, file: &str) -> Result<(), humus_build::Error> {
+    builder(dir).compile_protos(&[dir.join("proto").join(file)], &[dir.join("proto")])
+}
+
+/// Compiles one file named `ledger.proto` holding `text`; the error's text.
+fn error_of(name: &str, text: &str) -> humus_build::Error {
+    let dir = workspace(name, &[("ledger.proto", text)]);
+    compile(&dir, "ledger.proto").expect_err("the build fails")
+}
+
+fn ledger(methods: &str) -> String {
+    format!(
+        r#"syntax = "proto3";
+package ledger.v1;
+import "humus/v1/options.proto";
+message Req {{}}
+message Resp {{}}
+service Ledger {{
+{methods}
+}}
+"#
+    )
+}
+
+const GOOD: &str = r#"syntax = "proto3";
+package ledger.v1;
+import "humus/v1/options.proto";
+
+// Moves money [between] accounts, see https://example.com/ledger.
+service Ledger {
+  // Moves money.
+  rpc Transfer(Req) returns (Resp) {
+    option (humus.v1.policy) = {
+      classify: { code: "ABORTED" retry: "RETRY" breaker: "SUCCESS" }
+      classify: { code: "Unavailable" retry: "retry" breaker: "failure" }
+      classify: { code: "NOT_FOUND" retry: "SUCCESS" breaker: "IGNORED" }
+    };
+  }
+  // Charges a card: never twice.
+  rpc Charge(Req) returns (Resp) {
+    option (humus.v1.policy).never_retry = true;
+    option (humus.v1.policy).classify = { code: "ABORTED" retry: "STOP" breaker: "FAILURE" };
+  }
+  rpc Watch(Req) returns (stream Resp);
+  rpc Upload(stream Req) returns (Resp);
+  rpc Chat(stream Req) returns (stream Resp) {
+    option deprecated = true;
+  }
+}
+message Req {}
+message Resp {}
+"#;
+
+#[test]
+fn a_good_proto_generates_messages_stubs_and_the_humus_client() {
+    let dir = workspace("good", &[("ledger/v1/ledger.proto", GOOD)]);
+    compile(&dir, "ledger/v1/ledger.proto").unwrap();
+    let code = fs::read_to_string(dir.join("out/ledger.v1.rs")).unwrap();
+
+    // prost's messages and tonic's stubs, as tonic-prost-build writes them.
+    assert!(code.contains("pub struct Req {}"), "{code}");
+    assert!(code.contains("pub mod ledger_client {"));
+    assert!(code.contains("pub mod ledger_server {"));
+    // The humus module: statics with the full name, point, kind and policy.
+    assert!(code.contains("pub mod ledger_humus {"));
+    assert!(code.contains("pub static TRANSFER: ::humus::codegen::Method"));
+    assert!(code.contains(r#"full_name: "/ledger.v1.Ledger/Transfer""#));
+    assert!(code.contains(r#"point: "grpc:ledger.v1.Ledger/Transfer""#));
+    assert!(code.contains("code: ::humus::codegen::Code::Unavailable"));
+    assert!(code.contains("retry: ::humus::codegen::Verdict::Success"));
+    assert!(code.contains("breaker: ::humus::codegen::Outcome::Ignored"));
+    assert!(code.contains("never_retry: true"));
+    assert!(code.contains("kind: ::humus::codegen::RpcKind::ServerStreaming"));
+    assert!(code.contains("kind: ::humus::codegen::RpcKind::ClientStreaming"));
+    assert!(code.contains("kind: ::humus::codegen::RpcKind::Streaming"));
+    assert!(code.contains("pub type LedgerClient = Client<ProtoPolicy>;"));
+    // Proto comments become docs, made safe for rustdoc.
+    assert!(code.contains("/// Charges a card: never twice."));
+    assert!(
+        code.contains(r"/// Moves money \[between\] accounts, see <https://example.com/ledger.>")
+    );
+    assert!(code.contains("#[deprecated]"));
+    // Neither the options file nor what only it imports is generated.
+    let files: Vec<String> = fs::read_dir(dir.join("out"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(files, ["ledger.v1.rs"]);
+}
+
+#[test]
+fn the_client_and_server_stubs_can_be_left_out() {
+    let dir = workspace("no-stubs", &[("ledger.proto", GOOD)]);
+    builder(&dir)
+        .build_client(false)
+        .build_server(false)
+        .compile_protos(&[dir.join("proto/ledger.proto")], &[dir.join("proto")])
+        .unwrap();
+    let code = fs::read_to_string(dir.join("out/ledger.v1.rs")).unwrap();
+    assert!(!code.contains("ledger_client"));
+    assert!(!code.contains("ledger_server"));
+    assert!(code.contains("pub mod ledger_humus {"));
+
+    let dir = workspace("no-humus", &[("ledger.proto", GOOD)]);
+    builder(&dir)
+        .build_humus_client(false)
+        .build_server(false)
+        .compile_protos(&[dir.join("proto/ledger.proto")], &[dir.join("proto")])
+        .unwrap();
+    let code = fs::read_to_string(dir.join("out/ledger.v1.rs")).unwrap();
+    assert!(code.contains("pub mod ledger_client {"));
+    assert!(!code.contains("ledger_server"));
+    assert!(!code.contains("ledger_humus"));
+}
+
+#[test]
+fn prost_and_tonic_options_pass_through() {
+    let dir = workspace("pass-through", &[("ledger.proto", GOOD)]);
+    builder(&dir)
+        .type_attribute("ledger.v1.Req", "#[derive(Hash)]")
+        .field_attribute("ledger.v1.Req", "#[doc = \"field\"]")
+        .client_mod_attribute("ledger.v1", "#[cfg(feature = \"tonic-client\")]")
+        .disable_comments(["ledger.v1.Ledger.Charge"])
+        .include_file("all.rs")
+        .file_descriptor_set_path(dir.join("out/set.bin"))
+        .compile_protos(&[dir.join("proto/ledger.proto")], &[dir.join("proto")])
+        .unwrap();
+    let code = fs::read_to_string(dir.join("out/ledger.v1.rs")).unwrap();
+    assert!(code.contains("#[derive(Hash)]"));
+    assert!(code.contains("#[cfg(feature = \"tonic-client\")]"));
+    assert!(!code.contains("Charges a card"));
+    let include = fs::read_to_string(dir.join("out/all.rs")).unwrap();
+    assert!(include.contains("pub mod ledger {"), "{include}");
+
+    // The descriptor set keeps the humus option.
+    let set = fs::read(dir.join("out/set.bin")).unwrap();
+    let pool = prost_reflect::DescriptorPool::decode(set.as_slice()).unwrap();
+    let extension = pool.get_extension_by_name("humus.v1.policy").unwrap();
+    let charge = pool
+        .get_service_by_name("ledger.v1.Ledger")
+        .unwrap()
+        .methods()
+        .find(|m| m.name() == "Charge")
+        .unwrap();
+    assert!(charge.options().has_extension(&extension));
+}
+
+#[test]
+fn extern_paths_reach_the_humus_client() {
+    let dir = workspace(
+        "extern",
+        &[
+            (
+                "money.proto",
+                "syntax = \"proto3\"; package money; message Cents { int64 value = 1; }",
+            ),
+            (
+                "ledger.proto",
+                "syntax = \"proto3\"; package ledger.v1; import \"money.proto\";\n\
+                 import \"google/protobuf/empty.proto\";\n\
+                 service Ledger { rpc Pay(money.Cents) returns (google.protobuf.Empty); }",
+            ),
+        ],
+    );
+    builder(&dir)
+        .extern_path(".money", "::money_crate")
+        .compile_protos(&[dir.join("proto/ledger.proto")], &[dir.join("proto")])
+        .unwrap();
+    let code = fs::read_to_string(dir.join("out/ledger.v1.rs")).unwrap();
+    assert!(
+        code.contains("::humus::codegen::IntoRequest<::money_crate::Cents>"),
+        "{code}"
+    );
+    assert!(code.contains("::humus::codegen::Response<()>"));
+}
+
+#[test]
+fn a_service_without_package_is_named_without_one() {
+    let dir = workspace(
+        "no-package",
+        &[(
+            "echo.proto",
+            "syntax = \"proto3\"; message Msg {} service Echo { rpc Say(Msg) returns (Msg); }",
+        )],
+    );
+    compile(&dir, "echo.proto").unwrap();
+    let code = fs::read_to_string(dir.join("out/_.rs")).unwrap();
+    assert!(code.contains(r#"full_name: "/Echo/Say""#));
+    assert!(code.contains(r#"point: "grpc:Echo/Say""#));
+}
+
+#[test]
+fn a_proto_that_does_not_compile_fails_with_protox_message() {
+    let error = error_of(
+        "syntax",
+        "syntax = \"proto3\";\npackage ledger.v1;\nmessage Req { string id = 1 }\n",
+    );
+    assert!(error.is_compile());
+    assert!(error.problems().is_empty());
+    let text = error.to_string();
+    assert!(text.starts_with("ledger.proto:3:"), "{text}");
+    assert!(text.contains("expected ';'"), "{text}");
+
+    let error = error_of(
+        "unknown-type",
+        "syntax = \"proto3\";\npackage ledger.v1;\nservice Ledger { rpc Pay(Nope) returns (Nope); }\n",
+    );
+    assert!(error.is_compile());
+    assert!(error.to_string().contains("Nope"), "{error}");
+
+    let error = error_of(
+        "unknown-option-field",
+        &ledger("  rpc Pay(Req) returns (Resp) { option (humus.v1.policy).never_retri = true; }"),
+    );
+    assert!(error.is_compile());
+    assert!(error.to_string().contains("never_retri"), "{error}");
+}
+
+#[test]
+fn an_unknown_code_names_file_line_service_and_method() {
+    let error = error_of(
+        "unknown-code",
+        &ledger(
+            r#"  rpc Transfer(Req) returns (Resp) {
+    option (humus.v1.policy) = {
+      classify: { code: "ABORTD" retry: "RETRY" breaker: "SUCCESS" }
+    };
+  }"#,
+        ),
+    );
+    assert!(!error.is_compile());
+    let [problem] = error.problems() else {
+        panic!("one problem: {error}");
+    };
+    assert_eq!(problem.file(), "ledger.proto");
+    assert_eq!(problem.line(), Some(9));
+    assert_eq!(problem.service(), "ledger.v1.Ledger");
+    assert_eq!(problem.method(), "Transfer");
+    assert_eq!(
+        error.to_string(),
+        "1 bad humus.v1.policy annotation:\n  ledger.proto:9: ledger.v1.Ledger/Transfer: \
+         classify entry 1: unknown gRPC status code \"ABORTD\"; expected one of OK, CANCELLED, \
+         UNKNOWN, INVALID_ARGUMENT, DEADLINE_EXCEEDED, NOT_FOUND, ALREADY_EXISTS, \
+         PERMISSION_DENIED, RESOURCE_EXHAUSTED, FAILED_PRECONDITION, ABORTED, OUT_OF_RANGE, \
+         UNIMPLEMENTED, INTERNAL, UNAVAILABLE, DATA_LOSS, UNAUTHENTICATED"
+    );
+}
+
+#[test]
+fn a_code_listed_twice_is_an_error() {
+    let error = error_of(
+        "twice",
+        &ledger(
+            r#"  rpc Transfer(Req) returns (Resp) {
+    option (humus.v1.policy) = {
+      classify: { code: "ABORTED" retry: "RETRY" breaker: "SUCCESS" }
+      classify: { code: "UNAVAILABLE" retry: "RETRY" breaker: "FAILURE" }
+      classify: { code: "Aborted" retry: "STOP" breaker: "FAILURE" }
+    };
+  }"#,
+        ),
+    );
+    assert_eq!(
+        error.to_string(),
+        "1 bad humus.v1.policy annotation:\n  ledger.proto:11: ledger.v1.Ledger/Transfer: \
+         classify lists ABORTED twice (entries 1 and 3); keep one"
+    );
+}
+
+#[test]
+fn a_retry_of_ok_is_an_error() {
+    let error = error_of(
+        "retry-ok",
+        &ledger(
+            r#"  rpc Transfer(Req) returns (Resp) {
+    option (humus.v1.policy).classify = { code: "OK" retry: "RETRY" breaker: "SUCCESS" };
+  }"#,
+        ),
+    );
+    assert_eq!(
+        error.to_string(),
+        "1 bad humus.v1.policy annotation:\n  ledger.proto:8: ledger.v1.Ledger/Transfer: \
+         classify entry 1 retries OK; an attempt that succeeded is never sent again"
+    );
+}
+
+#[test]
+fn a_retry_entry_on_a_never_retry_method_is_an_error() {
+    let error = error_of(
+        "never-retry",
+        &ledger(
+            r#"  rpc Charge(Req) returns (Resp) {
+    option (humus.v1.policy) = {
+      never_retry: true
+      classify: { code: "ABORTED" retry: "STOP" breaker: "FAILURE" }
+      classify: { code: "UNAVAILABLE" retry: "RETRY" breaker: "FAILURE" }
+    };
+  }"#,
+        ),
+    );
+    assert_eq!(
+        error.to_string(),
+        "1 bad humus.v1.policy annotation:\n  ledger.proto:11: ledger.v1.Ledger/Charge: \
+         classify entry 2 retries UNAVAILABLE, but the method is never_retry; use \"STOP\" or \
+         drop never_retry"
+    );
+}
+
+#[test]
+fn unknown_or_missing_verdicts_and_outcomes_are_errors() {
+    let error = error_of(
+        "verdicts",
+        &ledger(
+            r#"  rpc Transfer(Req) returns (Resp) {
+    option (humus.v1.policy) = {
+      classify: { code: "ABORTED" retry: "AGAIN" breaker: "BROKEN" }
+      classify: { code: "UNAVAILABLE" }
+      classify: { retry: "RETRY" breaker: "FAILURE" }
+    };
+  }"#,
+        ),
+    );
+    let messages: Vec<&str> = error.problems().iter().map(|p| p.message()).collect();
+    assert_eq!(
+        messages,
+        [
+            "classify entry 1: unknown retry verdict \"AGAIN\"; expected \"RETRY\", \"STOP\" or \"SUCCESS\"",
+            "classify entry 1: unknown breaker outcome \"BROKEN\"; expected \"SUCCESS\", \"FAILURE\" or \"IGNORED\"",
+            "classify entry 2 has no `retry`; expected \"RETRY\", \"STOP\" or \"SUCCESS\"",
+            "classify entry 2 has no `breaker`; expected \"SUCCESS\", \"FAILURE\" or \"IGNORED\"",
+            "classify entry 3 has no `code`; set a gRPC status code such as \"ABORTED\"",
+        ]
+    );
+}
+
+#[test]
+fn every_mistake_is_reported_at_once() {
+    let dir = workspace(
+        "all-at-once",
+        &[
+            (
+                "ledger.proto",
+                &ledger(
+                    r#"  rpc Transfer(Req) returns (Resp) {
+    option (humus.v1.policy) = {
+      classify: { code: "ABORTD" retry: "RETRY" breaker: "SUCCESS" }
+      classify: { code: "OK" retry: "RETRY" breaker: "SUCCESS" }
+    };
+  }
+  rpc Charge(Req) returns (Resp) {
+    option (humus.v1.policy) = {
+      never_retry: true
+      classify: { code: "ABORTED" retry: "RETRY" breaker: "SUCCESS" }
+      classify: { code: "ABORTED" retry: "STOP" breaker: "SUCCESS" }
+    };
+  }"#,
+                ),
+            ),
+            (
+                "wallet.proto",
+                r#"syntax = "proto3";
+package wallet.v1;
+import "humus/v1/options.proto";
+message Req {}
+service Wallet {
+  rpc Pay(Req) returns (Req) {
+    option (humus.v1.policy).classify = { code: "NOPE" retry: "RETRY" breaker: "SUCCESS" };
+  }
+}
+"#,
+            ),
+        ],
+    );
+    let error = builder(&dir)
+        .compile_protos(
+            &[
+                dir.join("proto/ledger.proto"),
+                dir.join("proto/wallet.proto"),
+            ],
+            &[dir.join("proto")],
+        )
+        .expect_err("the build fails");
+    let lines: Vec<String> = error
+        .problems()
+        .iter()
+        .map(|p| {
+            format!(
+                "{}:{}: {}/{}",
+                p.file(),
+                p.line().unwrap(),
+                p.service(),
+                p.method()
+            )
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "ledger.proto:9: ledger.v1.Ledger/Transfer",
+            "ledger.proto:10: ledger.v1.Ledger/Transfer",
+            "ledger.proto:16: ledger.v1.Ledger/Charge",
+            "ledger.proto:17: ledger.v1.Ledger/Charge",
+            "wallet.proto:7: wallet.v1.Wallet/Pay",
+        ],
+        "{error}"
+    );
+    assert!(
+        error
+            .to_string()
+            .starts_with("5 bad humus.v1.policy annotations:\n")
+    );
+    // Nothing is written when an annotation is wrong.
+    assert_eq!(fs::read_dir(dir.join("out")).unwrap().count(), 0);
+}
+
+#[test]
+fn the_options_file_is_shipped() {
+    assert!(humus_build::OPTIONS_PROTO.contains("extend google.protobuf.MethodOptions"));
+    assert!(humus_build::OPTIONS_PROTO.contains("MethodPolicy policy = 51917;"));
+}

@@ -1,0 +1,449 @@
+//! Parsing and checking `#[humus::client(...)]` and the trait it is on.
+//! Nothing here generates code (see `expand.rs`); every mistake is recorded
+//! in the [`Ctxt`] at the user's own token, and parsing goes on so that one
+//! build shows them all.
+
+use proc_macro2::{Span, TokenStream};
+use syn::parse::{Parse, ParseStream, Parser};
+use syn::punctuated::Punctuated;
+use syn::{Attribute, Expr, Ident, Token, TraitItem, Visibility};
+
+use crate::ctxt::Ctxt;
+
+/// `tonic::Code`'s variants, as a classify table names them.
+const CODES: [&str; 17] = [
+    "Ok",
+    "Cancelled",
+    "Unknown",
+    "InvalidArgument",
+    "DeadlineExceeded",
+    "NotFound",
+    "AlreadyExists",
+    "PermissionDenied",
+    "ResourceExhausted",
+    "FailedPrecondition",
+    "Aborted",
+    "OutOfRange",
+    "Unimplemented",
+    "Internal",
+    "Unavailable",
+    "DataLoss",
+    "Unauthenticated",
+];
+
+/// `humus::retry::Verdict`'s variants.
+const VERDICTS: [&str; 3] = ["Success", "Retry", "Stop"];
+
+/// `humus::circuit::Outcome`'s variants.
+const OUTCOMES: [&str; 3] = ["Success", "Failure", "Ignored"];
+
+/// A whole `#[humus::client]` use, checked.
+#[derive(Debug)]
+pub(crate) struct Client {
+    /// The generated service module, e.g. `crate::pb::ledger_humus`.
+    pub(crate) service: syn::Path,
+    /// The policy type's name.
+    pub(crate) policy: Ident,
+    /// The trait's attributes (its docs), kept on the generated alias.
+    pub(crate) attrs: Vec<Attribute>,
+    pub(crate) vis: Visibility,
+    /// The trait's name: the alias's.
+    pub(crate) ident: Ident,
+    pub(crate) methods: Vec<Method>,
+}
+
+/// One `fn name();` of the trait, with what its `#[humus(...)]` declare.
+#[derive(Debug)]
+pub(crate) struct Method {
+    /// The method, as the generated client names it.
+    pub(crate) ident: Ident,
+    pub(crate) never_retry: bool,
+    pub(crate) table: Option<Vec<Rule>>,
+    /// A classify function, checked against `ClassifyFn` by the compiler.
+    pub(crate) classify_fn: Option<Expr>,
+}
+
+/// One classify entry: `Code => (Verdict, Outcome)`.
+#[derive(Debug)]
+pub(crate) struct Rule {
+    pub(crate) code: Ident,
+    pub(crate) retry: Ident,
+    pub(crate) breaker: Ident,
+}
+
+/// Parses the attribute's arguments and the trait; `None` when there is
+/// nothing to expand (no service path, or not a trait).
+pub(crate) fn parse(cx: &Ctxt, args: TokenStream, item: TokenStream) -> Option<Client> {
+    let args = parse_args(cx, args);
+    let item = match syn::parse2::<syn::ItemTrait>(item) {
+        Ok(item) => item,
+        Err(error) => {
+            cx.error(
+                error.span(),
+                "#[humus::client] goes on a trait: `pub trait Ledger { fn charge(); }`",
+            );
+            return None;
+        }
+    };
+    check_trait_shape(cx, &item);
+
+    let mut methods: Vec<Method> = Vec::new();
+    for trait_item in &item.items {
+        let TraitItem::Fn(function) = trait_item else {
+            cx.error_spanned_by(
+                trait_item,
+                "only methods go in a #[humus::client] trait: `fn charge();`",
+            );
+            continue;
+        };
+        check_fn_shape(cx, function);
+        let ident = function.sig.ident.clone();
+        if methods.iter().any(|m| m.ident == ident) {
+            cx.error(ident.span(), format!("`{ident}` is declared twice"));
+            continue;
+        }
+        methods.push(parse_method(cx, ident, &function.attrs));
+    }
+
+    let (service, policy) = args?;
+    let policy =
+        policy.unwrap_or_else(|| Ident::new(&format!("{}Policy", item.ident), item.ident.span()));
+    Some(Client {
+        service,
+        policy,
+        attrs: item.attrs,
+        vis: item.vis,
+        ident: item.ident,
+        methods,
+    })
+}
+
+/// `service = path::to::ledger_humus` and an optional `policy = Name`.
+fn parse_args(cx: &Ctxt, args: TokenStream) -> Option<(syn::Path, Option<Ident>)> {
+    let pairs = match Punctuated::<syn::MetaNameValue, Token![,]>::parse_terminated.parse2(args) {
+        Ok(pairs) => pairs,
+        Err(error) => {
+            cx.syn_error(error);
+            return None;
+        }
+    };
+    let mut service: Option<syn::Path> = None;
+    let mut service_given = false;
+    let mut policy: Option<Ident> = None;
+    for pair in &pairs {
+        let key = pair
+            .path
+            .get_ident()
+            .map(Ident::to_string)
+            .unwrap_or_default();
+        match key.as_str() {
+            "service" => {
+                service_given = true;
+                let syn::Expr::Path(path) = &pair.value else {
+                    cx.error_spanned_by(
+                        &pair.value,
+                        "`service` is the path of the generated module, e.g. `crate::pb::ledger_humus`",
+                    );
+                    continue;
+                };
+                if service.is_some() {
+                    cx.error_spanned_by(&pair.path, "`service` is given twice");
+                } else {
+                    service = Some(path.path.clone());
+                }
+            }
+            "policy" => {
+                let ident = match &pair.value {
+                    syn::Expr::Path(path) => path.path.get_ident().cloned(),
+                    _ => None,
+                };
+                let Some(ident) = ident else {
+                    cx.error_spanned_by(
+                        &pair.value,
+                        "`policy` names the generated policy type, e.g. `policy = LedgerPolicy`",
+                    );
+                    continue;
+                };
+                if policy.is_some() {
+                    cx.error_spanned_by(&pair.path, "`policy` is given twice");
+                } else {
+                    policy = Some(ident);
+                }
+            }
+            _ => cx.error_spanned_by(
+                &pair.path,
+                "unknown argument; expected `service = path::to::<service>_humus` and optionally `policy = Name`",
+            ),
+        }
+    }
+    match service {
+        Some(service) => Some((service, policy)),
+        None if service_given => None,
+        None => {
+            cx.error(
+                Span::call_site(),
+                "#[humus::client] needs the generated service module: `#[humus::client(service = crate::pb::ledger_humus)]`",
+            );
+            None
+        }
+    }
+}
+
+fn check_trait_shape(cx: &Ctxt, item: &syn::ItemTrait) {
+    if let Some(unsafety) = &item.unsafety {
+        cx.error_spanned_by(unsafety, "a #[humus::client] trait cannot be unsafe");
+    }
+    if let Some(auto) = &item.auto_token {
+        cx.error_spanned_by(auto, "a #[humus::client] trait cannot be auto");
+    }
+    if !item.generics.params.is_empty() || item.generics.where_clause.is_some() {
+        cx.error_spanned_by(&item.generics, "a #[humus::client] trait takes no generics");
+    }
+    if !item.supertraits.is_empty() {
+        cx.error_spanned_by(
+            &item.supertraits,
+            "a #[humus::client] trait has no supertraits",
+        );
+    }
+    for attr in &item.attrs {
+        if attr.path().is_ident("humus") {
+            cx.error_spanned_by(attr, "#[humus(...)] goes on the trait's methods");
+        }
+    }
+}
+
+fn check_fn_shape(cx: &Ctxt, function: &syn::TraitItemFn) {
+    let sig = &function.sig;
+    let ident = &sig.ident;
+    let expected = format!("declare the method as `fn {ident}();`");
+    if let Some(token) = &sig.constness {
+        cx.error_spanned_by(token, &expected);
+    }
+    if let Some(token) = &sig.asyncness {
+        cx.error_spanned_by(token, &expected);
+    }
+    if let Some(token) = &sig.unsafety {
+        cx.error_spanned_by(token, &expected);
+    }
+    if let Some(abi) = &sig.abi {
+        cx.error_spanned_by(abi, &expected);
+    }
+    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+        cx.error_spanned_by(&sig.generics, &expected);
+    }
+    if !sig.inputs.is_empty() || sig.variadic.is_some() {
+        cx.error_spanned_by(&sig.inputs, &expected);
+    }
+    if let syn::ReturnType::Type(..) = &sig.output {
+        cx.error_spanned_by(&sig.output, &expected);
+    }
+    if let Some(body) = &function.default {
+        cx.error_spanned_by(body, &expected);
+    }
+}
+
+/// One option inside `#[humus(...)]`.
+enum Opt {
+    NeverRetry(Ident),
+    Classify(Ident, Vec<RawRule>),
+    ClassifyFn(Ident, Expr),
+}
+
+/// A classify entry as written, before its names are checked.
+struct RawRule {
+    code: Ident,
+    retry: Ident,
+    breaker: Ident,
+}
+
+impl Parse for RawRule {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let code: Ident = input.parse()?;
+        input.parse::<Token![=>]>()?;
+        if !input.peek(syn::token::Paren) {
+            return Err(
+                input.error("expected `(Verdict, Outcome)` after `=>`, e.g. `(Retry, Success)`")
+            );
+        }
+        let content;
+        syn::parenthesized!(content in input);
+        let retry: Ident = content.parse()?;
+        content.parse::<Token![,]>()?;
+        let breaker: Ident = content.parse()?;
+        content.parse::<Option<Token![,]>>()?;
+        if !content.is_empty() {
+            return Err(content.error("expected `(Verdict, Outcome)`, e.g. `(Retry, Success)`"));
+        }
+        Ok(RawRule {
+            code,
+            retry,
+            breaker,
+        })
+    }
+}
+
+impl Parse for Opt {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let name: Ident = input.parse()?;
+        match name.to_string().as_str() {
+            "never_retry" => Ok(Opt::NeverRetry(name)),
+            "classify" => {
+                let content;
+                syn::parenthesized!(content in input);
+                let rules = Punctuated::<RawRule, Token![,]>::parse_terminated(&content)?;
+                Ok(Opt::Classify(name, rules.into_iter().collect()))
+            }
+            "classify_fn" => {
+                input.parse::<Token![=]>()?;
+                Ok(Opt::ClassifyFn(name, input.parse()?))
+            }
+            _ => Err(syn::Error::new(
+                name.span(),
+                "unknown option; expected `never_retry`, `classify(Code => (Verdict, Outcome), ...)` or `classify_fn = path::to::function`",
+            )),
+        }
+    }
+}
+
+fn parse_method(cx: &Ctxt, ident: Ident, attrs: &[Attribute]) -> Method {
+    let mut never_retry: Option<Ident> = None;
+    let mut classify: Option<(Ident, Vec<RawRule>)> = None;
+    let mut classify_fn: Option<Expr> = None;
+    for attr in attrs {
+        if attr.path().is_ident("doc") {
+            continue;
+        }
+        if !attr.path().is_ident("humus") {
+            cx.error_spanned_by(
+                attr,
+                "only #[humus(...)] and doc comments go on a #[humus::client] method",
+            );
+            continue;
+        }
+        let opts = match attr.parse_args_with(Punctuated::<Opt, Token![,]>::parse_terminated) {
+            Ok(opts) => opts,
+            Err(error) => {
+                cx.syn_error(error);
+                continue;
+            }
+        };
+        for opt in opts {
+            match opt {
+                Opt::NeverRetry(name) => {
+                    if never_retry.is_some() {
+                        cx.error(name.span(), "`never_retry` is given twice");
+                    } else {
+                        never_retry = Some(name);
+                    }
+                }
+                Opt::Classify(name, rules) => {
+                    if classify.is_some() {
+                        cx.error(
+                            name.span(),
+                            "`classify` is given twice; put every entry in one table",
+                        );
+                    } else {
+                        classify = Some((name, rules));
+                    }
+                }
+                Opt::ClassifyFn(name, function) => {
+                    if classify_fn.is_some() {
+                        cx.error(name.span(), "`classify_fn` is given twice");
+                    } else {
+                        classify_fn = Some(function);
+                    }
+                }
+            }
+        }
+    }
+
+    let table = classify.map(|(_, rules)| check_table(cx, &ident, never_retry.is_some(), rules));
+    Method {
+        ident,
+        never_retry: never_retry.is_some(),
+        table,
+        classify_fn,
+    }
+}
+
+/// Checks the names and the consistency of a classify table, keeping the
+/// entries that are right.
+fn check_table(cx: &Ctxt, method: &Ident, never_retry: bool, rules: Vec<RawRule>) -> Vec<Rule> {
+    let mut table: Vec<Rule> = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
+    for rule in rules {
+        let code = rule.code.to_string();
+        let mut ok = true;
+        if !CODES.contains(&code.as_str()) {
+            ok = false;
+            cx.error(rule.code.span(), unknown("gRPC status code", &code, &CODES));
+        } else if seen.contains(&code) {
+            ok = false;
+            cx.error(
+                rule.code.span(),
+                format!("`{code}` is listed twice in this classify table"),
+            );
+        } else {
+            seen.push(code.clone());
+        }
+        let retry = rule.retry.to_string();
+        if !VERDICTS.contains(&retry.as_str()) {
+            ok = false;
+            cx.error(
+                rule.retry.span(),
+                unknown("retry verdict", &retry, &VERDICTS),
+            );
+        } else if retry == "Retry" {
+            if code == "Ok" {
+                ok = false;
+                cx.error(
+                    rule.retry.span(),
+                    "`Ok` cannot be retried: an attempt that succeeded is never sent again",
+                );
+            }
+            if never_retry {
+                ok = false;
+                cx.error(
+                    rule.retry.span(),
+                    format!(
+                        "`{method}` is `never_retry`, so no entry can retry it; use `Stop`, or drop `never_retry`"
+                    ),
+                );
+            }
+        }
+        let breaker = rule.breaker.to_string();
+        if !OUTCOMES.contains(&breaker.as_str()) {
+            ok = false;
+            cx.error(
+                rule.breaker.span(),
+                unknown("breaker outcome", &breaker, &OUTCOMES),
+            );
+        }
+        if ok {
+            table.push(Rule {
+                code: rule.code,
+                retry: rule.retry,
+                breaker: rule.breaker,
+            });
+        }
+    }
+    table
+}
+
+/// "unknown X `y`; expected one of ..." with a suggestion when only the
+/// spelling differs (`ABORTED` for `Aborted`).
+fn unknown(what: &str, given: &str, known: &[&str]) -> String {
+    let squash = |s: &str| {
+        s.chars()
+            .filter(|c| *c != '_')
+            .map(|c| c.to_ascii_lowercase())
+            .collect::<String>()
+    };
+    let mut message = format!("unknown {what} `{given}`");
+    if let Some(similar) = known.iter().find(|k| squash(k) == squash(given)) {
+        message.push_str(&format!("; did you mean `{similar}`?"));
+    } else {
+        message.push_str(&format!("; expected one of {}", known.join(", ")));
+    }
+    message
+}

@@ -1,0 +1,150 @@
+//! The policy declared in the `.proto` (humus-build) and with
+//! `#[humus::client]` reaches each method's static descriptor, and both
+//! declarations of the same policy give the same descriptors.
+
+use humus::circuit::Outcome;
+use humus::grpc::client::{Classification, CodeRule, Method, RpcKind};
+use humus::retry::Verdict;
+use humus_tests::pb::ledger::v1::{ledger_humus, plain_ledger_humus};
+use tonic::Code;
+
+/// Issue 5's example, declared in Rust over the unannotated service.
+#[humus::client(service = plain_ledger_humus)]
+pub trait Ledger {
+    /// Charge is never sent twice.
+    #[humus(never_retry)]
+    fn charge();
+    /// A write race is over by the next attempt.
+    #[humus(classify(Aborted => (Retry, Success)))]
+    fn transfer();
+}
+
+fn classify_balance(
+    _method: &str,
+    _status: Option<&tonic::Status>,
+    _trailer: &tonic::metadata::MetadataMap,
+) -> Classification {
+    Classification {
+        retry: Verdict::Stop,
+        retry_after: None,
+        breaker: Outcome::Ignored,
+    }
+}
+
+/// Every option at once, over the annotated service.
+#[humus::client(service = ledger_humus, policy = Everything)]
+pub trait Custom {
+    #[humus(classify_fn = classify_balance)]
+    #[humus(classify(Unavailable => (Retry, Failure), NotFound => (Success, Ignored)))]
+    fn balance();
+    #[humus(classify(Aborted => (Stop, Failure)))]
+    fn charge();
+    #[humus(never_retry)]
+    fn entries();
+    fn sync();
+}
+
+const ABORTED_RETRY: CodeRule = CodeRule {
+    code: Code::Aborted,
+    retry: Verdict::Retry,
+    breaker: Outcome::Success,
+};
+
+#[test]
+fn the_proto_policy_reaches_the_statics() {
+    let transfer: &Method = &ledger_humus::TRANSFER;
+    assert_eq!(transfer.full_name, "/ledger.v1.Ledger/Transfer");
+    assert_eq!(transfer.point, "grpc:ledger.v1.Ledger/Transfer");
+    assert_eq!(transfer.kind, RpcKind::Unary);
+    assert!(!transfer.policy.never_retry);
+    assert_eq!(transfer.policy.table, &[ABORTED_RETRY]);
+    assert!(transfer.policy.classify.is_none());
+
+    let charge = &ledger_humus::CHARGE;
+    assert!(charge.policy.never_retry);
+    assert!(charge.policy.table.is_empty());
+
+    let balance = &ledger_humus::BALANCE;
+    assert!(!balance.policy.never_retry);
+    assert!(balance.policy.table.is_empty());
+}
+
+#[test]
+fn each_kind_is_known() {
+    assert_eq!(ledger_humus::ENTRIES.kind, RpcKind::ServerStreaming);
+    assert_eq!(ledger_humus::IMPORT.kind, RpcKind::ClientStreaming);
+    assert_eq!(ledger_humus::SYNC.kind, RpcKind::Streaming);
+    assert_eq!(ledger_humus::SYNC.full_name, "/ledger.v1.Ledger/Sync");
+    assert_eq!(ledger_humus::SYNC.point, "grpc:ledger.v1.Ledger/Sync");
+}
+
+#[test]
+fn the_generated_client_calls_with_the_proto_policy() {
+    let methods = ledger_humus::LedgerClient::METHODS;
+    assert_eq!(methods.len(), 6);
+    let transfer = ledger_humus::LedgerClient::TRANSFER;
+    assert_eq!(transfer.policy.table, &[ABORTED_RETRY]);
+    assert!(ledger_humus::LedgerClient::CHARGE.policy.never_retry);
+}
+
+#[test]
+fn the_attribute_declares_the_same_policy_as_the_proto() {
+    let from_proto = ledger_humus::LedgerClient::METHODS;
+    let from_rust = Ledger::METHODS;
+    assert_eq!(from_proto.len(), from_rust.len());
+    for (proto, rust) in from_proto.iter().zip(from_rust) {
+        assert_eq!(
+            proto.full_name.replace("Ledger/", ""),
+            rust.full_name.replace("PlainLedger/", "")
+        );
+        assert_eq!(proto.kind, rust.kind);
+        assert_eq!(
+            proto.policy.never_retry, rust.policy.never_retry,
+            "{}",
+            rust.full_name
+        );
+        assert_eq!(proto.policy.table, rust.policy.table, "{}", rust.full_name);
+        assert_eq!(
+            proto.policy.classify.is_some(),
+            rust.policy.classify.is_some()
+        );
+    }
+    assert_eq!(Ledger::CHARGE.point, "grpc:ledger.v1.PlainLedger/Charge");
+}
+
+#[test]
+fn the_attribute_changes_only_what_it_sets() {
+    // balance: a table and a function, over no .proto policy.
+    let balance = Custom::BALANCE;
+    assert_eq!(
+        balance.policy.table,
+        &[
+            CodeRule {
+                code: Code::Unavailable,
+                retry: Verdict::Retry,
+                breaker: Outcome::Failure,
+            },
+            CodeRule {
+                code: Code::NotFound,
+                retry: Verdict::Success,
+                breaker: Outcome::Ignored,
+            },
+        ]
+    );
+    let classify = balance.policy.classify.expect("the classify function");
+    assert_eq!(
+        classify("/ledger.v1.Ledger/Balance", None, &Default::default()).breaker,
+        Outcome::Ignored
+    );
+    // charge: the .proto's never_retry stays; the table is the attribute's.
+    assert!(Custom::CHARGE.policy.never_retry);
+    assert_eq!(Custom::CHARGE.policy.table[0].retry, Verdict::Stop);
+    // entries: never_retry added.
+    assert!(Custom::ENTRIES.policy.never_retry);
+    // transfer: not named, so the .proto's table.
+    assert_eq!(Custom::TRANSFER.policy.table, &[ABORTED_RETRY]);
+    // sync: named with nothing set.
+    assert!(!Custom::SYNC.policy.never_retry);
+    assert!(Custom::SYNC.policy.table.is_empty());
+    let _: fn() -> Option<Everything> = || None;
+}
