@@ -1,1 +1,41 @@
-//! The humus examples: the wallet walkthrough (a wallet calling its ledger).
+//! The humus examples: the wallet walkthrough, a wallet service whose
+//! handlers call its ledger through a typed humus client (seed 000, "The
+//! wallet walkthrough").
+//!
+//! Run it with `cargo run -p humus-examples --bin walkthrough`; each
+//! service also runs alone (`--bin ledger`, `--bin wallet`).
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`pb`] | the code `humus-build` generates from `proto/`: messages, tonic stubs, typed humus clients |
+//! | [`config`] | settings from environment variables, checked; exit codes 78 and 1 |
+//! | [`ledger`] | the ledger service: the dependency, with knobs that make it misbehave |
+//! | [`wallet`] | the wallet service: its ledger client, its handlers, its readiness |
+//! | [`recording`] | OpenTelemetry SDK providers recording in memory, and readers of what they hold |
+//! | [`walkthrough`] | the phases, the table and the timeline |
+
+pub mod config;
+pub mod ledger;
+pub mod recording;
+pub mod walkthrough;
+pub mod wallet;
+
+/// The code `humus-build` generates from `proto/`.
+pub mod pb {
+    /// `ledger.v1`.
+    pub mod ledger {
+        /// `ledger.v1`: the ledger's messages, tonic stubs and typed humus
+        /// client (`ledger_humus::LedgerClient`).
+        pub mod v1 {
+            include!(concat!(env!("OUT_DIR"), "/ledger.v1.rs"));
+        }
+    }
+    /// `wallet.v1`.
+    pub mod wallet {
+        /// `wallet.v1`: the wallet's messages, tonic stubs and typed humus
+        /// client.
+        pub mod v1 {
+            include!(concat!(env!("OUT_DIR"), "/wallet.v1.rs"));
+        }
+    }
+}

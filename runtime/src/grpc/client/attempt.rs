@@ -20,6 +20,7 @@ use super::hooks::{AttemptSpan, Hooks, call_context};
 use super::stream::{End, Holder, Settle, Streaming, deadline_exceeded};
 use super::{CallState, Ended, Method, classify_attempt};
 use crate::circuit::{Outcome, Rejected, Ticket};
+use crate::fault::InjectedError;
 use crate::retry::{self, Attempted, Decision, Next};
 
 /// How many times one attempt is sent again, at once, when its request
@@ -62,7 +63,14 @@ async fn bounded<T>(
         biased;
         () = inner.conn.closed() => Cut::Closed,
         result = attempt => match result {
-            Err(_) if deadline.is_some_and(|d| Instant::now() >= d) => Cut::Deadline,
+            // An injected delay the deadline cut short keeps its own
+            // status: DeadlineExceeded, with the injected error as source.
+            Err(status)
+                if deadline.is_some_and(|d| Instant::now() >= d)
+                    && InjectedError::from_status(&status).is_none() =>
+            {
+                Cut::Deadline
+            }
             result => Cut::Returned(result),
         },
         () = deadline_passed => Cut::Deadline,
@@ -100,7 +108,8 @@ impl<'a> Call<'a> {
         if self.inner.conn.is_closed() {
             return Err(closing());
         }
-        self.inner.breaker.allow().map_err(|rejected| {
+        let allowed = self.hooks.in_call(|| self.inner.breaker.allow());
+        allowed.map_err(|rejected| {
             self.hooks.rejected(self.attempt, &rejected);
             self.hooks.decided(Decision::Stopped);
             rejected_status(rejected)
@@ -132,7 +141,7 @@ impl<'a> Call<'a> {
             c.retry = retry::Verdict::Stop;
             c.retry_after = None;
         }
-        ticket.done(c.breaker);
+        self.hooks.in_call(|| ticket.done(c.breaker));
         self.hooks.counted(c.breaker);
         let next = retry::decide(
             &self.inner.budget,
@@ -476,7 +485,7 @@ fn stream_settle(
         };
         match outcome {
             Some(outcome) => {
-                ticket.done(outcome);
+                hooks.in_call(|| ticket.done(outcome));
                 hooks.counted(outcome);
             }
             None => ticket.release(),

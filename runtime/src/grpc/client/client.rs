@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use super::attempt::{self, Outbound};
 use super::codec::encode_once;
 use super::connection::Connection;
-use super::hooks::{Hooks, call_context};
+use super::hooks::call_context;
 use super::stream::Holder;
 use super::{Method, NewError, Settings, Streaming};
 use crate::{Setup, circuit, fault, health, retry, telemetry};
@@ -49,11 +49,13 @@ pub(super) struct Inner {
     pub(super) breaker: circuit::Breaker,
     pub(super) budget: retry::Budget,
     pub(super) backoff: retry::Exponential,
-    /// Seam for issue 6: spans, metrics and propagation per attempt.
-    #[allow(dead_code)]
-    pub(super) telemetry: telemetry::Telemetry,
-    /// Seam for issue 7: the fault point evaluated once per attempt.
-    #[allow(dead_code)]
+    /// Spans, metrics, propagation and the breaker's log records, through
+    /// the Setup's telemetry.
+    pub(super) recorder: telemetry::ClientRecorder,
+    /// Keeps the breaker in `humus.circuit.state` while the client lives.
+    _registration: telemetry::BreakerRegistration,
+    /// The fault point evaluated once per attempt, and the scenario
+    /// stripped from what is sent.
     pub(super) faults: fault::Injector,
 }
 
@@ -81,16 +83,16 @@ impl Client {
     /// `settings` (a service's main exits 1 on it).
     pub fn new(setup: &Setup, settings: Settings) -> Result<Client, NewError> {
         settings.check()?;
-        let telemetry = setup.telemetry().clone();
-        let breaker = {
-            let telemetry = telemetry.clone();
-            let addr = settings.addr.clone();
-            circuit::Breaker::new(
-                settings.breaker,
-                settings.breaker_policy.clone(),
-                move |transition| Hooks::transition(&telemetry, &addr, transition),
-            )
-            .map_err(NewError::breaker)?
+        let recorder = telemetry::ClientRecorder::new(setup.telemetry(), &settings.addr);
+        let breaker = circuit::Breaker::new(
+            settings.breaker,
+            settings.breaker_policy.clone(),
+            recorder.transition_observer(),
+        )
+        .map_err(NewError::breaker)?;
+        let registration = {
+            let breaker = breaker.clone();
+            recorder.register_breaker(move || breaker.state())
         };
         let budget = retry::Budget::new(settings.retry_budget).map_err(NewError::budget)?;
         let backoff = retry::Exponential::new(settings.backoff_base, settings.backoff_max);
@@ -108,7 +110,8 @@ impl Client {
                 breaker,
                 budget,
                 backoff,
-                telemetry,
+                recorder,
+                _registration: registration,
                 faults: setup.faults().clone(),
             }),
         })

@@ -1,58 +1,66 @@
-//! The seams of the attempt loop for telemetry (issue 6) and failure
-//! injection (issue 7). Every call goes through these functions at fixed
-//! points; today they do nothing. Fill them in here, without touching the
-//! loop.
+//! Telemetry (issue 6) and failure injection (issue 7) in the attempt
+//! loop: the functions the loop calls at fixed points of every call, over
+//! the client's [`ClientRecorder`](crate::telemetry::ClientRecorder) and
+//! the [`Setup`](crate::Setup)'s [`Injector`](crate::fault::Injector).
 //!
 //! Where the loop calls them, per attempt of a unary call (and per attempt
 //! to open a stream):
 //!
 //! ```text
 //! breaker.allow()      rejected -> Hooks::rejected, Hooks::decided(Stopped), return
-//! Hooks::attempt_start (the attempt's span, a child of the call's context)
-//! Hooks::inject_fault  (inside the breaker and the deadline)
+//! Hooks::attempt_start (the attempt's CLIENT span, a child of the call's context)
+//! Hooks::inject_fault  (the point `method.point`, inside the breaker and the deadline)
 //!                      Err(status) -> that is the attempt's result
-//! Hooks::propagate     (writes the metadata sent: trace context, baggage)
+//! Hooks::propagate     (writes the metadata sent: trace context, baggage
+//!                       without the scenario unless `forward_scenario`)
 //! ... the attempt over the channel ...
 //! Hooks::attempt_end   (the attempt's status; for a stream that opened, at its end)
 //! ticket.done(outcome) -> Hooks::counted(outcome)
 //! retry::decide        -> Hooks::decided(decision)
 //! ```
 //!
-//! The breaker's transitions reach [`Hooks::transition`] (installed as the
-//! breaker's observer in `Client::new`).
+//! The breaker's transitions reach the recorder's
+//! [`transition_observer`](crate::telemetry::ClientRecorder::transition_observer),
+//! installed in `Client::new`; the loop makes the call's context current
+//! around `allow` and `done` ([`Hooks::in_call`]), so each transition's log
+//! record carries the trace context of the call that made it.
 
 use std::time::Duration;
 
 use opentelemetry::Context;
+use opentelemetry::trace::TraceContextExt as _;
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 
 use super::Method;
 use super::client::Inner;
-use crate::circuit::{Outcome, Rejected, Transition};
+use crate::circuit::{Outcome, Rejected};
 use crate::retry::Decision;
-use crate::telemetry::Telemetry;
+use crate::telemetry::Attempt;
 
 /// The telemetry and fault seams of one call of one method.
 pub(super) struct Hooks<'a> {
-    #[allow(dead_code)]
     pub(super) inner: &'a Inner,
-    #[allow(dead_code)]
     pub(super) method: &'static Method,
     /// The call's context, read when the call started: an
     /// `opentelemetry::Context` in the request's extensions, else the
     /// current one. Its span is the parent of each attempt's; its baggage
     /// carries the failure scenario.
-    #[allow(dead_code)]
     pub(super) cx: Context,
 }
 
-/// What a started attempt carries until it ends: issue 6 puts the
-/// attempt's CLIENT span here (and makes `cx` the context holding it).
+/// One started attempt until it ends: its CLIENT span (one from a
+/// stream's open to its end) and the context failure injection and the
+/// propagator see.
 pub(super) struct AttemptSpan {
-    /// The attempt's context: what the fault point and the propagator see.
-    #[allow(dead_code)]
-    pub(super) cx: Context,
+    attempt: Attempt,
+}
+
+impl AttemptSpan {
+    /// The attempt's context: the call's baggage, the attempt's span.
+    fn cx(&self) -> &Context {
+        self.attempt.context()
+    }
 }
 
 /// The call's context: the `opentelemetry::Context` in the request's
@@ -66,73 +74,111 @@ pub(super) fn call_context(extensions: &tonic::Extensions) -> Context {
 }
 
 impl Hooks<'_> {
-    /// The breaker rejected attempt `attempt`: nothing was sent. Issue 6: a
-    /// span of humus's own scope with `UNAVAILABLE` and the rejection's
-    /// message; `humus.circuit.calls` counts it as rejected.
-    pub(super) fn rejected(&self, attempt: u32, rejected: &Rejected) {
-        let _ = (attempt, rejected);
+    /// Runs `f` (a call of the breaker's `allow` or a ticket's `done`) with
+    /// the call's context current, so the log record of a transition it
+    /// makes carries the call's trace context. `f` is synchronous: the
+    /// guard never crosses an `.await`. A context with no span is not
+    /// attached (the record would carry nothing of it).
+    pub(super) fn in_call<T>(&self, f: impl FnOnce() -> T) -> T {
+        if self.cx.has_active_span() {
+            let _guard = self.cx.clone().attach();
+            f()
+        } else {
+            f()
+        }
     }
 
-    /// The fault point `method.point`, evaluated once per attempt, inside
-    /// the breaker (after `allow`, before anything is sent). Issue 7: an
-    /// abort returns `Err` (Unavailable wrapping the injected error), which
+    /// The breaker rejected attempt `attempt`: nothing was sent. A span of
+    /// humus's own scope with `UNAVAILABLE` and the rejection's message;
+    /// `humus.circuit.calls` counts it as rejected. Nothing is evaluated.
+    pub(super) fn rejected(&self, attempt: u32, rejected: &Rejected) {
+        let _ = attempt;
+        self.inner
+            .recorder
+            .record_rejected(&self.cx, self.method.full_name, &rejected.to_string());
+    }
+
+    /// Attempt `attempt` starts: its CLIENT span, a child of the call's
+    /// context [`Hooks::cx`], keeping its baggage.
+    pub(super) fn attempt_start(&self, attempt: u32) -> AttemptSpan {
+        let _ = attempt;
+        AttemptSpan {
+            attempt: self
+                .inner
+                .recorder
+                .start_attempt(&self.cx, self.method.full_name),
+        }
+    }
+
+    /// The fault point `method.point`, evaluated once per attempt in the
+    /// attempt's context, inside the breaker (after `allow`, before
+    /// anything is sent). An abort returns `Err` (Unavailable, with the
+    /// [`InjectedError`](crate::fault::InjectedError) as its source), which
     /// becomes the attempt's result and is classified like any; a delay is
     /// waited here, inside the call's deadline (`deadline`, `None` for a
-    /// stream without one).
+    /// stream without one): cut short by it, the attempt ends
+    /// DeadlineExceeded; by `Setup::stop`, Cancelled. Injection off:
+    /// nothing is evaluated.
     pub(super) async fn inject_fault(
         &self,
         span: &AttemptSpan,
         deadline: Option<tokio::time::Instant>,
     ) -> Result<(), Status> {
-        let _ = (span, deadline);
-        Ok(())
+        let faults = &self.inner.faults;
+        if !faults.is_on() {
+            return Ok(());
+        }
+        let point = self.method.point;
+        let fault = faults.eval(span.cx(), point);
+        if fault.is_none() {
+            return Ok(());
+        }
+        fault
+            .inject_until(point, deadline, self.inner.conn.closed())
+            .await
+            .map_err(|e| e.to_status())
     }
 
-    /// Attempt `attempt` starts. Issue 6: start the attempt's CLIENT span,
-    /// a child of the call's context [`Hooks::cx`].
-    pub(super) fn attempt_start(&self, attempt: u32) -> AttemptSpan {
-        let _ = attempt;
-        AttemptSpan {
-            cx: self.cx.clone(),
+    /// Writes what the attempt sends besides the caller's metadata: the
+    /// attempt's trace context and the call's baggage, with the Setup's
+    /// propagator, the failure scenario stripped from that baggage unless
+    /// `Settings::forward_scenario` (every other member goes).
+    pub(super) fn propagate(&self, span: &AttemptSpan, metadata: &mut MetadataMap) {
+        let stripped = if self.inner.settings.forward_scenario {
+            None
+        } else {
+            self.inner.faults.strip(span.cx())
+        };
+        match stripped {
+            Some(cx) => span.attempt.inject_with_baggage(&cx, metadata),
+            None => span.attempt.inject(metadata),
         }
     }
 
-    /// Writes what the attempt sends besides the caller's metadata. Issue 6:
-    /// inject the attempt's trace context and the call's baggage into
-    /// `metadata` with the Setup's propagator; issue 7: strip the failure
-    /// scenario from that baggage unless `Settings::forward_scenario`.
-    pub(super) fn propagate(&self, span: &AttemptSpan, metadata: &mut MetadataMap) {
-        let _ = (span, metadata);
-    }
-
     /// An attempt ended (for a stream that opened: the stream ended) with
-    /// `status` (`None` for OK), after `elapsed`. Issue 6: end the span with
-    /// `rpc.response.status_code`, record `rpc.client.call.duration`.
+    /// `status` (`None` for OK): ends its span with
+    /// `rpc.response.status_code` (and `error.type`, the code's name or
+    /// the injected error's), records `rpc.client.call.duration`. The
+    /// duration is the attempt's own clock; `elapsed` is the loop's.
     pub(super) fn attempt_end(
         &self,
         span: AttemptSpan,
         status: Option<&Status>,
         elapsed: Duration,
     ) {
-        let _ = (span, status, elapsed);
+        let _ = elapsed;
+        span.attempt.end(status);
     }
 
-    /// The breaker counted an attempt (or a stream) as `outcome`. Issue 6:
+    /// The breaker counted an attempt (or a stream) as `outcome`:
     /// `humus.circuit.calls`.
     pub(super) fn counted(&self, outcome: Outcome) {
-        let _ = outcome;
+        self.inner.recorder.record_call(outcome);
     }
 
-    /// The retry loop decided `decision` after an attempt. Issue 6:
+    /// The retry loop decided `decision` after an attempt:
     /// `humus.retry.decisions`.
     pub(super) fn decided(&self, decision: Decision) {
-        let _ = decision;
-    }
-
-    /// The breaker of the client of `addr` changed state. Issue 6: a log
-    /// record and `humus.circuit.transitions`. Called from the breaker's
-    /// observer, so outside its lock, one at a time, in order.
-    pub(super) fn transition(telemetry: &Telemetry, addr: &str, transition: &Transition) {
-        let _ = (telemetry, addr, transition);
+        self.inner.recorder.record_decision(decision);
     }
 }

@@ -1,0 +1,61 @@
+//! The wallet walkthrough: `cargo run -p humus-examples --bin walkthrough`.
+//!
+//! Starts the ledger and the wallet on loopback, drives seven scripted
+//! phases, prints a table per phase read from the OpenTelemetry data it
+//! collected, writes an SVG timeline, and exits 0 only if every phase
+//! behaved as it says.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use humus_examples::config;
+use humus_examples::walkthrough::{self, Options};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let options = Options {
+        svg: Some(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/walkthrough/timeline.svg"),
+        ),
+        ..Options::default()
+    };
+    let report = match walkthrough::run(options).await {
+        Ok(report) => report,
+        Err(failure) => return config::exit("walkthrough", Err(failure)),
+    };
+    println!();
+    println!("What each phase did, read from the OpenTelemetry data: calls and attempts are the");
+    println!(
+        "wallet's to the ledger (a call the breaker rejects makes no attempt); p50 and p99 are"
+    );
+    println!("the latencies of the wallet's own answers, from its server spans.");
+    println!();
+    print!("{}", report.table());
+    println!();
+    if let Some(svg) = &report.svg {
+        let shown = svg.canonicalize().unwrap_or_else(|_| svg.clone());
+        println!(
+            "Timeline of the breaker's state and the attempts per second: {}",
+            shown.display()
+        );
+    }
+    let failed: Vec<&str> = report
+        .phases
+        .iter()
+        .filter(|p| !p.passed())
+        .map(|p| p.name)
+        .collect();
+    if failed.is_empty() {
+        println!(
+            "Every phase behaved as it says ({:.1}s).",
+            report.took.as_secs_f64()
+        );
+        ExitCode::SUCCESS
+    } else {
+        println!(
+            "These phases did not behave as they say: {}",
+            failed.join(", ")
+        );
+        ExitCode::from(config::EXIT_SOFTWARE)
+    }
+}

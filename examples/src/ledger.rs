@@ -1,0 +1,433 @@
+//! The ledger service (`ledger.v1.Ledger`): the wallet's dependency.
+//!
+//! An in-memory book of accounts, with what the walkthrough needs to show
+//! a caller's resilience: transfers deduplicated by request id (so a retry
+//! never moves money twice), and knobs that make the ledger misbehave on
+//! purpose ([`Ledger::race_next_transfers`], [`Ledger::lose_next_replies`],
+//! [`Ledger::set_charge_unavailable`]). A full outage is the ledger's
+//! listener stopped ([`Serving::stop`]); recovery is serving it again on
+//! the same address ([`serve`]), with the same book.
+//!
+//! The ledger also counts what reached it ([`Ledger::seen`]): the
+//! dependency's own view, against which the walkthrough checks what its
+//! client says it sent.
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use futures_util::Stream;
+use tokio::net::TcpListener;
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio::task::JoinHandle;
+use tonic::transport::server::TcpIncoming;
+use tonic::{Request, Response, Status};
+
+use crate::pb::ledger::v1 as pb;
+use pb::ledger_server::LedgerServer;
+
+/// The environment variable the standalone ledger reads its listening
+/// address from (`host:port`; default [`DEFAULT_LISTEN_ADDR`]).
+pub const ENV_LISTEN_ADDR: &str = "LEDGER_LISTEN_ADDR";
+
+/// The standalone ledger's listening address when [`ENV_LISTEN_ADDR`] is
+/// not set.
+pub const DEFAULT_LISTEN_ADDR: &str = "127.0.0.1:50051";
+
+/// The ledger's book and knobs: cheap to clone, every clone the same
+/// ledger, safe to use from many tasks at once.
+#[derive(Clone, Debug, Default)]
+pub struct Ledger {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    book: Mutex<Book>,
+    race_next: AtomicU32,
+    lose_next: AtomicU32,
+    charge_unavailable: AtomicBool,
+    recorded: broadcast::Sender<pb::Entry>,
+}
+
+impl Default for Inner {
+    fn default() -> Self {
+        Inner {
+            book: Mutex::default(),
+            race_next: AtomicU32::new(0),
+            lose_next: AtomicU32::new(0),
+            charge_unavailable: AtomicBool::new(false),
+            recorded: broadcast::channel(1024).0,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Book {
+    balances: HashMap<String, i64>,
+    entries: Vec<pb::Entry>,
+    /// Every applied transfer's receipt, by request id.
+    transfers: HashMap<String, pb::TransferResponse>,
+    /// Request ids a write race already aborted once.
+    raced: HashSet<String>,
+    /// How many times each transfer's request id reached the ledger.
+    received: HashMap<String, u32>,
+    charges: u64,
+    seen: Seen,
+}
+
+/// What reached the ledger: one count per RPC that reached a handler,
+/// whatever it answered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Seen {
+    /// `Transfer` requests, retries included.
+    pub transfers: u64,
+    /// `Transfer` requests answered with the receipt of an earlier attempt
+    /// of the same request id (deduplicated, not applied again).
+    pub replays: u64,
+    /// `Charge` requests.
+    pub charges: u64,
+    /// `Balance` requests.
+    pub balances: u64,
+    /// `WatchEntries` streams opened.
+    pub watches: u64,
+}
+
+impl Ledger {
+    /// An empty ledger: every account holds zero, every knob is off.
+    pub fn new() -> Ledger {
+        Ledger::default()
+    }
+
+    /// Makes the next `n` transfers whose request id the ledger has not
+    /// seen lose a write race: each is answered `ABORTED` once, unapplied,
+    /// and succeeds when it is sent again.
+    pub fn race_next_transfers(&self, n: u32) {
+        self.inner.race_next.store(n, Ordering::SeqCst);
+    }
+
+    /// Makes the next `n` transfers that the ledger applies lose their
+    /// reply: each is applied and answered `UNAVAILABLE`, as when the
+    /// connection breaks after the request reached the ledger. Sent again
+    /// with the same request id, it is answered with its receipt and not
+    /// applied twice.
+    pub fn lose_next_replies(&self, n: u32) {
+        self.inner.lose_next.store(n, Ordering::SeqCst);
+    }
+
+    /// While on, every `Charge` is answered `UNAVAILABLE` (the card
+    /// processor is down), and nothing is charged.
+    pub fn set_charge_unavailable(&self, on: bool) {
+        self.inner.charge_unavailable.store(on, Ordering::SeqCst);
+    }
+
+    /// What has reached the ledger so far.
+    pub fn seen(&self) -> Seen {
+        self.book().seen
+    }
+
+    /// How many times a transfer with `request_id` reached the ledger.
+    pub fn received(&self, request_id: &str) -> u32 {
+        self.book().received.get(request_id).copied().unwrap_or(0)
+    }
+
+    /// `account`'s balance, in cents.
+    pub fn balance(&self, account: &str) -> i64 {
+        self.book().balances.get(account).copied().unwrap_or(0)
+    }
+
+    /// How many transfers the ledger has applied (each request id once).
+    pub fn applied_transfers(&self) -> usize {
+        self.book().transfers.len()
+    }
+
+    /// The tonic service of this ledger, for a server that has no
+    /// [`Serving::stop`] of its own: its `WatchEntries` streams end only
+    /// when their caller cancels.
+    pub fn service(&self) -> LedgerServer<Service> {
+        let (_stop, stopping) = watch::channel(false);
+        LedgerServer::new(Service {
+            ledger: self.clone(),
+            stopping,
+        })
+    }
+
+    fn book(&self) -> MutexGuard<'_, Book> {
+        // A panic while the book was held is a bug of this module; the
+        // book's invariants hold between statements, so keep going.
+        self.inner
+            .book
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn transfer(&self, req: pb::TransferRequest) -> Result<pb::TransferResponse, Status> {
+        let mut book = self.book();
+        book.seen.transfers += 1;
+        *book.received.entry(req.request_id.clone()).or_default() += 1;
+        if req.request_id.is_empty() {
+            return Err(Status::invalid_argument("request_id: must not be empty"));
+        }
+        if let Some(receipt) = book.transfers.get(&req.request_id).cloned() {
+            book.seen.replays += 1;
+            return Ok(receipt);
+        }
+        if req.from.is_empty() || req.to.is_empty() {
+            return Err(Status::invalid_argument("from, to: must not be empty"));
+        }
+        if req.from == req.to {
+            return Err(Status::invalid_argument("to: must differ from from"));
+        }
+        if req.cents <= 0 {
+            return Err(Status::invalid_argument(format!(
+                "cents: must be more than zero, got {}",
+                req.cents
+            )));
+        }
+        if !book.raced.contains(&req.request_id) && take_one(&self.inner.race_next) {
+            book.raced.insert(req.request_id.clone());
+            return Err(Status::aborted(format!(
+                "write race on account {:?}: try again",
+                req.from
+            )));
+        }
+        let held = book.balances.get(&req.from).copied().unwrap_or(0);
+        if held < req.cents {
+            return Err(Status::failed_precondition(format!(
+                "insufficient balance: account {:?} holds {held} cents, the transfer needs {}",
+                req.from, req.cents
+            )));
+        }
+        let transfer_id = format!("t{}", book.transfers.len() + 1);
+        let reference = format!("transfer {transfer_id}");
+        let from_balance = held - req.cents;
+        book.balances.insert(req.from.clone(), from_balance);
+        *book.balances.entry(req.to.clone()).or_default() += req.cents;
+        let receipt = pb::TransferResponse {
+            transfer_id,
+            from_balance,
+        };
+        book.transfers.insert(req.request_id, receipt.clone());
+        self.record(&mut book, &req.from, -req.cents, &reference);
+        self.record(&mut book, &req.to, req.cents, &reference);
+        if take_one(&self.inner.lose_next) {
+            return Err(Status::unavailable(
+                "the connection broke before the reply was sent",
+            ));
+        }
+        Ok(receipt)
+    }
+
+    fn charge(&self, req: pb::ChargeRequest) -> Result<pb::ChargeResponse, Status> {
+        let mut book = self.book();
+        book.seen.charges += 1;
+        if req.account.is_empty() {
+            return Err(Status::invalid_argument("account: must not be empty"));
+        }
+        if req.cents <= 0 {
+            return Err(Status::invalid_argument(format!(
+                "cents: must be more than zero, got {}",
+                req.cents
+            )));
+        }
+        if self.inner.charge_unavailable.load(Ordering::SeqCst) {
+            return Err(Status::unavailable("the card processor is unavailable"));
+        }
+        book.charges += 1;
+        let charge_id = format!("c{}", book.charges);
+        let balance = {
+            let held = book.balances.entry(req.account.clone()).or_default();
+            *held += req.cents;
+            *held
+        };
+        self.record(
+            &mut book,
+            &req.account,
+            req.cents,
+            &format!("charge {charge_id}"),
+        );
+        Ok(pb::ChargeResponse { charge_id, balance })
+    }
+
+    fn record(&self, book: &mut Book, account: &str, cents: i64, reference: &str) {
+        let entry = pb::Entry {
+            sequence: book.entries.len() as u64 + 1,
+            account: account.to_owned(),
+            cents,
+            reference: reference.to_owned(),
+        };
+        book.entries.push(entry.clone());
+        // No watcher is not an error.
+        let _ = self.inner.recorded.send(entry);
+    }
+}
+
+/// Takes one from a knob's count, if any is left.
+fn take_one(count: &AtomicU32) -> bool {
+    count
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok()
+}
+
+/// The `ledger.v1.Ledger` handlers over a [`Ledger`], as one server serves
+/// them: its `WatchEntries` streams end with `UNAVAILABLE` when that server
+/// stops.
+#[derive(Clone, Debug)]
+pub struct Service {
+    ledger: Ledger,
+    stopping: watch::Receiver<bool>,
+}
+
+type EntryStream = Pin<Box<dyn Stream<Item = Result<pb::Entry, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl pb::ledger_server::Ledger for Service {
+    async fn transfer(
+        &self,
+        request: Request<pb::TransferRequest>,
+    ) -> Result<Response<pb::TransferResponse>, Status> {
+        self.ledger
+            .transfer(request.into_inner())
+            .map(Response::new)
+    }
+
+    async fn charge(
+        &self,
+        request: Request<pb::ChargeRequest>,
+    ) -> Result<Response<pb::ChargeResponse>, Status> {
+        self.ledger.charge(request.into_inner()).map(Response::new)
+    }
+
+    async fn balance(
+        &self,
+        request: Request<pb::BalanceRequest>,
+    ) -> Result<Response<pb::BalanceResponse>, Status> {
+        let account = request.into_inner().account;
+        let mut book = self.ledger.book();
+        book.seen.balances += 1;
+        let cents = book.balances.get(&account).copied().unwrap_or(0);
+        Ok(Response::new(pb::BalanceResponse { cents }))
+    }
+
+    type WatchEntriesStream = EntryStream;
+
+    async fn watch_entries(
+        &self,
+        request: Request<pb::WatchEntriesRequest>,
+    ) -> Result<Response<EntryStream>, Status> {
+        let pb::WatchEntriesRequest { account, follow } = request.into_inner();
+        let (past, mut recorded) = {
+            let mut book = self.ledger.book();
+            book.seen.watches += 1;
+            let past: Vec<pb::Entry> = book
+                .entries
+                .iter()
+                .filter(|e| e.account == account)
+                .cloned()
+                .collect();
+            // Subscribed under the book's lock: no entry falls between.
+            (past, self.ledger.inner.recorded.subscribe())
+        };
+        let (tx, rx) = mpsc::channel(16);
+        let mut stopping = self.stopping.clone();
+        tokio::spawn(async move {
+            for entry in past {
+                if tx.send(Ok(entry)).await.is_err() {
+                    return;
+                }
+            }
+            if !follow {
+                return;
+            }
+            loop {
+                tokio::select! {
+                    got = recorded.recv() => match got {
+                        Ok(entry) if entry.account == account => {
+                            if tx.send(Ok(entry)).await.is_err() {
+                                return;
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(broadcast::error::RecvError::Lagged(n)) => {
+                            let _ = tx
+                                .send(Err(Status::data_loss(format!(
+                                    "the watch fell {n} entries behind"
+                                ))))
+                                .await;
+                            return;
+                        }
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    },
+                    _ = async { stopping.wait_for(|stop| *stop).await.map(|_| ()) } => {
+                        let _ = tx.send(Err(Status::unavailable("the ledger is stopping"))).await;
+                        return;
+                    }
+                    () = tx.closed() => return,
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
+    }
+}
+
+/// A ledger being served on a TCP listener, until [`stop`](Serving::stop).
+#[derive(Debug)]
+pub struct Serving {
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<Result<(), tonic::transport::Error>>,
+}
+
+/// Serves `ledger` on `listener` (plain text HTTP/2), in a task of its
+/// own, until [`Serving::stop`].
+///
+/// # Errors
+///
+/// When the listener's local address cannot be read.
+pub fn serve(ledger: &Ledger, listener: TcpListener) -> std::io::Result<Serving> {
+    let addr = listener.local_addr()?;
+    let (stop, stopping) = watch::channel(false);
+    let service = LedgerServer::new(Service {
+        ledger: ledger.clone(),
+        stopping: stopping.clone(),
+    });
+    let mut signal = stopping;
+    let task = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming_shutdown(TcpIncoming::from(listener), async move {
+                // A dropped sender stops the server too.
+                let _ = signal.wait_for(|stop| *stop).await.map(|_| ());
+            }),
+    );
+    Ok(Serving { addr, stop, task })
+}
+
+impl Serving {
+    /// The address the ledger listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops the ledger: closes its listener at once (a new connection is
+    /// refused), ends its open `WatchEntries` streams with `UNAVAILABLE`,
+    /// sends every connection a GOAWAY, and waits for the calls in flight.
+    ///
+    /// # Errors
+    ///
+    /// The server's own error, if it failed while serving.
+    pub async fn stop(self) -> Result<(), tonic::transport::Error> {
+        let _ = self.stop.send(true);
+        match self.task.await {
+            Ok(result) => result,
+            // The server task panicked: a bug; pass it on.
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Cancelled: the runtime is shutting down, and the server with it.
+            Err(_) => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,1004 @@
+//! The wallet walkthrough: both services on loopback, scripted traffic
+//! through seven phases, and what the OpenTelemetry data says happened.
+//!
+//! [`run`] starts the ledger and the wallet in this process, on real TCP
+//! ports of 127.0.0.1 that the system picks, and drives the wallet as its
+//! callers would, with tonic's own client, while turning the ledger's
+//! knobs. The wallet calls the ledger through its humus client, which
+//! records into in-memory OpenTelemetry SDK providers
+//! ([`Recording`]). Each phase's row of the table is read from that data
+//! ([`PhaseStats`]), and each phase checks that it behaved as it says, on
+//! counts and states, never on durations.
+//!
+//! | phase | what happens |
+//! |---|---|
+//! | 1 readiness | the wallet starts before the ledger: not ready; the ledger starts: ready, with no call made |
+//! | 2 normal | top-ups, payments, balances and a statement; an overdraft is the wallet's `FAILED_PRECONDITION` |
+//! | 3 write races | the ledger aborts 3 transfers as write races and loses 1 reply: each is retried, and applied once |
+//! | 4 charge unavailable | the ledger answers `Charge` `UNAVAILABLE`: each is sent once, never retried |
+//! | 5 outage | the ledger stops: the breaker opens, calls fail fast with the rejection, readiness stays true |
+//! | 6 recovery | the ledger is back: after `open_for` the breaker is half-open, and probes close it |
+//! | 7 fault scenario | one request carries a failure scenario in its baggage: only that request fails |
+
+pub mod stats;
+pub mod timeline;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime};
+
+use humus::Setup;
+use humus::fault::{self, Fault, Rule, Scenario, jsonscenario};
+use opentelemetry::Context;
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::trace::{Span as _, TraceContextExt, Tracer, TracerProvider as _};
+use tokio::net::TcpListener;
+use tonic::transport::Channel;
+use tonic::{Code, Status};
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+
+use crate::config::{Env, Failure};
+use crate::ledger::{self, Ledger};
+use crate::pb::wallet::v1 as pb;
+use crate::recording::{Metrics, Recording, log_attribute, log_time, span_attribute};
+use crate::wallet;
+use humus::telemetry::MetadataInjector;
+use pb::wallet_client::WalletClient;
+pub use stats::PhaseStats;
+use stats::names;
+pub use timeline::Timeline;
+
+/// How the walkthrough runs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// How long the wallet's breaker stays open (`LEDGER_BREAKER_OPEN_FOR`).
+    /// Default 1s, so the walkthrough finishes in seconds.
+    pub open_for: Duration,
+    /// Where to write the SVG timeline; `None` writes none.
+    pub svg: Option<PathBuf>,
+    /// Whether to print progress to standard output as it goes.
+    pub progress: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            open_for: Duration::from_secs(1),
+            svg: Some(PathBuf::from("target/walkthrough/timeline.svg")),
+            progress: true,
+        }
+    }
+}
+
+/// One check a phase makes of itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Check {
+    /// What was checked, as a sentence.
+    pub what: String,
+    /// Whether it held.
+    pub passed: bool,
+    /// What was seen, when it did not hold.
+    pub seen: String,
+}
+
+/// One phase: its name, what it shows, its numbers and its checks.
+#[derive(Clone, Debug)]
+pub struct PhaseReport {
+    /// Its short name, such as `outage`.
+    pub name: &'static str,
+    /// What it shows, in one sentence.
+    pub says: &'static str,
+    /// Its numbers, read from the OpenTelemetry data.
+    pub stats: PhaseStats,
+    /// Its checks.
+    pub checks: Vec<Check>,
+}
+
+impl PhaseReport {
+    /// Whether every check held.
+    pub fn passed(&self) -> bool {
+        self.checks.iter().all(|c| c.passed)
+    }
+}
+
+/// What the walkthrough saw.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// Each phase, in order.
+    pub phases: Vec<PhaseReport>,
+    /// The picture's data.
+    pub timeline: Timeline,
+    /// Where the SVG was written, if it was.
+    pub svg: Option<PathBuf>,
+    /// How long the walkthrough took.
+    pub took: Duration,
+}
+
+impl Report {
+    /// Whether every phase behaved as it says.
+    pub fn passed(&self) -> bool {
+        self.phases.iter().all(PhaseReport::passed)
+    }
+
+    /// The table: one row per phase.
+    pub fn table(&self) -> String {
+        let mut rows = vec![[
+            "phase".to_owned(),
+            "calls".to_owned(),
+            "attempts".to_owned(),
+            "retries".to_owned(),
+            "throttled".to_owned(),
+            "rejected".to_owned(),
+            "breaker transitions".to_owned(),
+            "p50".to_owned(),
+            "p99".to_owned(),
+            "".to_owned(),
+        ]];
+        for (i, phase) in self.phases.iter().enumerate() {
+            let s = &phase.stats;
+            rows.push([
+                format!("{} {}", i + 1, phase.name),
+                s.calls.to_string(),
+                s.attempts.to_string(),
+                s.retries.to_string(),
+                s.throttled.to_string(),
+                s.rejected.to_string(),
+                s.transitions_text(),
+                latency(s.p50),
+                latency(s.p99),
+                if phase.passed() { "ok" } else { "FAILED" }.to_owned(),
+            ]);
+        }
+        let mut widths = [0; 10];
+        for row in &rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        let mut out = String::new();
+        for (r, row) in rows.iter().enumerate() {
+            let mut line = String::new();
+            for (c, (cell, w)) in row.iter().zip(widths).enumerate() {
+                let pad = w - cell.chars().count();
+                // Names and transitions to the left, numbers to the right.
+                if c == 0 || c == 6 || c == 9 {
+                    line.push_str(cell);
+                    line.push_str(&" ".repeat(pad));
+                } else {
+                    line.push_str(&" ".repeat(pad));
+                    line.push_str(cell);
+                }
+                line.push_str("  ");
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+            if r == 0 {
+                out.push_str(&"-".repeat(widths.iter().sum::<usize>() + 2 * 9));
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+fn latency(d: Option<Duration>) -> String {
+    match d {
+        None => "-".to_owned(),
+        Some(d) if d < Duration::from_millis(1) => format!("{}µs", d.as_micros()),
+        Some(d) if d < Duration::from_millis(10) => format!("{:.1}ms", d.as_secs_f64() * 1e3),
+        Some(d) => format!("{}ms", d.as_millis()),
+    }
+}
+
+/// The wallet's settings the walkthrough uses, as the environment the
+/// standalone wallet would read them from.
+pub fn wallet_env(ledger: SocketAddr, open_for: Duration) -> Env {
+    Env::from_pairs([
+        (wallet::ENV_LISTEN_ADDR, "127.0.0.1:0".to_owned()),
+        (wallet::ENV_LEDGER_ADDR, ledger.to_string()),
+        (wallet::ENV_LEDGER_TIMEOUT, "2s".to_owned()),
+        (wallet::ENV_LEDGER_BACKOFF_BASE, "10ms".to_owned()),
+        (wallet::ENV_LEDGER_BACKOFF_MAX, "100ms".to_owned()),
+        (
+            wallet::ENV_LEDGER_BREAKER_OPEN_FOR,
+            format!("{}ms", open_for.as_millis()),
+        ),
+        (wallet::ENV_FAULT_INJECTION, "on".to_owned()),
+    ])
+}
+
+/// Runs the walkthrough.
+///
+/// # Errors
+///
+/// [`Failure`] when a service cannot start (a port cannot be bound, the
+/// wallet's settings are refused). A phase that misbehaves is not an
+/// error: its checks fail, and [`Report::passed`] says so.
+pub async fn run(options: Options) -> Result<Report, Failure> {
+    let mut run = Run::start(&options).await?;
+    run.readiness().await?;
+    run.normal().await;
+    run.write_races().await;
+    run.charge_unavailable().await;
+    run.outage().await?;
+    run.recovery().await?;
+    run.fault_scenario().await;
+    run.finish(&options).await
+}
+
+/// A walkthrough in progress.
+struct Run {
+    progress: bool,
+    recording: Recording,
+    setup: Setup,
+    ledger: Ledger,
+    ledger_addr: SocketAddr,
+    ledger_serving: Option<ledger::Serving>,
+    wallet_serving: Option<wallet::Serving>,
+    wallet: WalletClient<Channel>,
+    health: HealthClient<Channel>,
+    open_for: Duration,
+    started: SystemTime,
+    started_at: Instant,
+    phases: Vec<PhaseReport>,
+    bounds: Vec<(String, Duration, Duration)>,
+    /// The current phase's start: its metrics, its span count, its time.
+    phase: Option<(Metrics, usize, Duration)>,
+}
+
+/// The pause after each call of a phase that calls one at a time, so its
+/// traffic spreads over time in the timeline as a caller's would.
+const PACE: Duration = Duration::from_millis(20);
+
+/// What a call to the wallet answered: its code and message.
+type Answer = Result<(), Status>;
+
+fn code_of(answer: &Answer) -> Code {
+    match answer {
+        Ok(()) => Code::Ok,
+        Err(s) => s.code(),
+    }
+}
+
+fn check(what: impl Into<String>, passed: bool, seen: impl Into<String>) -> Check {
+    Check {
+        what: what.into(),
+        passed,
+        seen: if passed { String::new() } else { seen.into() },
+    }
+}
+
+impl Run {
+    async fn start(options: &Options) -> Result<Run, Failure> {
+        let started = SystemTime::now();
+        let started_at = Instant::now();
+        let recording = Recording::new();
+
+        // A free port for the ledger, which is not listening yet: the
+        // wallet starts first.
+        let probe = TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(Failure::software)?;
+        let ledger_addr = probe.local_addr().map_err(Failure::software)?;
+        drop(probe);
+
+        let env = wallet_env(ledger_addr, options.open_for);
+        let settings = wallet::Settings::from_env(&env)?;
+        let telemetry = humus::telemetry::Telemetry::builder()
+            .tracer_provider(recording.tracer_provider().clone())
+            .meter_provider(recording.meter_provider().clone())
+            .logger_provider(recording.logger_provider().clone())
+            .propagator(wallet::propagator())
+            .build();
+        let setup = Setup::new()
+            .with_telemetry(telemetry)
+            .with_faults(wallet::faults(settings.fault_injection));
+        let listener = TcpListener::bind(settings.listen_addr)
+            .await
+            .map_err(Failure::software)?;
+        let wallet_serving = wallet::start(&setup, &settings, listener).await?;
+        let wallet_addr = wallet_serving.local_addr();
+        let channel = Channel::from_shared(format!("http://{wallet_addr}"))
+            .map_err(Failure::software)?
+            .connect_lazy();
+
+        let run = Run {
+            progress: options.progress,
+            recording,
+            setup,
+            ledger: Ledger::new(),
+            ledger_addr,
+            ledger_serving: None,
+            wallet_serving: Some(wallet_serving),
+            wallet: WalletClient::new(channel.clone()),
+            health: HealthClient::new(channel),
+            open_for: options.open_for,
+            started,
+            started_at,
+            phases: Vec::new(),
+            bounds: Vec::new(),
+            phase: None,
+        };
+        run.say("humus wallet walkthrough: a wallet whose handlers call its ledger through a humus client");
+        run.say(&format!(
+            "  ledger  {ledger_addr}  (in this process; plain-text HTTP/2 on loopback)"
+        ));
+        run.say(&format!("  wallet  {wallet_addr}  with the settings:"));
+        let vars: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        run.say(&format!("          {}", vars.join(" ")));
+        run.say("  telemetry: OpenTelemetry SDK providers recording in memory; every number below is read from them");
+        Ok(run)
+    }
+
+    fn say(&self, line: &str) {
+        if self.progress {
+            println!("{line}");
+        }
+    }
+
+    fn elapsed(&self) -> Duration {
+        self.started_at.elapsed()
+    }
+
+    fn begin(&mut self, name: &'static str, says: &'static str) {
+        let n = self.phases.len() + 1;
+        self.say("");
+        self.say(&format!("[{n}/7] {name}: {says}"));
+        let metrics = self.recording.collect();
+        let spans = self.recording.spans().len();
+        self.phase = Some((metrics, spans, self.elapsed()));
+    }
+
+    /// Ends the current phase; `checks` computes its checks from its
+    /// numbers.
+    fn end(
+        &mut self,
+        name: &'static str,
+        says: &'static str,
+        checks: impl FnOnce(&PhaseStats) -> Vec<Check>,
+    ) {
+        let (before, mark, start) = self.phase.take().expect("a phase began");
+        let after = self.recording.collect();
+        let spans = self.recording.spans();
+        let stats = PhaseStats::new(&before, &after, spans.get(mark..).unwrap_or_default());
+        let checks = checks(&stats);
+        for c in &checks {
+            if c.passed {
+                self.say(&format!("      ✓ {}", c.what));
+            } else {
+                self.say(&format!("      ✗ {} (saw {})", c.what, c.seen));
+            }
+        }
+        self.bounds.push((name.to_owned(), start, self.elapsed()));
+        self.phases.push(PhaseReport {
+            name,
+            says,
+            stats,
+            checks,
+        });
+    }
+
+    /// The breaker's state now, as `humus.circuit.state` reads it.
+    fn breaker_state(&self) -> String {
+        let by =
+            self.recording
+                .collect()
+                .by(names::CLIENT_SCOPE, names::CIRCUIT_STATE, names::STATE);
+        by.into_iter()
+            .find(|(_, n)| *n >= 1.0)
+            .map(|(s, _)| s)
+            .unwrap_or_else(|| "unknown".to_owned())
+    }
+
+    async fn readiness_status(&self) -> Option<ServingStatus> {
+        let mut health = self.health.clone();
+        let mut request = tonic::Request::new(tonic_health::pb::HealthCheckRequest {
+            service: String::new(),
+        });
+        request.set_timeout(Duration::from_secs(2));
+        let status = health.check(request).await.ok()?.into_inner().status;
+        ServingStatus::try_from(status).ok()
+    }
+
+    async fn serve_ledger(&mut self) -> Result<(), Failure> {
+        let listener = TcpListener::bind(self.ledger_addr).await.map_err(|e| {
+            Failure::software(format!(
+                "could not listen on the ledger's address {} again: {e}",
+                self.ledger_addr
+            ))
+        })?;
+        self.ledger_serving =
+            Some(ledger::serve(&self.ledger, listener).map_err(Failure::software)?);
+        Ok(())
+    }
+
+    fn request<T>(&self, message: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        request.set_timeout(Duration::from_secs(10));
+        request
+    }
+
+    async fn send(&self, id: &str, from: &str, to: &str, cents: i64) -> Answer {
+        let request = self.request(pb::SendRequest {
+            request_id: id.to_owned(),
+            from: from.to_owned(),
+            to: to.to_owned(),
+            cents,
+        });
+        let answer = self.wallet.clone().send(request).await.map(|_| ());
+        tokio::time::sleep(PACE).await;
+        answer
+    }
+
+    async fn top_up(&self, account: &str, cents: i64) -> Answer {
+        let request = self.request(pb::TopUpRequest {
+            account: account.to_owned(),
+            cents,
+        });
+        let answer = self.wallet.clone().top_up(request).await.map(|_| ());
+        tokio::time::sleep(PACE).await;
+        answer
+    }
+
+    async fn balance(&self, account: &str) -> Result<i64, Status> {
+        let request = self.request(pb::GetBalanceRequest {
+            account: account.to_owned(),
+        });
+        Ok(self
+            .wallet
+            .clone()
+            .get_balance(request)
+            .await?
+            .into_inner()
+            .cents)
+    }
+
+    async fn statement(&self, account: &str) -> Result<Vec<pb::StatementLine>, Status> {
+        let request = self.request(pb::StatementRequest {
+            account: account.to_owned(),
+        });
+        let mut lines = self.wallet.clone().statement(request).await?.into_inner();
+        let mut got = Vec::new();
+        while let Some(line) = lines.message().await? {
+            got.push(line);
+        }
+        Ok(got)
+    }
+
+    async fn readiness(&mut self) -> Result<(), Failure> {
+        const NAME: &str = "readiness";
+        const SAYS: &str = "the wallet is ready only once its ledger client has connected";
+        self.begin(NAME, SAYS);
+        // Two readiness checks' worth, with the ledger not listening.
+        tokio::time::sleep(wallet::READINESS_INTERVAL * 3).await;
+        let before = self.readiness_status().await;
+        self.say(&format!(
+            "      the ledger is not listening yet: wallet health says {}",
+            status_name(before)
+        ));
+        self.serve_ledger().await?;
+        let waited = Instant::now();
+        let mut after = None;
+        while waited.elapsed() < Duration::from_secs(10) {
+            after = self.readiness_status().await;
+            if after == Some(ServingStatus::Serving) {
+                break;
+            }
+            tokio::time::sleep(wallet::READINESS_INTERVAL / 2).await;
+        }
+        self.say(&format!(
+            "      the ledger is listening: wallet health says {} after {}ms",
+            status_name(after),
+            waited.elapsed().as_millis()
+        ));
+        let seen = self.ledger.seen();
+        self.end(NAME, SAYS, |s| {
+            vec![
+                check(
+                    "not ready while the ledger was down",
+                    before == Some(ServingStatus::NotServing),
+                    status_name(before),
+                ),
+                check(
+                    "ready once the ledger client connected",
+                    after == Some(ServingStatus::Serving),
+                    status_name(after),
+                ),
+                check(
+                    "readiness made no call: no attempt, nothing reached the ledger",
+                    s.attempts == 0 && seen == ledger::Seen::default(),
+                    format!("{} attempts, the ledger saw {seen:?}", s.attempts),
+                ),
+            ]
+        });
+        Ok(())
+    }
+
+    async fn normal(&mut self) {
+        const NAME: &str = "normal";
+        const SAYS: &str = "top-ups, payments, balances and a statement; an overdraft is refused";
+        self.begin(NAME, SAYS);
+        let seen = self.ledger.seen();
+        let mut answers = vec![
+            self.top_up("alice", 10_000).await,
+            self.top_up("bob", 10_000).await,
+        ];
+        for i in 1..=20 {
+            let (from, to, cents) = if i % 2 == 1 {
+                ("alice", "bob", 100)
+            } else {
+                ("bob", "alice", 50)
+            };
+            answers.push(self.send(&format!("normal-{i}"), from, to, cents).await);
+        }
+        let alice = self.balance("alice").await;
+        let bob = self.balance("bob").await;
+        let overdraft = self.send("normal-overdraft", "carol", "alice", 500).await;
+        let statement = self.statement("bob").await;
+        self.say(&format!(
+            "      22 calls OK; balances alice {} bob {}; carol's overdraft: {}; bob's statement: {} lines",
+            alice.as_ref().map_or_else(|e| e.to_string(), i64::to_string),
+            bob.as_ref().map_or_else(|e| e.to_string(), i64::to_string),
+            overdraft
+                .as_ref()
+                .err()
+                .map_or("accepted".to_owned(), |s| format!("{:?} {:?}", s.code(), s.message())),
+            statement.as_ref().map_or(0, Vec::len),
+        ));
+        let all_ok = answers.iter().all(Result::is_ok);
+        let balances_ok = alice.as_ref().ok() == Some(&(10_000 - 500))
+            && bob.as_ref().ok() == Some(&(10_000 + 500));
+        let lines = statement.as_ref().map_or(0, Vec::len);
+        let transfers = self.ledger.seen().transfers - seen.transfers;
+        let overdraft_code = code_of(&overdraft);
+        self.end(NAME, SAYS, |s| {
+            vec![
+                check(
+                    "every top-up and payment succeeded, and the balances add up",
+                    all_ok && balances_ok,
+                    format!(
+                        "answers {:?}, alice {alice:?}, bob {bob:?}",
+                        answers.iter().map(code_of).collect::<Vec<_>>()
+                    ),
+                ),
+                check(
+                    "the overdraft is the wallet's FAILED_PRECONDITION, not retried",
+                    overdraft_code == Code::FailedPrecondition,
+                    format!("{overdraft_code:?}"),
+                ),
+                check(
+                    "the statement streamed bob's 21 entries",
+                    lines == 21,
+                    format!("{lines} lines"),
+                ),
+                check(
+                    "26 calls, one attempt each, no retry, no rejection, the breaker closed",
+                    s.calls == 26
+                        && s.attempts == 26
+                        && s.retries == 0
+                        && s.rejected == 0
+                        && s.transitions.is_empty(),
+                    format!(
+                        "{} calls, {} attempts, {} retries, {} rejected, transitions {}",
+                        s.calls,
+                        s.attempts,
+                        s.retries,
+                        s.rejected,
+                        s.transitions_text()
+                    ),
+                ),
+                check(
+                    "the ledger saw each of the 21 transfers once",
+                    transfers == 21,
+                    format!("{transfers}"),
+                ),
+            ]
+        });
+    }
+
+    async fn write_races(&mut self) {
+        const NAME: &str = "write races";
+        const SAYS: &str = "transfers the ledger aborts as write races, and one whose reply is lost, are retried and applied once";
+        self.begin(NAME, SAYS);
+        let seen = self.ledger.seen();
+        let (alice, bob) = (self.ledger.balance("alice"), self.ledger.balance("bob"));
+        self.ledger.race_next_transfers(3);
+        let mut answers = Vec::new();
+        for i in 1..=3 {
+            answers.push(self.send(&format!("race-{i}"), "alice", "bob", 10).await);
+        }
+        self.ledger.lose_next_replies(1);
+        answers.push(self.send("race-lost-reply", "alice", "bob", 10).await);
+        answers.push(self.send("race-after", "alice", "bob", 10).await);
+        let moved_once =
+            self.ledger.balance("alice") == alice - 50 && self.ledger.balance("bob") == bob + 50;
+        let now = self.ledger.seen();
+        let (transfers, replays) = (now.transfers - seen.transfers, now.replays - seen.replays);
+        self.say(&format!(
+            "      5 payments: {} OK; the ledger saw {transfers} transfer requests, replayed {replays}, applied each once: {moved_once}",
+            answers.iter().filter(|a| a.is_ok()).count()
+        ));
+        self.end(NAME, SAYS, |s| {
+            let aborted = s.attempt_codes.get("ABORTED").copied().unwrap_or(0);
+            let unavailable = s.attempt_codes.get("UNAVAILABLE").copied().unwrap_or(0);
+            vec![
+                check(
+                    "every payment succeeded",
+                    answers.iter().all(Result::is_ok),
+                    format!("{:?}", answers.iter().map(code_of).collect::<Vec<_>>()),
+                ),
+                check(
+                    "5 calls, 9 attempts: 3 ABORTED and 1 UNAVAILABLE attempts each retried once",
+                    s.calls == 5 && s.attempts == 9 && s.retries == 4 && aborted == 3 && unavailable == 1,
+                    format!(
+                        "{} calls, {} attempts, {} retries, {aborted} ABORTED, {unavailable} UNAVAILABLE",
+                        s.calls, s.attempts, s.retries
+                    ),
+                ),
+                check(
+                    "the money moved once per payment: the lost reply's retry was a replay",
+                    moved_once && transfers == 9 && replays == 1,
+                    format!("moved once {moved_once}, {transfers} requests, {replays} replays"),
+                ),
+                check(
+                    "the breaker stayed closed (a race counts for the ledger)",
+                    s.transitions.is_empty(),
+                    s.transitions_text(),
+                ),
+            ]
+        });
+    }
+
+    async fn charge_unavailable(&mut self) {
+        const NAME: &str = "charge unavailable";
+        const SAYS: &str =
+            "the ledger answers Charge UNAVAILABLE: each top-up is sent once, never retried";
+        self.begin(NAME, SAYS);
+        let seen = self.ledger.seen();
+        let balance = self.ledger.balance("carol");
+        self.ledger.set_charge_unavailable(true);
+        let failed = [
+            self.top_up("carol", 700).await,
+            self.top_up("carol", 300).await,
+        ];
+        let unchanged = self.ledger.balance("carol") == balance;
+        self.ledger.set_charge_unavailable(false);
+        let again = self.top_up("carol", 700).await;
+        let charges = self.ledger.seen().charges - seen.charges;
+        self.say(&format!(
+            "      2 top-ups while the processor is down: {:?}; one more once it is back: {:?}; the ledger saw {charges} charges",
+            failed.iter().map(code_of).collect::<Vec<_>>(),
+            code_of(&again)
+        ));
+        self.end(NAME, SAYS, |s| {
+            vec![
+                check(
+                    "each top-up is the wallet's UNAVAILABLE, and charged nothing",
+                    failed.iter().all(|a| code_of(a) == Code::Unavailable) && unchanged,
+                    format!("{:?}", failed.iter().map(code_of).collect::<Vec<_>>()),
+                ),
+                check(
+                    "3 calls, 3 attempts, no retry: the ledger saw each charge once",
+                    s.calls == 3 && s.attempts == 3 && s.retries == 0 && charges == 3,
+                    format!(
+                        "{} calls, {} attempts, {} retries, the ledger saw {charges}",
+                        s.calls, s.attempts, s.retries
+                    ),
+                ),
+                check(
+                    "the caller decides to try again: the next top-up succeeds",
+                    again.is_ok(),
+                    format!("{:?}", code_of(&again)),
+                ),
+            ]
+        });
+    }
+
+    async fn outage(&mut self) -> Result<(), Failure> {
+        const NAME: &str = "outage";
+        const SAYS: &str = "the ledger stops: the breaker opens, calls fail fast with the rejection, readiness stays true";
+        self.begin(NAME, SAYS);
+        if let Some(serving) = self.ledger_serving.take() {
+            serving.stop().await.map_err(Failure::software)?;
+        }
+        self.say(&format!(
+            "      the ledger stopped: {} refuses connections",
+            self.ledger_addr
+        ));
+        let seen = self.ledger.seen();
+        let mut answers = Vec::new();
+        for i in 1..=12 {
+            answers.push(self.send(&format!("outage-{i}"), "alice", "bob", 10).await);
+        }
+        let state = self.breaker_state();
+        let ready = self.readiness_status().await;
+        let fast = answers
+            .iter()
+            .filter(|a| {
+                a.as_ref()
+                    .err()
+                    .is_some_and(|s| s.message().contains("circuit breaker is open"))
+            })
+            .count();
+        let reached = self.ledger.seen().transfers - seen.transfers;
+        self.say(&format!(
+            "      12 payments: {} UNAVAILABLE, {fast} of them failed fast by the open breaker; breaker {state}; wallet health {}",
+            answers
+                .iter()
+                .filter(|a| code_of(a) == Code::Unavailable)
+                .count(),
+            status_name(ready)
+        ));
+        self.end(NAME, SAYS, |s| {
+            vec![
+                check(
+                    "every payment is the wallet's UNAVAILABLE, and none reached the ledger",
+                    answers.iter().all(|a| code_of(a) == Code::Unavailable) && reached == 0,
+                    format!(
+                        "{:?}, {reached} reached",
+                        answers.iter().map(code_of).collect::<Vec<_>>()
+                    ),
+                ),
+                check(
+                    "the breaker opened, and rejected calls without sending them",
+                    s.transitions.get("open").copied().unwrap_or(0) >= 1
+                        && !s.transitions.contains_key("closed")
+                        && s.rejected >= 1
+                        && fast as u64 == s.rejected
+                        && state != "closed",
+                    format!(
+                        "transitions {}, {} rejected ({fast} answers said so), state {state}",
+                        s.transitions_text(),
+                        s.rejected
+                    ),
+                ),
+                check(
+                    "the retry budget and the breaker kept the attempts below 3 per call",
+                    s.attempts < 3 * s.calls,
+                    format!("{} attempts for {} calls", s.attempts, s.calls),
+                ),
+                check(
+                    "readiness stayed true: Connected latches",
+                    ready == Some(ServingStatus::Serving),
+                    status_name(ready),
+                ),
+            ]
+        });
+        Ok(())
+    }
+
+    async fn recovery(&mut self) -> Result<(), Failure> {
+        const NAME: &str = "recovery";
+        const SAYS: &str =
+            "the ledger is back: after open_for the breaker is half-open, and probes close it";
+        self.begin(NAME, SAYS);
+        self.serve_ledger().await?;
+        self.say(&format!(
+            "      the ledger listens again on {}",
+            self.ledger_addr
+        ));
+        let waited = Instant::now();
+        let mut state = self.breaker_state();
+        while state != "half-open"
+            && state != "closed"
+            && waited.elapsed() < self.open_for + Duration::from_secs(10)
+        {
+            tokio::time::sleep(Duration::from_millis(25)).await;
+            state = self.breaker_state();
+        }
+        self.say(&format!(
+            "      humus.circuit.state reads {state} after {}ms, with no call made (open_for {}ms)",
+            waited.elapsed().as_millis(),
+            self.open_for.as_millis()
+        ));
+        let mut answers = Vec::new();
+        for i in 1..=6 {
+            answers.push(
+                self.send(&format!("recovery-{i}"), "alice", "bob", 10)
+                    .await,
+            );
+        }
+        let end_state = self.breaker_state();
+        self.say(&format!(
+            "      6 payments: {} OK; breaker {end_state}",
+            answers.iter().filter(|a| a.is_ok()).count()
+        ));
+        self.end(NAME, SAYS, |s| {
+            vec![
+                check(
+                    "the breaker read half-open once open_for passed, before any call",
+                    state == "half-open",
+                    state.clone(),
+                ),
+                check(
+                    "every payment succeeded",
+                    answers.iter().all(Result::is_ok),
+                    format!("{:?}", answers.iter().map(code_of).collect::<Vec<_>>()),
+                ),
+                check(
+                    "successful probes closed the breaker, once, with no rejection",
+                    s.transitions.get("closed") == Some(&1)
+                        && !s.transitions.contains_key("open")
+                        && s.rejected == 0
+                        && end_state == "closed",
+                    format!(
+                        "transitions {}, {} rejected, state {end_state}",
+                        s.transitions_text(),
+                        s.rejected
+                    ),
+                ),
+            ]
+        });
+        Ok(())
+    }
+
+    async fn fault_scenario(&mut self) {
+        const NAME: &str = "fault scenario";
+        const SAYS: &str =
+            "one request carries a failure scenario in its baggage: only that request fails";
+        self.begin(NAME, SAYS);
+        let point = "grpc:ledger.v1.Ledger/Transfer";
+        let codec = jsonscenario::Codec::new(wallet::SCENARIO_KEY).expect("a valid key");
+        let scenario = Scenario::new([Rule::new(
+            point,
+            Fault {
+                delay: Duration::ZERO,
+                abort: true,
+            },
+        )]);
+        // The faulted request is its own trace, so its spans can be told
+        // apart from the others'.
+        let tracer = self
+            .recording
+            .tracer_provider()
+            .tracer("humus-examples/walkthrough");
+        let root = tracer.start("walkthrough fault scenario request");
+        let trace_id = root.span_context().trace_id();
+        let cx = Context::new().with_span(root);
+        let cx = fault::with_scenario(&cx, &codec, &scenario).expect("a small scenario encodes");
+        let faulted = "fault-5";
+
+        let calls = (1..=10).map(|i| {
+            let id = format!("fault-{i}");
+            let mut request = self.request(pb::SendRequest {
+                request_id: id.clone(),
+                from: "alice".into(),
+                to: "bob".into(),
+                cents: 10,
+            });
+            if id == faulted {
+                wallet::propagator()
+                    .inject_context(&cx, &mut MetadataInjector(request.metadata_mut()));
+            }
+            let mut wallet = self.wallet.clone();
+            async move { (id, wallet.send(request).await.map(|_| ())) }
+        });
+        let answers: Vec<(String, Answer)> = futures_util::future::join_all(calls).await;
+        cx.span().end();
+        let failed: Vec<&str> = answers
+            .iter()
+            .filter(|(_, a)| a.is_err())
+            .map(|(id, _)| id.as_str())
+            .collect();
+        let reached = self.ledger.received(faulted);
+        let spans = self.recording.spans();
+        let mut faulted_attempts = 0;
+        let mut others = 0;
+        for span in &spans {
+            let injected = span.events.iter().any(|e| {
+                e.name == fault::names::EVALUATION
+                    && e.attributes
+                        .iter()
+                        .any(|kv| kv.key.as_str() == fault::names::ABORT && kv.value == true.into())
+            });
+            if injected {
+                if span.span_context.trace_id() == trace_id {
+                    faulted_attempts += 1;
+                } else {
+                    others += 1;
+                }
+            }
+        }
+        self.say(&format!(
+            "      10 concurrent payments, {faulted} with {}={}: failed {failed:?}; the ledger saw {faulted} {reached} times; attempts the scenario aborted: {faulted_attempts}",
+            wallet::SCENARIO_KEY,
+            scenario_text(point)
+        ));
+        let code = answers
+            .iter()
+            .find(|(id, _)| id == faulted)
+            .map(|(_, a)| code_of(a));
+        self.end(NAME, SAYS, |s| {
+            vec![
+                check(
+                    "only the request with the scenario failed, with the wallet's UNAVAILABLE",
+                    failed == [faulted] && code == Some(Code::Unavailable),
+                    format!("failed {failed:?}, its code {code:?}"),
+                ),
+                check(
+                    "its attempts were aborted at the client, and never reached the ledger",
+                    faulted_attempts >= 1 && others == 0 && reached == 0,
+                    format!("{faulted_attempts} aborted attempts in its trace, {others} elsewhere, the ledger saw it {reached} times"),
+                ),
+                check(
+                    "the breaker stayed closed",
+                    s.transitions.is_empty(),
+                    s.transitions_text(),
+                ),
+            ]
+        });
+    }
+
+    async fn finish(mut self, options: &Options) -> Result<Report, Failure> {
+        if let Some(wallet) = self.wallet_serving.take() {
+            wallet.stop().await.map_err(Failure::software)?;
+        }
+        if let Some(ledger) = self.ledger_serving.take() {
+            ledger.stop().await.map_err(Failure::software)?;
+        }
+        self.setup.stop().await;
+        let took = self.elapsed();
+        let timeline = self.timeline(took);
+        let svg = match &options.svg {
+            None => None,
+            Some(path) => {
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir).map_err(Failure::software)?;
+                }
+                std::fs::write(path, timeline.to_svg()).map_err(Failure::software)?;
+                Some(path.clone())
+            }
+        };
+        Ok(Report {
+            phases: self.phases,
+            timeline,
+            svg,
+            took,
+        })
+    }
+
+    /// The picture's data, from the spans and the breaker's log records.
+    fn timeline(&self, length: Duration) -> Timeline {
+        let since = |t: SystemTime| t.duration_since(self.started).unwrap_or_default();
+        let mut attempts = Vec::new();
+        let mut rejected = Vec::new();
+        for span in self.recording.spans() {
+            match span.instrumentation_scope.name() {
+                names::RPC_SCOPE => {
+                    let ok = span_attribute(&span, names::STATUS_CODE).as_deref() == Some("OK");
+                    attempts.push((since(span.start_time), ok));
+                }
+                names::CLIENT_SCOPE => rejected.push(since(span.start_time)),
+                _ => {}
+            }
+        }
+        let mut transitions: Vec<(Duration, String)> = self
+            .recording
+            .logs()
+            .iter()
+            .filter(|log| log.instrumentation.name() == names::CLIENT_SCOPE)
+            .filter_map(|log| Some((since(log_time(log)?), log_attribute(log, names::STATE)?)))
+            .collect();
+        transitions.sort_by_key(|(t, _)| *t);
+        Timeline {
+            length,
+            phases: self.bounds.clone(),
+            initial_state: "closed".to_owned(),
+            transitions,
+            attempts,
+            rejected,
+        }
+    }
+}
+
+fn scenario_text(point: &str) -> String {
+    format!(r#"{{"rules":[{{"point":"{point}","abort":true}}]}}"#)
+}
+
+fn status_name(status: Option<ServingStatus>) -> String {
+    match status {
+        Some(s) => s.as_str_name().to_owned(),
+        None => "no answer".to_owned(),
+    }
+}

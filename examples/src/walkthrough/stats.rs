@@ -1,0 +1,254 @@
+//! One phase's numbers, read from the OpenTelemetry data collected during
+//! it: the difference of humus's cumulative counters between the phase's
+//! start and end, and the spans that ended within it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use opentelemetry::trace::SpanKind;
+use opentelemetry_sdk::trace::SpanData;
+
+use crate::recording::{Metrics, span_attribute, span_duration};
+
+/// The names humus records under (seed 000, "Telemetry", "humus's own
+/// instruments"), as the walkthrough reads them.
+pub mod names {
+    pub use humus::telemetry::names::{
+        CLIENT_SCOPE, HUMUS_CIRCUIT_CALLS as CIRCUIT_CALLS, HUMUS_CIRCUIT_OUTCOME as OUTCOME,
+        HUMUS_CIRCUIT_STATE as STATE, HUMUS_CIRCUIT_STATE_INSTRUMENT as CIRCUIT_STATE,
+        HUMUS_CIRCUIT_TRANSITIONS as CIRCUIT_TRANSITIONS, HUMUS_RETRY_DECISION as DECISION,
+        HUMUS_RETRY_DECISIONS as RETRY_DECISIONS, RPC_CLIENT_CALL_DURATION,
+        RPC_RESPONSE_STATUS_CODE as STATUS_CODE, RPC_SCOPE,
+    };
+}
+
+/// The instrumentation scope of the wallet's own server spans.
+pub const WALLET_SCOPE: &str = "humus-examples/wallet";
+
+/// One phase's numbers.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PhaseStats {
+    /// Calls the wallet made to the ledger: every call ends with one retry
+    /// decision that is not `retried`.
+    pub calls: u64,
+    /// Attempts that reached the transport: `rpc.client.call.duration`'s
+    /// count.
+    pub attempts: u64,
+    /// Attempts followed by another: `humus.retry.decisions{retried}`.
+    pub retries: u64,
+    /// Retries the budget refused: `humus.retry.decisions{throttled}`.
+    pub throttled: u64,
+    /// Calls the breaker rejected: `humus.circuit.calls{rejected}`.
+    pub rejected: u64,
+    /// Breaker transitions, by the state entered:
+    /// `humus.circuit.transitions`.
+    pub transitions: BTreeMap<String, u64>,
+    /// Retry decisions, by decision.
+    pub decisions: BTreeMap<String, u64>,
+    /// Calls the breaker counted, by outcome.
+    pub outcomes: BTreeMap<String, u64>,
+    /// The attempts' spans, by the status code they ended with.
+    pub attempt_codes: BTreeMap<String, u64>,
+    /// The wallet's answers to its callers (its server spans), by code.
+    pub wallet_codes: BTreeMap<String, u64>,
+    /// The wallet's calls served: its server spans.
+    pub served: u64,
+    /// The median of the wallet's server spans' durations.
+    pub p50: Option<Duration>,
+    /// The 99th percentile of the wallet's server spans' durations.
+    pub p99: Option<Duration>,
+}
+
+impl PhaseStats {
+    /// The numbers of a phase from the metrics collected at its start and
+    /// at its end, and the spans that ended during it.
+    pub fn new(before: &Metrics, after: &Metrics, spans: &[SpanData]) -> PhaseStats {
+        let delta = |name: &str, key: &str| -> BTreeMap<String, u64> {
+            let b = before.by(names::CLIENT_SCOPE, name, key);
+            after
+                .by(names::CLIENT_SCOPE, name, key)
+                .into_iter()
+                .map(|(k, v)| {
+                    let d = v - b.get(&k).copied().unwrap_or(0.0);
+                    (k, d.round().max(0.0) as u64)
+                })
+                .filter(|(_, v)| *v > 0)
+                .collect()
+        };
+        let decisions = delta(names::RETRY_DECISIONS, names::DECISION);
+        let outcomes = delta(names::CIRCUIT_CALLS, names::OUTCOME);
+        let transitions = delta(names::CIRCUIT_TRANSITIONS, names::STATE);
+        let attempts = (after.sum(names::RPC_SCOPE, names::RPC_CLIENT_CALL_DURATION, &[])
+            - before.sum(names::RPC_SCOPE, names::RPC_CLIENT_CALL_DURATION, &[]))
+        .round()
+        .max(0.0) as u64;
+        let get = |m: &BTreeMap<String, u64>, k: &str| m.get(k).copied().unwrap_or(0);
+
+        let mut attempt_codes = BTreeMap::new();
+        let mut wallet_codes = BTreeMap::new();
+        let mut latencies = Vec::new();
+        for span in spans {
+            let scope = span.instrumentation_scope.name();
+            if scope == names::RPC_SCOPE {
+                let code = span_attribute(span, names::STATUS_CODE).unwrap_or_default();
+                *attempt_codes.entry(code).or_default() += 1;
+            } else if scope == WALLET_SCOPE && span.span_kind == SpanKind::Server {
+                let code = span_attribute(span, names::STATUS_CODE).unwrap_or_default();
+                *wallet_codes.entry(code).or_default() += 1;
+                latencies.push(span_duration(span));
+            }
+        }
+        latencies.sort();
+
+        PhaseStats {
+            calls: decisions.values().sum::<u64>() - get(&decisions, "retried"),
+            attempts,
+            retries: get(&decisions, "retried"),
+            throttled: get(&decisions, "throttled"),
+            rejected: get(&outcomes, "rejected"),
+            served: latencies.len() as u64,
+            p50: quantile(&latencies, 0.50),
+            p99: quantile(&latencies, 0.99),
+            transitions,
+            decisions,
+            outcomes,
+            attempt_codes,
+            wallet_codes,
+        }
+    }
+
+    /// The transitions as `open 1, half-open 1, closed 1` (in the order a
+    /// breaker goes through them), or `-` for none.
+    pub fn transitions_text(&self) -> String {
+        let order = ["open", "half-open", "closed"];
+        let mut parts: Vec<String> = order
+            .iter()
+            .filter_map(|s| self.transitions.get(*s).map(|n| format!("{s} {n}")))
+            .collect();
+        parts.extend(
+            self.transitions
+                .iter()
+                .filter(|(s, _)| !order.contains(&s.as_str()))
+                .map(|(s, n)| format!("{s} {n}")),
+        );
+        if parts.is_empty() {
+            "-".to_owned()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+/// The nearest-rank quantile (0 to 1) of sorted values.
+pub fn quantile(sorted: &[Duration], q: f64) -> Option<Duration> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    Some(sorted[rank - 1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recording::Point;
+    use opentelemetry::KeyValue;
+
+    fn point(scope: &str, name: &str, attrs: &[(&'static str, &'static str)], value: f64) -> Point {
+        Point {
+            scope: scope.into(),
+            name: name.into(),
+            attributes: attrs.iter().map(|(k, v)| KeyValue::new(*k, *v)).collect(),
+            value,
+        }
+    }
+
+    #[test]
+    fn a_phase_is_the_difference_of_two_collections() {
+        let before = Metrics {
+            points: vec![
+                point(
+                    names::CLIENT_SCOPE,
+                    names::RETRY_DECISIONS,
+                    &[(names::DECISION, "succeeded")],
+                    10.0,
+                ),
+                point(
+                    names::RPC_SCOPE,
+                    names::RPC_CLIENT_CALL_DURATION,
+                    &[("rpc.method", "a")],
+                    10.0,
+                ),
+            ],
+        };
+        let after = Metrics {
+            points: vec![
+                point(
+                    names::CLIENT_SCOPE,
+                    names::RETRY_DECISIONS,
+                    &[(names::DECISION, "succeeded")],
+                    14.0,
+                ),
+                point(
+                    names::CLIENT_SCOPE,
+                    names::RETRY_DECISIONS,
+                    &[(names::DECISION, "retried")],
+                    3.0,
+                ),
+                point(
+                    names::CLIENT_SCOPE,
+                    names::RETRY_DECISIONS,
+                    &[(names::DECISION, "throttled")],
+                    1.0,
+                ),
+                point(
+                    names::CLIENT_SCOPE,
+                    names::CIRCUIT_CALLS,
+                    &[(names::OUTCOME, "rejected")],
+                    2.0,
+                ),
+                point(
+                    names::CLIENT_SCOPE,
+                    names::CIRCUIT_TRANSITIONS,
+                    &[(names::STATE, "half-open")],
+                    1.0,
+                ),
+                point(
+                    names::CLIENT_SCOPE,
+                    names::CIRCUIT_TRANSITIONS,
+                    &[(names::STATE, "open")],
+                    1.0,
+                ),
+                point(
+                    names::RPC_SCOPE,
+                    names::RPC_CLIENT_CALL_DURATION,
+                    &[("rpc.method", "a")],
+                    15.0,
+                ),
+                point(
+                    names::RPC_SCOPE,
+                    names::RPC_CLIENT_CALL_DURATION,
+                    &[("rpc.method", "b")],
+                    2.0,
+                ),
+            ],
+        };
+        let stats = PhaseStats::new(&before, &after, &[]);
+        assert_eq!(stats.calls, 5);
+        assert_eq!(stats.attempts, 7);
+        assert_eq!(stats.retries, 3);
+        assert_eq!(stats.throttled, 1);
+        assert_eq!(stats.rejected, 2);
+        assert_eq!(stats.transitions_text(), "open 1, half-open 1");
+        assert_eq!(stats.p50, None);
+    }
+
+    #[test]
+    fn nearest_rank_quantiles() {
+        let ms: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(quantile(&ms, 0.5), Some(Duration::from_millis(50)));
+        assert_eq!(quantile(&ms, 0.99), Some(Duration::from_millis(99)));
+        assert_eq!(quantile(&ms[..1], 0.99), Some(Duration::from_millis(1)));
+        assert_eq!(quantile(&[], 0.5), None);
+    }
+}

@@ -1,0 +1,663 @@
+//! The wallet service (`wallet.v1.Wallet`): a production-ready service that
+//! calls another (seed 000, "The wallet walkthrough").
+//!
+//! - Its settings come from environment variables, each through the
+//!   project's check for its field ([`Settings::from_env`]): a bad value
+//!   fails startup naming the variable (exit 78).
+//! - One humus client of the ledger, built once at startup and shared by
+//!   every handler ([`start`]): every call is retried as the method's
+//!   policy says (`Transfer` is safe to retry, and a write race's
+//!   `ABORTED` is retried and counts as a success; `Charge` is never sent
+//!   twice), bounded by the client's retry budget, and passes its circuit
+//!   breaker.
+//! - Its handlers turn the ledger's answers into the wallet's own
+//!   ([`from_ledger`]): too little money is the wallet's
+//!   `FAILED_PRECONDITION`, a ledger it cannot reach (or whose breaker is
+//!   open) its `UNAVAILABLE`.
+//! - It serves `grpc.health.v1`, whose readiness is the ledger client's
+//!   `Connected`: not ready until the client has connected, and ready from
+//!   then on, through the ledger's outages.
+//! - Each handler's work is a SERVER span, the parent of the ledger
+//!   client's attempts, in the trace its caller sent.
+//! - With failure injection on, a caller on loopback may put a failure
+//!   scenario in its baggage ([`SCENARIO_KEY`]), which the ledger client's
+//!   injection points carry out for that request alone.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use humus::Setup;
+use humus::circuit;
+use humus::fault::{self, Injector, jsonscenario};
+use humus::grpc::client::{self, Client};
+use humus::grpc::server::StripScenarioLayer;
+use humus::health::Monitor;
+use humus::telemetry::{MetadataExtractor, code_name};
+use opentelemetry::context::FutureExt as _;
+use opentelemetry::propagation::{TextMapCompositePropagator, TextMapPropagator};
+use opentelemetry::trace::{SpanKind, Status as SpanStatus, TraceContextExt, Tracer};
+use opentelemetry::{Context, InstrumentationScope, KeyValue};
+use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tonic::transport::server::{TcpConnectInfo, TcpIncoming};
+use tonic::{Code, Request, Response, Status};
+use tonic_health::ServingStatus;
+
+use crate::config::{self, ConfigError, Env, Failure, parse};
+use crate::pb::ledger::v1 as ledger;
+use crate::pb::wallet::v1 as pb;
+use crate::walkthrough::stats::WALLET_SCOPE;
+
+/// `WALLET_LISTEN_ADDR`: the address the wallet listens on (an IP address
+/// and port; default [`DEFAULT_LISTEN_ADDR`]).
+pub const ENV_LISTEN_ADDR: &str = "WALLET_LISTEN_ADDR";
+/// `LEDGER_ADDR`: the ledger's address, `host:port` (required; checked by
+/// [`client::check_addr`]).
+pub const ENV_LEDGER_ADDR: &str = "LEDGER_ADDR";
+/// `LEDGER_TIMEOUT`: how long one call to the ledger may take, retries
+/// included (default: the client's, 10s; checked by
+/// [`client::check_timeout`]).
+pub const ENV_LEDGER_TIMEOUT: &str = "LEDGER_TIMEOUT";
+/// `LEDGER_MAX_ATTEMPTS`: the most attempts of one call (default: the
+/// client's, 3; checked by [`client::check_max_attempts`]).
+pub const ENV_LEDGER_MAX_ATTEMPTS: &str = "LEDGER_MAX_ATTEMPTS";
+/// `LEDGER_BACKOFF_BASE`: the backoff's base (default: the client's;
+/// checked by [`client::check_backoff_base`]).
+pub const ENV_LEDGER_BACKOFF_BASE: &str = "LEDGER_BACKOFF_BASE";
+/// `LEDGER_BACKOFF_MAX`: the backoff's ceiling (default: the client's;
+/// checked by [`client::check_backoff_max`]).
+pub const ENV_LEDGER_BACKOFF_MAX: &str = "LEDGER_BACKOFF_MAX";
+/// `LEDGER_BREAKER_OPEN_FOR`: how long the ledger client's breaker stays
+/// open (default: the client's, 10s; checked by
+/// [`client::check_breaker`]).
+pub const ENV_LEDGER_BREAKER_OPEN_FOR: &str = "LEDGER_BREAKER_OPEN_FOR";
+/// `WALLET_FAULT_INJECTION`: `on` to carry out the failure scenarios that
+/// callers on loopback put in their baggage (default `off`).
+pub const ENV_FAULT_INJECTION: &str = "WALLET_FAULT_INJECTION";
+
+/// The wallet's listening address when [`ENV_LISTEN_ADDR`] is not set.
+pub const DEFAULT_LISTEN_ADDR: &str = "127.0.0.1:50052";
+
+/// The baggage member a failure scenario travels in, as JSON
+/// ([`jsonscenario`]).
+pub const SCENARIO_KEY: &str = "humus.fault";
+
+/// How often the readiness reported by `grpc.health.v1` is checked again.
+pub const READINESS_INTERVAL: Duration = Duration::from_millis(100);
+
+/// How long one readiness check may wait for the ledger client to connect.
+pub const READINESS_CHECK_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The wallet's settings.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Where the wallet listens.
+    pub listen_addr: SocketAddr,
+    /// The ledger client's settings.
+    pub ledger: client::Settings,
+    /// Whether failure injection is on.
+    pub fault_injection: bool,
+}
+
+impl Settings {
+    /// Reads the settings from `env`, each variable through its field's
+    /// check: [`ENV_LISTEN_ADDR`], [`ENV_LEDGER_ADDR`],
+    /// [`ENV_LEDGER_TIMEOUT`], [`ENV_LEDGER_MAX_ATTEMPTS`],
+    /// [`ENV_LEDGER_BACKOFF_BASE`], [`ENV_LEDGER_BACKOFF_MAX`],
+    /// [`ENV_LEDGER_BREAKER_OPEN_FOR`], [`ENV_FAULT_INJECTION`].
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] naming every bad variable.
+    pub fn from_env(env: &Env) -> Result<Settings, ConfigError> {
+        let d = client::Settings::default();
+        config::read(env, |vars| {
+            let listen_addr = vars.or(
+                ENV_LISTEN_ADDR,
+                DEFAULT_LISTEN_ADDR.parse().expect("a valid default"),
+                parse::listen_addr,
+            );
+            let mut ledger = d.clone();
+            ledger.addr = vars.required(ENV_LEDGER_ADDR, |raw| {
+                parse::checked(raw.to_owned(), |a| client::check_addr(a))
+            });
+            ledger.timeout = vars.or(ENV_LEDGER_TIMEOUT, d.timeout, |raw| {
+                parse::checked(parse::duration(raw)?, |t| client::check_timeout(*t))
+            });
+            ledger.max_attempts = vars.or(ENV_LEDGER_MAX_ATTEMPTS, d.max_attempts, |raw| {
+                parse::checked(parse::u32(raw)?, |n| client::check_max_attempts(*n))
+            });
+            ledger.backoff_base = vars.or(ENV_LEDGER_BACKOFF_BASE, d.backoff_base, |raw| {
+                parse::checked(parse::duration(raw)?, |t| client::check_backoff_base(*t))
+            });
+            ledger.backoff_max = vars.or(ENV_LEDGER_BACKOFF_MAX, d.backoff_max, |raw| {
+                parse::checked(parse::duration(raw)?, |t| client::check_backoff_max(*t))
+            });
+            ledger.breaker.open_for =
+                vars.or(ENV_LEDGER_BREAKER_OPEN_FOR, d.breaker.open_for, |raw| {
+                    let open_for = parse::duration(raw)?;
+                    let breaker = circuit::Config {
+                        open_for,
+                        ..d.breaker
+                    };
+                    parse::checked(breaker, client::check_breaker).map(|b| b.open_for)
+                });
+            let fault_injection = vars.or(ENV_FAULT_INJECTION, false, parse::on_off);
+            Settings {
+                listen_addr,
+                ledger,
+                fault_injection,
+            }
+        })
+    }
+}
+
+/// The propagator to give the wallet's telemetry: W3C Trace Context and
+/// Baggage. The wallet reads its callers' trace context and baggage (and
+/// so their failure scenarios) with its telemetry's propagator, and its
+/// ledger client writes them with it.
+pub fn propagator() -> TextMapCompositePropagator {
+    TextMapCompositePropagator::new(vec![
+        Box::new(TraceContextPropagator::new()),
+        Box::new(BaggagePropagator::new()),
+    ])
+}
+
+/// The wallet's failure injector: on, reading [`SCENARIO_KEY`] as JSON, or
+/// off.
+pub fn faults(on: bool) -> Injector {
+    if !on {
+        return Injector::off();
+    }
+    let codec = jsonscenario::Codec::new(SCENARIO_KEY).expect("SCENARIO_KEY is a valid key");
+    Injector::new(fault::Settings::new(codec)).expect("the default max delay is valid")
+}
+
+/// The ledger, as the wallet calls it: the `.proto`'s policy (`Charge` is
+/// never sent twice), and the wallet's own knowledge of the ledger's
+/// codes, declared here: a write race is over by the next attempt, so the
+/// ledger's `ABORTED` is retried, and counts for the ledger rather than
+/// against it.
+#[humus::client(service = crate::pb::ledger::v1::ledger_humus)]
+pub trait Ledger {
+    /// A write race is over by the next attempt.
+    #[humus(classify(Aborted => (Retry, Success)))]
+    fn transfer();
+}
+
+/// The `wallet.v1.Wallet` handlers.
+#[derive(Clone)]
+pub struct Wallet {
+    ledger: Ledger,
+    tracer: Arc<opentelemetry::global::BoxedTracer>,
+    propagator: Arc<dyn TextMapPropagator + Send + Sync>,
+}
+
+impl std::fmt::Debug for Wallet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wallet")
+            .field("ledger", &self.ledger)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Wallet {
+    /// Handlers that call the ledger through `ledger` and trace with
+    /// `setup`'s telemetry.
+    pub fn new(setup: &Setup, ledger: Client) -> Wallet {
+        Wallet {
+            ledger: Ledger::new(ledger),
+            tracer: Arc::new(
+                setup
+                    .telemetry()
+                    .tracer(InstrumentationScope::builder(WALLET_SCOPE).build()),
+            ),
+            propagator: setup.telemetry().shared_propagator(),
+        }
+    }
+
+    /// The context of one handler's work: its caller's trace context and
+    /// baggage, and a SERVER span named after `method`.
+    fn server_context<T>(&self, method: &'static str, request: &Request<T>) -> Context {
+        let parent = self
+            .propagator
+            .extract(&MetadataExtractor(request.metadata()));
+        let span = self
+            .tracer
+            .span_builder(method)
+            .with_kind(SpanKind::Server)
+            .with_attributes([
+                KeyValue::new("rpc.system.name", "grpc"),
+                KeyValue::new("rpc.method", method),
+            ])
+            .start_with_context(&*self.tracer, &parent);
+        parent.with_span(span)
+    }
+}
+
+/// Ends the server span of `cx` with the answer's code.
+fn end_span<T>(cx: &Context, result: &Result<T, Status>) {
+    let span = cx.span();
+    let code = match result {
+        Ok(_) => Code::Ok,
+        Err(status) => status.code(),
+    };
+    span.set_attribute(KeyValue::new("rpc.response.status_code", code_name(code)));
+    if let Err(status) = result {
+        span.set_status(SpanStatus::error(status.message().to_owned()));
+    }
+    span.end();
+}
+
+/// Runs one handler's work inside its server span.
+async fn traced<T>(
+    cx: Context,
+    work: impl Future<Output = Result<T, Status>>,
+) -> Result<T, Status> {
+    let result = work.with_context(cx.clone()).await;
+    end_span(&cx, &result);
+    result
+}
+
+/// The wallet's answer for the ledger's `status`.
+///
+/// | the ledger answered | the wallet answers |
+/// |---|---|
+/// | `FAILED_PRECONDITION` (too little money) | `FAILED_PRECONDITION` |
+/// | `INVALID_ARGUMENT`, `NOT_FOUND` | the same |
+/// | `CANCELLED` (the wallet's caller gave up) | `CANCELLED` |
+/// | anything else: unreachable, the breaker open, a timeout, a race still lost after every attempt | `UNAVAILABLE` |
+pub fn from_ledger(status: Status) -> Status {
+    match status.code() {
+        Code::FailedPrecondition => Status::failed_precondition(status.message()),
+        Code::InvalidArgument => Status::invalid_argument(status.message()),
+        Code::NotFound => Status::not_found(status.message()),
+        Code::Cancelled => Status::cancelled(status.message()),
+        _ => {
+            let why = if rejected_by_breaker(&status) {
+                "the ledger is failing, its circuit breaker is open"
+            } else {
+                "the ledger is unavailable"
+            };
+            Status::unavailable(format!("{why}: {}", status.message()))
+        }
+    }
+}
+
+/// Whether the client's breaker rejected the call: nothing was sent.
+pub fn rejected_by_breaker(status: &Status) -> bool {
+    let mut source = std::error::Error::source(status);
+    while let Some(e) = source {
+        if e.is::<circuit::Rejected>() {
+            return true;
+        }
+        source = e.source();
+    }
+    false
+}
+
+fn check_amount(cents: i64) -> Result<(), Status> {
+    if cents <= 0 {
+        return Err(Status::invalid_argument(format!(
+            "cents: must be more than zero, got {cents}"
+        )));
+    }
+    Ok(())
+}
+
+fn check_account(field: &str, account: &str) -> Result<(), Status> {
+    if account.is_empty() {
+        return Err(Status::invalid_argument(format!(
+            "{field}: must not be empty"
+        )));
+    }
+    Ok(())
+}
+
+type LineStream =
+    std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<pb::StatementLine, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl pb::wallet_server::Wallet for Wallet {
+    async fn send(
+        &self,
+        request: Request<pb::SendRequest>,
+    ) -> Result<Response<pb::SendResponse>, Status> {
+        let cx = self.server_context("wallet.v1.Wallet/Send", &request);
+        let req = request.into_inner();
+        traced(cx, async {
+            check_account("from", &req.from)?;
+            check_account("to", &req.to)?;
+            check_amount(req.cents)?;
+            if req.from == req.to {
+                return Err(Status::invalid_argument("to: must differ from from"));
+            }
+            let request_id = if req.request_id.is_empty() {
+                format!("wallet-{:016x}", fastrand::u64(..))
+            } else {
+                req.request_id
+            };
+            let receipt = self
+                .ledger
+                .transfer(ledger::TransferRequest {
+                    request_id,
+                    from: req.from,
+                    to: req.to,
+                    cents: req.cents,
+                })
+                .await
+                .map_err(from_ledger)?
+                .into_inner();
+            Ok(Response::new(pb::SendResponse {
+                payment_id: receipt.transfer_id,
+                balance: receipt.from_balance,
+            }))
+        })
+        .await
+    }
+
+    async fn top_up(
+        &self,
+        request: Request<pb::TopUpRequest>,
+    ) -> Result<Response<pb::TopUpResponse>, Status> {
+        let cx = self.server_context("wallet.v1.Wallet/TopUp", &request);
+        let req = request.into_inner();
+        traced(cx, async {
+            check_account("account", &req.account)?;
+            check_amount(req.cents)?;
+            let receipt = self
+                .ledger
+                .charge(ledger::ChargeRequest {
+                    account: req.account,
+                    cents: req.cents,
+                })
+                .await
+                .map_err(from_ledger)?
+                .into_inner();
+            Ok(Response::new(pb::TopUpResponse {
+                top_up_id: receipt.charge_id,
+                balance: receipt.balance,
+            }))
+        })
+        .await
+    }
+
+    async fn get_balance(
+        &self,
+        request: Request<pb::GetBalanceRequest>,
+    ) -> Result<Response<pb::GetBalanceResponse>, Status> {
+        let cx = self.server_context("wallet.v1.Wallet/GetBalance", &request);
+        let req = request.into_inner();
+        traced(cx, async {
+            check_account("account", &req.account)?;
+            let balance = self
+                .ledger
+                .balance(ledger::BalanceRequest {
+                    account: req.account,
+                })
+                .await
+                .map_err(from_ledger)?
+                .into_inner();
+            Ok(Response::new(pb::GetBalanceResponse {
+                cents: balance.cents,
+            }))
+        })
+        .await
+    }
+
+    type StatementStream = LineStream;
+
+    async fn statement(
+        &self,
+        request: Request<pb::StatementRequest>,
+    ) -> Result<Response<LineStream>, Status> {
+        let cx = self.server_context("wallet.v1.Wallet/Statement", &request);
+        let req = request.into_inner();
+        let ledger = self.ledger.clone();
+        let opened = traced(cx.clone(), async move {
+            check_account("account", &req.account)?;
+            ledger
+                .watch_entries(ledger::WatchEntriesRequest {
+                    account: req.account,
+                    follow: false,
+                })
+                .await
+                .map_err(from_ledger)
+                .map(Response::into_inner)
+        })
+        .await?;
+        let (tx, rx) = mpsc::channel(16);
+        tokio::spawn(
+            async move {
+                let mut entries = opened;
+                loop {
+                    let line = match entries.message().await {
+                        Ok(Some(entry)) => Ok(pb::StatementLine {
+                            sequence: entry.sequence,
+                            cents: entry.cents,
+                            reference: entry.reference,
+                        }),
+                        Ok(None) => return,
+                        Err(status) => Err(from_ledger(status)),
+                    };
+                    let end = line.is_err();
+                    if tx.send(line).await.is_err() || end {
+                        return;
+                    }
+                }
+            }
+            .with_context(cx),
+        );
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
+    }
+}
+
+/// A wallet being served, until [`stop`](Serving::stop).
+#[derive(Debug)]
+pub struct Serving {
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    server: JoinHandle<Result<(), tonic::transport::Error>>,
+    readiness: JoinHandle<()>,
+}
+
+/// Builds the wallet's ledger client from `settings` and serves the wallet
+/// on `listener`, with `grpc.health.v1` whose readiness (for the service
+/// `""` and `wallet.v1.Wallet`) is the ledger client's `Connected`,
+/// checked every [`READINESS_INTERVAL`].
+///
+/// # Errors
+///
+/// [`Failure::Software`] when the client refuses its settings (each was
+/// checked where it was read, so that is a fault in the code) or the
+/// listener's address cannot be read.
+pub async fn start(
+    setup: &Setup,
+    settings: &Settings,
+    listener: TcpListener,
+) -> Result<Serving, Failure> {
+    let addr = listener.local_addr().map_err(Failure::software)?;
+    let ledger = Client::new(setup, settings.ledger.clone()).map_err(Failure::software)?;
+    let ready = ledger.connected();
+    let wallet = Wallet::new(setup, ledger);
+
+    let (reporter, health) = tonic_health::server::health_reporter();
+    // Not ready until the first check says so.
+    for service in ["", "wallet.v1.Wallet"] {
+        reporter
+            .set_service_status(service, ServingStatus::NotServing)
+            .await;
+    }
+    let readiness = tokio::spawn(report_readiness(ready, reporter));
+
+    let strip = StripScenarioLayer::new(
+        setup.faults().clone(),
+        setup.telemetry().shared_propagator(),
+    )
+    .trust_scenario(|caller| {
+        caller
+            .extensions()
+            .get::<TcpConnectInfo>()
+            .and_then(TcpConnectInfo::remote_addr)
+            .is_some_and(|peer| peer.ip().is_loopback())
+    });
+    let (stop, mut stopping) = watch::channel(false);
+    let server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .layer(strip)
+            .add_service(health)
+            .add_service(pb::wallet_server::WalletServer::new(wallet))
+            .serve_with_incoming_shutdown(TcpIncoming::from(listener), async move {
+                let _ = stopping.wait_for(|stop| *stop).await.map(|_| ());
+            }),
+    );
+    Ok(Serving {
+        addr,
+        stop,
+        server,
+        readiness,
+    })
+}
+
+/// Sets the health service's status from `ready`, now and every
+/// [`READINESS_INTERVAL`].
+async fn report_readiness(ready: Monitor, reporter: tonic_health::server::HealthReporter) {
+    loop {
+        let status = match tokio::time::timeout(READINESS_CHECK_TIMEOUT, ready.check()).await {
+            Ok(true) => ServingStatus::Serving,
+            _ => ServingStatus::NotServing,
+        };
+        reporter.set_service_status("", status).await;
+        reporter
+            .set_service_status("wallet.v1.Wallet", status)
+            .await;
+        tokio::time::sleep(READINESS_INTERVAL).await;
+    }
+}
+
+impl Serving {
+    /// The address the wallet listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops the wallet: its listener closes, its calls in flight finish.
+    ///
+    /// # Errors
+    ///
+    /// The server's own error, if it failed while serving.
+    pub async fn stop(self) -> Result<(), tonic::transport::Error> {
+        self.readiness.abort();
+        let _ = self.stop.send(true);
+        match self.server.await {
+            Ok(result) => result,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_policies_reach_the_descriptors() {
+        use crate::pb::ledger::v1::ledger_humus;
+        // From the .proto's option.
+        assert!(ledger_humus::CHARGE.policy.never_retry);
+        assert!(Ledger::CHARGE.policy.never_retry);
+        // From #[humus::client].
+        let transfer = Ledger::TRANSFER;
+        assert_eq!(transfer.full_name, "/ledger.v1.Ledger/Transfer");
+        assert_eq!(transfer.point, "grpc:ledger.v1.Ledger/Transfer");
+        assert!(!transfer.policy.never_retry);
+        assert_eq!(transfer.policy.table.len(), 1);
+        let rule = transfer.policy.table[0];
+        assert_eq!(rule.code, Code::Aborted);
+        assert_eq!(rule.retry, humus::retry::Verdict::Retry);
+        assert_eq!(rule.breaker, circuit::Outcome::Success);
+        // The .proto's own descriptor has no rule for Transfer.
+        assert!(ledger_humus::TRANSFER.policy.table.is_empty());
+    }
+
+    #[test]
+    fn the_ledgers_answers_become_the_wallets() {
+        let cases = [
+            (
+                Status::failed_precondition("insufficient balance"),
+                Code::FailedPrecondition,
+            ),
+            (Status::invalid_argument("cents"), Code::InvalidArgument),
+            (Status::not_found("no such account"), Code::NotFound),
+            (Status::cancelled("gave up"), Code::Cancelled),
+            (Status::unavailable("connection refused"), Code::Unavailable),
+            (Status::deadline_exceeded("timeout"), Code::Unavailable),
+            (Status::aborted("write race"), Code::Unavailable),
+            (Status::resource_exhausted("quota"), Code::Unavailable),
+            (Status::internal("bug"), Code::Unavailable),
+        ];
+        for (ledger, want) in cases {
+            let message = ledger.message().to_owned();
+            let got = from_ledger(ledger);
+            assert_eq!(got.code(), want, "{message}");
+            assert!(got.message().contains(&message), "{got}");
+        }
+        assert!(!rejected_by_breaker(&Status::unavailable("refused")));
+    }
+
+    #[test]
+    fn settings_come_from_the_environment() {
+        let env = Env::from_pairs([
+            (ENV_LEDGER_ADDR, "ledger:50051"),
+            (ENV_LEDGER_TIMEOUT, "2s"),
+            (ENV_LEDGER_MAX_ATTEMPTS, "5"),
+            (ENV_LEDGER_BACKOFF_BASE, "10ms"),
+            (ENV_LEDGER_BACKOFF_MAX, "100ms"),
+            (ENV_LEDGER_BREAKER_OPEN_FOR, "1500ms"),
+            (ENV_FAULT_INJECTION, "on"),
+            (ENV_LISTEN_ADDR, "127.0.0.1:0"),
+        ]);
+        let s = Settings::from_env(&env).unwrap();
+        assert_eq!(s.ledger.addr, "ledger:50051");
+        assert_eq!(s.ledger.timeout, Duration::from_secs(2));
+        assert_eq!(s.ledger.max_attempts, 5);
+        assert_eq!(s.ledger.backoff_base, Duration::from_millis(10));
+        assert_eq!(s.ledger.backoff_max, Duration::from_millis(100));
+        assert_eq!(s.ledger.breaker.open_for, Duration::from_millis(1500));
+        assert!(s.fault_injection);
+        assert_eq!(s.listen_addr, "127.0.0.1:0".parse().unwrap());
+
+        let d = client::Settings::default();
+        let s = Settings::from_env(&Env::from_pairs([(ENV_LEDGER_ADDR, "ledger:1")])).unwrap();
+        assert_eq!(s.ledger.timeout, d.timeout);
+        assert_eq!(s.ledger.breaker.open_for, d.breaker.open_for);
+        assert!(!s.fault_injection);
+    }
+
+    #[test]
+    fn every_bad_variable_is_named() {
+        let env = Env::from_pairs([
+            (ENV_LEDGER_ADDR, "ledger"),
+            (ENV_LEDGER_TIMEOUT, "0"),
+            (ENV_LEDGER_BREAKER_OPEN_FOR, "0s"),
+            (ENV_LISTEN_ADDR, "anywhere"),
+        ]);
+        let err = Settings::from_env(&env).unwrap_err();
+        let names: Vec<&str> = err.vars().iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                ENV_LISTEN_ADDR,
+                ENV_LEDGER_ADDR,
+                ENV_LEDGER_TIMEOUT,
+                ENV_LEDGER_BREAKER_OPEN_FOR
+            ]
+        );
+    }
+}

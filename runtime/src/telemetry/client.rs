@@ -1,0 +1,889 @@
+//! The per-client recorder: attempt spans, propagation, the client's
+//! instruments and the breaker's log records (seed 000, "Telemetry",
+//! "humus's own instruments", "Its log records").
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::SystemTime;
+
+use opentelemetry::global::BoxedTracer;
+use opentelemetry::logs::{AnyValue, LogRecord as _, Logger as _, Severity};
+use opentelemetry::metrics::{AsyncInstrument, Counter, Histogram, ObservableUpDownCounter};
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::trace::{SpanBuilder, SpanKind, Status, TraceContextExt as _, Tracer as _};
+use opentelemetry::{Context, InstrumentationScope, KeyValue};
+use tokio::time::Instant;
+use tonic::Code;
+use tonic::metadata::MetadataMap;
+
+use super::logs::BoxedLogger;
+use super::metadata::MetadataInjector;
+use super::names::*;
+use super::providers::Telemetry;
+use crate::circuit::{Outcome, State, Transition};
+use crate::fault::InjectedError;
+use crate::retry::Decision;
+
+/// The name of a gRPC status code as the RPC semantic conventions and
+/// gRPC's own documents spell it: `OK`, `CANCELLED`, `UNAVAILABLE`, …
+/// (the value of `rpc.response.status_code` and `error.type`).
+pub fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+/// Splits a `host:port` address into `server.address` and `server.port`.
+///
+/// A bracketed IPv6 host loses its brackets (`[::1]:443` is `::1`, 443).
+/// An address with no port, or a port that isn't a number from 0 to 65535,
+/// is all host, with no port: the client's settings reject such an address
+/// before a recorder sees it, and a recorder never fails.
+pub(crate) fn split_host_port(addr: &str) -> (&str, Option<u16>) {
+    if let Some(rest) = addr.strip_prefix('[') {
+        if let Some((host, port)) = rest.split_once("]:")
+            && let Ok(port) = port.parse()
+        {
+            return (host, Some(port));
+        }
+        return (addr, None);
+    }
+    match addr.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') => match port.parse() {
+            Ok(port) => (host, Some(port)),
+            Err(_) => (addr, None),
+        },
+        _ => (addr, None),
+    }
+}
+
+const STATES: [State; 3] = [State::Closed, State::Open, State::HalfOpen];
+
+fn state_index(state: State) -> usize {
+    match state {
+        State::Closed => 0,
+        State::Open => 1,
+        State::HalfOpen => 2,
+    }
+}
+
+const OUTCOMES: [Outcome; 3] = [Outcome::Success, Outcome::Failure, Outcome::Ignored];
+
+fn outcome_index(outcome: Outcome) -> usize {
+    match outcome {
+        Outcome::Success => 0,
+        Outcome::Failure => 1,
+        Outcome::Ignored => 2,
+    }
+}
+
+const DECISIONS: [Decision; 6] = [
+    Decision::Succeeded,
+    Decision::Retried,
+    Decision::Stopped,
+    Decision::Throttled,
+    Decision::Exhausted,
+    Decision::Expired,
+];
+
+fn decision_index(decision: Decision) -> usize {
+    match decision {
+        Decision::Succeeded => 0,
+        Decision::Retried => 1,
+        Decision::Stopped => 2,
+        Decision::Throttled => 3,
+        Decision::Exhausted => 4,
+        Decision::Expired => 5,
+    }
+}
+
+/// The bucket boundaries of `rpc.client.call.duration`, in seconds: those
+/// the semantic conventions advise for durations.
+const DURATION_BOUNDARIES: [f64; 14] = [
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+];
+
+/// The span status message of an attempt dropped before it ended.
+const DROPPED_MESSAGE: &str = "the call was dropped before it ended";
+
+fn scope(name: &'static str) -> InstrumentationScope {
+    InstrumentationScope::builder(name)
+        .with_version(env!("CARGO_PKG_VERSION"))
+        .build()
+}
+
+/// What every client of one [`Telemetry`] shares: its tracers, its
+/// instruments, its logger and the registry of breakers whose state
+/// `humus.circuit.state` reads.
+pub(crate) struct Kit {
+    rpc_tracer: Option<BoxedTracer>,
+    client_tracer: Option<BoxedTracer>,
+    logger: BoxedLogger,
+    instruments: Option<Instruments>,
+    registry: Arc<Registry>,
+    propagator: Arc<dyn TextMapPropagator + Send + Sync>,
+}
+
+struct Instruments {
+    call_duration: Histogram<f64>,
+    transitions: Counter<u64>,
+    calls: Counter<u64>,
+    decisions: Counter<u64>,
+    _state: ObservableUpDownCounter<i64>,
+}
+
+impl Kit {
+    pub(crate) fn new(telemetry: &Telemetry) -> Kit {
+        let registry = Arc::new(Registry::default());
+        let instruments = telemetry.has_meter_provider().then(|| {
+            let rpc = telemetry.meter(scope(RPC_SCOPE));
+            let own = telemetry.meter(scope(CLIENT_SCOPE));
+            let observed = Arc::clone(&registry);
+            Instruments {
+                call_duration: rpc
+                    .f64_histogram(RPC_CLIENT_CALL_DURATION)
+                    .with_unit("s")
+                    .with_description("Measures the duration of outbound remote procedure calls.")
+                    .with_boundaries(DURATION_BOUNDARIES.to_vec())
+                    .build(),
+                transitions: own
+                    .u64_counter(HUMUS_CIRCUIT_TRANSITIONS)
+                    .with_unit("{transition}")
+                    .with_description("Circuit breaker transitions, by the state entered.")
+                    .build(),
+                calls: own
+                    .u64_counter(HUMUS_CIRCUIT_CALLS)
+                    .with_unit("{call}")
+                    .with_description(
+                        "Calls the circuit breaker counted, by outcome, and calls it rejected.",
+                    )
+                    .build(),
+                decisions: own
+                    .u64_counter(HUMUS_RETRY_DECISIONS)
+                    .with_unit("{decision}")
+                    .with_description("Retry decisions, by decision.")
+                    .build(),
+                _state: own
+                    .i64_observable_up_down_counter(HUMUS_CIRCUIT_STATE_INSTRUMENT)
+                    .with_unit("{breaker}")
+                    .with_description("Circuit breakers in each state, read at each collection.")
+                    .with_callback(move |observer| observed.observe(observer))
+                    .build(),
+            }
+        });
+        Kit {
+            rpc_tracer: telemetry
+                .has_tracer_provider()
+                .then(|| telemetry.tracer(scope(RPC_SCOPE))),
+            client_tracer: telemetry
+                .has_tracer_provider()
+                .then(|| telemetry.tracer(scope(CLIENT_SCOPE))),
+            logger: telemetry.logger(scope(CLIENT_SCOPE)),
+            instruments,
+            registry,
+            propagator: telemetry.shared_propagator(),
+        }
+    }
+}
+
+/// The breakers `humus.circuit.state` reads at each collection. It holds
+/// them weakly: a [`BreakerRegistration`] dropped is gone at the next
+/// collection.
+#[derive(Default)]
+struct Registry {
+    entries: Mutex<Vec<Weak<Entry>>>,
+}
+
+struct Entry {
+    endpoint: Arc<Endpoint>,
+    state: Box<dyn Fn() -> State + Send + Sync>,
+}
+
+impl Registry {
+    fn register(&self, entry: &Arc<Entry>) {
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        entries.retain(|e| e.strong_count() > 0);
+        entries.push(Arc::downgrade(entry));
+    }
+
+    fn observe(&self, observer: &dyn AsyncInstrument<i64>) {
+        // Read the live entries, then call no user code with the lock held.
+        let live: Vec<Arc<Entry>> = {
+            let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+            entries.retain(|e| e.strong_count() > 0);
+            entries.iter().filter_map(Weak::upgrade).collect()
+        };
+        let mut groups: Vec<(&Endpoint, [i64; 3])> = Vec::new();
+        for entry in &live {
+            let index = state_index((entry.state)());
+            match groups
+                .iter_mut()
+                .find(|(endpoint, _)| endpoint.same_as(&entry.endpoint))
+            {
+                Some((_, counts)) => counts[index] += 1,
+                None => {
+                    let mut counts = [0; 3];
+                    counts[index] = 1;
+                    groups.push((&entry.endpoint, counts));
+                }
+            }
+        }
+        for (endpoint, counts) in groups {
+            for (index, count) in counts.into_iter().enumerate() {
+                observer.observe(count, &endpoint.state_attributes[index]);
+            }
+        }
+    }
+}
+
+/// One dependency's address and the attribute sets of its data points.
+struct Endpoint {
+    address: String,
+    port: Option<u16>,
+    address_kv: KeyValue,
+    port_kv: Option<KeyValue>,
+    /// `server.address`, `server.port`, `humus.circuit.state` per state.
+    state_attributes: [Vec<KeyValue>; 3],
+    /// `server.address`, `server.port`, `humus.circuit.outcome` per outcome,
+    /// then `rejected`.
+    call_attributes: [Vec<KeyValue>; 4],
+    /// `server.address`, `server.port`, `humus.retry.decision` per decision.
+    decision_attributes: [Vec<KeyValue>; 6],
+}
+
+impl Endpoint {
+    fn new(addr: &str) -> Endpoint {
+        let (address, port) = split_host_port(addr);
+        let address_kv = KeyValue::new(SERVER_ADDRESS, address.to_owned());
+        let port_kv = port.map(|port| KeyValue::new(SERVER_PORT, i64::from(port)));
+        let with = |key: &'static str, value: String| {
+            let mut attributes = vec![address_kv.clone()];
+            attributes.extend(port_kv.clone());
+            attributes.push(KeyValue::new(key, value));
+            attributes
+        };
+        Endpoint {
+            address: address.to_owned(),
+            port,
+            state_attributes: STATES.map(|s| with(HUMUS_CIRCUIT_STATE, s.to_string())),
+            call_attributes: [
+                with(HUMUS_CIRCUIT_OUTCOME, OUTCOMES[0].to_string()),
+                with(HUMUS_CIRCUIT_OUTCOME, OUTCOMES[1].to_string()),
+                with(HUMUS_CIRCUIT_OUTCOME, OUTCOMES[2].to_string()),
+                with(HUMUS_CIRCUIT_OUTCOME, REJECTED.to_owned()),
+            ],
+            decision_attributes: DECISIONS.map(|d| with(HUMUS_RETRY_DECISION, d.to_string())),
+            address_kv,
+            port_kv,
+        }
+    }
+
+    fn same_as(&self, other: &Endpoint) -> bool {
+        self.address == other.address && self.port == other.port
+    }
+}
+
+/// What one client records with: created once per client, from the
+/// [`Setup`](crate::Setup)'s [`Telemetry`] and the client's address.
+///
+/// This is the seam between the gRPC client's attempt loop and
+/// OpenTelemetry. The loop calls it as the [module docs](super) show:
+///
+/// | when | call |
+/// |---|---|
+/// | building the client | [`ClientRecorder::new`], then [`transition_observer`](Self::transition_observer) as the breaker's observer, then [`register_breaker`](Self::register_breaker) and keep the registration |
+/// | each attempt the breaker admits | [`start_attempt`](Self::start_attempt); failure injection in [`Attempt::context`]; [`Attempt::inject`] into the request's metadata (or [`Attempt::inject_with_baggage`] with the stripped context); the call; [`Attempt::end`] with its status (an injected abort too) |
+/// | each attempt's settled ticket | [`record_call`](Self::record_call) with the outcome given to the ticket |
+/// | each attempt the breaker rejects | [`record_rejected`](Self::record_rejected) |
+/// | each decision of the retry loop | [`record_decision`](Self::record_decision) |
+///
+/// A clone is cheap and records to the same place.
+#[derive(Clone)]
+pub struct ClientRecorder {
+    inner: Arc<Recorder>,
+}
+
+struct Recorder {
+    kit: Arc<Kit>,
+    endpoint: Arc<Endpoint>,
+}
+
+impl fmt::Debug for ClientRecorder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientRecorder")
+            .field("server_address", &self.inner.endpoint.address)
+            .field("server_port", &self.inner.endpoint.port)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientRecorder {
+    /// A recorder of the client of the dependency at `addr`, `host:port`,
+    /// which gives every span, data point and log record its
+    /// `server.address` and `server.port`.
+    ///
+    /// An `addr` with no valid port (which the client's settings reject
+    /// first) is recorded whole as `server.address`, with no `server.port`.
+    pub fn new(telemetry: &Telemetry, addr: &str) -> ClientRecorder {
+        ClientRecorder {
+            inner: Arc::new(Recorder {
+                kit: telemetry.kit(),
+                endpoint: Arc::new(Endpoint::new(addr)),
+            }),
+        }
+    }
+
+    /// The `server.address` this recorder records.
+    pub fn server_address(&self) -> &str {
+        &self.inner.endpoint.address
+    }
+
+    /// The `server.port` this recorder records, if the address had one.
+    pub fn server_port(&self) -> Option<u16> {
+        self.inner.endpoint.port
+    }
+
+    /// Has `humus.circuit.state` read a breaker's state with `state` at each
+    /// collection, for as long as the returned registration lives.
+    ///
+    /// `state` is typically `move || breaker.state()` over a clone of the
+    /// client's breaker; it runs on the thread that collects metrics, so it
+    /// must be a quick, pure read that doesn't panic. Every breaker
+    /// registered for one address, from every client of one [`Telemetry`],
+    /// adds up: two clients of `ledger:443`, one closed and one open, report
+    /// closed 1, open 1, half-open 0. The client keeps the registration as
+    /// long as it lives; once every registration of an address is dropped,
+    /// the address has no more data points.
+    pub fn register_breaker<F>(&self, state: F) -> BreakerRegistration
+    where
+        F: Fn() -> State + Send + Sync + 'static,
+    {
+        let entry = Arc::new(Entry {
+            endpoint: Arc::clone(&self.inner.endpoint),
+            state: Box::new(state),
+        });
+        if self.inner.kit.instruments.is_some() {
+            self.inner.kit.registry.register(&entry);
+        }
+        BreakerRegistration { _entry: entry }
+    }
+
+    /// The observer to give the client's breaker: it records each
+    /// [`Transition`] with [`record_transition`](Self::record_transition)
+    /// in the current OpenTelemetry context.
+    ///
+    /// The breaker calls its observer on the thread of the call that made
+    /// the change, from `allow` or `done`. For the log record to carry that
+    /// call's trace context, the loop makes the call's context current
+    /// around them (`let _guard = cx.clone().attach();`: both are
+    /// synchronous, so the guard never crosses an `.await`).
+    pub fn transition_observer(&self) -> impl Fn(&Transition) + Send + Sync + 'static {
+        let recorder = self.clone();
+        // Not `Context::map_current`: it keeps the current context borrowed,
+        // and the SDK's processors attach a context of their own on emit.
+        move |transition: &Transition| recorder.record_transition(&Context::current(), transition)
+    }
+
+    /// Starts an attempt of `method`, the full method name with its leading
+    /// slash (`"/ledger.v1.Ledger/Transfer"`, a
+    /// [`Method::full_name`](crate::grpc::client::Method)), as a CLIENT
+    /// span, a child of the span in `cx`.
+    ///
+    /// The span is named after the method without its leading slash
+    /// (`ledger.v1.Ledger/Transfer`), in the scope
+    /// [`RPC_SCOPE`](super::names::RPC_SCOPE), with `rpc.system.name`
+    /// `grpc`, `rpc.method` (the same name), `server.address` and
+    /// `server.port`. Its [context](Attempt::context) keeps `cx`'s
+    /// baggage: the one failure injection evaluates the attempt in. The
+    /// attempt's clock, for `rpc.client.call.duration`, is tokio's, so
+    /// paused-time tests measure exactly.
+    pub fn start_attempt(&self, cx: &Context, method: &'static str) -> Attempt {
+        let method = method.strip_prefix('/').unwrap_or(method);
+        let (cx, traced) = match &self.inner.kit.rpc_tracer {
+            Some(tracer) => {
+                let span = tracer.build_with_context(self.span_builder(method), cx);
+                (cx.with_span(span), true)
+            }
+            None => (cx.clone(), false),
+        };
+        Attempt {
+            recorder: Arc::clone(&self.inner),
+            cx,
+            traced,
+            method,
+            started: self.inner.kit.instruments.as_ref().map(|_| Instant::now()),
+            ended: false,
+        }
+    }
+
+    /// Records a call the breaker rejected: a span of humus's own scope
+    /// ([`CLIENT_SCOPE`](super::names::CLIENT_SCOPE)), named and attributed
+    /// as an attempt's, a child of the span in `cx`, ended at once with
+    /// `rpc.response.status_code` and `error.type` `UNAVAILABLE` and status
+    /// Error with `message` (the rejection's, such as `circuit: call
+    /// rejected: open for another 4.2s`); and one `humus.circuit.calls` of
+    /// outcome `rejected`. It records no `rpc.client.call.duration`: nothing
+    /// was sent. The loop records the decision (`stopped`) itself.
+    pub fn record_rejected(&self, cx: &Context, method: &'static str, message: &str) {
+        self.unsent_span(
+            cx,
+            method,
+            Code::Unavailable,
+            message,
+            code_name(Code::Unavailable),
+        );
+        if let Some(instruments) = &self.inner.kit.instruments {
+            instruments
+                .calls
+                .add(1, &self.inner.endpoint.call_attributes[3]);
+        }
+    }
+
+    /// Records an attempt that ended before anything was sent for another
+    /// reason than the breaker, such as an injected abort: a span of
+    /// humus's own scope, as [`record_rejected`](Self::record_rejected)
+    /// makes, with `status`'s code and message, and `error.type`
+    /// [`fault::ERROR_TYPE`](crate::fault::ERROR_TYPE) when `status` carries
+    /// an [`InjectedError`](crate::fault::InjectedError). It counts no call: the
+    /// attempt's ticket is settled, and [`record_call`](Self::record_call)
+    /// counts it, as any other attempt's.
+    pub fn record_unsent(&self, cx: &Context, method: &'static str, status: &tonic::Status) {
+        self.unsent_span(
+            cx,
+            method,
+            status.code(),
+            status.message(),
+            error_type(status.code(), Some(status)),
+        );
+    }
+
+    /// Counts one call in `humus.circuit.calls`, by the outcome the breaker
+    /// counted it with. Call it once per settled ticket (a unary attempt
+    /// once it has returned, a stream once it has ended), with the outcome
+    /// given to `Ticket::done`; a released ticket counts nothing.
+    pub fn record_call(&self, outcome: Outcome) {
+        if let Some(instruments) = &self.inner.kit.instruments {
+            instruments.calls.add(
+                1,
+                &self.inner.endpoint.call_attributes[outcome_index(outcome)],
+            );
+        }
+    }
+
+    /// Counts one decision of the retry loop in `humus.retry.decisions`:
+    /// one per attempt, `retried` for each one that is followed by another,
+    /// and the decision that ended the call for the last one (a rejected
+    /// attempt is `stopped`, a stream that opened `succeeded`).
+    pub fn record_decision(&self, decision: Decision) {
+        if let Some(instruments) = &self.inner.kit.instruments {
+            instruments.decisions.add(
+                1,
+                &self.inner.endpoint.decision_attributes[decision_index(decision)],
+            );
+        }
+    }
+
+    /// Records one breaker transition: one `humus.circuit.transitions` by
+    /// the state entered, and one log record in humus's own scope.
+    ///
+    /// The record's event name is `humus.circuit.transition`, its severity
+    /// WARN when the breaker opens and INFO otherwise, its body
+    /// `circuit breaker changed from <from> to <to>`, and its attributes
+    /// `server.address`, `server.port`, `humus.circuit.state` (the state
+    /// entered), `humus.circuit.previous_state` (the state left) and the
+    /// counts of the state left: `humus.circuit.successes`, `…failures`,
+    /// `…consecutive_successes`, `…consecutive_failures`, `…timed_out`. It
+    /// carries the trace context of the span in `cx`, if any.
+    pub fn record_transition(&self, cx: &Context, transition: &Transition) {
+        let kit = &self.inner.kit;
+        let endpoint = &self.inner.endpoint;
+        if let Some(instruments) = &kit.instruments {
+            instruments
+                .transitions
+                .add(1, &endpoint.state_attributes[state_index(transition.to)]);
+        }
+        if kit.logger.is_noop() {
+            return;
+        }
+        let severity = if transition.to == State::Open {
+            Severity::Warn
+        } else {
+            Severity::Info
+        };
+        if !kit
+            .logger
+            .event_enabled(severity, CLIENT_SCOPE, Some(HUMUS_CIRCUIT_TRANSITION_EVENT))
+        {
+            return;
+        }
+        let mut record = kit.logger.create_log_record();
+        record.set_event_name(HUMUS_CIRCUIT_TRANSITION_EVENT);
+        record.set_timestamp(SystemTime::now());
+        record.set_severity_number(severity);
+        record.set_severity_text(severity.name());
+        record.set_body(AnyValue::from(format!(
+            "circuit breaker changed from {} to {}",
+            transition.from, transition.to
+        )));
+        record.add_attribute(SERVER_ADDRESS, endpoint.address.clone());
+        if let Some(port) = endpoint.port {
+            record.add_attribute(SERVER_PORT, i64::from(port));
+        }
+        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        let counts = &transition.counts;
+        record.add_attributes([
+            (
+                HUMUS_CIRCUIT_STATE,
+                AnyValue::from(transition.to.to_string()),
+            ),
+            (
+                HUMUS_CIRCUIT_PREVIOUS_STATE,
+                AnyValue::from(transition.from.to_string()),
+            ),
+            (
+                HUMUS_CIRCUIT_SUCCESSES,
+                AnyValue::from(count(counts.successes)),
+            ),
+            (
+                HUMUS_CIRCUIT_FAILURES,
+                AnyValue::from(count(counts.failures)),
+            ),
+            (
+                HUMUS_CIRCUIT_CONSECUTIVE_SUCCESSES,
+                AnyValue::from(count(counts.consecutive_successes)),
+            ),
+            (
+                HUMUS_CIRCUIT_CONSECUTIVE_FAILURES,
+                AnyValue::from(count(counts.consecutive_failures)),
+            ),
+            (
+                HUMUS_CIRCUIT_TIMED_OUT,
+                AnyValue::from(count(counts.timed_out)),
+            ),
+        ]);
+        let span_context = cx.span().span_context().clone();
+        if span_context.is_valid() {
+            record.set_trace_context(
+                span_context.trace_id(),
+                span_context.span_id(),
+                Some(span_context.trace_flags()),
+            );
+        }
+        kit.logger.emit(record);
+    }
+
+    fn span_builder(&self, method: &'static str) -> SpanBuilder {
+        let endpoint = &self.inner.endpoint;
+        let mut attributes = Vec::with_capacity(6);
+        attributes.push(KeyValue::new(RPC_SYSTEM_NAME, RPC_SYSTEM_GRPC));
+        attributes.push(KeyValue::new(RPC_METHOD, method));
+        attributes.push(endpoint.address_kv.clone());
+        attributes.extend(endpoint.port_kv.clone());
+        SpanBuilder::from_name(Cow::Borrowed(method))
+            .with_kind(SpanKind::Client)
+            .with_attributes(attributes)
+    }
+
+    fn unsent_span(
+        &self,
+        cx: &Context,
+        method: &'static str,
+        code: Code,
+        message: &str,
+        error_type: &'static str,
+    ) {
+        let Some(tracer) = &self.inner.kit.client_tracer else {
+            return;
+        };
+        let method = method.strip_prefix('/').unwrap_or(method);
+        let span = tracer.build_with_context(self.span_builder(method), cx);
+        let cx = cx.with_span(span);
+        end_span(&cx, code, message, error_type);
+    }
+}
+
+/// The `error.type` of a status: the code's name, or for a failure that
+/// failure injection caused, [`fault::ERROR_TYPE`](crate::fault::ERROR_TYPE),
+/// one value for every injected failure.
+fn error_type(code: Code, status: Option<&tonic::Status>) -> &'static str {
+    match status {
+        Some(status) if code != Code::Ok && InjectedError::from_status(status).is_some() => {
+            InjectedError::ERROR_TYPE
+        }
+        _ => code_name(code),
+    }
+}
+
+fn end_span(cx: &Context, code: Code, message: &str, error_type: &'static str) {
+    let span = cx.span();
+    span.set_attribute(KeyValue::new(RPC_RESPONSE_STATUS_CODE, code_name(code)));
+    if code != Code::Ok {
+        span.set_attribute(KeyValue::new(ERROR_TYPE, error_type));
+        span.set_status(Status::error(message.to_owned()));
+    }
+    span.end();
+}
+
+/// Keeps a breaker in `humus.circuit.state` while it lives, from
+/// [`ClientRecorder::register_breaker`]. Dropping it stops reporting the
+/// breaker from the next collection on.
+#[must_use = "the breaker's state is reported only while the registration lives"]
+pub struct BreakerRegistration {
+    _entry: Arc<Entry>,
+}
+
+impl fmt::Debug for BreakerRegistration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BreakerRegistration")
+            .field("server_address", &self._entry.endpoint.address)
+            .field("server_port", &self._entry.endpoint.port)
+            .finish()
+    }
+}
+
+/// One attempt in flight, from [`ClientRecorder::start_attempt`]: its
+/// CLIENT span (in its [`context`](Self::context)) and its start time.
+///
+/// End it with [`end`](Self::end) when its status is known: a unary
+/// attempt when it returns, a stream when it ends (one span from its open
+/// to its end). An attempt dropped without `end`, because the caller
+/// dropped the call's future or a stream before its end, ends as
+/// `CANCELLED`.
+pub struct Attempt {
+    recorder: Arc<Recorder>,
+    cx: Context,
+    traced: bool,
+    method: &'static str,
+    /// When the attempt started; read only when it will be measured.
+    started: Option<Instant>,
+    ended: bool,
+}
+
+impl fmt::Debug for Attempt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Attempt")
+            .field("method", &self.method)
+            .field("traced", &self.traced)
+            .field("started", &self.started)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Attempt {
+    /// The attempt's context: the call's context (its baggage) with the
+    /// attempt's span as the active one. Without a tracer provider, the
+    /// call's context as it was.
+    pub fn context(&self) -> &Context {
+        &self.cx
+    }
+
+    /// Writes the attempt's span context and the call's baggage into
+    /// `metadata` with the [`Telemetry`]'s propagator, so a server that
+    /// extracts them joins the trace, its span a child of this attempt's,
+    /// and sees the baggage. Call it on each attempt's request metadata
+    /// (or [`inject_with_baggage`](Self::inject_with_baggage) when the
+    /// baggage to send differs from the call's).
+    pub fn inject(&self, metadata: &mut MetadataMap) {
+        self.recorder
+            .kit
+            .propagator
+            .inject_context(&self.cx, &mut MetadataInjector(metadata));
+    }
+
+    /// Writes the attempt's span context and `cx`'s baggage into
+    /// `metadata`, as [`inject`](Self::inject) does: for the context failure
+    /// injection returns once it has stripped the scenario from what is
+    /// sent ([`Injector::strip`](crate::fault::Injector::strip)). Whatever
+    /// span `cx` holds, the span context written is this attempt's.
+    pub fn inject_with_baggage(&self, cx: &Context, metadata: &mut MetadataMap) {
+        let propagator = &self.recorder.kit.propagator;
+        let mut injector = MetadataInjector(metadata);
+        if self.traced {
+            let span_context = self.cx.span().span_context().clone();
+            propagator.inject_context(&cx.with_remote_span_context(span_context), &mut injector);
+        } else {
+            propagator.inject_context(cx, &mut injector);
+        }
+    }
+
+    /// Ends the attempt with its status, `None` for OK (as
+    /// [`ClassifyFn`](crate::grpc::client::ClassifyFn) gets it): sets
+    /// `rpc.response.status_code` to the code's name, and for every code but
+    /// OK `error.type` to the same name (or, for a failure that failure
+    /// injection caused, [`fault::ERROR_TYPE`](crate::fault::ERROR_TYPE)) and
+    /// the span's status to Error with the status's message; ends the span; records
+    /// `rpc.client.call.duration` in seconds with `rpc.system.name`,
+    /// `rpc.method`, `rpc.response.status_code`, `server.address`,
+    /// `server.port` and, on failure, `error.type`.
+    pub fn end(mut self, status: Option<&tonic::Status>) {
+        match status {
+            None => self.finish(Code::Ok, "", "OK"),
+            Some(status) => self.finish(
+                status.code(),
+                status.message(),
+                error_type(status.code(), Some(status)),
+            ),
+        }
+    }
+
+    fn finish(&mut self, code: Code, message: &str, error_type: &'static str) {
+        self.ended = true;
+        if self.traced {
+            end_span(&self.cx, code, message, error_type);
+        }
+        let (Some(instruments), Some(started)) = (&self.recorder.kit.instruments, self.started)
+        else {
+            return;
+        };
+        let seconds = started.elapsed().as_secs_f64();
+        let endpoint = &self.recorder.endpoint;
+        let name = code_name(code);
+        let empty = || KeyValue::new("", "");
+        let mut attributes = [
+            KeyValue::new(RPC_SYSTEM_NAME, RPC_SYSTEM_GRPC),
+            KeyValue::new(RPC_METHOD, self.method),
+            KeyValue::new(RPC_RESPONSE_STATUS_CODE, name),
+            endpoint.address_kv.clone(),
+            empty(),
+            empty(),
+        ];
+        let mut len = 4;
+        if let Some(port) = &endpoint.port_kv {
+            attributes[len] = port.clone();
+            len += 1;
+        }
+        if code != Code::Ok {
+            attributes[len] = KeyValue::new(ERROR_TYPE, error_type);
+            len += 1;
+        }
+        instruments
+            .call_duration
+            .record(seconds, &attributes[..len]);
+    }
+}
+
+impl Drop for Attempt {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.finish(Code::Cancelled, DROPPED_MESSAGE, code_name(Code::Cancelled));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn what_the_client_holds_is_send_and_sync() {
+        fn send_sync<T: Send + Sync + 'static>() {}
+        send_sync::<Telemetry>();
+        send_sync::<ClientRecorder>();
+        send_sync::<Attempt>();
+        send_sync::<BreakerRegistration>();
+    }
+
+    #[test]
+    fn code_names_are_grpc_names() {
+        assert_eq!(code_name(Code::Ok), "OK");
+        assert_eq!(code_name(Code::Unavailable), "UNAVAILABLE");
+        assert_eq!(code_name(Code::DeadlineExceeded), "DEADLINE_EXCEEDED");
+        assert_eq!(code_name(Code::Unauthenticated), "UNAUTHENTICATED");
+        // Every code from 0 to 16 has its own name.
+        let names: std::collections::HashSet<_> =
+            (0..=16).map(|i| code_name(Code::from_i32(i))).collect();
+        assert_eq!(names.len(), 17);
+    }
+
+    #[test]
+    fn splits_host_and_port() {
+        assert_eq!(split_host_port("ledger:443"), ("ledger", Some(443)));
+        assert_eq!(split_host_port("10.0.0.1:9090"), ("10.0.0.1", Some(9090)));
+        assert_eq!(split_host_port("[::1]:50051"), ("::1", Some(50051)));
+        assert_eq!(split_host_port("ledger"), ("ledger", None));
+        assert_eq!(split_host_port("ledger:grpc"), ("ledger:grpc", None));
+        assert_eq!(split_host_port("ledger:70000"), ("ledger:70000", None));
+        assert_eq!(split_host_port("::1"), ("::1", None));
+        assert_eq!(split_host_port("[::1]"), ("[::1]", None));
+        assert_eq!(split_host_port(":443"), ("", Some(443)));
+    }
+
+    proptest! {
+        #[test]
+        fn split_never_panics(addr in ".*") {
+            let _ = split_host_port(&addr);
+        }
+
+        #[test]
+        fn split_round_trips_host_port(host in "[a-z0-9.-]{0,20}", port: u16) {
+            let addr = format!("{host}:{port}");
+            prop_assert_eq!(split_host_port(&addr), (host.as_str(), Some(port)));
+            let addr = format!("[{host}]:{port}");
+            prop_assert_eq!(split_host_port(&addr), (host.as_str(), Some(port)));
+        }
+    }
+
+    #[test]
+    fn attribute_values_are_the_display_of_the_shared_types() {
+        let endpoint = Endpoint::new("ledger:443");
+        let value = |attributes: &Vec<KeyValue>| attributes[2].value.as_str().into_owned();
+        assert_eq!(
+            endpoint
+                .state_attributes
+                .iter()
+                .map(value)
+                .collect::<Vec<_>>(),
+            ["closed", "open", "half-open"]
+        );
+        assert_eq!(
+            endpoint
+                .call_attributes
+                .iter()
+                .map(value)
+                .collect::<Vec<_>>(),
+            ["success", "failure", "ignored", "rejected"]
+        );
+        assert_eq!(
+            endpoint
+                .decision_attributes
+                .iter()
+                .map(value)
+                .collect::<Vec<_>>(),
+            [
+                "succeeded",
+                "retried",
+                "stopped",
+                "throttled",
+                "exhausted",
+                "expired"
+            ]
+        );
+        for state in STATES {
+            assert_eq!(STATES[state_index(state)], state);
+        }
+        for outcome in OUTCOMES {
+            assert_eq!(OUTCOMES[outcome_index(outcome)], outcome);
+        }
+        for decision in DECISIONS {
+            assert_eq!(DECISIONS[decision_index(decision)], decision);
+        }
+    }
+}

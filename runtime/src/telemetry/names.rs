@@ -1,0 +1,96 @@
+//! The names humus records under: instrumentation scopes, instruments,
+//! attribute keys and the log record's event name.
+//!
+//! OpenTelemetry's own names follow its semantic conventions for RPC
+//! (`rpc.*`, `server.*`, `error.type`); every name humus defines of its own
+//! starts with `humus.` (seed 002, revision 1). They are plain constants
+//! rather than a dependency on `opentelemetry-semantic-conventions`: the
+//! newest RPC conventions (`rpc.system.name`, `rpc.response.status_code`,
+//! `rpc.client.call.duration` in seconds) are only a handful of strings.
+
+/// The instrumentation scope of each attempt's CLIENT span and of
+/// [`RPC_CLIENT_CALL_DURATION`]: the RPC semantic-convention
+/// instrumentation, the part OpenTelemetry's gRPC instrumentation (`otelgrpc`)
+/// plays in seed 000, "Telemetry".
+pub const RPC_SCOPE: &str = "humus::grpc::client::otel";
+
+/// The instrumentation scope of what the client records of its own: the
+/// span of a call the breaker rejected, humus's four instruments and the
+/// breaker's log records (seed 000, "humus's own instruments", "Its log
+/// records").
+pub const CLIENT_SCOPE: &str = "humus::grpc::client";
+
+/// `rpc.system.name`: the RPC system, always [`RPC_SYSTEM_GRPC`].
+pub const RPC_SYSTEM_NAME: &str = "rpc.system.name";
+/// The value of [`RPC_SYSTEM_NAME`] for gRPC.
+pub const RPC_SYSTEM_GRPC: &str = "grpc";
+/// `rpc.method`: the fully-qualified method, `package.Service/Method`, as
+/// the newest RPC conventions define it (the full method without its
+/// leading slash, the same as the span's name).
+pub const RPC_METHOD: &str = "rpc.method";
+/// `rpc.response.status_code`: the name of the gRPC status code an attempt
+/// ended with, such as `UNAVAILABLE` (see
+/// [`code_name`](super::code_name)).
+pub const RPC_RESPONSE_STATUS_CODE: &str = "rpc.response.status_code";
+/// `server.address`: the host of the dependency's `host:port` address.
+pub const SERVER_ADDRESS: &str = "server.address";
+/// `server.port`: the port of the dependency's `host:port` address.
+pub const SERVER_PORT: &str = "server.port";
+/// `error.type`: on a failed attempt, the name of its status code, as the
+/// RPC conventions ask when a status code was returned.
+pub const ERROR_TYPE: &str = "error.type";
+
+/// `rpc.client.call.duration`: a histogram of each attempt's duration, in
+/// seconds (unit `s`), from its start to its status (a stream's: from its
+/// open to its end).
+pub const RPC_CLIENT_CALL_DURATION: &str = "rpc.client.call.duration";
+
+/// `humus.circuit.state`: an observable up-down counter of breakers in
+/// each state (unit `{breaker}`), read at each collection. Its attribute is
+/// [`HUMUS_CIRCUIT_STATE`].
+pub const HUMUS_CIRCUIT_STATE_INSTRUMENT: &str = "humus.circuit.state";
+/// `humus.circuit.transitions`: a counter of breaker transitions (unit
+/// `{transition}`), by the state entered ([`HUMUS_CIRCUIT_STATE`]).
+pub const HUMUS_CIRCUIT_TRANSITIONS: &str = "humus.circuit.transitions";
+/// `humus.circuit.calls`: a counter of calls the breaker counted (unit
+/// `{call}`), by outcome ([`HUMUS_CIRCUIT_OUTCOME`]).
+pub const HUMUS_CIRCUIT_CALLS: &str = "humus.circuit.calls";
+/// `humus.retry.decisions`: a counter of retry decisions (unit
+/// `{decision}`), by decision ([`HUMUS_RETRY_DECISION`]).
+pub const HUMUS_RETRY_DECISIONS: &str = "humus.retry.decisions";
+
+/// Attribute `humus.circuit.state`: a breaker's state, the `Display` of
+/// [`circuit::State`](crate::circuit::State) (`closed`, `open`,
+/// `half-open`). On `humus.circuit.transitions` and the log record, the
+/// state entered.
+pub const HUMUS_CIRCUIT_STATE: &str = "humus.circuit.state";
+/// Attribute `humus.circuit.outcome`: how a call counted, the `Display` of
+/// [`circuit::Outcome`](crate::circuit::Outcome) (`success`, `failure`,
+/// `ignored`), or [`REJECTED`].
+pub const HUMUS_CIRCUIT_OUTCOME: &str = "humus.circuit.outcome";
+/// The value of [`HUMUS_CIRCUIT_OUTCOME`] for a call the breaker rejected.
+pub const REJECTED: &str = "rejected";
+/// Attribute `humus.retry.decision`: the `Display` of
+/// [`retry::Decision`](crate::retry::Decision) (`succeeded`, `retried`,
+/// `stopped`, `throttled`, `exhausted`, `expired`).
+pub const HUMUS_RETRY_DECISION: &str = "humus.retry.decision";
+
+/// The event name of the log record of a breaker transition.
+pub const HUMUS_CIRCUIT_TRANSITION_EVENT: &str = "humus.circuit.transition";
+/// Log attribute `humus.circuit.previous_state`: the state the breaker left.
+pub const HUMUS_CIRCUIT_PREVIOUS_STATE: &str = "humus.circuit.previous_state";
+/// Log attribute `humus.circuit.successes`: successes in the window of the
+/// state left.
+pub const HUMUS_CIRCUIT_SUCCESSES: &str = "humus.circuit.successes";
+/// Log attribute `humus.circuit.failures`: failures in the window of the
+/// state left.
+pub const HUMUS_CIRCUIT_FAILURES: &str = "humus.circuit.failures";
+/// Log attribute `humus.circuit.consecutive_successes`: the run of
+/// successes the state left ended with.
+pub const HUMUS_CIRCUIT_CONSECUTIVE_SUCCESSES: &str = "humus.circuit.consecutive_successes";
+/// Log attribute `humus.circuit.consecutive_failures`: the run of failures
+/// the state left ended with.
+pub const HUMUS_CIRCUIT_CONSECUTIVE_FAILURES: &str = "humus.circuit.consecutive_failures";
+/// Log attribute `humus.circuit.timed_out`: probes of the state left that
+/// held their slot past the probe timeout.
+pub const HUMUS_CIRCUIT_TIMED_OUT: &str = "humus.circuit.timed_out";

@@ -1,0 +1,218 @@
+//! `Telemetry`: the providers and the propagator, and its `Builder`.
+
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use opentelemetry::global::{BoxedTracer, ObjectSafeTracerProvider};
+use opentelemetry::logs::LoggerProvider;
+use opentelemetry::metrics::{Meter, MeterProvider};
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::trace::noop::{NoopTextMapPropagator, NoopTracer};
+use opentelemetry::trace::{Span, Tracer, TracerProvider};
+use opentelemetry::{InstrumentationScope, metrics::noop::NoopMeterProvider};
+
+use super::client::Kit;
+use super::logs::{BoxedLogger, ObjectSafeLoggerProvider};
+
+/// The tracer, meter and logger providers and the propagator that a
+/// [`Setup`](crate::Setup) records with (seed 000, "Telemetry").
+///
+/// humus never reads or writes OpenTelemetry's globals: everything a client
+/// records goes through the providers given here, and a process that sets
+/// global providers sees none of it. [`Telemetry::default`] records
+/// nothing: no-op providers and a no-op propagator, so a call carries no
+/// trace context or baggage in its metadata.
+///
+/// Build one with [`Telemetry::builder`] from OpenTelemetry SDK providers
+/// (or any implementation of the API's provider traits), once per process,
+/// and clone it: clones are cheap and share the providers and humus's
+/// instruments. Two `Telemetry` values built from the same meter provider
+/// each register the `humus.circuit.state` callback, and the SDK keeps only
+/// one of the two observations of an address, so build it once.
+///
+/// ```
+/// use humus::telemetry::Telemetry;
+/// use opentelemetry_sdk::propagation::TraceContextPropagator;
+/// use opentelemetry_sdk::trace::SdkTracerProvider;
+///
+/// let tracer_provider = SdkTracerProvider::builder().build();
+/// let telemetry = Telemetry::builder()
+///     .tracer_provider(tracer_provider.clone())
+///     .propagator(TraceContextPropagator::new())
+///     .build();
+/// assert!(format!("{telemetry:?}").contains("tracer_provider: true"));
+/// ```
+#[derive(Clone, Default)]
+pub struct Telemetry {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    tracer_provider: Option<Arc<dyn ObjectSafeTracerProvider + Send + Sync>>,
+    meter_provider: Option<Arc<dyn MeterProvider + Send + Sync>>,
+    logger_provider: Option<Arc<dyn ObjectSafeLoggerProvider>>,
+    propagator: Arc<dyn TextMapPropagator + Send + Sync>,
+    /// What every client of this telemetry shares, built by the first.
+    kit: OnceLock<Arc<Kit>>,
+}
+
+impl Default for Inner {
+    fn default() -> Inner {
+        Inner {
+            tracer_provider: None,
+            meter_provider: None,
+            logger_provider: None,
+            propagator: Arc::new(NoopTextMapPropagator::new()),
+            kit: OnceLock::new(),
+        }
+    }
+}
+
+impl fmt::Debug for Telemetry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Telemetry")
+            .field("tracer_provider", &self.inner.tracer_provider.is_some())
+            .field("meter_provider", &self.inner.meter_provider.is_some())
+            .field("logger_provider", &self.inner.logger_provider.is_some())
+            .field("propagator", &self.inner.propagator)
+            .finish()
+    }
+}
+
+impl Telemetry {
+    /// A builder of a `Telemetry`; whatever it isn't given is no-op.
+    pub fn builder() -> Builder {
+        Builder {
+            inner: Inner::default(),
+        }
+    }
+
+    /// The propagator each attempt writes its trace context and its
+    /// call's baggage with, and a server reads them with.
+    pub fn propagator(&self) -> &(dyn TextMapPropagator + Send + Sync) {
+        &*self.inner.propagator
+    }
+
+    /// A tracer of the given instrumentation scope from the tracer
+    /// provider (a no-op tracer without one).
+    pub fn tracer(&self, scope: InstrumentationScope) -> BoxedTracer {
+        match &self.inner.tracer_provider {
+            Some(provider) => BoxedTracer::new(provider.boxed_tracer(scope)),
+            None => BoxedTracer::new(Box::new(NoopTracer::new())),
+        }
+    }
+
+    /// A meter of the given instrumentation scope from the meter provider
+    /// (a no-op meter without one).
+    pub fn meter(&self, scope: InstrumentationScope) -> Meter {
+        match &self.inner.meter_provider {
+            Some(provider) => provider.meter_with_scope(scope),
+            None => NoopMeterProvider::new().meter_with_scope(scope),
+        }
+    }
+
+    /// A logger of the given instrumentation scope from the logger
+    /// provider (a no-op logger without one).
+    pub fn logger(&self, scope: InstrumentationScope) -> BoxedLogger {
+        BoxedLogger::new(
+            self.inner
+                .logger_provider
+                .as_ref()
+                .map(|provider| provider.boxed_logger(scope)),
+        )
+    }
+
+    /// Whether a tracer provider was given.
+    pub(crate) fn has_tracer_provider(&self) -> bool {
+        self.inner.tracer_provider.is_some()
+    }
+
+    /// Whether a meter provider was given.
+    pub(crate) fn has_meter_provider(&self) -> bool {
+        self.inner.meter_provider.is_some()
+    }
+
+    /// The same propagator as [`propagator`](Self::propagator), as a shared
+    /// handle, for what keeps one (such as the server layer
+    /// [`StripScenarioLayer`](crate::grpc::server::StripScenarioLayer)).
+    pub fn shared_propagator(&self) -> Arc<dyn TextMapPropagator + Send + Sync> {
+        Arc::clone(&self.inner.propagator)
+    }
+
+    /// What the clients of this telemetry share: tracers, instruments, the
+    /// logger and the registry of breakers, built on first use.
+    pub(crate) fn kit(&self) -> Arc<Kit> {
+        Arc::clone(self.inner.kit.get_or_init(|| Arc::new(Kit::new(self))))
+    }
+}
+
+/// Builds a [`Telemetry`]. Every provider and the propagator are optional;
+/// what isn't set is no-op.
+///
+/// Each setter takes an OpenTelemetry SDK provider (`SdkTracerProvider`,
+/// `SdkMeterProvider`, `SdkLoggerProvider`, which are cheap handles: pass a
+/// clone and keep one to shut it down) or any other implementation of the
+/// API's provider trait.
+pub struct Builder {
+    inner: Inner,
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("tracer_provider", &self.inner.tracer_provider.is_some())
+            .field("meter_provider", &self.inner.meter_provider.is_some())
+            .field("logger_provider", &self.inner.logger_provider.is_some())
+            .field("propagator", &self.inner.propagator)
+            .finish()
+    }
+}
+
+impl Builder {
+    /// Records spans with `provider`.
+    pub fn tracer_provider<P, T, S>(mut self, provider: P) -> Builder
+    where
+        P: TracerProvider<Tracer = T> + Send + Sync + 'static,
+        T: Tracer<Span = S> + Send + Sync + 'static,
+        S: Span + Send + Sync + 'static,
+    {
+        self.inner.tracer_provider = Some(Arc::new(provider));
+        self
+    }
+
+    /// Records metrics with `provider`.
+    pub fn meter_provider<P>(mut self, provider: P) -> Builder
+    where
+        P: MeterProvider + Send + Sync + 'static,
+    {
+        self.inner.meter_provider = Some(Arc::new(provider));
+        self
+    }
+
+    /// Emits log records with `provider`.
+    pub fn logger_provider<P>(mut self, provider: P) -> Builder
+    where
+        P: LoggerProvider + Send + Sync + 'static,
+        P::Logger: Send + Sync + 'static,
+    {
+        self.inner.logger_provider = Some(Arc::new(provider));
+        self
+    }
+
+    /// Writes and reads trace context and baggage with `propagator`, such
+    /// as a composite of W3C TraceContext and Baggage.
+    pub fn propagator<P>(mut self, propagator: P) -> Builder
+    where
+        P: TextMapPropagator + Send + Sync + 'static,
+    {
+        self.inner.propagator = Arc::new(propagator);
+        self
+    }
+
+    /// The [`Telemetry`].
+    pub fn build(self) -> Telemetry {
+        Telemetry {
+            inner: Arc::new(self.inner),
+        }
+    }
+}
