@@ -19,7 +19,7 @@
 //! table retries a method the `.proto` declares `never_retry`.
 
 use proc_macro2::{Group, Span, TokenStream, TokenTree};
-use quote::{ToTokens, quote, quote_spanned};
+use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
 use crate::attr::{Client, Method};
@@ -44,22 +44,31 @@ pub(crate) fn expand(client: &Client) -> TokenStream {
     let policy_doc =
         format!(" The per-method policy changes `#[humus::client]` declares for [`{ident}`].");
     let separator = (!attrs.is_empty()).then(|| quote!(#[doc = ""]));
-    // Evaluating every descriptor now checks the tables against the
-    // `.proto`; a failure notes this constant, so it carries the span of
-    // the first entry that retries (only those can conflict).
-    let check_span = methods
-        .iter()
-        .filter_map(|method| {
-            let table = method.table.as_ref()?;
-            table.iter().find(|rule| rule.retry == "Retry")
+    // Evaluating a method's descriptor now checks its table against the
+    // `.proto`. Only a table entry that retries can conflict, so each method
+    // with one gets a check of its own descriptor alone, spanned at its own
+    // first `Retry`: a conflict then points at the method that has it.
+    let checks = methods.iter().filter_map(|method| {
+        let rule = method
+            .table
+            .as_ref()?
+            .iter()
+            .find(|rule| rule.retry == "Retry")?;
+        let span = rule.retry.span();
+        let service = respan(service.to_token_stream(), span);
+        let descriptor = format_ident!(
+            "{}",
+            method
+                .ident
+                .to_string()
+                .trim_start_matches("r#")
+                .to_ascii_uppercase(),
+            span = span
+        );
+        Some(quote_spanned! {span=>
+            const _: &::humus::codegen::Method = #service::Client::<#policy>::#descriptor;
         })
-        .map(|rule| rule.retry.span())
-        .next()
-        .unwrap_or_else(|| ident.span());
-    let check_service = respan(service.to_token_stream(), check_span);
-    let check = quote_spanned! {check_span=>
-        const _: &[&::humus::codegen::Method] = #check_service::Client::<#policy>::METHODS;
-    };
+    });
     quote! {
         #(#attrs)*
         #separator
@@ -74,7 +83,7 @@ pub(crate) fn expand(client: &Client) -> TokenStream {
             #(#items)*
         }
 
-        #check
+        #(#checks)*
     }
 }
 
