@@ -66,7 +66,7 @@
 //! mistakes are reported at once. The option's text is
 //! [`OPTIONS_PROTO`].
 //!
-//! Source: issue 5 (code generation) and seed 000 ("How an attempt's result
+//! Source: humus's compile-time per-method policy, and seed 000 ("How an attempt's result
 //! counts").
 #![warn(
     missing_debug_implementations,

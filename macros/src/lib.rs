@@ -80,7 +80,8 @@ use proc_macro::TokenStream;
 /// method (declared here or in the `.proto`), a classify function of the
 /// wrong type, an option given twice, a trait item that is not `fn name();`.
 ///
-/// Source: issue 5 (code generation).
+/// Source: humus's compile-time per-method policy; what a table entry
+/// means is seed 000's "How an attempt's result counts".
 #[proc_macro_attribute]
 pub fn client(args: TokenStream, item: TokenStream) -> TokenStream {
     let cx = ctxt::Ctxt::default();

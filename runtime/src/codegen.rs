@@ -4,7 +4,7 @@
 //!
 //! Besides the descriptor types, it holds [`Override`] and [`merge`]: how
 //! `#[humus::client]`'s per-method declarations combine with the `.proto`'s
-//! policy, at compile time (source: issue 5).
+//! policy, at compile time (source: humus's compile-time per-method policy).
 
 pub use crate::circuit::Outcome;
 pub use crate::grpc::client::{

@@ -18,6 +18,17 @@
 //! | [`telemetry`] | the OpenTelemetry providers and propagator humus uses |
 //! | [`health`] | readiness monitors |
 //! | `testing` | (feature `testing`) an in-memory network and a test CA |
+//!
+//! # Sources
+//!
+//! humus for Rust ports the behaviour of humus, a Go framework, and of the
+//! bedrock library under it. The docs name the design each item implements:
+//! "seed 000" is the design of humus's outbound gRPC client (`grpcclient`:
+//! settings, retries, classification, pushback, streams, telemetry,
+//! readiness), "seed 002" its failure injection (`fault`, with its
+//! revisions 1 to 3), and "seed 004" bedrock's circuit breaker (`circuit`,
+//! in its latest revision, where `allow` is the only way in). gRFC A6 is
+//! gRPC's retry design, whose retry throttling the retry budget implements.
 #![warn(
     missing_debug_implementations,
     missing_docs,

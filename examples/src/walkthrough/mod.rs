@@ -537,7 +537,7 @@ impl Run {
         let overdraft = self.send("normal-overdraft", "carol", "alice", 500).await;
         let statement = self.statement("bob").await;
         self.say(&format!(
-            "      22 calls OK; balances alice {} bob {}; carol's overdraft: {}; bob's statement: {} lines",
+            "      22 wallet calls (2 top-ups, 20 payments) OK; balances alice {} bob {}; carol's overdraft: {}; bob's statement: {} lines",
             alice.as_ref().map_or_else(|e| e.to_string(), i64::to_string),
             bob.as_ref().map_or_else(|e| e.to_string(), i64::to_string),
             overdraft
@@ -573,7 +573,7 @@ impl Run {
                     format!("{lines} lines"),
                 ),
                 check(
-                    "26 calls, one attempt each, no retry, no rejection, the breaker closed",
+                    "26 ledger calls (the 22 above, 2 balances, the overdraft, the statement), one attempt each, no retry, no rejection, the breaker closed",
                     s.calls == 26
                         && s.attempts == 26
                         && s.retries == 0
@@ -788,7 +788,7 @@ impl Run {
             state = self.breaker_state();
         }
         self.say(&format!(
-            "      humus.circuit.state reads {state} after {}ms, with no call made (open_for {}ms)",
+            "      humus.circuit.state reads {state} {}ms after the ledger came back, with no call made (the breaker opened during the outage; open_for {}ms)",
             waited.elapsed().as_millis(),
             self.open_for.as_millis()
         ));

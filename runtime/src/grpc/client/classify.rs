@@ -283,8 +283,8 @@ impl fmt::Debug for Classify {
 ///
 /// Whatever a classify function panics with; nothing is caught.
 ///
-/// Source: issue 3 (a per-method override the code generator targets);
-/// seed 000, "Writing a Classify" (a method that must never be sent twice).
+/// Source: humus's compile-time per-method policy (what the code
+/// generator bakes into each method's descriptor); seed 000, "Writing a Classify" (a method that must never be sent twice).
 pub fn classify_method(
     policy: &MethodPolicy,
     classify: &Classify,

@@ -1,4 +1,4 @@
-//! Telemetry (issue 6) and failure injection (issue 7) in the attempt
+//! Telemetry and failure injection in the attempt
 //! loop: the functions the loop calls at fixed points of every call, over
 //! the client's [`ClientRecorder`](crate::telemetry::ClientRecorder) and
 //! the [`Setup`](crate::Setup)'s [`Injector`](crate::fault::Injector).

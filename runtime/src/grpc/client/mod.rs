@@ -12,7 +12,9 @@
 //! use humus::grpc::client::{Client, Settings, check_addr};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! # let ca = humus::testing::Ca::new();
+//! // A rustls client config trusting the dependency's CA: here a test CA
+//! // (feature `testing`); in production, one built from your CA's PEM.
+//! let ca = humus::testing::Ca::new();
 //! let setup = humus::Setup::new();
 //! // Each value read from configuration goes through its field's check,
 //! // so an operator's mistake names the variable it came from (exit 78).
