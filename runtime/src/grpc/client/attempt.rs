@@ -61,7 +61,7 @@ async fn bounded<T>(
     };
     tokio::select! {
         biased;
-        () = inner.conn.closed() => Cut::Closed,
+        () = inner.conn.closed_ref() => Cut::Closed,
         result = attempt => match result {
             // An injected delay the deadline cut short keeps its own
             // status: DeadlineExceeded, with the injected error as source.
@@ -163,23 +163,61 @@ impl<'a> Call<'a> {
     /// Waits before the next attempt; `Err` if the connection closes first.
     async fn wait(&self, after: std::time::Duration) -> Result<(), Status> {
         tokio::select! {
-            () = self.inner.conn.closed() => Err(closing()),
+            () = self.inner.conn.closed_ref() => Err(closing()),
             () = tokio::time::sleep(after) => Ok(()),
         }
     }
 
-    /// The metadata attempt `n` sends: the caller's, with the time left
-    /// before the deadline as its `grpc-timeout`.
-    fn metadata(&self, base: &MetadataMap) -> MetadataMap {
+    /// The metadata one send of an attempt carries: the caller's, with the
+    /// time left before the deadline as its `grpc-timeout`, and the
+    /// attempt's trace context.
+    fn metadata(&self, base: &MetadataMap, span: &AttemptSpan) -> MetadataMap {
         let mut metadata = base.clone();
         if let Some(deadline) = self.deadline {
             let left = deadline.saturating_duration_since(Instant::now());
-            let mut r = tonic::Request::from_parts(metadata, tonic::Extensions::default(), ());
-            r.set_timeout(left);
-            metadata = r.into_parts().0;
+            metadata.insert("grpc-timeout", grpc_timeout(left));
         }
+        self.hooks.propagate(span, &mut metadata);
         metadata
     }
+}
+
+/// `left` as a `grpc-timeout` value, as tonic's `Request::set_timeout`
+/// writes it (the most precise unit whose value has at most 8 digits), but
+/// without formatting into a `String` first.
+fn grpc_timeout(left: std::time::Duration) -> tonic::metadata::AsciiMetadataValue {
+    const MAX: u128 = 99_999_999;
+    let secs = u128::from(left.as_secs());
+    let (value, unit) = [
+        (left.as_nanos(), b'n'),
+        (left.as_micros(), b'u'),
+        (left.as_millis(), b'm'),
+        (secs, b'S'),
+        (secs / 60, b'M'),
+        (secs / 3600, b'H'),
+    ]
+    .into_iter()
+    .find(|(value, _)| *value <= MAX)
+    .unwrap_or((MAX, b'H'));
+    // At most 8 digits and the unit.
+    let mut buf = [0u8; 9];
+    let mut digits = [0u8; 8];
+    let mut n = 0;
+    let mut v = value;
+    loop {
+        digits[n] = b'0' + (v % 10) as u8;
+        n += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    for (i, d) in digits[..n].iter().rev().enumerate() {
+        buf[i] = *d;
+    }
+    buf[n] = unit;
+    tonic::metadata::AsciiMetadataValue::try_from(&buf[..=n])
+        .expect("digits and a unit letter are visible ASCII")
 }
 
 /// The caller's metadata, without the `grpc-timeout` each attempt sets.
@@ -216,9 +254,7 @@ where
         let span = call.hooks.attempt_start(call.attempt);
         let attempt = async {
             call.hooks.inject_fault(&span, deadline).await?;
-            let mut sent = call.metadata(&metadata);
-            call.hooks.propagate(&span, &mut sent);
-            send_unary::<Resp>(inner, &path, &sent, &body).await
+            send_unary::<Resp>(inner, &path, || call.metadata(&metadata, &span), &body).await
         };
         let result = match bounded(inner, deadline, attempt).await {
             Cut::Returned(result) => result,
@@ -244,11 +280,12 @@ where
 }
 
 /// One unary attempt over the channel, sent again at once if the request
-/// never reached the server.
+/// never reached the server. `metadata` builds each send's metadata (moved
+/// into the request: one copy of the caller's map per send).
 async fn send_unary<Resp>(
     inner: &Inner,
     path: &PathAndQuery,
-    metadata: &MetadataMap,
+    mut metadata: impl FnMut() -> MetadataMap,
     body: &bytes::Bytes,
 ) -> Result<tonic::Response<Resp>, Status>
 where
@@ -257,12 +294,9 @@ where
     let mut grpc = tonic::client::Grpc::new(inner.conn.channel()?);
     let mut resent = 0;
     loop {
-        let request = tonic::Request::from_parts(
-            metadata.clone(),
-            tonic::Extensions::default(),
-            body.clone(),
-        );
         ready(&mut grpc).await?;
+        let request =
+            tonic::Request::from_parts(metadata(), tonic::Extensions::default(), body.clone());
         match grpc
             .unary(request, path.clone(), PreEncoded::<Resp>::new())
             .await
@@ -315,9 +349,8 @@ where
         let span = call.hooks.attempt_start(call.attempt);
         let attempt = async {
             call.hooks.inject_fault(&span, deadline).await?;
-            let mut sent = call.metadata(&metadata);
-            call.hooks.propagate(&span, &mut sent);
-            send_open::<S, Req, Resp>(inner, &path, &sent, &outbound).await
+            send_open::<S, Req, Resp>(inner, &path, || call.metadata(&metadata, &span), &outbound)
+                .await
         };
         let result = match bounded(inner, deadline, attempt).await {
             Cut::Returned(result) => result,
@@ -381,11 +414,12 @@ where
 }
 
 /// One attempt to open a stream, sent again at once if the request never
-/// reached the server and its request stream is still unread.
+/// reached the server and its request stream is still unread. `metadata`
+/// builds each send's metadata.
 async fn send_open<S, Req, Resp>(
     inner: &Inner,
     path: &PathAndQuery,
-    metadata: &MetadataMap,
+    mut metadata: impl FnMut() -> MetadataMap,
     outbound: &Outbound<S>,
 ) -> Result<tonic::Response<tonic::Streaming<Resp>>, Status>
 where
@@ -400,7 +434,7 @@ where
         let result = match outbound {
             Outbound::One(body) => {
                 let request = tonic::Request::from_parts(
-                    metadata.clone(),
+                    metadata(),
                     tonic::Extensions::default(),
                     body.clone(),
                 );
@@ -409,7 +443,7 @@ where
             }
             Outbound::Many(held) => {
                 let request = tonic::Request::from_parts(
-                    metadata.clone(),
+                    metadata(),
                     tonic::Extensions::default(),
                     held.lend(),
                 );
@@ -491,4 +525,51 @@ fn stream_settle(
             None => ticket.release(),
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::grpc_timeout;
+
+    /// What tonic's `Request::set_timeout` writes for `d`.
+    fn tonics(d: Duration) -> String {
+        let mut r = tonic::Request::new(());
+        r.set_timeout(d);
+        r.metadata()
+            .get("grpc-timeout")
+            .expect("set")
+            .to_str()
+            .expect("ASCII")
+            .to_owned()
+    }
+
+    #[test]
+    fn grpc_timeout_is_written_as_tonic_writes_it() {
+        let cases = [
+            Duration::ZERO,
+            Duration::from_nanos(1),
+            Duration::from_nanos(99_999_999),
+            Duration::from_nanos(100_000_000),
+            Duration::from_millis(500),
+            Duration::from_secs(10),
+            Duration::from_millis(99_999_999),
+            Duration::from_secs(100_000),
+            Duration::from_secs(99_999_999),
+            Duration::from_secs(100_000_000),
+            Duration::from_secs(60 * 99_999_999),
+            Duration::from_secs(60 * 100_000_000),
+            Duration::new(123_456, 789),
+        ];
+        for d in cases {
+            assert_eq!(grpc_timeout(d).to_str().expect("ASCII"), tonics(d), "{d:?}");
+        }
+    }
+
+    #[test]
+    fn an_unrealistic_grpc_timeout_is_capped() {
+        let v = grpc_timeout(Duration::from_secs(u64::MAX));
+        assert_eq!(v.to_str().expect("ASCII"), "99999999H");
+    }
 }

@@ -7,6 +7,7 @@ use std::error::Error as StdError;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -43,7 +44,9 @@ struct Dialer {
     /// Latched once a dial (and its TLS handshake) first succeeds.
     ready: watch::Sender<bool>,
     /// Set when the connection is closed, for good.
-    closed: watch::Sender<bool>,
+    closed: AtomicBool,
+    /// Wakes every [`Connection::closed`] waiter when `closed` is set.
+    on_close: tokio::sync::Notify,
     /// Serialises dials, and holds a connection a readiness check dialled
     /// until the channel takes it, so the client keeps one connection.
     stash: tokio::sync::Mutex<Option<BoxIo>>,
@@ -78,7 +81,20 @@ impl Dialer {
     }
 
     fn is_closed(&self) -> bool {
-        *self.closed.borrow()
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Resolves when the connection closes (at once if it has). Registers
+    /// one waiter with the `Notify`, no other allocation or subscription.
+    async fn wait_closed(&self) {
+        let notified = self.on_close.notified();
+        let mut notified = std::pin::pin!(notified);
+        // Registered before the flag is read, so a close in between wakes it.
+        notified.as_mut().enable();
+        if self.is_closed() {
+            return;
+        }
+        notified.await;
     }
 
     fn closed_error(&self) -> io::Error {
@@ -198,7 +214,8 @@ impl Connection {
                 addr: settings.addr.clone(),
                 tls,
                 ready: watch::Sender::new(false),
-                closed: watch::Sender::new(false),
+                closed: AtomicBool::new(false),
+                on_close: tokio::sync::Notify::new(),
                 stash: tokio::sync::Mutex::new(None),
             }),
             endpoint,
@@ -227,22 +244,24 @@ impl Connection {
         self.dialer.is_closed()
     }
 
-    /// Resolves when the connection closes (at once if it has).
+    /// Resolves when the connection closes (at once if it has); owns what
+    /// it needs, so it may outlive `self`.
     pub(crate) fn closed(&self) -> impl Future<Output = ()> + Send + use<> {
-        let mut closed = self.dialer.closed.subscribe();
-        async move {
-            // An error means the sender is gone, so nothing can close it
-            // any more: wait forever.
-            if closed.wait_for(|c| *c).await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        }
+        let dialer = self.dialer.clone();
+        async move { dialer.wait_closed().await }
+    }
+
+    /// [`Connection::closed`], borrowing the connection: what each attempt
+    /// races (no reference count to take and give back per attempt).
+    pub(crate) fn closed_ref(&self) -> impl Future<Output = ()> + Send + '_ {
+        self.dialer.wait_closed()
     }
 
     /// Closes the connection for good: calls fail `Canceled` from now on,
     /// and those in flight end so. Idempotent.
     pub(crate) fn close(&self) {
-        self.dialer.closed.send_replace(true);
+        self.dialer.closed.store(true, Ordering::Release);
+        self.dialer.on_close.notify_waiters();
         let channel = self
             .channel
             .lock()
