@@ -20,7 +20,7 @@
 //!   closes it again: three transitions, each delivered to a no-op
 //!   observer in humus's case.
 //!
-//! The figures, as ratios, are in `BENCHMARKS.circuit.md`.
+//! The figures, as ratios, are in `BENCHMARKS.md`.
 
 use std::hint::black_box;
 use std::time::Duration;

@@ -13,7 +13,7 @@
 //! cargo bench -p humus-tests --bench memory
 //! ```
 //!
-//! Figures in `BENCHMARKS.interop.md`. Source: issue 9, "Memory".
+//! Figures in `BENCHMARKS.md`. Source: the project's memory target (per idle client, per call in flight).
 
 mod support;
 

@@ -11,7 +11,7 @@
 //! enforces the same way), so what humus adds beyond a deadline shows apart.
 //!
 //! Target (issue 9): humus adds under 5% to the median latency, and loses
-//! under 5% of the throughput. Figures in `BENCHMARKS.interop.md`.
+//! under 5% of the throughput. Figures in `BENCHMARKS.md`.
 //!
 //! ```text
 //! cargo bench -p humus-tests --bench overhead -- --warm-up-time 1 --measurement-time 3
