@@ -247,8 +247,15 @@ pub fn check_addr(addr: &str) -> Result<(), InvalidValue> {
         return Err(InvalidValue::new(format!("{addr:?} has an empty port")));
     }
     if !port.bytes().all(|b| b.is_ascii_digit()) {
+        // A port that starts with a letter is a service name (`:grpc`);
+        // anything else (`+1`, `-1`, `80x`) is simply not a port number.
+        let what = if port.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            "the named port"
+        } else {
+            "the port"
+        };
         return Err(InvalidValue::new(format!(
-            "{addr:?} has the named port {port:?}, want a number"
+            "{addr:?} has {what} {port:?}, want a number from 1 to 65535"
         )));
     }
     match port.parse::<u16>() {
@@ -526,6 +533,8 @@ mod tests {
             ("unix:/tmp/s", "scheme"),
             ("carts:grpc", "named port"),
             (":grpc", "named port"),
+            ("carts:+1", "has the port \"+1\", want a number"),
+            ("carts:-1", "has the port \"-1\", want a number"),
             ("carts:9090?x=1", "'?'"),
             ("carts:9090#frag", "'#'"),
             ("carts%20:9090", "'%'"),
