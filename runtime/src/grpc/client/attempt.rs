@@ -250,7 +250,6 @@ where
     let mut call = Call::new(inner, method, cx, deadline);
     loop {
         let ticket = call.allow()?;
-        let started = Instant::now();
         let span = call.hooks.attempt_start(call.attempt);
         let attempt = async {
             call.hooks.inject_fault(&span, deadline).await?;
@@ -260,14 +259,12 @@ where
             Cut::Returned(result) => result,
             Cut::Deadline => Err(deadline_exceeded()),
             Cut::Closed => {
-                call.hooks
-                    .attempt_end(span, Some(&closing()), started.elapsed());
+                call.hooks.attempt_end(span, Some(&closing()));
                 ticket.release();
                 return Err(closing());
             }
         };
-        call.hooks
-            .attempt_end(span, result.as_ref().err(), started.elapsed());
+        call.hooks.attempt_end(span, result.as_ref().err());
         let next = match &result {
             Ok(response) => call.settle(ticket, None, response.metadata(), true),
             Err(status) => call.settle(ticket, Some(status), status.metadata(), true),
@@ -345,7 +342,6 @@ where
     let mut call = Call::new(inner, method, cx, deadline);
     loop {
         let ticket = call.allow()?;
-        let started = Instant::now();
         let span = call.hooks.attempt_start(call.attempt);
         let attempt = async {
             call.hooks.inject_fault(&span, deadline).await?;
@@ -356,8 +352,7 @@ where
             Cut::Returned(result) => result,
             Cut::Deadline => Err(deadline_exceeded()),
             Cut::Closed => {
-                call.hooks
-                    .attempt_end(span, Some(&closing()), started.elapsed());
+                call.hooks.attempt_end(span, Some(&closing()));
                 ticket.release();
                 return Err(closing());
             }
@@ -383,22 +378,14 @@ where
                     .decision(),
                 );
                 let (headers, stream, extensions) = response.into_parts();
-                let settle = stream_settle(
-                    inner,
-                    method,
-                    call.hooks.cx.clone(),
-                    ticket,
-                    span,
-                    started,
-                    deadline,
-                );
+                let settle =
+                    stream_settle(inner, method, call.hooks.cx.clone(), ticket, span, deadline);
                 let stream = Streaming::new(stream, settle, deadline, inner.conn.closed());
                 return Ok(tonic::Response::from_parts(headers, stream, extensions));
             }
             Err(status) => status,
         };
-        call.hooks
-            .attempt_end(span, Some(&status), started.elapsed());
+        call.hooks.attempt_end(span, Some(&status));
         // An attempt that read the request stream used it up: what it sent
         // cannot be sent again.
         let resendable = match &outbound {
@@ -477,7 +464,6 @@ fn stream_settle(
     cx: Context,
     ticket: Ticket,
     span: AttemptSpan,
-    started: Instant,
     deadline: Option<Instant>,
 ) -> Settle {
     // The stream may outlive the call that opened it: it keeps its own
@@ -499,21 +485,21 @@ fn stream_settle(
         };
         let outcome = match end {
             End::Finished(trailer) => {
-                hooks.attempt_end(span, None, started.elapsed());
+                hooks.attempt_end(span, None);
                 Some(classify(None, trailer))
             }
             End::Failed(status) => {
-                hooks.attempt_end(span, Some(status), started.elapsed());
+                hooks.attempt_end(span, Some(status));
                 Some(classify(Some(status), status.metadata()))
             }
             End::DeadlinePassed => {
-                hooks.attempt_end(span, Some(&deadline_exceeded()), started.elapsed());
+                hooks.attempt_end(span, Some(&deadline_exceeded()));
                 Some(Outcome::Failure)
             }
             End::Closed => {
                 // The connection closed under it: the caller's side, not the
                 // dependency's. Counts nothing.
-                hooks.attempt_end(span, Some(&closing()), started.elapsed());
+                hooks.attempt_end(span, Some(&closing()));
                 None
             }
         };

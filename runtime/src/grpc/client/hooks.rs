@@ -25,8 +25,6 @@
 //! around `allow` and `done` ([`Hooks::in_call`]), so each transition's log
 //! record carries the trace context of the call that made it.
 
-use std::time::Duration;
-
 use opentelemetry::Context;
 use opentelemetry::trace::TraceContextExt as _;
 use tonic::Status;
@@ -158,15 +156,9 @@ impl Hooks<'_> {
     /// An attempt ended (for a stream that opened: the stream ended) with
     /// `status` (`None` for OK): ends its span with
     /// `rpc.response.status_code` (and `error.type`, the code's name or
-    /// the injected error's), records `rpc.client.call.duration`. The
-    /// duration is the attempt's own clock; `elapsed` is the loop's.
-    pub(super) fn attempt_end(
-        &self,
-        span: AttemptSpan,
-        status: Option<&Status>,
-        elapsed: Duration,
-    ) {
-        let _ = elapsed;
+    /// the injected error's), records `rpc.client.call.duration`, timed by
+    /// the attempt's own clock.
+    pub(super) fn attempt_end(&self, span: AttemptSpan, status: Option<&Status>) {
         span.attempt.end(status);
     }
 
