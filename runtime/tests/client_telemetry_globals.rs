@@ -8,8 +8,7 @@
 
 mod client_support;
 
-use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
 
 use client_support::*;
 use humus::grpc::client::{Client, Settings};
@@ -19,37 +18,9 @@ use opentelemetry::global;
 use opentelemetry::propagation::TextMapCompositePropagator;
 use opentelemetry::trace::{TraceContextExt, Tracer};
 use opentelemetry::{Context, KeyValue};
-use opentelemetry_sdk::error::OTelSdkResult;
-use opentelemetry_sdk::metrics::data::ResourceMetrics;
-use opentelemetry_sdk::metrics::reader::MetricReader;
-use opentelemetry_sdk::metrics::{
-    InstrumentKind, ManualReader, Pipeline, SdkMeterProvider, Temporality,
-};
 use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
-use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
 use tonic::metadata::MetadataMap;
 use tonic::{Response, Status};
-
-#[derive(Debug)]
-struct Shared(Arc<ManualReader>);
-
-impl MetricReader for Shared {
-    fn register_pipeline(&self, pipeline: Weak<Pipeline>) {
-        self.0.register_pipeline(pipeline)
-    }
-    fn collect(&self, rm: &mut ResourceMetrics) -> OTelSdkResult {
-        self.0.collect(rm)
-    }
-    fn force_flush(&self) -> OTelSdkResult {
-        self.0.force_flush()
-    }
-    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
-        self.0.shutdown_with_timeout(timeout)
-    }
-    fn temporality(&self, kind: InstrumentKind) -> Temporality {
-        self.0.temporality(kind)
-    }
-}
 
 /// Five failures (the breaker opens), a rejected call, then a success
 /// after the open period: every kind of record a client makes.
@@ -67,26 +38,18 @@ async fn exercise(client: &Client, cx: &Context) {
 
 #[tokio::test(start_paused = true)]
 async fn recording_global_providers_see_nothing_of_the_client() {
-    let spans = InMemorySpanExporter::default();
-    global::set_tracer_provider(
-        SdkTracerProvider::builder()
-            .with_simple_exporter(spans.clone())
-            .build(),
-    );
-    let reader = Arc::new(ManualReader::builder().build());
-    global::set_meter_provider(
-        SdkMeterProvider::builder()
-            .with_reader(Shared(Arc::clone(&reader)))
-            .build(),
-    );
+    // Recording providers installed as OpenTelemetry's globals.
+    let globals = humus::testing::Telemetry::new();
+    global::set_tracer_provider(globals.tracer_provider().clone());
+    global::set_meter_provider(globals.meter_provider().clone());
     global::set_text_map_propagator(TextMapCompositePropagator::new(vec![
         Box::new(TraceContextPropagator::new()),
         Box::new(BaggagePropagator::new()),
     ]));
     // The globals record: a span of their own is seen.
     global::tracer("test").in_span("global", |_| {});
-    assert_eq!(spans.get_finished_spans().unwrap().len(), 1);
-    spans.reset();
+    assert_eq!(globals.spans().len(), 1);
+    globals.reset();
 
     let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
     let seen: Arc<Mutex<Vec<MetadataMap>>> = Arc::default();
@@ -153,9 +116,8 @@ async fn recording_global_providers_see_nothing_of_the_client() {
             .is_empty()
     );
 
-    assert!(spans.get_finished_spans().unwrap().is_empty());
-    let mut global_metrics = ResourceMetrics::default();
-    reader.collect(&mut global_metrics).unwrap();
+    assert!(globals.spans().is_empty());
+    let global_metrics = globals.collect();
     let scopes: Vec<_> = global_metrics
         .scope_metrics()
         .map(|s| s.scope().name().to_owned())

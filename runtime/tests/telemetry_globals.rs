@@ -4,9 +4,6 @@
 //!
 //! One test in its own binary, since the globals are the process's.
 
-use std::sync::{Arc, Weak};
-use std::time::Duration;
-
 use humus::circuit::{Counts, Outcome, State, Transition};
 use humus::retry::Decision;
 use humus::telemetry::{ClientRecorder, Telemetry};
@@ -15,36 +12,8 @@ use opentelemetry::baggage::BaggageExt;
 use opentelemetry::global;
 use opentelemetry::propagation::TextMapCompositePropagator;
 use opentelemetry::trace::{TraceContextExt, Tracer};
-use opentelemetry_sdk::error::OTelSdkResult;
-use opentelemetry_sdk::metrics::data::ResourceMetrics;
-use opentelemetry_sdk::metrics::reader::MetricReader;
-use opentelemetry_sdk::metrics::{
-    InstrumentKind, ManualReader, Pipeline, SdkMeterProvider, Temporality,
-};
 use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
-use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
 use tonic::metadata::MetadataMap;
-
-#[derive(Debug)]
-struct Shared(Arc<ManualReader>);
-
-impl MetricReader for Shared {
-    fn register_pipeline(&self, pipeline: Weak<Pipeline>) {
-        self.0.register_pipeline(pipeline)
-    }
-    fn collect(&self, rm: &mut ResourceMetrics) -> OTelSdkResult {
-        self.0.collect(rm)
-    }
-    fn force_flush(&self) -> OTelSdkResult {
-        self.0.force_flush()
-    }
-    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
-        self.0.shutdown_with_timeout(timeout)
-    }
-    fn temporality(&self, kind: InstrumentKind) -> Temporality {
-        self.0.temporality(kind)
-    }
-}
 
 fn record_everything(telemetry: &Telemetry, cx: &Context) -> MetadataMap {
     let recorder = ClientRecorder::new(telemetry, "ledger:443");
@@ -76,26 +45,18 @@ fn record_everything(telemetry: &Telemetry, cx: &Context) -> MetadataMap {
 
 #[test]
 fn recording_global_providers_see_nothing_of_the_client() {
-    let spans = InMemorySpanExporter::default();
-    global::set_tracer_provider(
-        SdkTracerProvider::builder()
-            .with_simple_exporter(spans.clone())
-            .build(),
-    );
-    let reader = Arc::new(ManualReader::builder().build());
-    global::set_meter_provider(
-        SdkMeterProvider::builder()
-            .with_reader(Shared(Arc::clone(&reader)))
-            .build(),
-    );
+    // Recording providers installed as OpenTelemetry's globals.
+    let globals = humus::testing::Telemetry::new();
+    global::set_tracer_provider(globals.tracer_provider().clone());
+    global::set_meter_provider(globals.meter_provider().clone());
     global::set_text_map_propagator(TextMapCompositePropagator::new(vec![
         Box::new(TraceContextPropagator::new()),
         Box::new(BaggagePropagator::new()),
     ]));
     // The globals record: a span of their own is seen.
     global::tracer("test").in_span("global", |_| {});
-    assert_eq!(spans.get_finished_spans().unwrap().len(), 1);
-    spans.reset();
+    assert_eq!(globals.spans().len(), 1);
+    globals.reset();
 
     // A caller context with a span of the global provider and baggage.
     let caller = global::tracer("caller").start("caller");
@@ -124,9 +85,8 @@ fn recording_global_providers_see_nothing_of_the_client() {
             .is_empty()
     );
 
-    assert!(spans.get_finished_spans().unwrap().is_empty());
-    let mut global_metrics = ResourceMetrics::default();
-    reader.collect(&mut global_metrics).unwrap();
+    assert!(globals.spans().is_empty());
+    let global_metrics = globals.collect();
     let scopes: Vec<_> = global_metrics
         .scope_metrics()
         .map(|s| s.scope().name().to_owned())
