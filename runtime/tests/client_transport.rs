@@ -522,3 +522,80 @@ fn new_rejects_bad_settings_naming_every_field() {
     assert_eq!(missing.fields().collect::<Vec<_>>(), ["addr"]);
     assert_eq!(host.dials("carts:9090"), 0);
 }
+
+/// Polls `call` from this task until the server has seen `arrivals` calls
+/// of GetCart, then hands it to a task of its own: the call is woken
+/// through the waker of whichever task polls it last.
+async fn move_to_a_new_task<T: Send + 'static>(
+    carts: &Carts,
+    arrivals: usize,
+    call: impl std::future::Future<Output = T> + Send + 'static,
+) -> tokio::task::JoinHandle<T> {
+    let mut call = Box::pin(call);
+    while carts.arrivals(&GET_CART) < arrivals {
+        assert!(
+            futures_util::poll!(call.as_mut()).is_pending(),
+            "the call ended before the server saw it"
+        );
+        tokio::task::yield_now().await;
+    }
+    assert!(futures_util::poll!(call.as_mut()).is_pending());
+    tokio::spawn(call)
+}
+
+/// A call polled by one task and then by another still ends when the
+/// client stops: the close wakes the task that polled it last.
+#[tokio::test(start_paused = true)]
+async fn a_call_that_changes_tasks_still_ends_at_stop() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_get_cart(|_, req| async move {
+        tokio::time::sleep(5 * SECOND).await;
+        Ok(Response::new(cart(&req.id, 0)))
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let setup = setup(&host);
+    let client = Client::new(&setup, carts_settings(&ca)).unwrap();
+    let start = Instant::now();
+    let call = {
+        let client = client.clone();
+        async move { client.unary::<_, Cart>(&GET_CART, get("c-1")).await }
+    };
+    let moved = move_to_a_new_task(&carts, 1, call).await;
+    tokio::time::sleep(SECOND).await;
+    setup.stop().await;
+    let err = moved.await.unwrap().unwrap_err();
+    assert_eq!(err.code(), Code::Cancelled, "{err:?}");
+    assert_eq!(start.elapsed(), SECOND);
+}
+
+/// A call polled by one task and then by another still ends at its
+/// deadline: the timer wakes the task that polled it last. (The deadline,
+/// 1234 ms, is sent rounded up as `1240m`: tonic's own timer for that
+/// header would end the call 6 ms late.)
+#[tokio::test(start_paused = true)]
+async fn a_call_that_changes_tasks_still_ends_at_its_deadline() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_get_cart(|_, _| std::future::pending::<Result<Response<Cart>, tonic::Status>>());
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            timeout: Duration::from_millis(1234),
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let start = Instant::now();
+    let call = {
+        let client = client.clone();
+        async move { client.unary::<_, Cart>(&GET_CART, get("c-1")).await }
+    };
+    let moved = move_to_a_new_task(&carts, 1, call).await;
+    let err = tokio::time::timeout(10 * SECOND, moved)
+        .await
+        .expect("the deadline ended the call")
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    assert_eq!(start.elapsed(), Duration::from_millis(1234));
+}

@@ -277,8 +277,8 @@ async fn the_earlier_of_the_timeout_and_the_callers_deadline_ends_the_call() {
     }
     let timeouts = timeouts.lock().unwrap();
     assert_eq!(timeouts.len(), 2);
-    assert_eq!(timeouts[0].as_ref().unwrap(), "300000u");
-    assert_eq!(timeouts[1].as_ref().unwrap(), "10000000u");
+    assert_eq!(timeouts[0].as_ref().unwrap(), "300m");
+    assert_eq!(timeouts[1].as_ref().unwrap(), "10S");
 }
 
 /// A caller who drops the call's future gives up: nothing is counted. With a

@@ -5,6 +5,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 
 use futures_util::Stream;
 use http::uri::PathAndQuery;
@@ -47,34 +48,61 @@ enum Cut<T> {
 }
 
 /// Runs `attempt` until it returns, the deadline passes or the connection
-/// closes.
+/// closes (a close seen at the same poll as the attempt's result wins).
+///
+/// Polled by hand rather than with `select!`: on each wake-up the attempt
+/// is polled first, and the close and the deadline cost an atomic load and
+/// a waker comparison. Their registrations (a `Notify` waiter, a timer in
+/// tokio's wheel) are made when the attempt first waits, and made again
+/// only when the task's waker changes; the timer's own wake-up is read as
+/// [`Sleep::is_elapsed`](tokio::time::Sleep::is_elapsed).
 async fn bounded<T>(
     inner: &Inner,
     deadline: Option<Instant>,
     attempt: impl Future<Output = Result<T, Status>>,
 ) -> Cut<T> {
-    let deadline_passed = async {
-        match deadline {
-            Some(d) => tokio::time::sleep_until(d).await,
-            None => std::future::pending().await,
+    let conn = &inner.conn;
+    // Made before the flag is first read: a close after this wakes it.
+    let mut closed = std::pin::pin!(conn.close_notified());
+    let mut attempt = std::pin::pin!(attempt);
+    let mut timer = std::pin::pin!(deadline.map(tokio::time::sleep_until));
+    let mut registered: Option<std::task::Waker> = None;
+    std::future::poll_fn(|cx| {
+        if conn.is_closed() {
+            return Poll::Ready(Cut::Closed);
         }
-    };
-    tokio::select! {
-        biased;
-        () = inner.conn.closed_ref() => Cut::Closed,
-        result = attempt => match result {
-            // An injected delay the deadline cut short keeps its own
-            // status: DeadlineExceeded, with the injected error as source.
-            Err(status)
-                if deadline.is_some_and(|d| Instant::now() >= d)
-                    && InjectedError::from_status(&status).is_none() =>
-            {
-                Cut::Deadline
+        if let Poll::Ready(result) = attempt.as_mut().poll(cx) {
+            return Poll::Ready(match result {
+                // An injected delay the deadline cut short keeps its own
+                // status: DeadlineExceeded, with the injected error as source.
+                Err(status)
+                    if deadline.is_some_and(|d| Instant::now() >= d)
+                        && InjectedError::from_status(&status).is_none() =>
+                {
+                    Cut::Deadline
+                }
+                result => Cut::Returned(result),
+            });
+        }
+        if registered.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            if timer.as_ref().as_pin_ref().is_some_and(|t| t.is_elapsed()) {
+                return Poll::Ready(Cut::Deadline);
             }
-            result => Cut::Returned(result),
-        },
-        () = deadline_passed => Cut::Deadline,
-    }
+            return Poll::Pending;
+        }
+        // First wait, or a new waker: (re)register both with it.
+        if closed.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Cut::Closed);
+        }
+        if let Some(timer) = timer.as_mut().as_pin_mut()
+            && timer.poll(cx).is_ready()
+        {
+            return Poll::Ready(Cut::Deadline);
+        }
+        registered = Some(cx.waker().clone());
+        Poll::Pending
+    })
+    .await
 }
 
 /// What the loop keeps of one call.
@@ -150,7 +178,12 @@ impl<'a> Call<'a> {
                 retry_after: c.retry_after,
                 attempt: self.attempt,
                 max_attempts: self.inner.settings.max_attempts,
-                backoff: self.inner.backoff.backoff(self.attempt),
+                // Drawn only for a retry: nothing else waits it out.
+                backoff: if c.retry == retry::Verdict::Retry {
+                    self.inner.backoff.backoff(self.attempt)
+                } else {
+                    std::time::Duration::ZERO
+                },
                 backoff_max: self.inner.settings.backoff_max,
                 now,
                 deadline: self.deadline,
@@ -175,32 +208,32 @@ impl<'a> Call<'a> {
         let mut metadata = base.clone();
         if let Some(deadline) = self.deadline {
             let left = deadline.saturating_duration_since(Instant::now());
-            metadata.insert("grpc-timeout", grpc_timeout(left));
+            metadata.insert(grpc_timeout_key(), grpc_timeout(left));
         }
         self.hooks.propagate(span, &mut metadata);
         metadata
     }
 }
 
-/// `left` as a `grpc-timeout` value, as tonic's `Request::set_timeout`
-/// writes it (the most precise unit whose value has at most 8 digits), but
-/// without formatting into a `String` first.
+/// `left` as a `grpc-timeout` value, rounded up to about three significant
+/// digits as gRPC's C core writes it: to 1 ms below 1 s, 10 ms below 10 s,
+/// 100 ms below 100 s and 1 s from there (then minutes and hours once the
+/// seconds need more than 8 digits); a zero `left` is `1n`, the least the
+/// header can say.
+///
+/// Rounding makes the calls of a client repeat a few values ("10S" for a
+/// first attempt under the default 10 s timeout), which HPACK indexes once;
+/// a value exact to the microsecond differs on every call, and each would
+/// be one more entry in the connection's header tables, searched and
+/// evicted on both sides. The server may so see up to 1 % (at least 1 ms)
+/// more time than the caller has: the client's own timer ends the call at
+/// the deadline itself.
+///
+/// Source: gRPC over HTTP/2 (`PROTOCOL-HTTP2.md`, "Timeout": at most 8
+/// digits and a unit), and the rounding of gRPC core's timeout encoding.
 fn grpc_timeout(left: std::time::Duration) -> tonic::metadata::AsciiMetadataValue {
-    const MAX: u128 = 99_999_999;
-    let secs = u128::from(left.as_secs());
-    let (value, unit) = [
-        (left.as_nanos(), b'n'),
-        (left.as_micros(), b'u'),
-        (left.as_millis(), b'm'),
-        (secs, b'S'),
-        (secs / 60, b'M'),
-        (secs / 3600, b'H'),
-    ]
-    .into_iter()
-    .find(|(value, _)| *value <= MAX)
-    .unwrap_or((MAX, b'H'));
+    let (value, unit) = timeout_value(left);
     // At most 8 digits and the unit.
-    let mut buf = [0u8; 9];
     let mut digits = [0u8; 8];
     let mut n = 0;
     let mut v = value;
@@ -212,6 +245,7 @@ fn grpc_timeout(left: std::time::Duration) -> tonic::metadata::AsciiMetadataValu
             break;
         }
     }
+    let mut buf = [0u8; 9];
     for (i, d) in digits[..n].iter().rev().enumerate() {
         buf[i] = *d;
     }
@@ -220,10 +254,56 @@ fn grpc_timeout(left: std::time::Duration) -> tonic::metadata::AsciiMetadataValu
         .expect("digits and a unit letter are visible ASCII")
 }
 
+/// The value and unit of [`grpc_timeout`]: `value` has 1 to 8 digits.
+fn timeout_value(left: std::time::Duration) -> (u64, u8) {
+    const MAX: u64 = 99_999_999;
+    if left.is_zero() {
+        return (1, b'n');
+    }
+    // Whole milliseconds, rounded up: below 100 s, to 1, 10 or 100 ms.
+    let millis = left.as_nanos().div_ceil(1_000_000);
+    let step = match millis {
+        0..=1_000 => 1,
+        1_001..=10_000 => 10,
+        10_001..=100_000 => 100,
+        _ => 1_000,
+    };
+    // Rounded up to its step: a whole number of seconds from 100 s on.
+    let millis = millis.div_ceil(step) * step;
+    if millis % 1_000 != 0 {
+        // Below 100 s here: at most 6 digits.
+        return (millis as u64, b'm');
+    }
+    // Whole seconds from here (saturating: more seconds than u64 holds
+    // would need more than 8 digits of hours anyway).
+    let secs = u64::try_from(millis / 1_000).unwrap_or(u64::MAX);
+    if secs <= MAX {
+        (secs, b'S')
+    } else if secs.div_ceil(60) <= MAX {
+        (secs.div_ceil(60), b'M')
+    } else {
+        (secs.div_ceil(3_600).min(MAX), b'H')
+    }
+}
+
 /// The caller's metadata, without the `grpc-timeout` each attempt sets.
 fn caller_metadata(mut metadata: MetadataMap) -> MetadataMap {
-    metadata.remove("grpc-timeout");
+    // An empty map (most calls) is left as it is, without parsing the key.
+    if !metadata.is_empty() {
+        metadata.remove(GRPC_TIMEOUT);
+    }
     metadata
+}
+
+/// The `grpc-timeout` metadata key.
+const GRPC_TIMEOUT: &str = "grpc-timeout";
+
+/// The `grpc-timeout` key, checked once (inserting by `&str` would parse
+/// it on every send).
+fn grpc_timeout_key() -> tonic::metadata::AsciiMetadataKey {
+    static KEY: std::sync::LazyLock<tonic::metadata::AsciiMetadataKey> =
+        std::sync::LazyLock::new(|| tonic::metadata::AsciiMetadataKey::from_static(GRPC_TIMEOUT));
+    KEY.clone()
 }
 
 pub(super) async fn unary<Req, Resp>(
@@ -519,43 +599,56 @@ mod tests {
 
     use super::grpc_timeout;
 
-    /// What tonic's `Request::set_timeout` writes for `d`.
-    fn tonics(d: Duration) -> String {
-        let mut r = tonic::Request::new(());
-        r.set_timeout(d);
-        r.metadata()
-            .get("grpc-timeout")
-            .expect("set")
-            .to_str()
-            .expect("ASCII")
-            .to_owned()
+    fn written(d: Duration) -> String {
+        grpc_timeout(d).to_str().expect("ASCII").to_owned()
     }
 
     #[test]
-    fn grpc_timeout_is_written_as_tonic_writes_it() {
+    fn grpc_timeout_rounds_up_to_about_three_digits() {
         let cases = [
-            Duration::ZERO,
-            Duration::from_nanos(1),
-            Duration::from_nanos(99_999_999),
-            Duration::from_nanos(100_000_000),
-            Duration::from_millis(500),
-            Duration::from_secs(10),
-            Duration::from_millis(99_999_999),
-            Duration::from_secs(100_000),
-            Duration::from_secs(99_999_999),
-            Duration::from_secs(100_000_000),
-            Duration::from_secs(60 * 99_999_999),
-            Duration::from_secs(60 * 100_000_000),
-            Duration::new(123_456, 789),
+            (Duration::ZERO, "1n"),
+            (Duration::from_nanos(1), "1m"),
+            (Duration::from_micros(999), "1m"),
+            (Duration::from_millis(300), "300m"),
+            (Duration::from_micros(300_001), "301m"),
+            (Duration::from_micros(999_999), "1S"),
+            (Duration::from_millis(1_000), "1S"),
+            (Duration::from_micros(1_000_001), "1010m"),
+            (Duration::from_millis(2_345), "2350m"),
+            (Duration::from_micros(9_999_999), "10S"),
+            (Duration::from_millis(9_990), "9990m"),
+            (Duration::from_secs(10), "10S"),
+            (Duration::from_millis(10_001), "10100m"),
+            (Duration::from_millis(29_999), "30S"),
+            (Duration::from_millis(99_999), "100S"),
+            (Duration::from_millis(100_001), "101S"),
+            (Duration::from_secs(300), "300S"),
+            (Duration::from_secs(99_999_999), "99999999S"),
+            (Duration::from_secs(100_000_000), "1666667M"),
+            (Duration::from_secs(60 * 99_999_999), "99999999M"),
+            (Duration::from_secs(60 * 100_000_000), "1666667H"),
         ];
-        for d in cases {
-            assert_eq!(grpc_timeout(d).to_str().expect("ASCII"), tonics(d), "{d:?}");
+        for (d, want) in cases {
+            assert_eq!(written(d), want, "{d:?}");
+        }
+    }
+
+    proptest::proptest! {
+        /// What is written parses (as tonic's server parses it) to at
+        /// least the time left and at most 1 % or 1 ms more.
+        #[test]
+        fn grpc_timeout_never_shortens_and_barely_lengthens(nanos in proptest::prop_oneof![0u64..=10u64.pow(12), proptest::num::u64::ANY]) {
+            let left = Duration::from_nanos(nanos);
+            let parsed = crate::grpc::client::client::parse_grpc_timeout(written(left).as_bytes())
+                .expect("parses");
+            proptest::prop_assert!(parsed >= left, "{left:?} -> {parsed:?}");
+            let slack = (left / 100).max(Duration::from_millis(1));
+            proptest::prop_assert!(parsed - left <= slack, "{left:?} -> {parsed:?}");
         }
     }
 
     #[test]
     fn an_unrealistic_grpc_timeout_is_capped() {
-        let v = grpc_timeout(Duration::from_secs(u64::MAX));
-        assert_eq!(v.to_str().expect("ASCII"), "99999999H");
+        assert_eq!(written(Duration::from_secs(u64::MAX)), "99999999H");
     }
 }

@@ -251,10 +251,18 @@ impl Connection {
         async move { dialer.wait_closed().await }
     }
 
-    /// [`Connection::closed`], borrowing the connection: what each attempt
-    /// races (no reference count to take and give back per attempt).
+    /// [`Connection::closed`], borrowing the connection: what a wait
+    /// between attempts races (no reference count to take and give back).
     pub(crate) fn closed_ref(&self) -> impl Future<Output = ()> + Send + '_ {
         self.dialer.wait_closed()
+    }
+
+    /// The close signal itself, for a future that polls its parts by hand:
+    /// a `Notified` made before [`Connection::is_closed`] is read resolves
+    /// if the close comes after it was made (the flag is set first, then
+    /// the waiters are woken).
+    pub(crate) fn close_notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.dialer.on_close.notified()
     }
 
     /// Closes the connection for good: calls fail `Canceled` from now on,
