@@ -3,7 +3,8 @@
 //! deadline per request, and humus's typed client) take turns, call by
 //! call (one at a time) or batch by batch (64 at once), so that a machine
 //! whose load changes during the run (2 cores shared with other builds)
-//! slows them all alike. criterion's figures, one client after the other,
+//! slows them all alike. The order of the turns rotates from round to
+//! round, so no client always follows the same one. criterion's figures, one client after the other,
 //! move with that load; these ratios do not.
 //!
 //! It prints the median latency of one call (one at a time), the median
@@ -105,22 +106,27 @@ fn main() {
             let mut single: Vec<Vec<Duration>> =
                 (0..3).map(|_| Vec::with_capacity(ROUNDS)).collect();
             for round in 0..WARM_UP + ROUNDS {
-                for (k, samples) in single.iter_mut().enumerate() {
+                // Each client goes first, second and third in turn: a call
+                // is slowed or sped by what the call before it left behind
+                // (timers, a parked or a spinning thread).
+                for turn in 0..3 {
+                    let k = (round + turn) % 3;
                     let started = Instant::now();
                     c.call(k).await;
                     if round >= WARM_UP {
-                        samples.push(started.elapsed());
+                        single[k].push(started.elapsed());
                     }
                 }
             }
             let mut batch: Vec<Vec<Duration>> =
                 (0..3).map(|_| Vec::with_capacity(BATCH_ROUNDS)).collect();
             for round in 0..WARM_UP / 10 + BATCH_ROUNDS {
-                for (k, samples) in batch.iter_mut().enumerate() {
+                for turn in 0..3 {
+                    let k = (round + turn) % 3;
                     let started = Instant::now();
                     join_all((0..CONCURRENCY).map(|_| c.call(k))).await;
                     if round >= WARM_UP / 10 {
-                        samples.push(started.elapsed());
+                        batch[k].push(started.elapsed());
                     }
                 }
             }

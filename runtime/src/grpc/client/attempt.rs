@@ -16,7 +16,7 @@ use tonic::metadata::MetadataMap;
 
 use super::client::{Inner, deadline};
 use super::codec::{PreEncoded, encode_once};
-use super::connection::{closing, never_processed, transport_status};
+use super::connection::{Connection, closing, never_processed, transport_status};
 use super::hooks::{AttemptSpan, Hooks, call_context};
 use super::stream::{End, Holder, Settle, Streaming, deadline_exceeded};
 use super::{CallState, Ended, Method, classify_attempt};
@@ -49,34 +49,62 @@ enum Cut<T> {
 
 /// Runs `attempt` until it returns, the deadline passes or the connection
 /// closes (a close seen at the same poll as the attempt's result wins).
-///
-/// Polled by hand rather than with `select!`: on each wake-up the attempt
-/// is polled first, and the close and the deadline cost an atomic load and
-/// a waker comparison. Their registrations (a `Notify` waiter, a timer in
-/// tokio's wheel) are made when the attempt first waits, and made again
-/// only when the task's waker changes; the timer's own wake-up is read as
-/// [`Sleep::is_elapsed`](tokio::time::Sleep::is_elapsed).
-async fn bounded<T>(
-    inner: &Inner,
-    deadline: Option<Instant>,
-    attempt: impl Future<Output = Result<T, Status>>,
-) -> Cut<T> {
-    let conn = &inner.conn;
-    // Made before the flag is first read: a close after this wakes it.
-    let mut closed = std::pin::pin!(conn.close_notified());
-    let mut attempt = std::pin::pin!(attempt);
-    let mut timer = std::pin::pin!(deadline.map(tokio::time::sleep_until));
-    let mut registered: Option<std::task::Waker> = None;
-    std::future::poll_fn(|cx| {
-        if conn.is_closed() {
+fn bounded<T, F>(inner: &Inner, deadline: Option<Instant>, attempt: F) -> Bounded<'_, F>
+where
+    F: Future<Output = Result<T, Status>>,
+{
+    Bounded {
+        // Made before the flag is first read: a close after this wakes it.
+        closed: inner.conn.close_notified(),
+        attempt,
+        timer: deadline.map(tokio::time::sleep_until),
+        conn: &inner.conn,
+        deadline,
+        registered: None,
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`bounded`], polled by hand rather than with
+    /// `select!`: on each wake-up the attempt is polled first, and the
+    /// close and the deadline cost an atomic load and a waker comparison.
+    /// Their registrations (a `Notify` waiter, a timer in tokio's wheel)
+    /// are made when the attempt first waits, and made again only when the
+    /// task's waker changes; the timer's own wake-up is read as
+    /// [`Sleep::is_elapsed`](tokio::time::Sleep::is_elapsed). The attempt
+    /// is stored once, in place (an `async fn` would keep its argument and
+    /// its pinned copy apart).
+    struct Bounded<'a, F> {
+        #[pin]
+        attempt: F,
+        #[pin]
+        closed: tokio::sync::futures::Notified<'a>,
+        #[pin]
+        timer: Option<tokio::time::Sleep>,
+        conn: &'a Connection,
+        deadline: Option<Instant>,
+        // The waker the close and the timer were registered with.
+        registered: Option<std::task::Waker>,
+    }
+}
+
+impl<T, F> Future for Bounded<'_, F>
+where
+    F: Future<Output = Result<T, Status>>,
+{
+    type Output = Cut<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Cut<T>> {
+        let mut this = self.project();
+        if this.conn.is_closed() {
             return Poll::Ready(Cut::Closed);
         }
-        if let Poll::Ready(result) = attempt.as_mut().poll(cx) {
+        if let Poll::Ready(result) = this.attempt.poll(cx) {
             return Poll::Ready(match result {
                 // An injected delay the deadline cut short keeps its own
                 // status: DeadlineExceeded, with the injected error as source.
                 Err(status)
-                    if deadline.is_some_and(|d| Instant::now() >= d)
+                    if this.deadline.is_some_and(|d| Instant::now() >= d)
                         && InjectedError::from_status(&status).is_none() =>
                 {
                     Cut::Deadline
@@ -84,25 +112,33 @@ async fn bounded<T>(
                 result => Cut::Returned(result),
             });
         }
-        if registered.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-            if timer.as_ref().as_pin_ref().is_some_and(|t| t.is_elapsed()) {
+        if this
+            .registered
+            .as_ref()
+            .is_some_and(|w| w.will_wake(cx.waker()))
+        {
+            if this
+                .timer
+                .as_ref()
+                .as_pin_ref()
+                .is_some_and(|t| t.is_elapsed())
+            {
                 return Poll::Ready(Cut::Deadline);
             }
             return Poll::Pending;
         }
         // First wait, or a new waker: (re)register both with it.
-        if closed.as_mut().poll(cx).is_ready() {
+        if this.closed.as_mut().poll(cx).is_ready() {
             return Poll::Ready(Cut::Closed);
         }
-        if let Some(timer) = timer.as_mut().as_pin_mut()
+        if let Some(timer) = this.timer.as_mut().as_pin_mut()
             && timer.poll(cx).is_ready()
         {
             return Poll::Ready(Cut::Deadline);
         }
-        registered = Some(cx.waker().clone());
+        *this.registered = Some(cx.waker().clone());
         Poll::Pending
-    })
-    .await
+    }
 }
 
 /// What the loop keeps of one call.
@@ -331,11 +367,11 @@ where
     loop {
         let ticket = call.allow()?;
         let span = call.hooks.attempt_start(call.attempt);
-        let attempt = async {
+        let attempt = bounded(inner, deadline, async {
             call.hooks.inject_fault(&span, deadline).await?;
             send_unary::<Resp>(inner, &path, || call.metadata(&metadata, &span), &body).await
-        };
-        let result = match bounded(inner, deadline, attempt).await {
+        });
+        let result = match attempt.await {
             Cut::Returned(result) => result,
             Cut::Deadline => Err(deadline_exceeded()),
             Cut::Closed => {
@@ -423,12 +459,12 @@ where
     loop {
         let ticket = call.allow()?;
         let span = call.hooks.attempt_start(call.attempt);
-        let attempt = async {
+        let attempt = bounded(inner, deadline, async {
             call.hooks.inject_fault(&span, deadline).await?;
             send_open::<S, Req, Resp>(inner, &path, || call.metadata(&metadata, &span), &outbound)
                 .await
-        };
-        let result = match bounded(inner, deadline, attempt).await {
+        });
+        let result = match attempt.await {
             Cut::Returned(result) => result,
             Cut::Deadline => Err(deadline_exceeded()),
             Cut::Closed => {
