@@ -599,3 +599,40 @@ async fn a_call_that_changes_tasks_still_ends_at_its_deadline() {
     assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
     assert_eq!(start.elapsed(), Duration::from_millis(1234));
 }
+
+/// A call first polled by a task that has spent its coop budget still ends
+/// at its deadline: tokio's timer does not register a `Sleep` polled
+/// without budget, so the call registers it at its next poll. (1234 ms,
+/// sent as `1240m`: tonic's own timer would end the call 6 ms late.)
+#[tokio::test(start_paused = true)]
+async fn a_call_first_polled_without_coop_budget_still_ends_at_its_deadline() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_get_cart(|_, _| std::future::pending::<Result<Response<Cart>, tonic::Status>>());
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            timeout: Duration::from_millis(1234),
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let start = Instant::now();
+    let mut call = Box::pin(client.unary::<_, Cart>(&GET_CART, get("c-1")));
+    let mut first = true;
+    let ended = std::future::poll_fn(|cx| {
+        if std::mem::take(&mut first) {
+            // Spend the task's budget, as a busy task would have.
+            while let std::task::Poll::Ready(spent) = tokio::task::coop::poll_proceed(cx) {
+                spent.made_progress();
+            }
+        }
+        call.as_mut().poll(cx)
+    });
+    let err = tokio::time::timeout(10 * SECOND, ended)
+        .await
+        .expect("the deadline ended the call")
+        .unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    assert_eq!(start.elapsed(), Duration::from_millis(1234));
+}

@@ -69,8 +69,9 @@ pin_project_lite::pin_project! {
     /// `select!`: on each wake-up the attempt is polled first, and the
     /// close and the deadline cost an atomic load and a waker comparison.
     /// Their registrations (a `Notify` waiter, a timer in tokio's wheel)
-    /// are made when the attempt first waits, and made again only when the
-    /// task's waker changes; the timer's own wake-up is read as
+    /// are made when the attempt first waits (with coop budget left, which
+    /// the timer needs), and made again only when the task's waker
+    /// changes; the timer's own wake-up is read as
     /// [`Sleep::is_elapsed`](tokio::time::Sleep::is_elapsed). The attempt
     /// is stored once, in place (an `async fn` would keep its argument and
     /// its pinned copy apart).
@@ -131,12 +132,18 @@ where
         if this.closed.as_mut().poll(cx).is_ready() {
             return Poll::Ready(Cut::Closed);
         }
+        // A `Sleep` polled when the task's coop budget is spent returns
+        // Pending without entering the timer wheel (it wakes the task to
+        // come back): the registration counts only if budget was left.
+        let armed = this.timer.is_none() || tokio::task::coop::has_budget_remaining();
         if let Some(timer) = this.timer.as_mut().as_pin_mut()
             && timer.poll(cx).is_ready()
         {
             return Poll::Ready(Cut::Deadline);
         }
-        *this.registered = Some(cx.waker().clone());
+        if armed {
+            *this.registered = Some(cx.waker().clone());
+        }
         Poll::Pending
     }
 }
