@@ -636,3 +636,46 @@ async fn a_call_first_polled_without_coop_budget_still_ends_at_its_deadline() {
     assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
     assert_eq!(start.elapsed(), Duration::from_millis(1234));
 }
+
+/// A call polled once through another waker with no coop budget left, and
+/// then again through its first waker, still ends when the client stops:
+/// the poll without budget moved the close's registration to the other
+/// waker, so the next poll must register again rather than trust the old
+/// one.
+#[tokio::test(start_paused = true)]
+async fn a_call_polled_back_after_a_poll_without_budget_still_ends_at_stop() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_get_cart(|_, req| async move {
+        tokio::time::sleep(5 * SECOND).await;
+        Ok(Response::new(cart(&req.id, 0)))
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let setup = setup(&host);
+    let client = Client::new(&setup, carts_settings(&ca)).unwrap();
+    let start = Instant::now();
+    let mut call = Box::pin(client.unary::<_, Cart>(&GET_CART, get("c-1")));
+    while carts.arrivals(&GET_CART) < 1 {
+        assert!(futures_util::poll!(call.as_mut()).is_pending());
+        tokio::task::yield_now().await;
+    }
+    // Registered with this task's waker.
+    assert!(futures_util::poll!(call.as_mut()).is_pending());
+    // Once through another waker, with the budget spent.
+    let other = futures_util::task::noop_waker();
+    std::future::poll_fn(|cx| {
+        while let std::task::Poll::Ready(spent) = tokio::task::coop::poll_proceed(cx) {
+            spent.made_progress();
+        }
+        let mut elsewhere = std::task::Context::from_waker(&other);
+        assert!(call.as_mut().poll(&mut elsewhere).is_pending());
+        std::task::Poll::Ready(())
+    })
+    .await;
+    // Back with this task's waker: the stop must wake it.
+    let (ended, ()) = tokio::join!(call, async {
+        tokio::time::sleep(SECOND).await;
+        setup.stop().await;
+    });
+    assert_eq!(ended.unwrap_err().code(), Code::Cancelled);
+    assert_eq!(start.elapsed(), SECOND);
+}

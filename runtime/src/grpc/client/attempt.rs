@@ -141,9 +141,9 @@ where
         {
             return Poll::Ready(Cut::Deadline);
         }
-        if armed {
-            *this.registered = Some(cx.waker().clone());
-        }
+        // Not armed: no fast path until a poll with budget registers both
+        // (this one may have moved the close's waker to a new task).
+        *this.registered = armed.then(|| cx.waker().clone());
         Poll::Pending
     }
 }
