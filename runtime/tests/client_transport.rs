@@ -568,23 +568,30 @@ async fn a_call_that_changes_tasks_still_ends_at_stop() {
     assert_eq!(start.elapsed(), SECOND);
 }
 
+/// A Carts that never answers GetCart, serving a client whose timeout is
+/// `timeout`.
+fn carts_that_never_answer(timeout: Duration) -> (Carts, Running, Client) {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_get_cart(|_, _| std::future::pending::<Result<Response<Cart>, tonic::Status>>());
+    let running = start_carts(&host, &ca, &carts);
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            timeout,
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    (carts, running, client)
+}
+
 /// A call polled by one task and then by another still ends at its
 /// deadline: the timer wakes the task that polled it last. (The deadline,
 /// 1234 ms, is sent rounded up as `1240m`: tonic's own timer for that
 /// header would end the call 6 ms late.)
 #[tokio::test(start_paused = true)]
 async fn a_call_that_changes_tasks_still_ends_at_its_deadline() {
-    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
-    carts.on_get_cart(|_, _| std::future::pending::<Result<Response<Cart>, tonic::Status>>());
-    let _carts = start_carts(&host, &ca, &carts);
-    let client = Client::new(
-        &setup(&host),
-        Settings {
-            timeout: Duration::from_millis(1234),
-            ..carts_settings(&ca)
-        },
-    )
-    .unwrap();
+    let (carts, _running, client) = carts_that_never_answer(Duration::from_millis(1234));
     let start = Instant::now();
     let call = {
         let client = client.clone();
@@ -606,17 +613,7 @@ async fn a_call_that_changes_tasks_still_ends_at_its_deadline() {
 /// sent as `1240m`: tonic's own timer would end the call 6 ms late.)
 #[tokio::test(start_paused = true)]
 async fn a_call_first_polled_without_coop_budget_still_ends_at_its_deadline() {
-    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
-    carts.on_get_cart(|_, _| std::future::pending::<Result<Response<Cart>, tonic::Status>>());
-    let _carts = start_carts(&host, &ca, &carts);
-    let client = Client::new(
-        &setup(&host),
-        Settings {
-            timeout: Duration::from_millis(1234),
-            ..carts_settings(&ca)
-        },
-    )
-    .unwrap();
+    let (_carts, _running, client) = carts_that_never_answer(Duration::from_millis(1234));
     let start = Instant::now();
     let mut call = Box::pin(client.unary::<_, Cart>(&GET_CART, get("c-1")));
     let mut first = true;
