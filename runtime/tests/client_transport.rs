@@ -543,18 +543,25 @@ async fn move_to_a_new_task<T: Send + 'static>(
     tokio::spawn(call)
 }
 
-/// A call polled by one task and then by another still ends when the
-/// client stops: the close wakes the task that polled it last.
-#[tokio::test(start_paused = true)]
-async fn a_call_that_changes_tasks_still_ends_at_stop() {
+/// A Carts that answers GetCart after 5 s, and a client of it with the
+/// Setup that stops it.
+fn carts_that_answer_in_5s() -> (Carts, Running, humus::Setup, Client) {
     let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
     carts.on_get_cart(|_, req| async move {
         tokio::time::sleep(5 * SECOND).await;
         Ok(Response::new(cart(&req.id, 0)))
     });
-    let _carts = start_carts(&host, &ca, &carts);
+    let running = start_carts(&host, &ca, &carts);
     let setup = setup(&host);
     let client = Client::new(&setup, carts_settings(&ca)).unwrap();
+    (carts, running, setup, client)
+}
+
+/// A call polled by one task and then by another still ends when the
+/// client stops: the close wakes the task that polled it last.
+#[tokio::test(start_paused = true)]
+async fn a_call_that_changes_tasks_still_ends_at_stop() {
+    let (carts, _running, setup, client) = carts_that_answer_in_5s();
     let start = Instant::now();
     let call = {
         let client = client.clone();
@@ -641,14 +648,7 @@ async fn a_call_first_polled_without_coop_budget_still_ends_at_its_deadline() {
 /// one.
 #[tokio::test(start_paused = true)]
 async fn a_call_polled_back_after_a_poll_without_budget_still_ends_at_stop() {
-    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
-    carts.on_get_cart(|_, req| async move {
-        tokio::time::sleep(5 * SECOND).await;
-        Ok(Response::new(cart(&req.id, 0)))
-    });
-    let _carts = start_carts(&host, &ca, &carts);
-    let setup = setup(&host);
-    let client = Client::new(&setup, carts_settings(&ca)).unwrap();
+    let (carts, _running, setup, client) = carts_that_answer_in_5s();
     let start = Instant::now();
     let mut call = Box::pin(client.unary::<_, Cart>(&GET_CART, get("c-1")));
     while carts.arrivals(&GET_CART) < 1 {
