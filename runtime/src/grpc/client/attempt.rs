@@ -443,6 +443,17 @@ pub(super) enum Outbound<S> {
     Many(Holder<Pin<Box<S>>>),
 }
 
+impl<S> Outbound<S> {
+    /// Whether what an attempt sent can be sent again: one message always;
+    /// a stream only while no attempt has read it (reading uses it up).
+    fn is_resendable(&self) -> bool {
+        match self {
+            Outbound::One(_) => true,
+            Outbound::Many(held) => held.is_unread(),
+        }
+    }
+}
+
 /// Opens a stream of `method`: the open is retried as a unary attempt is
 /// (with the backoff, not `Settings::timeout`: a stream ends with its
 /// caller's own deadline); once open, the stream is never retried, and its
@@ -509,13 +520,12 @@ where
             Err(status) => status,
         };
         call.hooks.attempt_end(span, Some(&status));
-        // An attempt that read the request stream used it up: what it sent
-        // cannot be sent again.
-        let resendable = match &outbound {
-            Outbound::One(_) => true,
-            Outbound::Many(held) => held.is_unread(),
-        };
-        let next = call.settle(ticket, Some(&status), status.metadata(), resendable);
+        let next = call.settle(
+            ticket,
+            Some(&status),
+            status.metadata(),
+            outbound.is_resendable(),
+        );
         match next {
             Next::Retry { after } => call.wait(after).await?,
             _ => return Err(status),
@@ -565,13 +575,12 @@ where
                 .await
             }
         };
-        let result = result.map_err(transport_status);
-        let unread = match outbound {
-            Outbound::One(_) => true,
-            Outbound::Many(held) => held.is_unread(),
-        };
-        match result {
-            Err(status) if resent < TRANSPARENT_RETRIES && unread && never_processed(&status) => {
+        match result.map_err(transport_status) {
+            Err(status)
+                if resent < TRANSPARENT_RETRIES
+                    && outbound.is_resendable()
+                    && never_processed(&status) =>
+            {
                 resent += 1;
             }
             result => return result,
