@@ -162,6 +162,20 @@ impl Telemetry {
         metrics
     }
 
+    /// Collects every metric now, and returns the names of the
+    /// instrumentation scopes that recorded any, in the SDK's order (empty
+    /// when nothing was recorded through these providers).
+    ///
+    /// # Panics
+    ///
+    /// If the meter provider was shut down (a test's own mistake).
+    pub fn metric_scopes(&self) -> Vec<String> {
+        self.collect()
+            .scope_metrics()
+            .map(|s| s.scope().name().to_owned())
+            .collect()
+    }
+
     /// Collects every metric now, and returns the data points of the
     /// instrumentation scope named `scope` (such as
     /// [`names::CLIENT_SCOPE`](crate::telemetry::names::CLIENT_SCOPE)), one
