@@ -73,19 +73,10 @@ fn value(points: &[MetricPoint], name: &str, attributes: &[(&str, &str)]) -> f64
     matching[0].value.as_f64()
 }
 
-fn unavailable() -> Status {
-    Status::unavailable("carts is busy")
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_retried_call_is_one_client_span_per_attempt_siblings_under_the_callers_span() {
     let (ca, host, carts, capture) = (Ca::new(), Host::new(), Carts::new(), Telemetry::new());
-    carts.on_get_cart(|seen, req| async move {
-        if seen.n < 3 {
-            return Err(unavailable());
-        }
-        Ok(Response::new(cart(&req.id, 0)))
-    });
+    carts.on_get_cart_unavailable_until(3);
     let _carts = start_carts(&host, &ca, &carts);
     let client = Client::new(&setup_with(&host, &capture), carts_settings(&ca)).unwrap();
     let cx = caller(&capture);

@@ -16,10 +16,6 @@ use humus::testing::{Ca, Host};
 use tokio::time::Instant;
 use tonic::{Code, Response, Status};
 
-fn unavailable() -> Status {
-    Status::unavailable("carts is busy")
-}
-
 fn with_pushback(code: Code, millis: &str) -> Status {
     let mut md = tonic::metadata::MetadataMap::new();
     md.insert("grpc-retry-pushback-ms", millis.parse().unwrap());
@@ -29,12 +25,7 @@ fn with_pushback(code: Code, millis: &str) -> Status {
 #[tokio::test(start_paused = true)]
 async fn unavailable_is_retried_until_an_attempt_succeeds() {
     let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
-    carts.on_get_cart(|seen, req| async move {
-        if seen.n < 3 {
-            return Err(unavailable());
-        }
-        Ok(Response::new(cart(&req.id, 0)))
-    });
+    carts.on_get_cart_unavailable_until(3);
     let _carts = start_carts(&host, &ca, &carts);
     let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
     let cart: Response<Cart> = client.unary(&GET_CART, get("c-1")).await.unwrap();
@@ -421,12 +412,7 @@ impl prost::Message for Counted {
 #[tokio::test(start_paused = true)]
 async fn the_request_is_encoded_once_for_every_attempt() {
     let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
-    carts.on_get_cart(|s, req| async move {
-        if s.n < 3 {
-            return Err(unavailable());
-        }
-        Ok(Response::new(cart(&req.id, 0)))
-    });
+    carts.on_get_cart_unavailable_until(3);
     let _carts = start_carts(&host, &ca, &carts);
     let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
     let request = tonic::Request::new(Counted { id: "c-9".into() });

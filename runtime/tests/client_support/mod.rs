@@ -147,6 +147,11 @@ pub struct Carts {
     state: Arc<CartsState>,
 }
 
+/// The status of a busy Carts.
+pub fn unavailable() -> Status {
+    Status::unavailable("carts is busy")
+}
+
 pub fn cart(id: &str, items: u32) -> Cart {
     Cart {
         id: id.to_owned(),
@@ -208,6 +213,17 @@ impl Carts {
                 authorities: Mutex::default(),
             }),
         }
+    }
+
+    /// GetCart answers [`unavailable`] until its `n`th arrival, which (and
+    /// every later one) gets the cart asked for, with no items.
+    pub fn on_get_cart_unavailable_until(&self, n: usize) {
+        self.on_get_cart(move |seen, req| async move {
+            if seen.n < n {
+                return Err(unavailable());
+            }
+            Ok(Response::new(cart(&req.id, 0)))
+        });
     }
 
     pub fn on_get_cart<F, Fut>(&self, f: F)
