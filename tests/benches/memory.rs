@@ -107,11 +107,7 @@ static HELD: AtomicUsize = AtomicUsize::new(0);
 /// The child: serves, says how many calls it holds, exits when its stdin
 /// closes.
 fn serve() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let rt = support::runtime(1);
     let dependency = Dependency::new(Answer::Hold);
     let addr = rt.block_on(support::serve(dependency.clone()));
     println!("LISTENING {}", addr.port());
@@ -187,11 +183,7 @@ fn main() {
     });
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let rt = support::runtime(2);
     let _guard = rt.enter();
     let setup = humus::Setup::new();
 

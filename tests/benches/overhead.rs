@@ -29,11 +29,7 @@ use humus_tests::grpc_proto::grpc::testing::SimpleRequest;
 use support::{Answer, Dependency};
 
 fn overhead(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let rt = support::runtime(2);
     let _guard = rt.enter();
     let addr = rt.block_on(support::serve(Dependency::new(Answer::Ok)));
     let tonic = support::tonic_client(addr);

@@ -87,11 +87,7 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let rt = support::runtime(2);
     let _guard = rt.enter();
     let addr = rt.block_on(support::serve(Dependency::new(Answer::Ok)));
     let clients = Clients {

@@ -125,11 +125,7 @@ fn row(name: &str, attempts: &[u32], note: &str) {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let rt = support::runtime(2);
     let dependency = Dependency::new(Answer::Unavailable);
     let addr = rt.block_on(support::serve(dependency.clone()));
 

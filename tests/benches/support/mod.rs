@@ -176,6 +176,17 @@ impl TestService for Service {
     }
 }
 
+/// A multi-threaded tokio runtime with `workers` worker threads, time and
+/// I/O enabled: what every bench runs its clients (and, in-process, the
+/// dependency) on.
+pub fn runtime(workers: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
 /// Serves `dependency` on a free loopback port, on the current runtime;
 /// returns its address. Up to 20,000 streams at once per connection.
 pub async fn serve(dependency: Arc<Dependency>) -> SocketAddr {
