@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 
-use super::client::{Inner, deadline};
+use super::client::{GRPC_TIMEOUT, Inner, deadline};
 use super::codec::{PreEncoded, encode_once};
 use super::connection::{Connection, closing, never_processed, transport_status};
 use super::hooks::{AttemptSpan, Hooks, call_context};
@@ -337,9 +337,6 @@ fn caller_metadata(mut metadata: MetadataMap) -> MetadataMap {
     }
     metadata
 }
-
-/// The `grpc-timeout` metadata key.
-const GRPC_TIMEOUT: &str = "grpc-timeout";
 
 /// The `grpc-timeout` key, checked once (inserting by `&str` would parse
 /// it on every send).

@@ -328,7 +328,7 @@ pub(super) fn deadline(
 ) -> Option<Instant> {
     // An empty map (most calls) is not searched (that parses the key).
     let own = (!metadata.is_empty())
-        .then(|| metadata.get("grpc-timeout"))
+        .then(|| metadata.get(GRPC_TIMEOUT))
         .flatten()
         .and_then(|v| parse_grpc_timeout(v.as_bytes()))
         .and_then(|d| now.checked_add(d));
@@ -338,6 +338,10 @@ pub(super) fn deadline(
         (a, b) => a.or(b),
     }
 }
+
+/// The metadata key of a call's deadline, the time left (gRPC over HTTP/2,
+/// "Timeout").
+pub(super) const GRPC_TIMEOUT: &str = "grpc-timeout";
 
 /// Parses a `grpc-timeout` value: 1 to 8 digits and a unit (`H`, `M`,
 /// `S`, `m`, `u`, `n`).
