@@ -575,6 +575,29 @@ async fn a_call_that_changes_tasks_still_ends_at_stop() {
     assert_eq!(start.elapsed(), SECOND);
 }
 
+/// A call waiting for its connection's dial (here a TLS handshake the
+/// server never answers) ends at stop, at once: the close cuts the dial.
+#[tokio::test(start_paused = true)]
+async fn a_call_waiting_for_its_dial_ends_at_stop() {
+    let (ca, host) = (Ca::new(), Host::new());
+    // Accepts nothing, answers nothing: the handshake waits.
+    let _listener = host.listen("carts:9090");
+    let setup = setup(&host);
+    let client = Client::new(&setup, carts_settings(&ca)).unwrap();
+    let start = Instant::now();
+    let call = {
+        let client = client.clone();
+        tokio::spawn(async move { client.unary::<_, Cart>(&GET_CART, get("c-1")).await })
+    };
+    tokio::time::sleep(SECOND).await;
+    assert_eq!(host.dials("carts:9090"), 1);
+    setup.stop().await;
+    let err = call.await.unwrap().unwrap_err();
+    assert_eq!(err.code(), Code::Cancelled, "{err:?}");
+    assert_eq!(err.message(), "the client connection is closing");
+    assert_eq!(start.elapsed(), SECOND);
+}
+
 /// A Carts that never answers GetCart, serving a client whose timeout is
 /// `timeout`.
 fn carts_that_never_answer(timeout: Duration) -> (Carts, Running, Client) {

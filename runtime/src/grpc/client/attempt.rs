@@ -49,13 +49,16 @@ enum Cut<T> {
 
 /// Runs `attempt` until it returns, the deadline passes or the connection
 /// closes (a close seen at the same poll as the attempt's result wins).
+///
+/// The close needs no waiter here: it fails the IO of the connection the
+/// attempt waits on (and any dial it waits for), which wakes the attempt's
+/// task, and a fault's delay races the close itself; so on any wake-up the
+/// flag is read first.
 fn bounded<T, F>(inner: &Inner, deadline: Option<Instant>, attempt: F) -> Bounded<'_, F>
 where
     F: Future<Output = Result<T, Status>>,
 {
     Bounded {
-        // Made before the flag is first read: a close after this wakes it.
-        closed: inner.conn.close_notified(),
         attempt,
         timer: deadline.map(tokio::time::sleep_until),
         conn: &inner.conn,
@@ -66,11 +69,10 @@ where
 
 pin_project_lite::pin_project! {
     /// The future of [`bounded`], polled by hand rather than with
-    /// `select!`: on each wake-up the attempt is polled first, and the
-    /// close and the deadline cost an atomic load and a waker comparison.
-    /// Their registrations (a `Notify` waiter, a timer in tokio's wheel)
-    /// are made when the attempt first waits (with coop budget left, which
-    /// the timer needs), and made again only when the task's waker
+    /// `select!`: on each wake-up the close's flag is read and the attempt
+    /// polled first, and the deadline costs a waker comparison. Its timer
+    /// enters tokio's wheel when the attempt first waits (with coop budget
+    /// left, which the timer needs), and again only when the task's waker
     /// changes; the timer's own wake-up is read as
     /// [`Sleep::is_elapsed`](tokio::time::Sleep::is_elapsed). The attempt
     /// is stored once, in place (an `async fn` would keep its argument and
@@ -79,12 +81,10 @@ pin_project_lite::pin_project! {
         #[pin]
         attempt: F,
         #[pin]
-        closed: tokio::sync::futures::Notified<'a>,
-        #[pin]
         timer: Option<tokio::time::Sleep>,
         conn: &'a Connection,
         deadline: Option<Instant>,
-        // The waker the close and the timer were registered with.
+        // The waker the timer was registered with.
         registered: Option<std::task::Waker>,
     }
 }
@@ -113,6 +113,9 @@ where
                 result => Cut::Returned(result),
             });
         }
+        if this.timer.is_none() {
+            return Poll::Pending;
+        }
         if this
             .registered
             .as_ref()
@@ -128,21 +131,17 @@ where
             }
             return Poll::Pending;
         }
-        // First wait, or a new waker: (re)register both with it.
-        if this.closed.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(Cut::Closed);
-        }
+        // First wait, or a new waker: (re)register the timer with it.
         // A `Sleep` polled when the task's coop budget is spent returns
         // Pending without entering the timer wheel (it wakes the task to
         // come back): the registration counts only if budget was left.
-        let armed = this.timer.is_none() || tokio::task::coop::has_budget_remaining();
+        let armed = tokio::task::coop::has_budget_remaining();
         if let Some(timer) = this.timer.as_mut().as_pin_mut()
             && timer.poll(cx).is_ready()
         {
             return Poll::Ready(Cut::Deadline);
         }
-        // Not armed: no fast path until a poll with budget registers both
-        // (this one may have moved the close's waker to a new task).
+        // Not armed: no fast path until a poll with budget registers it.
         *this.registered = armed.then(|| cx.waker().clone());
         Poll::Pending
     }

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures_util::task::AtomicWaker;
 use http::Uri;
 use hyper_util::rt::TokioIo;
 use rustls_pki_types::ServerName;
@@ -20,6 +21,7 @@ use tonic::Status;
 use tonic::transport::{Channel, Endpoint};
 
 use super::Settings;
+use super::anchor::Anchor;
 use crate::setup::{BoxIo, Host};
 
 /// The message of every call made after the connection was closed.
@@ -47,6 +49,9 @@ struct Dialer {
     closed: AtomicBool,
     /// Wakes every [`Connection::closed`] waiter when `closed` is set.
     on_close: tokio::sync::Notify,
+    /// The task driving each connection the channel dialled (a [`Gated`]
+    /// connection's), woken when `closed` is set so that its IO fails.
+    io_tasks: Mutex<Vec<Weak<AtomicWaker>>>,
     /// Serialises dials, and holds a connection a readiness check dialled
     /// until the channel takes it, so the client keeps one connection.
     stash: tokio::sync::Mutex<Option<BoxIo>>,
@@ -101,6 +106,32 @@ impl Dialer {
         io::Error::new(io::ErrorKind::NotConnected, CLOSING)
     }
 
+    /// The channel's dial ([`Dialer::connect`]), cut short by a close, as
+    /// a connection that fails its IO once the connection is closed.
+    async fn connect_gated(self: Arc<Self>) -> io::Result<Gated> {
+        let io = tokio::select! {
+            biased;
+            () = self.wait_closed() => return Err(self.closed_error()),
+            io = self.connect() => io?,
+        };
+        let task = Arc::new(AtomicWaker::new());
+        {
+            let mut tasks = self.io_tasks.lock().unwrap_or_else(PoisonError::into_inner);
+            tasks.retain(|t| t.strong_count() > 0);
+            tasks.push(Arc::downgrade(&task));
+        }
+        // Read after the waker is listed: a close before this fails here,
+        // one after it wakes the connection's task.
+        if self.is_closed() {
+            return Err(self.closed_error());
+        }
+        Ok(Gated {
+            io,
+            dialer: self,
+            task,
+        })
+    }
+
     /// The channel's dial: a connection a readiness check made, or a new one.
     async fn connect(&self) -> io::Result<BoxIo> {
         if self.is_closed() {
@@ -152,9 +183,9 @@ struct Connector {
 }
 
 impl tower_service::Service<Uri> for Connector {
-    type Response = TokioIo<BoxIo>;
+    type Response = TokioIo<Gated>;
     type Error = io::Error;
-    type Future = Pin<Box<dyn Future<Output = io::Result<TokioIo<BoxIo>>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = io::Result<TokioIo<Gated>>> + Send>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Poll::Ready(Ok(()))
@@ -164,7 +195,85 @@ impl tower_service::Service<Uri> for Connector {
         // The channel's URI is a placeholder: the address is dialled as
         // given, through the Host, which resolves it.
         let dialer = self.dialer.clone();
-        Box::pin(async move { dialer.connect().await.map(TokioIo::new) })
+        Box::pin(async move { dialer.connect_gated().await.map(TokioIo::new) })
+    }
+}
+
+/// One connection of the channel, which fails every read and write once
+/// the client's connection is closed: hyper's connection task then ends,
+/// and with it every call and stream in flight on it, woken by h2 as for
+/// any broken connection. So a call pays nothing to be ended by
+/// [`Connection::close`]: no waiter of its own, just the flag it reads
+/// when woken.
+struct Gated {
+    io: BoxIo,
+    dialer: Arc<Dialer>,
+    /// The task that last found the IO not ready, woken at the close.
+    task: Arc<AtomicWaker>,
+}
+
+impl Gated {
+    /// `poll` of the IO, failed once the connection is closed. The waker
+    /// of a poll that waits is kept for the close (read again after it is
+    /// kept, so a close in between is not missed).
+    fn gate<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        poll: impl FnOnce(Pin<&mut BoxIo>, &mut Context<'_>) -> Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        if self.dialer.is_closed() {
+            return Poll::Ready(Err(self.dialer.closed_error()));
+        }
+        let polled = poll(Pin::new(&mut self.io), cx);
+        if polled.is_pending() {
+            self.task.register(cx.waker());
+            if self.dialer.is_closed() {
+                return Poll::Ready(Err(self.dialer.closed_error()));
+            }
+        }
+        polled
+    }
+}
+
+impl tokio::io::AsyncRead for Gated {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        self.get_mut().gate(cx, |io, cx| io.poll_read(cx, buf))
+    }
+}
+
+impl tokio::io::AsyncWrite for Gated {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.get_mut().gate(cx, |io, cx| io.poll_write(cx, buf))
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.get_mut()
+            .gate(cx, |io, cx| io.poll_write_vectored(cx, bufs))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().gate(cx, |io, cx| io.poll_flush(cx))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // A shutdown is the connection ending anyway: let it through.
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
     }
 }
 
@@ -173,6 +282,9 @@ pub(crate) struct Connection {
     dialer: Arc<Dialer>,
     endpoint: Endpoint,
     channel: Mutex<Option<Channel>>,
+    /// Keeps the calls' deadline timers from waking parked threads; its
+    /// task starts with the channel.
+    anchor: Arc<Anchor>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -216,27 +328,33 @@ impl Connection {
                 ready: watch::Sender::new(false),
                 closed: AtomicBool::new(false),
                 on_close: tokio::sync::Notify::new(),
+                io_tasks: Mutex::new(Vec::new()),
                 stash: tokio::sync::Mutex::new(None),
             }),
             endpoint,
             channel: Mutex::new(None),
+            anchor: Arc::default(),
         }
     }
 
-    /// The channel every call goes over, built at the first call (it needs
-    /// the tokio runtime); `Canceled` once the connection is closed.
+    /// The channel every attempt goes over, built at the first one (it
+    /// needs the tokio runtime, where the [`Anchor`] starts too);
+    /// `Canceled` once the connection is closed.
     pub(crate) fn channel(&self) -> Result<Channel, Status> {
         let mut channel = self.channel.lock().unwrap_or_else(PoisonError::into_inner);
         if self.dialer.is_closed() {
             return Err(closing());
         }
-        Ok(channel
+        let channel = channel
             .get_or_insert_with(|| {
+                self.anchor.spawn();
                 self.endpoint.connect_with_connector_lazy(Connector {
                     dialer: self.dialer.clone(),
                 })
             })
-            .clone())
+            .clone();
+        self.anchor.touch();
+        Ok(channel)
     }
 
     /// Whether the connection is closed.
@@ -257,19 +375,23 @@ impl Connection {
         self.dialer.wait_closed()
     }
 
-    /// The close signal itself, for a future that polls its parts by hand:
-    /// a `Notified` made before [`Connection::is_closed`] is read resolves
-    /// if the close comes after it was made (the flag is set first, then
-    /// the waiters are woken).
-    pub(crate) fn close_notified(&self) -> tokio::sync::futures::Notified<'_> {
-        self.dialer.on_close.notified()
-    }
-
     /// Closes the connection for good: calls fail `Canceled` from now on,
     /// and those in flight end so. Idempotent.
     pub(crate) fn close(&self) {
         self.dialer.closed.store(true, Ordering::Release);
         self.dialer.on_close.notify_waiters();
+        self.anchor.end();
+        // The flag is set first: a connection's task woken here fails its IO.
+        let tasks = std::mem::take(
+            &mut *self
+                .dialer
+                .io_tasks
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for task in tasks.iter().filter_map(Weak::upgrade) {
+            task.wake();
+        }
         let channel = self
             .channel
             .lock()
@@ -303,6 +425,12 @@ impl Connection {
     /// A handle that closes this connection, without keeping it alive.
     pub(crate) fn closer(self: &Arc<Self>) -> Weak<Connection> {
         Arc::downgrade(self)
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.anchor.end();
     }
 }
 

@@ -45,6 +45,7 @@
 //! the backoff and the server's pushback. Streams retry their open only,
 //! and count in the breaker once, when they end ([`Streaming`]).
 
+mod anchor;
 mod attempt;
 mod classify;
 #[allow(clippy::module_inception)]

@@ -127,6 +127,12 @@ impl<T> Stream for Streaming<T> {
         match Pin::new(&mut this.inner).poll_next(cx) {
             Poll::Ready(Some(Ok(message))) => return Poll::Ready(Some(Ok(message))),
             Poll::Ready(Some(Err(status))) => {
+                // A close fails the connection's IO under the stream: that
+                // error is the close's.
+                if this.closed.as_mut().poll(cx).is_ready() {
+                    this.end(End::Closed);
+                    return Poll::Ready(Some(Err(closing())));
+                }
                 let status = transport_status(status);
                 let passed = this
                     .deadline

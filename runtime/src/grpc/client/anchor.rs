@@ -1,0 +1,189 @@
+//! A timer kept a little ahead of now in the runtime's timer wheel while a
+//! client makes calls, so that the deadline timers of its calls never wake
+//! a parked worker thread.
+//!
+//! Every attempt with a deadline puts timers in tokio's wheel: tonic's
+//! channel arms one for the `grpc-timeout` it sends, and the client one for
+//! the call's deadline. tokio wakes the thread parked on its driver
+//! whenever a new timer expires before the driver's next planned wake-up,
+//! so that the thread sleeps the right amount; with no other timer in the
+//! wheel (a service between bursts, a call made one at a time), that is
+//! every call's first timer, seconds away, yet paid on the call's path: an
+//! `eventfd` write, a thread woken to find nothing to do, and the work it
+//! then steals. With the anchor's timer due within [`PERIOD`], the driver
+//! always plans to wake up before any deadline of [`PERIOD`] or more, and
+//! arming one is a plain insertion.
+//!
+//! The anchor runs only while the client is used: a task that re-arms its
+//! timer every [`PERIOD`] while calls keep coming, stops arming it after a
+//! period without one (then costs nothing), and is woken again by the next
+//! call. It ends when the client's connection is closed or dropped.
+//!
+//! Source: tokio's timer driver (`runtime::time`: a timer that expires
+//! before `next_wake` unparks the driver); a scheduling cost of the
+//! deadlines that seed 000 ("Timeouts and deadlines") gives every call.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+/// How far ahead of now the anchor's timer is at most: deadlines at least
+/// this far away never wake a parked thread. It also sets how often the
+/// anchor wakes while calls are made (10 times a second), and how soon it
+/// stops once they are not.
+pub(super) const PERIOD: Duration = Duration::from_millis(100);
+
+/// Armed; no call since the last re-arm.
+const UNUSED: u8 = 0;
+/// Armed; a call since the last re-arm.
+const USED: u8 = 1;
+/// Not armed, waiting for a call.
+const IDLE: u8 = 2;
+/// Ended: the connection was closed or dropped.
+const ENDED: u8 = 3;
+
+/// The calls' side of the anchor.
+#[derive(Debug, Default)]
+pub(super) struct Anchor {
+    state: AtomicU8,
+    wake: Notify,
+}
+
+impl Anchor {
+    /// A call is made: keeps the anchor armed. A relaxed load when it
+    /// already is (every call but the first of a period).
+    pub(super) fn touch(&self) {
+        let mut state = self.state.load(Ordering::Relaxed);
+        loop {
+            if state == USED || state == ENDED {
+                return;
+            }
+            match self
+                .state
+                .compare_exchange(state, USED, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(IDLE) => {
+                    // Stays a permit if the task is not waiting yet.
+                    self.wake.notify_one();
+                    return;
+                }
+                Ok(_) => return,
+                Err(now) => state = now,
+            }
+        }
+    }
+
+    /// Ends the anchor's task (at its next wake-up, or now if idle).
+    pub(super) fn end(&self) {
+        if self.state.swap(ENDED, Ordering::AcqRel) == IDLE {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Spawns the anchor's task on the current runtime.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime (tokio's own panic): the client builds its
+    /// channel, and so the anchor, inside one.
+    pub(super) fn spawn(self: &Arc<Self>) {
+        let anchor = Arc::clone(self);
+        tokio::spawn(async move { anchor.keep().await });
+    }
+
+    async fn keep(&self) {
+        loop {
+            tokio::time::sleep(PERIOD).await;
+            match self
+                .state
+                .compare_exchange(USED, UNUSED, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => continue,
+                Err(ENDED) => return,
+                Err(_) => {}
+            }
+            // A period without a call: idle, unless one came just now.
+            match self
+                .state
+                .compare_exchange(UNUSED, IDLE, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => self.wake.notified().await,
+                Err(ENDED) => return,
+                Err(_) => continue,
+            }
+            if self.state.load(Ordering::Acquire) == ENDED {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lets the anchor's task run until it waits for time.
+    async fn settle() {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// The anchor's state.
+    fn state(anchor: &Anchor) -> u8 {
+        anchor.state.load(Ordering::Acquire)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn armed_while_used_idle_after_a_period_without_calls_and_woken_by_the_next() {
+        let anchor = Arc::new(Anchor::default());
+        anchor.spawn();
+        anchor.touch();
+        assert_eq!(state(&anchor), USED);
+        for _ in 0..5 {
+            tokio::time::sleep(PERIOD).await;
+            settle().await;
+            anchor.touch();
+            assert_eq!(state(&anchor), USED, "re-armed while calls come");
+        }
+        tokio::time::sleep(PERIOD * 3).await;
+        settle().await;
+        assert_eq!(state(&anchor), IDLE, "idle after a period without calls");
+        anchor.touch();
+        settle().await;
+        assert_eq!(state(&anchor), USED);
+        tokio::time::sleep(PERIOD).await;
+        settle().await;
+        assert_eq!(state(&anchor), UNUSED, "armed again by the call");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn end_ends_the_task_armed_or_idle() {
+        for idle in [false, true] {
+            let anchor = Arc::new(Anchor::default());
+            let task = {
+                let anchor = Arc::clone(&anchor);
+                tokio::spawn(async move { anchor.keep().await })
+            };
+            anchor.touch();
+            if idle {
+                tokio::time::sleep(PERIOD * 3).await;
+                settle().await;
+                assert_eq!(state(&anchor), IDLE);
+            }
+            anchor.end();
+            tokio::time::timeout(PERIOD * 2, task)
+                .await
+                .expect("the task ended")
+                .unwrap();
+            anchor.touch();
+            assert_eq!(
+                state(&anchor),
+                ENDED,
+                "a call after the end changes nothing"
+            );
+        }
+    }
+}
