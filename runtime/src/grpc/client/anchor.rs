@@ -1,23 +1,26 @@
 //! A timer kept a little ahead of now in the runtime's timer wheel while a
-//! client makes calls, so that the deadline timers of its calls never wake
-//! a parked worker thread.
+//! client makes calls, so that arming the deadline timers of its calls does
+//! not wake a parked worker thread.
 //!
 //! Every attempt with a deadline puts timers in tokio's wheel: tonic's
 //! channel arms one for the `grpc-timeout` it sends, and the client one for
 //! the call's deadline. tokio wakes the thread parked on its driver
 //! whenever a new timer expires before the driver's next planned wake-up,
 //! so that the thread sleeps the right amount; with no other timer in the
-//! wheel (a service between bursts, a call made one at a time), that is
-//! every call's first timer, seconds away, yet paid on the call's path: an
-//! `eventfd` write, a thread woken to find nothing to do, and the work it
-//! then steals. With the anchor's timer due within [`PERIOD`], the driver
-//! always plans to wake up before any deadline of [`PERIOD`] or more, and
-//! arming one is a plain insertion.
+//! wheel, that is the first timer of every call, seconds away, yet paid on
+//! the call's path: an `eventfd` write, a thread woken to find nothing to
+//! do, and the work it may then steal. With the anchor's timer due within
+//! [`PERIOD`], the driver plans to wake up before any deadline of
+//! [`PERIOD`] or more, and arming one is a plain insertion.
 //!
-//! The anchor runs only while the client is used: a task that re-arms its
-//! timer every [`PERIOD`] while calls keep coming, stops arming it after a
-//! period without one (then costs nothing), and is woken again by the next
-//! call. It ends when the client's connection is closed or dropped.
+//! It pays off when calls come faster than one a [`PERIOD`]: the anchor
+//! itself costs about two wake-ups a [`PERIOD`] (its timer, and its
+//! re-arming), and the first call after a pause still wakes the driver (its
+//! timer enters the wheel before the anchor's). So the anchor runs only
+//! while the client is used: a task that re-arms its timer every
+//! [`PERIOD`] while calls keep coming, stops after a whole period without
+//! one (then costs nothing), and is woken again by the next call. It ends
+//! at once when the client's connection is closed or dropped.
 //!
 //! Source: tokio's timer driver (`runtime::time`: a timer that expires
 //! before `next_wake` unparks the driver); a scheduling cost of the
@@ -29,11 +32,11 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-/// How far ahead of now the anchor's timer is at most: deadlines at least
-/// this far away never wake a parked thread. It also sets how often the
-/// anchor wakes while calls are made (10 times a second), and how soon it
-/// stops once they are not.
-pub(super) const PERIOD: Duration = Duration::from_millis(100);
+/// How far ahead of now the anchor's timer is at most: a deadline at least
+/// this far away (the default timeout is 10 s) never wakes a parked thread
+/// while calls keep coming. It also sets how often the anchor wakes while
+/// calls are made, and how soon it stops once they are not.
+pub(super) const PERIOD: Duration = Duration::from_secs(1);
 
 /// Armed; no call since the last re-arm.
 const UNUSED: u8 = 0;
@@ -75,11 +78,12 @@ impl Anchor {
         }
     }
 
-    /// Ends the anchor's task (at its next wake-up, or now if idle).
+    /// Ends the anchor's task, at once (armed or idle).
     pub(super) fn end(&self) {
-        if self.state.swap(ENDED, Ordering::AcqRel) == IDLE {
-            self.wake.notify_one();
-        }
+        self.state.store(ENDED, Ordering::Release);
+        // Wakes the task whether it waits for its timer or for a call (a
+        // permit, if it waits for neither yet).
+        self.wake.notify_one();
     }
 
     /// Spawns the anchor's task on the current runtime.
@@ -95,7 +99,13 @@ impl Anchor {
 
     async fn keep(&self) {
         loop {
-            tokio::time::sleep(PERIOD).await;
+            // Armed: the timer is in the wheel until it fires, or until the
+            // anchor ends (the only notification while armed).
+            tokio::select! {
+                biased;
+                () = self.wake.notified() => {}
+                () = tokio::time::sleep(PERIOD) => {}
+            }
             match self
                 .state
                 .compare_exchange(USED, UNUSED, Ordering::AcqRel, Ordering::Acquire)
@@ -160,7 +170,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn end_ends_the_task_armed_or_idle() {
+    async fn end_ends_the_task_at_once_armed_or_idle() {
         for idle in [false, true] {
             let anchor = Arc::new(Anchor::default());
             let task = {
@@ -174,10 +184,9 @@ mod tests {
                 assert_eq!(state(&anchor), IDLE);
             }
             anchor.end();
-            tokio::time::timeout(PERIOD * 2, task)
-                .await
-                .expect("the task ended")
-                .unwrap();
+            let ending = tokio::time::Instant::now();
+            task.await.unwrap();
+            assert_eq!(ending.elapsed(), Duration::ZERO, "ended without its timer");
             anchor.touch();
             assert_eq!(
                 state(&anchor),

@@ -48,7 +48,8 @@ enum Cut<T> {
 }
 
 /// Runs `attempt` until it returns, the deadline passes or the connection
-/// closes (a close seen at the same poll as the attempt's result wins).
+/// closes (a close seen before or with an attempt's error wins; a success
+/// that came first is kept).
 ///
 /// The close needs no waiter here: it fails the IO of the connection the
 /// attempt waits on (and any dial it waits for), which wakes the attempt's
@@ -102,6 +103,11 @@ where
         }
         if let Poll::Ready(result) = this.attempt.poll(cx) {
             return Poll::Ready(match result {
+                // The close fails the connection under the attempt: an
+                // error made so comes after the flag was set, and is the
+                // close's (read again here, as it may have landed during
+                // this poll), never a failure to count.
+                Err(_) if this.conn.is_closed() => Cut::Closed,
                 // An injected delay the deadline cut short keeps its own
                 // status: DeadlineExceeded, with the injected error as source.
                 Err(status)

@@ -47,7 +47,9 @@ struct Dialer {
     ready: watch::Sender<bool>,
     /// Set when the connection is closed, for good.
     closed: AtomicBool,
-    /// Wakes every [`Connection::closed`] waiter when `closed` is set.
+    /// Wakes every wait for the close when `closed` is set: a dial in
+    /// progress, a wait between attempts, a stream, a fault's delay, a
+    /// readiness check.
     on_close: tokio::sync::Notify,
     /// The task driving each connection the channel dialled (a [`Gated`]
     /// connection's), woken when `closed` is set so that its IO fails.
