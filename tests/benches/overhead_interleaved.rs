@@ -1,6 +1,8 @@
 //! Overhead per call, interleaved: the clients of `benches/overhead.rs`
 //! (tonic's generated client over a raw `Channel`, the same with a 10 s
-//! deadline per request, and humus's typed client) take turns, call by
+//! deadline per request, and humus's typed client), and a control,
+//! `tonic-generic` (tonic's client again, over a channel built with a
+//! connector of its own: the same code, in a second copy), take turns, call by
 //! call (one at a time) or batch by batch (64 at once), so that a machine
 //! whose load changes during the run (2 cores shared with other builds)
 //! slows them all alike. The order of the turns rotates from round to
@@ -34,7 +36,8 @@ const CONCURRENCY: usize = 64;
 /// Calls per client, one at a time, for the CPU figure.
 const CPU_CALLS: usize = 20_000;
 
-const NAMES: [&str; 3] = ["tonic", "tonic+deadline", "humus"];
+const NAMES: [&str; 4] = ["tonic", "tonic+deadline", "humus", "tonic-generic"];
+const N: usize = NAMES.len();
 
 /// The process's CPU time (user and system), in seconds.
 fn cpu_seconds() -> f64 {
@@ -51,6 +54,7 @@ fn cpu_seconds() -> f64 {
 #[derive(Clone)]
 struct Clients {
     tonic: TonicClient,
+    generic: TonicClient,
     humus: HumusClient,
 }
 
@@ -70,6 +74,13 @@ impl Clients {
                 let mut request = tonic::Request::new(SimpleRequest::default());
                 request.set_timeout(Duration::from_secs(10));
                 tonic.unary_call(request).await.expect("OK");
+            }
+            3 => {
+                let mut tonic = self.generic.clone();
+                tonic
+                    .unary_call(SimpleRequest::default())
+                    .await
+                    .expect("OK");
             }
             _ => {
                 self.humus
@@ -92,6 +103,7 @@ fn main() {
     let addr = rt.block_on(support::serve(Dependency::new(Answer::Ok)));
     let clients = Clients {
         tonic: support::tonic_client(addr),
+        generic: support::tonic_generic_client(addr),
         humus: support::humus_client(addr, Settings::default()),
     };
 
@@ -100,13 +112,13 @@ fn main() {
     let (single, batch) = rt
         .block_on(tokio::spawn(async move {
             let mut single: Vec<Vec<Duration>> =
-                (0..3).map(|_| Vec::with_capacity(ROUNDS)).collect();
+                (0..N).map(|_| Vec::with_capacity(ROUNDS)).collect();
             for round in 0..WARM_UP + ROUNDS {
-                // Each client goes first, second and third in turn: a call
+                // Each client goes first, second, third and last in turn: a call
                 // is slowed or sped by what the call before it left behind
                 // (timers, a parked or a spinning thread).
-                for turn in 0..3 {
-                    let k = (round + turn) % 3;
+                for turn in 0..N {
+                    let k = (round + turn) % N;
                     let started = Instant::now();
                     c.call(k).await;
                     if round >= WARM_UP {
@@ -115,10 +127,10 @@ fn main() {
                 }
             }
             let mut batch: Vec<Vec<Duration>> =
-                (0..3).map(|_| Vec::with_capacity(BATCH_ROUNDS)).collect();
+                (0..N).map(|_| Vec::with_capacity(BATCH_ROUNDS)).collect();
             for round in 0..WARM_UP / 10 + BATCH_ROUNDS {
-                for turn in 0..3 {
-                    let k = (round + turn) % 3;
+                for turn in 0..N {
+                    let k = (round + turn) % N;
                     let started = Instant::now();
                     join_all((0..CONCURRENCY).map(|_| c.call(k))).await;
                     if round >= WARM_UP / 10 {
@@ -130,7 +142,7 @@ fn main() {
         }))
         .expect("no call failed");
 
-    let mut cpu = [0.0; 3];
+    let mut cpu = [0.0; N];
     for _ in 0..2 {
         for (k, total) in cpu.iter_mut().enumerate() {
             let c = clients.clone();
@@ -155,7 +167,7 @@ fn main() {
         "| client | median latency, 1 at a time | ratio | median time of {CONCURRENCY} at once | throughput, calls/s | ratio | CPU per call (client + server) | ratio |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");
-    for k in 0..3 {
+    for k in 0..N {
         let throughput = CONCURRENCY as f64 / batch[k].as_secs_f64();
         let base = CONCURRENCY as f64 / batch[0].as_secs_f64();
         let cpu_per_call = cpu[k] / CPU_CALLS as f64 * 1e6;

@@ -216,6 +216,21 @@ pub fn tonic_client(addr: SocketAddr) -> TonicClient {
     TonicClient::new(channel)
 }
 
+/// The control of the overhead benches: tonic's generated client over a
+/// `Channel` to `addr` built by `Endpoint::connect_with_connector_lazy`
+/// with hyper-util's `HttpConnector`, set as tonic's `connect_lazy` sets it
+/// (so the same code as [`tonic_client`]'s, in a second monomorphised copy,
+/// as every channel with a connector of its own has, humus's included).
+pub fn tonic_generic_client(addr: SocketAddr) -> TonicClient {
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .expect("a valid URI")
+        .connect_with_connector_lazy(http);
+    TonicClient::new(channel)
+}
+
 /// humus's typed client of `addr` with `settings` (the defaults but the
 /// address otherwise), with a new `Setup`: no-op telemetry, injection off.
 pub fn humus_client(addr: SocketAddr, settings: Settings) -> HumusClient {
