@@ -438,6 +438,39 @@ async fn an_open_stream_ends_canceled_when_the_client_stops() {
     assert_eq!(counted(&seen), (0, 0));
 }
 
+/// A stream whose reader is waiting for its next message when the client
+/// stops ends Canceled at once: the close fails the connection under it,
+/// which wakes the reader.
+#[tokio::test(start_paused = true)]
+async fn a_stream_waited_on_when_the_client_stops_ends_canceled_at_once() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    // One update, then none.
+    carts.on_watch_cart(|_, req| async move {
+        let first = futures_util::stream::once(async move { Ok(cart(&req.id, 1)) });
+        Ok(Response::new(first.chain(futures_util::stream::pending())))
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let setup = setup(&host);
+    let client = Client::new(&setup, carts_settings(&ca)).unwrap();
+    let mut stream: Streaming<Cart> = client
+        .server_streaming(&WATCH_CART, get("c-1"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(stream.message().await.unwrap().is_some());
+    let start = Instant::now();
+    let reader = tokio::spawn(async move { stream.message().await });
+    tokio::time::sleep(SECOND).await;
+    setup.stop().await;
+    let err = tokio::time::timeout(10 * SECOND, reader)
+        .await
+        .expect("the stop ended the stream")
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Cancelled, "{err:?}");
+    assert_eq!(start.elapsed(), SECOND);
+}
+
 /// A stream whose connection breaks ends Unavailable, which the breaker
 /// ignores.
 #[tokio::test(start_paused = true)]

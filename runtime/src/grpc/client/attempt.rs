@@ -516,7 +516,7 @@ where
                 let (headers, stream, extensions) = response.into_parts();
                 let settle =
                     stream_settle(inner, method, call.hooks.cx.clone(), ticket, span, deadline);
-                let stream = Streaming::new(stream, settle, deadline, inner.conn.closed());
+                let stream = Streaming::new(stream, settle, deadline, inner.conn.closed_flag());
                 return Ok(tonic::Response::from_parts(headers, stream, extensions));
             }
             Err(status) => status,

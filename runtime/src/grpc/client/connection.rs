@@ -201,6 +201,16 @@ impl tower_service::Service<Uri> for Connector {
     }
 }
 
+/// Whether a [`Connection`] is closed, read by what may outlive it.
+pub(crate) struct ClosedFlag(Arc<Dialer>);
+
+impl ClosedFlag {
+    /// Whether the connection is closed.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.0.is_closed()
+    }
+}
+
 /// One connection of the channel, which fails every read and write once
 /// the client's connection is closed: hyper's connection task then ends,
 /// and with it every call and stream in flight on it, woken by h2 as for
@@ -362,6 +372,12 @@ impl Connection {
     /// Whether the connection is closed.
     pub(crate) fn is_closed(&self) -> bool {
         self.dialer.is_closed()
+    }
+
+    /// [`Connection::is_closed`] for what may outlive the connection (an
+    /// open stream), without keeping its channel.
+    pub(crate) fn closed_flag(&self) -> ClosedFlag {
+        ClosedFlag(self.dialer.clone())
     }
 
     /// Resolves when the connection closes (at once if it has); owns what

@@ -6,14 +6,14 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 
 use futures_util::{FutureExt, Stream};
 use tokio::time::{Instant, Sleep};
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 
-use super::connection::{closing, transport_status};
+use super::connection::{ClosedFlag, closing, transport_status};
 
 /// How a stream that opened ended, as its settle function is told.
 pub(super) enum End<'a> {
@@ -53,7 +53,10 @@ pub struct Streaming<T> {
     inner: tonic::Streaming<T>,
     settle: Option<Settle>,
     deadline: Option<Pin<Box<Sleep>>>,
-    closed: Pin<Box<dyn Future<Output = ()> + Send>>,
+    /// The client's connection's close: it fails the IO under the stream,
+    /// which wakes it, and the flag tells that error from a broken
+    /// connection's.
+    closed: ClosedFlag,
     trailers: Option<MetadataMap>,
     ended: bool,
 }
@@ -72,13 +75,13 @@ impl<T> Streaming<T> {
         inner: tonic::Streaming<T>,
         settle: Settle,
         deadline: Option<Instant>,
-        closed: impl Future<Output = ()> + Send + 'static,
+        closed: ClosedFlag,
     ) -> Streaming<T> {
         Streaming {
             inner,
             settle: Some(settle),
             deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d))),
-            closed: Box::pin(closed),
+            closed,
             trailers: None,
             ended: false,
         }
@@ -129,7 +132,7 @@ impl<T> Stream for Streaming<T> {
             Poll::Ready(Some(Err(status))) => {
                 // A close fails the connection's IO under the stream: that
                 // error is the close's.
-                if this.closed.as_mut().poll(cx).is_ready() {
+                if this.closed.is_closed() {
                     this.end(End::Closed);
                     return Poll::Ready(Some(Err(closing())));
                 }
@@ -167,7 +170,9 @@ impl<T> Stream for Streaming<T> {
             this.end(End::DeadlinePassed);
             return Poll::Ready(Some(Err(deadline_exceeded())));
         }
-        ready!(this.closed.as_mut().poll(cx));
+        if !this.closed.is_closed() {
+            return Poll::Pending;
+        }
         this.end(End::Closed);
         Poll::Ready(Some(Err(closing())))
     }
