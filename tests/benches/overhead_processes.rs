@@ -38,9 +38,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use humus::grpc::client::Settings;
-use humus_tests::grpc_proto::grpc::testing::SimpleRequest;
-use support::{Answer, Dependency, HumusClient, TonicClient};
+use support::{Answer, Dependency, PEERS, Peer};
 
 /// Rounds of the single phase (one call at a time), after
 /// [`WARM_UP_ROUNDS`]; each client takes one turn per round. A multiple of
@@ -68,26 +66,12 @@ const WARM_UP_BATCHES: usize = 100;
 /// Calls at once in a batch.
 const CONCURRENCY: usize = 64;
 
-/// The clients, as named in `HUMUS_OVERHEAD_CHILD`; ratios are to the first.
-const NAMES: [&str; 4] = ["tonic", "tonic+deadline", "humus", "tonic-generic"];
-const N: usize = NAMES.len();
+const N: usize = PEERS.len();
 
 /// The variable that makes this binary a child, naming its client.
 const CHILD_VAR: &str = "HUMUS_OVERHEAD_CHILD";
 /// The variable that divides the round counts by 10.
 const QUICK_VAR: &str = "HUMUS_OVERHEAD_QUICK";
-
-/// The process's CPU time (user and system), in seconds.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").expect("Linux /proc");
-    // The fields after the command name, which is in parentheses.
-    let fields: Vec<&str> = stat[stat.rfind(')').expect("a command") + 2..]
-        .split(' ')
-        .collect();
-    let ticks = |i: usize| fields[i].parse::<f64>().expect("a number");
-    // utime and stime, in clock ticks of 1/100 s (Linux's USER_HZ).
-    (ticks(11) + ticks(12)) / 100.0
-}
 
 fn main() {
     match std::env::var(CHILD_VAR) {
@@ -98,77 +82,27 @@ fn main() {
 
 // ---------------------------------------------------------------- child
 
-/// A child's client.
-#[derive(Clone)]
-enum Client {
-    /// tonic's client over `connect_lazy`.
-    Tonic(TonicClient),
-    /// The same, with a 10 s deadline per request.
-    Deadline(TonicClient),
-    /// humus's typed client, default settings.
-    Humus(HumusClient),
-    /// tonic's client over `connect_with_connector_lazy`.
-    Generic(TonicClient),
+/// `calls` calls one at a time through `peer`: the latency of each, in ns.
+async fn single(peer: &Peer, calls: usize) -> Vec<u128> {
+    let mut latencies = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let started = Instant::now();
+        peer.call().await;
+        latencies.push(started.elapsed().as_nanos());
+    }
+    latencies
 }
 
-impl Client {
-    fn new(name: &str, addr: std::net::SocketAddr) -> Client {
-        match name {
-            "tonic" => Client::Tonic(support::tonic_client(addr)),
-            "tonic+deadline" => Client::Deadline(support::tonic_client(addr)),
-            "humus" => Client::Humus(support::humus_client(addr, Settings::default())),
-            "tonic-generic" => Client::Generic(support::tonic_generic_client(addr)),
-            _ => panic!("{CHILD_VAR}={name}: not a client (one of {NAMES:?})"),
-        }
+/// `batches` batches of [`CONCURRENCY`] calls at once through `peer`: the
+/// time of each, in ns.
+async fn batch(peer: &Peer, batches: usize) -> Vec<u128> {
+    let mut times = Vec::with_capacity(batches);
+    for _ in 0..batches {
+        let started = Instant::now();
+        join_all((0..CONCURRENCY).map(|_| peer.call())).await;
+        times.push(started.elapsed().as_nanos());
     }
-
-    /// One call; panics if it fails.
-    async fn call(&self) {
-        match self {
-            Client::Tonic(tonic) | Client::Generic(tonic) => {
-                let mut tonic = tonic.clone();
-                tonic
-                    .unary_call(SimpleRequest::default())
-                    .await
-                    .expect("OK");
-            }
-            Client::Deadline(tonic) => {
-                let mut tonic = tonic.clone();
-                let mut request = tonic::Request::new(SimpleRequest::default());
-                request.set_timeout(Duration::from_secs(10));
-                tonic.unary_call(request).await.expect("OK");
-            }
-            Client::Humus(humus) => {
-                humus
-                    .unary_call(SimpleRequest::default())
-                    .await
-                    .expect("OK");
-            }
-        }
-    }
-
-    /// `calls` calls one at a time: the latency of each, in ns.
-    async fn single(&self, calls: usize) -> Vec<u128> {
-        let mut latencies = Vec::with_capacity(calls);
-        for _ in 0..calls {
-            let started = Instant::now();
-            self.call().await;
-            latencies.push(started.elapsed().as_nanos());
-        }
-        latencies
-    }
-
-    /// `batches` batches of [`CONCURRENCY`] calls at once: the time of each,
-    /// in ns.
-    async fn batch(&self, batches: usize) -> Vec<u128> {
-        let mut times = Vec::with_capacity(batches);
-        for _ in 0..batches {
-            let started = Instant::now();
-            join_all((0..CONCURRENCY).map(|_| self.call())).await;
-            times.push(started.elapsed().as_nanos());
-        }
-        times
-    }
+    times
 }
 
 /// A child: serves its own dependency, warms its client up, says `ready`,
@@ -178,16 +112,17 @@ fn child(name: &str) {
     let rt = support::runtime(2);
     let _guard = rt.enter();
     let addr = rt.block_on(support::serve(Dependency::new(Answer::Ok)));
-    let client = Client::new(name, addr);
+    let peer = Peer::new(name, addr)
+        .unwrap_or_else(|| panic!("{CHILD_VAR}={name}: not a client (one of {PEERS:?})"));
 
     // The calls are made from a task, as a service's handler makes them.
     let run = |single: bool, n: usize| -> Vec<u128> {
-        let c = client.clone();
+        let peer = peer.clone();
         rt.block_on(tokio::spawn(async move {
             if single {
-                c.single(n).await
+                self::single(&peer, n).await
             } else {
-                c.batch(n).await
+                batch(&peer, n).await
             }
         }))
         .expect("no call failed")
@@ -226,7 +161,7 @@ fn child(name: &str) {
         match command {
             "single" => answer(&numbers(run(true, n()))),
             "batch" => answer(&numbers(run(false, n()))),
-            "cpu" => answer(&cpu_seconds().to_string()),
+            "cpu" => answer(&support::cpu_seconds().to_string()),
             "quit" => break,
             _ => panic!("`{line}`: not a command"),
         }
@@ -353,7 +288,7 @@ fn parent() {
     } else {
         1
     };
-    let mut workers: Vec<Worker> = NAMES.iter().map(|&name| Worker::spawn(name)).collect();
+    let mut workers: Vec<Worker> = PEERS.iter().map(|&name| Worker::spawn(name)).collect();
     for worker in &mut workers {
         let line = worker.read();
         assert_eq!(line, "ready", "{}: not ready", worker.name);
@@ -403,7 +338,7 @@ fn parent() {
         let mean = v.iter().sum::<u64>() as f64 / v.len() as f64 / 1e3;
         println!(
             "| {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {mean:.1} |",
-            NAMES[k],
+            PEERS[k],
             p(0.1),
             p(0.25),
             p(0.5),
@@ -418,22 +353,5 @@ fn parent() {
         "Unary calls over loopback TCP; each client ran in a process of its own with its own in-process tonic server (2 worker threads), the processes taking turns."
     );
     println!();
-    println!(
-        "| client | median latency, 1 at a time | ratio | median time of {CONCURRENCY} at once | throughput, calls/s | ratio | CPU per call (client + server) | ratio |"
-    );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
-    for k in 0..N {
-        let throughput = CONCURRENCY as f64 / batch[k].as_secs_f64();
-        let base = CONCURRENCY as f64 / batch[0].as_secs_f64();
-        println!(
-            "| {} | {:.1} µs | {:.3} | {:.0} µs | {throughput:.0} | {:.3} | {:.1} µs | {:.3} |",
-            NAMES[k],
-            single[k].as_secs_f64() * 1e6,
-            single[k].as_secs_f64() / single[0].as_secs_f64(),
-            batch[k].as_secs_f64() * 1e6,
-            throughput / base,
-            cpu[k],
-            cpu[k] / cpu[0],
-        );
-    }
+    support::print_overhead(&single, &batch, &cpu, CONCURRENCY);
 }

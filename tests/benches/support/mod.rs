@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use futures_util::StreamExt;
 use humus::grpc::client::{Client, Settings};
@@ -239,4 +240,101 @@ pub fn humus_client(addr: SocketAddr, settings: Settings) -> HumusClient {
         ..settings
     };
     HumusClient::new(Client::new(&humus::Setup::new(), settings).expect("valid settings"))
+}
+
+/// The clients the overhead benches compare, by name; ratios are to the
+/// first.
+pub const PEERS: [&str; 4] = ["tonic", "tonic+deadline", "humus", "tonic-generic"];
+
+/// One of the overhead benches' clients of the dependency.
+#[derive(Clone)]
+pub enum Peer {
+    /// tonic's client over `connect_lazy` ([`tonic_client`]).
+    Tonic(TonicClient),
+    /// The same, with a 10 s deadline per request (`Request::set_timeout`).
+    Deadline(TonicClient),
+    /// humus's typed client, default settings ([`humus_client`]).
+    Humus(HumusClient),
+    /// The control, [`tonic_generic_client`].
+    Generic(TonicClient),
+}
+
+impl Peer {
+    /// The client named `name` (one of [`PEERS`]) of `addr`; `None` for
+    /// another name.
+    pub fn new(name: &str, addr: SocketAddr) -> Option<Peer> {
+        Some(match name {
+            "tonic" => Peer::Tonic(tonic_client(addr)),
+            "tonic+deadline" => Peer::Deadline(tonic_client(addr)),
+            "humus" => Peer::Humus(humus_client(addr, Settings::default())),
+            "tonic-generic" => Peer::Generic(tonic_generic_client(addr)),
+            _ => return None,
+        })
+    }
+
+    /// One unary call; panics if it fails (a broken bench prints nothing).
+    pub async fn call(&self) {
+        match self {
+            Peer::Tonic(tonic) | Peer::Generic(tonic) => {
+                let mut tonic = tonic.clone();
+                tonic
+                    .unary_call(SimpleRequest::default())
+                    .await
+                    .expect("OK");
+            }
+            Peer::Deadline(tonic) => {
+                let mut tonic = tonic.clone();
+                let mut request = Request::new(SimpleRequest::default());
+                request.set_timeout(Duration::from_secs(10));
+                tonic.unary_call(request).await.expect("OK");
+            }
+            Peer::Humus(humus) => {
+                humus
+                    .unary_call(SimpleRequest::default())
+                    .await
+                    .expect("OK");
+            }
+        }
+    }
+}
+
+/// The process's CPU time (user and system), in seconds.
+pub fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("Linux /proc");
+    // The fields after the command name, which is in parentheses.
+    let fields: Vec<&str> = stat[stat.rfind(')').expect("a command") + 2..]
+        .split(' ')
+        .collect();
+    let ticks = |i: usize| fields[i].parse::<f64>().expect("a number");
+    // utime and stime, in clock ticks of 1/100 s (Linux's USER_HZ).
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Prints the overhead benches' table, one row per client of [`PEERS`]:
+/// the median latency of one call at a time, the median time of a batch
+/// of `concurrency` calls and the throughput it gives, and the CPU time per
+/// call (µs), each with its ratio to the first client.
+pub fn print_overhead(
+    single: &[Duration],
+    batch: &[Duration],
+    cpu_per_call: &[f64],
+    concurrency: usize,
+) {
+    println!(
+        "| client | median latency, 1 at a time | ratio | median time of {concurrency} at once | throughput, calls/s | ratio | CPU per call (client + server) | ratio |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    let throughput = |k: usize| concurrency as f64 / batch[k].as_secs_f64();
+    for (k, name) in PEERS.iter().enumerate() {
+        println!(
+            "| {name} | {:.1} µs | {:.3} | {:.0} µs | {:.0} | {:.3} | {:.1} µs | {:.3} |",
+            single[k].as_secs_f64() * 1e6,
+            single[k].as_secs_f64() / single[0].as_secs_f64(),
+            batch[k].as_secs_f64() * 1e6,
+            throughput(k),
+            throughput(k) / throughput(0),
+            cpu_per_call[k],
+            cpu_per_call[k] / cpu_per_call[0],
+        );
+    }
 }
