@@ -204,6 +204,125 @@ async fn the_authority_is_the_address() {
     assert_eq!(carts.authorities(), ["carts:9090"]);
 }
 
+/// Every request says who sent it: `grpc-rust-humus/<version>`, after the
+/// caller's own `user-agent` if its metadata has one (gRPC over HTTP/2,
+/// "User-Agent").
+#[tokio::test(start_paused = true)]
+async fn the_user_agent_is_humus_after_the_callers_own() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let agents = seen.clone();
+    carts.on_get_cart(move |seen, req| {
+        let agent = seen
+            .metadata
+            .get("user-agent")
+            .map(|v| v.to_str().unwrap().to_owned());
+        agents.lock().unwrap().push(agent);
+        async move { Ok(Response::new(cart(&req.id, 0))) }
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let _: Response<Cart> = client.unary(&GET_CART, get("c-1")).await.unwrap();
+    let mut theirs = get("c-2");
+    theirs
+        .metadata_mut()
+        .insert("user-agent", "wallet/2.1".parse().unwrap());
+    let _: Response<Cart> = client.unary(&GET_CART, theirs).await.unwrap();
+    let ours = concat!("grpc-rust-humus/", env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [Some(ours.to_owned()), Some(format!("wallet/2.1 {ours}"))]
+    );
+}
+
+/// A dial that takes 1.5 s (a slow network), under a 1 s timeout.
+#[derive(Debug)]
+struct SlowHost(Host);
+
+impl humus::Host for SlowHost {
+    fn dial<'a>(&'a self, addr: &'a str) -> humus::DialFuture<'a> {
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            humus::Host::dial(&self.0, addr).await
+        })
+    }
+
+    fn read_file(&self, path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+        humus::Host::read_file(&self.0, path)
+    }
+}
+
+/// A dial goes on when the call waiting for it gives up (its deadline), and
+/// the next call takes the connection it made: one dial, not one per call.
+#[tokio::test(start_paused = true)]
+async fn a_dial_outlives_the_call_that_started_it() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(
+        &humus::Setup::new().with_host(SlowHost(host.clone())),
+        Settings {
+            timeout: SECOND,
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let start = Instant::now();
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get("c-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    assert_eq!(start.elapsed(), SECOND);
+    let _: Response<Cart> = client.unary(&GET_CART, get("c-2")).await.unwrap();
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_millis(1500),
+        "the second call waited for the first call's dial"
+    );
+    assert_eq!(host.dials("carts:9090"), 1);
+    assert_eq!(carts.arrivals(&GET_CART), 1);
+}
+
+/// A Host whose first dial panics (a bug in it).
+#[derive(Debug)]
+struct PanicsOnce(Host, std::sync::atomic::AtomicBool);
+
+impl humus::Host for PanicsOnce {
+    fn dial<'a>(&'a self, addr: &'a str) -> humus::DialFuture<'a> {
+        assert!(
+            self.1.swap(true, std::sync::atomic::Ordering::SeqCst),
+            "the first dial's bug"
+        );
+        humus::Host::dial(&self.0, addr)
+    }
+
+    fn read_file(&self, path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+        humus::Host::read_file(&self.0, path)
+    }
+}
+
+/// A dial that panics panics the call waiting for it, and leaves no dial
+/// behind: the next call dials again.
+#[tokio::test(start_paused = true)]
+async fn a_dial_that_panics_panics_its_call_and_the_next_call_dials_again() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let _carts = start_carts(&host, &ca, &carts);
+    let setup = humus::Setup::new().with_host(PanicsOnce(host.clone(), Default::default()));
+    let client = Client::new(&setup, carts_settings(&ca)).unwrap();
+    let first = {
+        let client = client.clone();
+        tokio::spawn(async move { client.unary::<_, Cart>(&GET_CART, get("c-1")).await })
+    };
+    let panicked = first.await.unwrap_err();
+    assert!(panicked.is_panic(), "{panicked:?}");
+    let _: Response<Cart> = client.unary(&GET_CART, get("c-2")).await.unwrap();
+    assert_eq!(
+        host.dials("carts:9090"),
+        1,
+        "the panicking dial reached no host"
+    );
+}
+
 /// A client of 10.0.0.7:9090 whose server name is carts sends `:authority
 /// carts` and requires a certificate for carts.
 #[tokio::test(start_paused = true)]

@@ -220,8 +220,9 @@ pub fn tonic_client(addr: SocketAddr) -> TonicClient {
 /// The control of the overhead benches: tonic's generated client over a
 /// `Channel` to `addr` built by `Endpoint::connect_with_connector_lazy`
 /// with hyper-util's `HttpConnector`, set as tonic's `connect_lazy` sets it
-/// (so the same code as [`tonic_client`]'s, in a second monomorphised copy,
-/// as every channel with a connector of its own has, humus's included).
+/// (so the same code as [`tonic_client`]'s, in a second monomorphised
+/// copy: how far it measures from `tonic` is the noise of the run, and in
+/// one process the price of a second copy of hyper's code).
 pub fn tonic_generic_client(addr: SocketAddr) -> TonicClient {
     let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
     http.enforce_http(false);

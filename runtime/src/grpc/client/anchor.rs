@@ -2,9 +2,9 @@
 //! client makes calls, so that arming the deadline timers of its calls does
 //! not wake a parked worker thread.
 //!
-//! Every attempt with a deadline puts timers in tokio's wheel: tonic's
-//! channel arms one for the `grpc-timeout` it sends, and the client one for
-//! the call's deadline. tokio wakes the thread parked on its driver
+//! Every attempt with a deadline puts a timer in tokio's wheel, for the
+//! call's deadline (and a tonic server in the same process arms one for
+//! the `grpc-timeout` it receives). tokio wakes the thread parked on its driver
 //! whenever a new timer expires before the driver's next planned wake-up,
 //! so that the thread sleeps the right amount; with no other timer in the
 //! wheel, that is the first timer of every call, seconds away, yet paid on
@@ -90,8 +90,8 @@ impl Anchor {
     ///
     /// # Panics
     ///
-    /// Outside a tokio runtime (tokio's own panic): the client builds its
-    /// channel, and so the anchor, inside one.
+    /// Outside a tokio runtime (tokio's own panic): the client's first
+    /// dial, which spawns it, runs inside one.
     pub(super) fn spawn(self: &Arc<Self>) {
         let anchor = Arc::clone(self);
         tokio::spawn(async move { anchor.keep().await });

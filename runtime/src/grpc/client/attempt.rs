@@ -401,7 +401,7 @@ where
     }
 }
 
-/// One unary attempt over the channel, sent again at once if the request
+/// One unary attempt over the connection, sent again at once if the request
 /// never reached the server. `metadata` builds each send's metadata (moved
 /// into the request: one copy of the caller's map per send).
 async fn send_unary<Resp>(
@@ -413,10 +413,10 @@ async fn send_unary<Resp>(
 where
     Resp: prost::Message + Default + Send + 'static,
 {
-    let mut grpc = tonic::client::Grpc::new(inner.conn.channel()?);
     let mut resent = 0;
     loop {
-        ready(&mut grpc).await?;
+        // Again for a resend: the connection that failed it has gone.
+        let mut grpc = inner.conn.grpc().await?;
         let request =
             tonic::Request::from_parts(metadata(), tonic::Extensions::default(), body.clone());
         match grpc
@@ -428,12 +428,6 @@ where
             result => return result,
         }
     }
-}
-
-async fn ready(grpc: &mut tonic::client::Grpc<tonic::transport::Channel>) -> Result<(), Status> {
-    grpc.ready()
-        .await
-        .map_err(|e| Status::unavailable(format!("the connection is not ready: {e}")))
 }
 
 /// What the request of a stream is, for [`open`].
@@ -549,10 +543,10 @@ where
     Req: prost::Message + Send + 'static,
     Resp: prost::Message + Default + Send + 'static,
 {
-    let mut grpc = tonic::client::Grpc::new(inner.conn.channel()?);
     let mut resent = 0;
     loop {
-        ready(&mut grpc).await?;
+        // Again for a resend: the connection that failed it has gone.
+        let mut grpc = inner.conn.grpc().await?;
         let result = match outbound {
             Outbound::One(body) => {
                 let request = tonic::Request::from_parts(

@@ -1,24 +1,39 @@
-//! The client's one connection: a lazily dialled tonic `Channel` whose
-//! connector dials through the Setup's `Host` and does TLS with rustls, the
-//! `Connected` latch, and the close at `Setup::stop()` (seed 000, "The
-//! connection", "TLS and plain text", "Readiness: Connected").
+//! The client's one connection: an HTTP/2 connection (hyper's client)
+//! dialled lazily through the Setup's `Host`, with TLS by rustls, and
+//! dialled again when it goes away; the `Connected` latch; and the close at
+//! `Setup::stop()` (seed 000, "The connection", "TLS and plain text",
+//! "Readiness: Connected").
+//!
+//! Calls go straight to hyper's handle on the connection, which every task
+//! clones (`http2::SendRequest`), rather than through tonic's `Channel`:
+//! the channel is a `tower::buffer::Buffer`, whose worker task receives
+//! every request and hands its response future back (one more task, and
+//! its wake-ups, on each call's path), and it arms a timer of its own for
+//! every `grpc-timeout` sent, where the client enforces its deadline itself.
+//! The rest of what the channel does is here: the scheme and authority of
+//! each request (tonic's `Grpc::with_origin`), a `user-agent`, one dial at
+//! a time however many calls wait for it, and a new dial once the
+//! connection is gone (a GOAWAY, a broken socket).
 
 use std::error::Error as StdError;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures_util::FutureExt;
+use futures_util::future::{BoxFuture, Shared};
 use futures_util::task::AtomicWaker;
 use http::Uri;
-use hyper_util::rt::TokioIo;
+use http::header::{HeaderValue, USER_AGENT};
+use hyper::client::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustls_pki_types::ServerName;
 use tokio::sync::watch;
 use tonic::Status;
-use tonic::transport::{Channel, Endpoint};
 
 use super::Settings;
 use super::anchor::Anchor;
@@ -37,8 +52,8 @@ pub(crate) fn closing() -> Status {
 const CHECK_BACKOFF_BASE: Duration = Duration::from_secs(1);
 const CHECK_BACKOFF_MAX: Duration = Duration::from_secs(120);
 
-/// What the connector needs, apart from the channel (so that the channel's
-/// worker, which owns the connector, does not keep the channel alive).
+/// What a dial needs, apart from the connection's link (so that hyper's
+/// task, whose IO holds this, does not keep the link alive).
 struct Dialer {
     host: Arc<dyn Host>,
     addr: String,
@@ -51,11 +66,11 @@ struct Dialer {
     /// progress, a wait between attempts, a stream, a fault's delay, a
     /// readiness check.
     on_close: tokio::sync::Notify,
-    /// The task driving each connection the channel dialled (a [`Gated`]
+    /// The task driving each HTTP/2 connection dialled (a [`Gated`]
     /// connection's), woken when `closed` is set so that its IO fails.
     io_tasks: Mutex<Vec<Weak<AtomicWaker>>>,
     /// Serialises dials, and holds a connection a readiness check dialled
-    /// until the channel takes it, so the client keeps one connection.
+    /// until a call's dial takes it, so the client keeps one connection.
     stash: tokio::sync::Mutex<Option<BoxIo>>,
 }
 
@@ -108,7 +123,7 @@ impl Dialer {
         io::Error::new(io::ErrorKind::NotConnected, CLOSING)
     }
 
-    /// The channel's dial ([`Dialer::connect`]), cut short by a close, as
+    /// A call's dial ([`Dialer::connect`]), cut short by a close, as
     /// a connection that fails its IO once the connection is closed.
     async fn connect_gated(self: Arc<Self>) -> io::Result<Gated> {
         let io = tokio::select! {
@@ -134,7 +149,7 @@ impl Dialer {
         })
     }
 
-    /// The channel's dial: a connection a readiness check made, or a new one.
+    /// A call's dial: a connection a readiness check made, or a new one.
     async fn connect(&self) -> io::Result<BoxIo> {
         if self.is_closed() {
             return Err(self.closed_error());
@@ -151,8 +166,8 @@ impl Dialer {
         Ok(io)
     }
 
-    /// A readiness check's dial: until a dial succeeds (this one or the
-    /// channel's), with grpc-go's connection backoff between failures.
+    /// A readiness check's dial: until a dial succeeds (this one or a
+    /// call's), with grpc-go's connection backoff between failures.
     async fn connect_for_check(&self) {
         let mut ready = self.ready.subscribe();
         let mut backoff = CHECK_BACKOFF_BASE;
@@ -178,26 +193,117 @@ impl Dialer {
     }
 }
 
-/// The tower connector tonic's channel dials with.
-#[derive(Clone)]
-struct Connector {
-    dialer: Arc<Dialer>,
+/// hyper's handle on one HTTP/2 connection, for tonic's request bodies.
+type SendRequest = http2::SendRequest<tonic::body::Body>;
+
+/// A dial every call waiting for the connection shares: its task goes on
+/// if they stop waiting (a deadline), and the next call waits for it.
+type Dial = Shared<BoxFuture<'static, Result<SendRequest, Arc<io::Error>>>>;
+
+/// The `user-agent` of every request, after the caller's own if it set one
+/// (gRPC over HTTP/2, "User-Agent": `grpc-<language>-<implementation>`).
+const USER_AGENT_VALUE: &str = concat!("grpc-rust-humus/", env!("CARGO_PKG_VERSION"));
+
+/// Where the connection is, as the calls see it.
+enum Link {
+    /// Never dialled: the first call dials (and starts the [`Anchor`]).
+    New,
+    /// The last connection went away, or its dial failed: the next call
+    /// dials.
+    Down,
+    /// A dial in progress.
+    Dialing(Dial),
+    /// An HTTP/2 connection, usable until hyper reports it closed.
+    Up(SendRequest),
 }
 
-impl tower_service::Service<Uri> for Connector {
-    type Response = TokioIo<Gated>;
-    type Error = io::Error;
-    type Future = Pin<Box<dyn Future<Output = io::Result<TokioIo<Gated>>> + Send>>;
+impl Dialer {
+    /// One HTTP/2 connection: a [`Gated`] dial, hyper's handshake on it,
+    /// and the connection's task spawned.
+    async fn open(self: Arc<Self>) -> io::Result<SendRequest> {
+        let addr = self.addr.clone();
+        let io = self.connect_gated().await?;
+        let (send, connection) = http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .handshake(TokioIo::new(io))
+            .await
+            .map_err(|err| {
+                io::Error::new(
+                    io::ErrorKind::ConnectionAborted,
+                    format!("HTTP/2 handshake with {addr}: {err}"),
+                )
+            })?;
+        // Its end (an error, or the server's GOAWAY) reaches the calls on
+        // it and closes `send`, so the next call dials again.
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        Ok(send)
+    }
+}
 
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
+/// Where a dial's task sets the link: `Down` unless set otherwise, even if
+/// the task panics or is dropped, so that the next call dials again.
+struct Landing(Weak<Mutex<Link>>);
+
+impl Landing {
+    /// Sets the link, if the dial is still the connection's (a close sets
+    /// it `Down`, and a dropped connection has none).
+    fn set(&self, to: Link) {
+        if let Some(link) = self.0.upgrade() {
+            let mut link = lock(&link);
+            if matches!(*link, Link::Dialing(_)) {
+                *link = to;
+            }
+        }
+    }
+}
+
+impl Drop for Landing {
+    fn drop(&mut self) {
+        self.set(Link::Down);
+    }
+}
+
+/// The status of a call whose connection could not be dialled.
+fn dial_status(err: &Arc<io::Error>) -> Status {
+    let mut status = Status::unavailable(err.to_string());
+    status.set_source(err.clone());
+    status
+}
+
+/// What an attempt sends its request through, under tonic's `Grpc`:
+/// hyper's handle on the connection.
+#[derive(Clone)]
+pub(crate) struct Sender(SendRequest);
+
+/// The response future of [`Sender`].
+type Responding = Pin<
+    Box<dyn Future<Output = Result<http::Response<hyper::body::Incoming>, hyper::Error>> + Send>,
+>;
+
+impl tower_service::Service<http::Request<tonic::body::Body>> for Sender {
+    type Response = http::Response<hyper::body::Incoming>;
+    type Error = hyper::Error;
+    type Future = Responding;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), hyper::Error>> {
+        self.0.poll_ready(cx)
     }
 
-    fn call(&mut self, _uri: Uri) -> Self::Future {
-        // The channel's URI is a placeholder: the address is dialled as
-        // given, through the Host, which resolves it.
-        let dialer = self.dialer.clone();
-        Box::pin(async move { dialer.connect_gated().await.map(TokioIo::new) })
+    fn call(&mut self, mut request: http::Request<tonic::body::Body>) -> Responding {
+        let ours = HeaderValue::from_static(USER_AGENT_VALUE);
+        if let Ok(Some(theirs)) = request.headers_mut().try_insert(USER_AGENT, ours) {
+            let mut both = theirs.as_bytes().to_vec();
+            both.push(b' ');
+            both.extend_from_slice(USER_AGENT_VALUE.as_bytes());
+            if let Ok(both) = HeaderValue::from_bytes(&both) {
+                request.headers_mut().insert(USER_AGENT, both);
+            }
+        }
+        // On a connection that has just closed, the request fails unsent
+        // (hyper's `Canceled`): a transparent retry, on a new connection.
+        Box::pin(self.0.send_request(request))
     }
 }
 
@@ -211,7 +317,7 @@ impl ClosedFlag {
     }
 }
 
-/// One connection of the channel, which fails every read and write once
+/// One dialled connection, which fails every read and write once
 /// the client's connection is closed: hyper's connection task then ends,
 /// and with it every call and stream in flight on it, woken by h2 as for
 /// any broken connection. So a call pays nothing to be ended by
@@ -292,10 +398,12 @@ impl tokio::io::AsyncWrite for Gated {
 /// The client's one connection to its dependency.
 pub(crate) struct Connection {
     dialer: Arc<Dialer>,
-    endpoint: Endpoint,
-    channel: Mutex<Option<Channel>>,
+    /// The scheme and authority of every request.
+    origin: Uri,
+    /// Shared with a dial's task while it runs, which sets it when done.
+    link: Arc<Mutex<Link>>,
     /// Keeps the calls' deadline timers from waking parked threads; its
-    /// task starts with the channel.
+    /// task starts with the first dial.
     anchor: Arc<Anchor>,
 }
 
@@ -308,6 +416,12 @@ impl std::fmt::Debug for Connection {
             .field("closed", &self.dialer.is_closed())
             .finish()
     }
+}
+
+/// `mutex`'s guard, poisoned or not: what it guards is whole between any
+/// two statements.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Connection {
@@ -329,9 +443,6 @@ impl Connection {
         let origin: Uri = format!("{scheme}://{authority}")
             .parse()
             .expect("check_addr and check_server_name accept only valid authorities");
-        let endpoint = Endpoint::from_shared(format!("http://{}", settings.addr))
-            .expect("check_addr accepts only valid authorities")
-            .origin(origin);
         Connection {
             dialer: Arc::new(Dialer {
                 host,
@@ -343,30 +454,87 @@ impl Connection {
                 io_tasks: Mutex::new(Vec::new()),
                 stash: tokio::sync::Mutex::new(None),
             }),
-            endpoint,
-            channel: Mutex::new(None),
+            origin,
+            link: Arc::new(Mutex::new(Link::New)),
             anchor: Arc::default(),
         }
     }
 
-    /// The channel every attempt goes over, built at the first one (it
-    /// needs the tokio runtime, where the [`Anchor`] starts too);
-    /// `Canceled` once the connection is closed.
-    pub(crate) fn channel(&self) -> Result<Channel, Status> {
-        let mut channel = self.channel.lock().unwrap_or_else(PoisonError::into_inner);
-        if self.dialer.is_closed() {
-            return Err(closing());
-        }
-        let channel = channel
-            .get_or_insert_with(|| {
-                self.anchor.spawn();
-                self.endpoint.connect_with_connector_lazy(Connector {
-                    dialer: self.dialer.clone(),
-                })
-            })
-            .clone();
+    /// What an attempt sends through: tonic's `Grpc` over the connection,
+    /// dialled first if there is none (at the first call, and after the
+    /// last connection went away); a dial in progress is shared.
+    ///
+    /// # Errors
+    ///
+    /// `Canceled` once the connection is closed; `Unavailable` if the
+    /// dial fails (the `Host`'s error, TLS's or HTTP/2's).
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime when it must dial (tokio's panic); and with
+    /// the panic of the dial's task, if it panicked.
+    pub(crate) async fn grpc(&self) -> Result<tonic::client::Grpc<Sender>, Status> {
+        let dial = {
+            let mut link = lock(&self.link);
+            if self.dialer.is_closed() {
+                return Err(closing());
+            }
+            match &*link {
+                Link::Up(send) if !send.is_closed() => {
+                    let send = send.clone();
+                    drop(link);
+                    self.anchor.touch();
+                    return Ok(self.over(send));
+                }
+                Link::Dialing(dial) => dial.clone(),
+                state => {
+                    if matches!(state, Link::New) {
+                        self.anchor.spawn();
+                    }
+                    let dial = self.dial();
+                    *link = Link::Dialing(dial.clone());
+                    dial
+                }
+            }
+        };
         self.anchor.touch();
-        Ok(channel)
+        match dial.await {
+            Ok(send) => Ok(self.over(send)),
+            Err(err) => Err(dial_status(&err)),
+        }
+    }
+
+    /// tonic's `Grpc` over `send`, with this connection's origin.
+    fn over(&self, send: SendRequest) -> tonic::client::Grpc<Sender> {
+        tonic::client::Grpc::with_origin(Sender(send), self.origin.clone())
+    }
+
+    /// Starts a dial, in a task of its own, which sets the link when done
+    /// (unless the connection was closed or dropped meanwhile).
+    fn dial(&self) -> Dial {
+        let dialer = self.dialer.clone();
+        let link = Arc::downgrade(&self.link);
+        let task = tokio::spawn(async move {
+            let landing = Landing(link);
+            let opened = dialer.clone().open().await.map_err(Arc::new);
+            if let Ok(send) = &opened
+                && !dialer.is_closed()
+            {
+                landing.set(Link::Up(send.clone()));
+            }
+            opened
+        });
+        async move {
+            match task.await {
+                Ok(opened) => opened,
+                Err(err) if err.is_panic() => std::panic::resume_unwind(err.into_panic()),
+                Err(_) => Err(Arc::new(io::Error::other(
+                    "the dial was cancelled: its runtime is shutting down",
+                ))),
+            }
+        }
+        .boxed()
+        .shared()
     }
 
     /// Whether the connection is closed.
@@ -375,7 +543,7 @@ impl Connection {
     }
 
     /// [`Connection::is_closed`] for what may outlive the connection (an
-    /// open stream), without keeping its channel.
+    /// open stream), without keeping its link.
     pub(crate) fn closed_flag(&self) -> ClosedFlag {
         ClosedFlag(self.dialer.clone())
     }
@@ -410,12 +578,10 @@ impl Connection {
         for task in tasks.iter().filter_map(Weak::upgrade) {
             task.wake();
         }
-        let channel = self
-            .channel
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        drop(channel);
+        // The calls and dials to come see the flag; dropping the handle
+        // lets hyper's task end once the IO has failed.
+        let link = std::mem::replace(&mut *lock(&self.link), Link::Down);
+        drop(link);
         if let Ok(mut stash) = self.dialer.stash.try_lock() {
             stash.take();
         }

@@ -13,7 +13,7 @@
 //!                      Err(status) -> that is the attempt's result
 //! Hooks::propagate     (writes the metadata sent: trace context, baggage
 //!                       without the scenario unless `forward_scenario`)
-//! ... the attempt over the channel ...
+//! ... the attempt over the connection ...
 //! Hooks::attempt_end   (the attempt's status; for a stream that opened, at its end)
 //! ticket.done(outcome) -> Hooks::counted(outcome)
 //! retry::decide        -> Hooks::decided(decision)
