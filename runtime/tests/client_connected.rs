@@ -160,3 +160,71 @@ async fn a_check_waiting_when_the_client_stops_ends_unhealthy() {
     setup.stop().await;
     assert!(!waiting.await.unwrap());
 }
+
+/// The check's connection is the client's: when the server behind it
+/// restarts, the next call, even one with a single attempt, goes over a
+/// new connection; and a server that stops gracefully is not held up by it.
+#[tokio::test(start_paused = true)]
+async fn a_checked_connection_that_breaks_is_dialled_again_by_the_next_call() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let running = start_carts(&host, &ca, &carts);
+    let client = Client::new(
+        &setup(&host),
+        humus::grpc::client::Settings {
+            max_attempts: 1,
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    assert!(client.connected().check().await);
+    timeout(Duration::from_secs(1), running.stop())
+        .await
+        .expect("a graceful stop ends the idle connection at once");
+    let _running = start_carts(&host, &ca, &carts);
+    settle().await;
+    let _: Response<Cart> = client.unary(&GET_CART, get("c-1")).await.unwrap();
+    assert_eq!(host.dials("carts:9090"), 2);
+}
+
+/// A server that answers, but not in HTTP/2 (an HTTP/1.1 server on the
+/// port): the dial fails, the call is Unavailable, and the client never
+/// turns healthy.
+#[tokio::test(start_paused = true)]
+async fn a_server_that_does_not_speak_http2_is_not_connected() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let host = Host::new();
+    let mut listener = host.listen("carts:9090");
+    tokio::spawn(async move {
+        loop {
+            let mut conn = listener.accept().await;
+            tokio::spawn(async move {
+                let mut request = [0u8; 64];
+                let _ = conn.read(&mut request).await;
+                let _ = conn
+                    .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+                    .await;
+                let _ = conn.read(&mut request).await;
+            });
+        }
+    });
+    let client = Client::new(
+        &setup(&host),
+        humus::grpc::client::Settings {
+            addr: "carts:9090".into(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get("c-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
+    assert!(err.message().contains("does not speak HTTP/2"), "{err:?}");
+    assert!(
+        timeout(Duration::from_secs(5), client.connected().check())
+            .await
+            .is_err(),
+        "never healthy"
+    );
+}

@@ -323,6 +323,78 @@ async fn a_dial_that_panics_panics_its_call_and_the_next_call_dials_again() {
     );
 }
 
+/// A listener that accepts and closes at once (a proxy with nothing behind
+/// it): the requests are never sent, and once the resends of a request that
+/// never left are spent, the attempt fails Unavailable (not hyper's
+/// Cancelled), so it is retried and the breaker counts it.
+#[tokio::test(start_paused = true)]
+async fn a_server_that_closes_every_connection_fails_calls_unavailable() {
+    let host = Host::new();
+    let mut listener = host.listen("carts:9090");
+    tokio::spawn(async move {
+        loop {
+            drop(listener.accept().await);
+        }
+    });
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            addr: "carts:9090".into(),
+            ..Settings::default()
+        },
+    )
+    .unwrap();
+    for _ in 0..3 {
+        let err = client
+            .unary::<_, Cart>(&GET_CART, get("c-1"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    }
+    assert!(
+        host.dials("carts:9090") > 3,
+        "retried: {} dials",
+        host.dials("carts:9090")
+    );
+}
+
+/// A server that accepts and then says nothing (no TLS, no HTTP/2
+/// settings): the dial fails after 20 s (grpc-go's connect timeout), and
+/// the call waiting for it dials again, and reaches the server that
+/// listens by then.
+#[tokio::test(start_paused = true)]
+async fn a_dial_that_hangs_fails_after_the_connect_timeout_and_the_next_call_dials_again() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let mut silent = host.listen("carts:9090");
+    let held = tokio::spawn(async move {
+        let conn = silent.accept().await;
+        drop(silent);
+        // Keeps the connection open, silent.
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        drop(conn);
+    });
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let start = Instant::now();
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get("c-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    assert_eq!(start.elapsed(), 10 * SECOND, "the call's own timeout");
+    let _carts = start_carts(&host, &ca, &carts);
+    tokio::time::sleep(SECOND).await;
+    // Waits for the dial in progress; when it fails, the attempt is
+    // Unavailable, and the retry dials again.
+    let _: Response<Cart> = client.unary(&GET_CART, get("c-2")).await.unwrap();
+    let elapsed = start.elapsed();
+    assert!(
+        elapsed >= 20 * SECOND && elapsed < 21 * SECOND,
+        "the first dial failed at 20 s: {elapsed:?}"
+    );
+    assert_eq!(host.dials("carts:9090"), 2);
+    held.abort();
+}
+
 /// A client of 10.0.0.7:9090 whose server name is carts sends `:authority
 /// carts` and requires a certificate for carts.
 #[tokio::test(start_paused = true)]
@@ -637,6 +709,30 @@ fn new_rejects_bad_settings_naming_every_field() {
         ["addr", "timeout", "backoff_max"]
     );
     assert!(err.to_string().contains("names a scheme"), "{err}");
+    // With TLS, the host is the certificate's name, unless server_name
+    // says another: one that names no certificate is an error, not a panic.
+    let ca = Ca::new();
+    for addr in ["1.2.3:9090", "carts..local:9090", "a+b:9090"] {
+        let err = Client::new(
+            &setup(&host),
+            Settings {
+                addr: addr.into(),
+                ..carts_settings(&ca)
+            },
+        )
+        .unwrap_err();
+        assert_eq!(err.fields().collect::<Vec<_>>(), ["addr"], "{addr}");
+        assert!(err.to_string().contains("set server_name"), "{err}");
+        Client::new(
+            &setup(&host),
+            Settings {
+                addr: addr.into(),
+                server_name: Some("carts".into()),
+                ..carts_settings(&ca)
+            },
+        )
+        .expect("a server name names the certificate");
+    }
     let missing = Client::new(&setup(&host), Settings::default()).unwrap_err();
     assert_eq!(missing.fields().collect::<Vec<_>>(), ["addr"]);
     assert_eq!(host.dials("carts:9090"), 0);

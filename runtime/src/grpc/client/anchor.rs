@@ -27,7 +27,7 @@
 //! deadlines that seed 000 ("Timeouts and deadlines") gives every call.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -52,6 +52,9 @@ const ENDED: u8 = 3;
 pub(super) struct Anchor {
     state: AtomicU8,
     wake: Notify,
+    /// Whether its task is alive (the runtime that ran it may have been
+    /// dropped, and the client used in another).
+    running: AtomicBool,
 }
 
 impl Anchor {
@@ -86,15 +89,28 @@ impl Anchor {
         self.wake.notify_one();
     }
 
-    /// Spawns the anchor's task on the current runtime.
+    /// Spawns the anchor's task on the current runtime, unless it runs
+    /// already or the anchor has ended.
     ///
     /// # Panics
     ///
-    /// Outside a tokio runtime (tokio's own panic): the client's first
-    /// dial, which spawns it, runs inside one.
+    /// Outside a tokio runtime (tokio's own panic): the client's dials,
+    /// which spawn it, run inside one.
     pub(super) fn spawn(self: &Arc<Self>) {
-        let anchor = Arc::clone(self);
-        tokio::spawn(async move { anchor.keep().await });
+        if self.state.load(Ordering::Acquire) == ENDED || self.running.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        /// Marks the task gone however it goes: ended, or dropped with its
+        /// runtime.
+        struct Running(Arc<Anchor>);
+        impl Drop for Running {
+            fn drop(&mut self) {
+                self.0.running.store(false, Ordering::Release);
+            }
+        }
+        let running = Running(Arc::clone(self));
+        tokio::spawn(async move { running.0.keep().await });
     }
 
     async fn keep(&self) {
@@ -167,6 +183,45 @@ mod tests {
         tokio::time::sleep(PERIOD).await;
         settle().await;
         assert_eq!(state(&anchor), UNUSED, "armed again by the call");
+    }
+
+    #[test]
+    fn spawned_again_once_its_runtime_is_gone_and_only_then() {
+        let runtime = || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .unwrap()
+        };
+        let anchor = Arc::new(Anchor::default());
+        let first = runtime();
+        first.block_on(async {
+            anchor.spawn();
+            anchor.spawn();
+            settle().await;
+        });
+        assert_eq!(first.metrics().num_alive_tasks(), 1, "one task");
+        assert!(anchor.running.load(Ordering::Acquire));
+        drop(first);
+        assert!(
+            !anchor.running.load(Ordering::Acquire),
+            "its task went with its runtime"
+        );
+        let second = runtime();
+        second.block_on(async {
+            anchor.spawn();
+            settle().await;
+        });
+        assert_eq!(second.metrics().num_alive_tasks(), 1, "running again");
+        anchor.end();
+        second.block_on(settle());
+        assert_eq!(second.metrics().num_alive_tasks(), 0);
+        second.block_on(async { anchor.spawn() });
+        assert_eq!(
+            second.metrics().num_alive_tasks(),
+            0,
+            "an ended anchor stays ended"
+        );
     }
 
     #[tokio::test(start_paused = true)]

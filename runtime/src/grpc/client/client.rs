@@ -125,14 +125,17 @@ impl Client {
     /// A readiness monitor that is healthy once the client has connected
     /// to its dependency, and stays healthy from then on.
     ///
-    /// It is unhealthy until the connection is first ready (dialled, and
-    /// its TLS handshake done), then healthy through outages, GOAWAYs and
+    /// It is unhealthy until the connection is first ready (dialled, its
+    /// TLS handshake done, and the server's HTTP/2 settings received, as
+    /// gRPC's clients require), then healthy through outages, GOAWAYs and
     /// idle closes: it latches, so an outage of the dependency, which hits
     /// every replica of the service at once, does not take them all out of
     /// their load balancer. Every monitor of one client reads the same
     /// latch. Until the connection has been ready, a check dials (if no
-    /// dial is under way) and waits until the connection is ready, is
-    /// closed, or the check is dropped (a probe's timeout). A check makes
+    /// dial is under way; the calls then use the connection it made) and
+    /// waits until the connection is ready, is closed, or the check is
+    /// dropped (a probe's timeout), dialling again after a failure with
+    /// grpc-go's connection backoff (1 s, growing 1.6 times to 120 s). A check makes
     /// no RPC. After [`Setup::stop`] it is unhealthy.
     ///
     /// Use it for readiness only: restarting a service does not bring its

@@ -14,6 +14,12 @@
 //! each request (tonic's `Grpc::with_origin`), a `user-agent`, one dial at
 //! a time however many calls wait for it, and a new dial once the
 //! connection is gone (a GOAWAY, a broken socket).
+//!
+//! A dial is ready, as gRPC's clients have it, once the server's HTTP/2
+//! settings have arrived (a server that accepts and says nothing, or
+//! speaks another protocol, fails it), within [`CONNECT_TIMEOUT`]
+//! (grpc-go's); and a readiness check dials as a call does, so the calls
+//! then use the connection it made.
 
 use std::error::Error as StdError;
 use std::future::Future;
@@ -32,7 +38,7 @@ use http::header::{HeaderValue, USER_AGENT};
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustls_pki_types::ServerName;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tonic::Status;
 
 use super::Settings;
@@ -47,6 +53,12 @@ pub(crate) fn closing() -> Status {
     Status::cancelled(CLOSING)
 }
 
+/// How long a dial may take, from the Host's dial to the server's HTTP/2
+/// settings (TLS included), before it fails: grpc-go's minimum connect
+/// timeout. A dial that hangs (a server that accepts and never answers)
+/// fails so, and the next call dials again.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// grpc-go's connection backoff, which a readiness check waits out
 /// between failed dials: 1 s, growing 1.6 times to 120 s, ±20 % jitter.
 const CHECK_BACKOFF_BASE: Duration = Duration::from_secs(1);
@@ -58,7 +70,8 @@ struct Dialer {
     host: Arc<dyn Host>,
     addr: String,
     tls: Option<(tokio_rustls::TlsConnector, ServerName<'static>)>,
-    /// Latched once a dial (and its TLS handshake) first succeeds.
+    /// Latched once a dial first succeeds: TLS done, and the server's
+    /// HTTP/2 settings received.
     ready: watch::Sender<bool>,
     /// Set when the connection is closed, for good.
     closed: AtomicBool,
@@ -69,9 +82,6 @@ struct Dialer {
     /// The task driving each HTTP/2 connection dialled (a [`Gated`]
     /// connection's), woken when `closed` is set so that its IO fails.
     io_tasks: Mutex<Vec<Weak<AtomicWaker>>>,
-    /// Serialises dials, and holds a connection a readiness check dialled
-    /// until a call's dial takes it, so the client keeps one connection.
-    stash: tokio::sync::Mutex<Option<BoxIo>>,
 }
 
 impl Dialer {
@@ -123,9 +133,10 @@ impl Dialer {
         io::Error::new(io::ErrorKind::NotConnected, CLOSING)
     }
 
-    /// A call's dial ([`Dialer::connect`]), cut short by a close, as
-    /// a connection that fails its IO once the connection is closed.
-    async fn connect_gated(self: Arc<Self>) -> io::Result<Gated> {
+    /// [`Dialer::connect`], cut short by a close, as a connection that
+    /// fails its IO once the connection is closed, and that tells
+    /// `preface` whether the server's first bytes are HTTP/2 settings.
+    async fn connect_gated(self: Arc<Self>, preface: oneshot::Sender<bool>) -> io::Result<Gated> {
         let io = tokio::select! {
             biased;
             () = self.wait_closed() => return Err(self.closed_error()),
@@ -146,50 +157,24 @@ impl Dialer {
             io,
             dialer: self,
             task,
+            preface: Some(Preface {
+                head: [0; 9],
+                len: 0,
+                heard: preface,
+            }),
         })
     }
 
-    /// A call's dial: a connection a readiness check made, or a new one.
+    /// The Host's dial and TLS, unless the connection is closed.
     async fn connect(&self) -> io::Result<BoxIo> {
         if self.is_closed() {
             return Err(self.closed_error());
-        }
-        let mut stash = self.stash.lock().await;
-        if let Some(io) = stash.take() {
-            return Ok(io);
         }
         let io = self.dial().await?;
         if self.is_closed() {
             return Err(self.closed_error());
         }
-        self.ready.send_replace(true);
         Ok(io)
-    }
-
-    /// A readiness check's dial: until a dial succeeds (this one or a
-    /// call's), with grpc-go's connection backoff between failures.
-    async fn connect_for_check(&self) {
-        let mut ready = self.ready.subscribe();
-        let mut backoff = CHECK_BACKOFF_BASE;
-        loop {
-            {
-                let mut stash = self.stash.lock().await;
-                if *self.ready.borrow() {
-                    return;
-                }
-                if let Ok(io) = self.dial().await {
-                    *stash = Some(io);
-                    self.ready.send_replace(true);
-                    return;
-                }
-            }
-            let jitter = 0.8 + 0.4 * fastrand::f64();
-            tokio::select! {
-                () = tokio::time::sleep(backoff.mul_f64(jitter)) => {}
-                _ = ready.wait_for(|r| *r) => return,
-            }
-            backoff = backoff.mul_f64(1.6).min(CHECK_BACKOFF_MAX);
-        }
     }
 }
 
@@ -206,10 +191,8 @@ const USER_AGENT_VALUE: &str = concat!("grpc-rust-humus/", env!("CARGO_PKG_VERSI
 
 /// Where the connection is, as the calls see it.
 enum Link {
-    /// Never dialled: the first call dials (and starts the [`Anchor`]).
-    New,
-    /// The last connection went away, or its dial failed: the next call
-    /// dials.
+    /// Never dialled, or the last connection went away, or its dial
+    /// failed: the next call (or readiness check) dials.
     Down,
     /// A dial in progress.
     Dialing(Dial),
@@ -219,10 +202,33 @@ enum Link {
 
 impl Dialer {
     /// One HTTP/2 connection: a [`Gated`] dial, hyper's handshake on it,
-    /// and the connection's task spawned.
+    /// the connection's task spawned, and the server's settings received
+    /// (the server's preface, which gRPC's clients wait for before they
+    /// call a connection ready): in [`CONNECT_TIMEOUT`] at most. Latches
+    /// `ready`.
     async fn open(self: Arc<Self>) -> io::Result<SendRequest> {
         let addr = self.addr.clone();
-        let io = self.connect_gated().await?;
+        let opened = tokio::time::timeout(CONNECT_TIMEOUT, self.clone().open_now()).await;
+        let send = opened.unwrap_or_else(|_| {
+            Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "dial {addr}: no HTTP/2 connection within {}s",
+                    CONNECT_TIMEOUT.as_secs()
+                ),
+            ))
+        })?;
+        if self.is_closed() {
+            return Err(self.closed_error());
+        }
+        self.ready.send_replace(true);
+        Ok(send)
+    }
+
+    async fn open_now(self: Arc<Self>) -> io::Result<SendRequest> {
+        let addr = self.addr.clone();
+        let (heard, preface) = oneshot::channel();
+        let io = self.connect_gated(heard).await?;
         let (send, connection) = http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
             .handshake(TokioIo::new(io))
@@ -238,7 +244,19 @@ impl Dialer {
         tokio::spawn(async move {
             let _ = connection.await;
         });
-        Ok(send)
+        match preface.await {
+            Ok(true) => Ok(send),
+            Ok(false) => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "dial {addr}: the server does not speak HTTP/2 (its first bytes are no settings frame)"
+                ),
+            )),
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                format!("dial {addr}: the connection closed before the server's HTTP/2 settings"),
+            )),
+        }
     }
 }
 
@@ -328,6 +346,28 @@ struct Gated {
     dialer: Arc<Dialer>,
     /// The task that last found the IO not ready, woken at the close.
     task: Arc<AtomicWaker>,
+    /// Until the server's first 9 bytes are read: what they are so far.
+    preface: Option<Preface>,
+}
+
+/// The head of the first frame a server sends, which HTTP/2 requires to be
+/// a SETTINGS frame (RFC 9113, 3.4): 9 bytes, type 4, stream 0.
+struct Preface {
+    head: [u8; 9],
+    len: usize,
+    /// Told whether the head is a settings frame's; dropped unsent if the
+    /// connection ends first.
+    heard: oneshot::Sender<bool>,
+}
+
+impl Preface {
+    /// Takes in `read`, the bytes just read; `Some` once the head is whole.
+    fn read(&mut self, read: &[u8]) -> Option<bool> {
+        let n = read.len().min(self.head.len() - self.len);
+        self.head[self.len..self.len + n].copy_from_slice(&read[..n]);
+        self.len += n;
+        (self.len == self.head.len()).then(|| self.head[3] == 4 && self.head[5..] == [0; 4])
+    }
 }
 
 impl Gated {
@@ -359,7 +399,24 @@ impl tokio::io::AsyncRead for Gated {
         cx: &mut Context<'_>,
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        self.get_mut().gate(cx, |io, cx| io.poll_read(cx, buf))
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let polled = this.gate(cx, |io, cx| io.poll_read(cx, buf));
+        if let Some(preface) = &mut this.preface
+            && let Poll::Ready(Ok(())) = polled
+        {
+            match preface.read(&buf.filled()[before..]) {
+                Some(settings) => {
+                    if let Some(preface) = this.preface.take() {
+                        let _ = preface.heard.send(settings);
+                    }
+                }
+                // The end of the stream before the settings.
+                None if buf.filled().len() == before => this.preface = None,
+                None => {}
+            }
+        }
+        polled
     }
 }
 
@@ -452,10 +509,9 @@ impl Connection {
                 closed: AtomicBool::new(false),
                 on_close: tokio::sync::Notify::new(),
                 io_tasks: Mutex::new(Vec::new()),
-                stash: tokio::sync::Mutex::new(None),
             }),
             origin,
-            link: Arc::new(Mutex::new(Link::New)),
+            link: Arc::new(Mutex::new(Link::Down)),
             anchor: Arc::default(),
         }
     }
@@ -474,6 +530,16 @@ impl Connection {
     /// Outside a tokio runtime when it must dial (tokio's panic); and with
     /// the panic of the dial's task, if it panicked.
     pub(crate) async fn grpc(&self) -> Result<tonic::client::Grpc<Sender>, Status> {
+        let send = self.send_request().await?;
+        Ok(tonic::client::Grpc::with_origin(
+            Sender(send),
+            self.origin.clone(),
+        ))
+    }
+
+    /// hyper's handle on the connection, dialled first if need be
+    /// ([`Connection::grpc`]).
+    async fn send_request(&self) -> Result<SendRequest, Status> {
         let dial = {
             let mut link = lock(&self.link);
             if self.dialer.is_closed() {
@@ -484,13 +550,13 @@ impl Connection {
                     let send = send.clone();
                     drop(link);
                     self.anchor.touch();
-                    return Ok(self.over(send));
+                    return Ok(send);
                 }
                 Link::Dialing(dial) => dial.clone(),
-                state => {
-                    if matches!(state, Link::New) {
-                        self.anchor.spawn();
-                    }
+                _ => {
+                    // At the first dial, and again if the runtime that ran
+                    // the anchor's task is gone (and with it the connection).
+                    self.anchor.spawn();
                     let dial = self.dial();
                     *link = Link::Dialing(dial.clone());
                     dial
@@ -498,15 +564,7 @@ impl Connection {
             }
         };
         self.anchor.touch();
-        match dial.await {
-            Ok(send) => Ok(self.over(send)),
-            Err(err) => Err(dial_status(&err)),
-        }
-    }
-
-    /// tonic's `Grpc` over `send`, with this connection's origin.
-    fn over(&self, send: SendRequest) -> tonic::client::Grpc<Sender> {
-        tonic::client::Grpc::with_origin(Sender(send), self.origin.clone())
+        dial.await.map_err(|err| dial_status(&err))
     }
 
     /// Starts a dial, in a task of its own, which sets the link when done
@@ -582,26 +640,39 @@ impl Connection {
         // lets hyper's task end once the IO has failed.
         let link = std::mem::replace(&mut *lock(&self.link), Link::Down);
         drop(link);
-        if let Ok(mut stash) = self.dialer.stash.try_lock() {
-            stash.take();
-        }
     }
 
     /// The `Connected` check: healthy once the connection has first been
-    /// ready, from then on until it is closed; the first check dials.
-    pub(crate) fn check(&self) -> impl Future<Output = bool> + Send + use<> {
-        let dialer = self.dialer.clone();
-        let closed = self.closed();
+    /// ready (its dial done, TLS and the server's HTTP/2 settings), from
+    /// then on until it is closed. Until then a check dials, as a call
+    /// does (the same dial, which the calls then use), and waits until a
+    /// dial succeeds, with grpc-go's connection backoff between failures,
+    /// or until the connection closes. It makes no call.
+    pub(crate) fn check(self: &Arc<Self>) -> impl Future<Output = bool> + Send + use<> {
+        let conn = Arc::clone(self);
         async move {
-            if dialer.is_closed() {
-                return false;
-            }
-            if *dialer.ready.borrow() {
-                return true;
-            }
-            tokio::select! {
-                () = closed => false,
-                () = dialer.connect_for_check() => !dialer.is_closed(),
+            let mut ready = conn.dialer.ready.subscribe();
+            let mut backoff = CHECK_BACKOFF_BASE;
+            loop {
+                if conn.dialer.is_closed() {
+                    return false;
+                }
+                if *ready.borrow_and_update() {
+                    return true;
+                }
+                tokio::select! {
+                    () = conn.closed() => return false,
+                    dialled = conn.send_request() => if dialled.is_ok() {
+                        return !conn.dialer.is_closed();
+                    },
+                }
+                let jitter = 0.8 + 0.4 * fastrand::f64();
+                tokio::select! {
+                    () = conn.closed() => return false,
+                    () = tokio::time::sleep(backoff.mul_f64(jitter)) => {}
+                    _ = ready.changed() => {}
+                }
+                backoff = backoff.mul_f64(1.6).min(CHECK_BACKOFF_MAX);
             }
         }
     }
@@ -619,38 +690,70 @@ impl Drop for Connection {
 }
 
 /// The host of a checked `host:port`, without brackets for IPv6.
-fn host_of(addr: &str) -> &str {
+pub(super) fn host_of(addr: &str) -> &str {
     let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
     host.strip_prefix('[')
         .and_then(|h| h.strip_suffix(']'))
         .unwrap_or(host)
 }
 
-/// A status tonic made of a broken connection (an I/O, HTTP/2 or hyper
-/// error, which tonic reports as `Unknown`) becomes `Unavailable`, as gRPC
-/// reports a connection that went away, so retries and the breaker treat it
-/// so; the original status is kept as its source. A status the server sent
-/// has no source, and is returned as it is.
+/// A status tonic made of a failed connection becomes `Unavailable`, as
+/// gRPC reports a connection that went away or never worked, so retries and
+/// the breaker treat it so; the original status is kept as its source.
+///
+/// A failed connection is any error of the connection rather than of the
+/// call's stream: an I/O error, hyper's request that was never sent because
+/// the connection had closed (which tonic reports as `Cancelled`), an
+/// HTTP/2 GOAWAY or connection error (tonic reports h2's reasons as
+/// `Internal` and the like, and an I/O error as `Unknown`). A stream the
+/// server reset (`RST_STREAM`) keeps tonic's code, which is gRPC's mapping
+/// of the reason (`REFUSED_STREAM` is `Unavailable`, `CANCEL` is
+/// `Cancelled`, ...). A status the server sent has no source, and is
+/// returned as it is.
+///
+/// Source: gRPC over HTTP/2 (`PROTOCOL-HTTP2.md`, "Errors"), and grpc-go,
+/// which fails calls on a broken or unusable connection with `Unavailable`.
 pub(crate) fn transport_status(status: Status) -> Status {
-    if status.code() != tonic::Code::Unknown {
-        return status;
-    }
-    let mut source: Option<&(dyn StdError + 'static)> = status.source();
-    let mut broken = false;
-    while let Some(err) = source {
-        if err.is::<hyper::Error>() || err.is::<h2::Error>() || err.is::<io::Error>() {
-            broken = true;
-            break;
-        }
-        source = err.source();
-    }
-    if !broken {
+    if status.code() == tonic::Code::Unavailable || !connection_failed(&status) {
         return status;
     }
     let mut unavailable =
         Status::unavailable(format!("the connection broke: {}", status.message()));
     unavailable.set_source(Arc::new(status));
     unavailable
+}
+
+/// Whether `status` came of a failed connection ([`transport_status`]).
+fn connection_failed(status: &Status) -> bool {
+    let mut source: Option<&(dyn StdError + 'static)> = status.source();
+    while let Some(err) = source {
+        if let Some(err) = err.downcast_ref::<h2::Error>() {
+            // A GOAWAY (the server's, or this side's on a protocol error)
+            // and an I/O error end the connection; a stream reset, by
+            // either side, or a reason made by tonic (a cancel), is the
+            // call's.
+            return err.is_go_away() || err.is_io();
+        }
+        if let Some(err) = err.downcast_ref::<hyper::Error>()
+            && err.is_canceled()
+        {
+            return true;
+        }
+        if err.is::<io::Error>() {
+            return true;
+        }
+        source = err.source();
+    }
+    // hyper's other errors wrap an h2 or I/O error, found above; one that
+    // wraps neither (a closed connection) is the connection's too.
+    let mut source: Option<&(dyn StdError + 'static)> = status.source();
+    while let Some(err) = source {
+        if err.is::<hyper::Error>() {
+            return true;
+        }
+        source = err.source();
+    }
+    false
 }
 
 /// Whether a failed call's request never reached the server, so sending it
@@ -699,6 +802,24 @@ mod tests {
         assert_eq!(theirs.code(), tonic::Code::Unknown);
         let internal = transport_status(Status::internal("x"));
         assert_eq!(internal.code(), tonic::Code::Internal);
+    }
+
+    #[test]
+    fn a_failed_connection_is_unavailable_whatever_code_tonic_gave_it() {
+        // An error of the connection's I/O, whatever code tonic gave it.
+        let mut broken = Status::internal("h2 protocol error");
+        broken.set_source(Arc::new(io::Error::from(io::ErrorKind::BrokenPipe)));
+        assert_eq!(transport_status(broken).code(), tonic::Code::Unavailable);
+        // tonic's own cancel of a stream (a bare reason) is the call's.
+        let mut cancelled = Status::cancelled("client cancelled");
+        cancelled.set_source(Arc::new(h2::Error::from(h2::Reason::CANCEL)));
+        let cancelled = transport_status(cancelled);
+        assert_eq!(cancelled.code(), tonic::Code::Cancelled);
+        assert_eq!(cancelled.message(), "client cancelled");
+        // Already Unavailable: kept as it is.
+        let mut refused = Status::unavailable("refused");
+        refused.set_source(Arc::new(io::Error::other("y")));
+        assert_eq!(transport_status(refused).message(), "refused");
     }
 
     #[test]

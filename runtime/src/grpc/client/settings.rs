@@ -19,7 +19,7 @@ use crate::{circuit, retry};
 ///
 /// | field | default | check |
 /// |---|---|---|
-/// | [`addr`](Settings::addr) | none (empty: `new` rejects it) | [`check_addr`] |
+/// | [`addr`](Settings::addr) | none (empty: `new` rejects it) | [`check_addr`]; with [`tls`](Settings::tls) and no [`server_name`](Settings::server_name), its host must be a DNS name or an IP address |
 /// | [`tls`](Settings::tls) | `None`: plain text | [`check_tls`] |
 /// | [`server_name`](Settings::server_name) | `None`: the host of `addr` | [`check_server_name`] |
 /// | [`timeout`](Settings::timeout) | 10 s | [`check_timeout`] |
@@ -328,6 +328,20 @@ pub fn check_server_name(name: &str) -> Result<(), InvalidValue> {
     Ok(())
 }
 
+/// With TLS and no server name, the host of `addr` is the name the
+/// server's certificate is checked for: it must be a DNS name or an IP
+/// address (`1.2.3` and `a+b` pass [`check_addr`], as a `Host` may resolve
+/// them, but name no certificate).
+fn check_tls_host(addr: &str) -> Result<(), InvalidValue> {
+    let host = super::connection::host_of(addr);
+    if ServerName::try_from(host).is_err() {
+        return Err(InvalidValue::new(format!(
+            "host {host:?} is neither a DNS name nor an IP address, so TLS cannot check a certificate for it; set server_name to the certificate's name"
+        )));
+    }
+    Ok(())
+}
+
 fn positive(d: Duration) -> Result<(), InvalidValue> {
     if d.is_zero() {
         Err(InvalidValue::new("is zero, want a duration more than zero"))
@@ -485,6 +499,8 @@ impl Settings {
         }
         if let Some(name) = &self.server_name {
             put("server_name", check_server_name(name));
+        } else if self.tls.is_some() && check_addr(&self.addr).is_ok() {
+            put("addr", check_tls_host(&self.addr));
         }
         put("timeout", check_timeout(self.timeout));
         put("max_attempts", check_max_attempts(self.max_attempts));
