@@ -351,7 +351,8 @@ struct Gated {
 }
 
 /// The head of the first frame a server sends, which HTTP/2 requires to be
-/// a SETTINGS frame (RFC 9113, 3.4): 9 bytes, type 4, stream 0.
+/// a SETTINGS frame that is not an acknowledgement (RFC 9113, 3.4): 9
+/// bytes, type 4, no ACK flag, stream 0.
 struct Preface {
     head: [u8; 9],
     len: usize,
@@ -366,7 +367,8 @@ impl Preface {
         let n = read.len().min(self.head.len() - self.len);
         self.head[self.len..self.len + n].copy_from_slice(&read[..n]);
         self.len += n;
-        (self.len == self.head.len()).then(|| self.head[3] == 4 && self.head[5..] == [0; 4])
+        (self.len == self.head.len())
+            .then(|| self.head[3] == 4 && self.head[4] & 1 == 0 && self.head[5..] == [0; 4])
     }
 }
 
@@ -820,6 +822,33 @@ mod tests {
         let mut refused = Status::unavailable("refused");
         refused.set_source(Arc::new(io::Error::other("y")));
         assert_eq!(transport_status(refused).message(), "refused");
+    }
+
+    #[test]
+    fn the_servers_first_frame_must_be_settings_without_ack() {
+        let read = |chunks: &[&[u8]]| {
+            let (heard, _told) = oneshot::channel();
+            let mut preface = Preface {
+                head: [0; 9],
+                len: 0,
+                heard,
+            };
+            chunks.iter().map(|c| preface.read(c)).collect::<Vec<_>>()
+        };
+        // SETTINGS, 6 bytes long (one setting), flags 0, stream 0; in parts.
+        let settings = [0, 0, 6, 4, 0, 0, 0, 0, 0];
+        assert_eq!(read(&[&settings[..4], &settings[4..]]), [None, Some(true)]);
+        assert_eq!(
+            read(&[&[0, 0, 0, 4, 1, 0, 0, 0, 0]]),
+            [Some(false)],
+            "an ACK"
+        );
+        assert_eq!(read(&[b"HTTP/1.1 400"]), [Some(false)], "HTTP/1.1");
+        assert_eq!(
+            read(&[&[0, 0, 0, 4, 0, 0, 0, 0, 1]]),
+            [Some(false)],
+            "stream 1"
+        );
     }
 
     #[test]
