@@ -144,7 +144,7 @@ impl Dialer {
         };
         let task = Arc::new(AtomicWaker::new());
         {
-            let mut tasks = self.io_tasks.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut tasks = lock(&self.io_tasks);
             tasks.retain(|t| t.strong_count() > 0);
             tasks.push(Arc::downgrade(&task));
         }
@@ -628,13 +628,7 @@ impl Connection {
         self.dialer.on_close.notify_waiters();
         self.anchor.end();
         // The flag is set first: a connection's task woken here fails its IO.
-        let tasks = std::mem::take(
-            &mut *self
-                .dialer
-                .io_tasks
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
+        let tasks = std::mem::take(&mut *lock(&self.dialer.io_tasks));
         for task in tasks.iter().filter_map(Weak::upgrade) {
             task.wake();
         }
@@ -727,6 +721,9 @@ pub(crate) fn transport_status(status: Status) -> Status {
 
 /// Whether `status` came of a failed connection ([`transport_status`]).
 fn connection_failed(status: &Status) -> bool {
+    // hyper's errors wrap an h2 or I/O error, decided below; one that wraps
+    // neither (a closed connection) is the connection's too.
+    let mut hyper = false;
     let mut source: Option<&(dyn StdError + 'static)> = status.source();
     while let Some(err) = source {
         if let Some(err) = err.downcast_ref::<h2::Error>() {
@@ -736,26 +733,18 @@ fn connection_failed(status: &Status) -> bool {
             // call's.
             return err.is_go_away() || err.is_io();
         }
-        if let Some(err) = err.downcast_ref::<hyper::Error>()
-            && err.is_canceled()
-        {
-            return true;
+        if let Some(err) = err.downcast_ref::<hyper::Error>() {
+            if err.is_canceled() {
+                return true;
+            }
+            hyper = true;
         }
         if err.is::<io::Error>() {
             return true;
         }
         source = err.source();
     }
-    // hyper's other errors wrap an h2 or I/O error, found above; one that
-    // wraps neither (a closed connection) is the connection's too.
-    let mut source: Option<&(dyn StdError + 'static)> = status.source();
-    while let Some(err) = source {
-        if err.is::<hyper::Error>() {
-            return true;
-        }
-        source = err.source();
-    }
-    false
+    hyper
 }
 
 /// Whether a failed call's request never reached the server, so sending it
