@@ -323,17 +323,21 @@ async fn a_dial_that_panics_panics_its_call_and_the_next_call_dials_again() {
     );
 }
 
-/// A listener that accepts and closes at once (a proxy with nothing behind
-/// it): the requests are never sent, and once the resends of a request that
-/// never left are spent, the attempt fails Unavailable (not hyper's
+/// A server that sends its HTTP/2 settings and closes at once: the dial
+/// succeeds, the requests are never sent, and once the resends of a request
+/// that never left are spent, the attempt fails Unavailable (not hyper's
 /// Cancelled), so it is retried and the breaker counts it.
 #[tokio::test(start_paused = true)]
 async fn a_server_that_closes_every_connection_fails_calls_unavailable() {
+    use tokio::io::AsyncWriteExt;
     let host = Host::new();
     let mut listener = host.listen("carts:9090");
     tokio::spawn(async move {
         loop {
-            drop(listener.accept().await);
+            let mut conn = listener.accept().await;
+            // An empty SETTINGS frame: the server's preface, and nothing more.
+            let _ = conn.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).await;
+            drop(conn);
         }
     });
     let client = Client::new(
