@@ -66,8 +66,8 @@
 //! mistakes are reported at once. The option's text is
 //! [`OPTIONS_PROTO`].
 //!
-//! Source: humus's compile-time per-method policy, and seed 000 ("How an attempt's result
-//! counts").
+//! Design: "Per-method policy" in humus's design page on the client
+//! (`humus::design::client`).
 #![warn(
     missing_debug_implementations,
     missing_docs,

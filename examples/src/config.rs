@@ -1,5 +1,5 @@
 //! Settings from environment variables, checked, with every bad variable
-//! named at once (seed 000, "Settings": the service sources each field and
+//! named at once ([design](humus::design::client#the-settings): the service sources each field and
 //! passes the field's check; a bad value fails startup with exit 78).
 //!
 //! [`read`] runs a function that sources each field from an [`Env`] through

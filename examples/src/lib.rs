@@ -1,6 +1,6 @@
 //! The humus examples: the wallet walkthrough, a wallet service whose
-//! handlers call its ledger through a typed humus client (seed 000, "The
-//! wallet walkthrough").
+//! handlers call its ledger through a typed humus client
+//! ([design](humus::design::client)).
 //!
 //! Run it with `cargo run -p humus-examples --bin walkthrough`; each
 //! service also runs alone (`--bin ledger`, `--bin wallet`).

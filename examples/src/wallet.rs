@@ -1,5 +1,5 @@
 //! The wallet service (`wallet.v1.Wallet`): a production-ready service that
-//! calls another (seed 000, "The wallet walkthrough").
+//! calls another ([design](humus::design::client)).
 //!
 //! - Its settings come from environment variables, each through the
 //!   project's check for its field ([`Settings::from_env`]): a bad value

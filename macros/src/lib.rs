@@ -81,7 +81,8 @@ use proc_macro::TokenStream;
 /// wrong type, an option given twice, a trait item that is not `fn name();`.
 ///
 /// Source: humus's compile-time per-method policy; what a table entry
-/// means is seed 000's "How an attempt's result counts".
+/// means is the "Classification" section of humus's design page on the
+/// client (`humus::design::client`).
 #[proc_macro_attribute]
 pub fn client(args: TokenStream, item: TokenStream) -> TokenStream {
     let cx = ctxt::Ctxt::default();

@@ -1,4 +1,4 @@
-//! Health: readiness monitors (seed 000, "Readiness: Connected").
+//! Health: readiness monitors ([design](crate::design::client#readiness)).
 //!
 //! A [`Monitor`] answers one question, "healthy now?", each time it is
 //! checked. [`Client::connected`](crate::grpc::client::Client::connected)
@@ -20,7 +20,7 @@ type CheckFn = dyn Fn() -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + S
 /// `tokio::time::timeout(limit, monitor.check())`, and a check cut short
 /// that way counts as unhealthy.
 ///
-/// Source: seed 000, "Readiness: Connected" (`health.Monitor`).
+/// Design: [readiness](crate::design::client#readiness).
 #[derive(Clone)]
 pub struct Monitor {
     check: Arc<CheckFn>,

@@ -17,18 +17,17 @@
 //! | [`grpc`] | the gRPC client and the server-side scenario layer |
 //! | [`telemetry`] | the OpenTelemetry providers and propagator humus uses |
 //! | [`health`] | readiness monitors |
+//! | [`design`] | the design, in prose: client, breaker, failure injection |
 //! | `testing` | (feature `testing`) an in-memory network and a test CA |
 //!
-//! # Sources
+//! # Design
 //!
-//! humus for Rust ports the behaviour of humus, a Go framework, and of the
-//! bedrock library under it. The docs name the design each item implements:
-//! "seed 000" is the design of humus's outbound gRPC client (`grpcclient`:
-//! settings, retries, classification, pushback, streams, telemetry,
-//! readiness), "seed 002" its failure injection (`fault`, with its
-//! revisions 1 to 3), and "seed 004" bedrock's circuit breaker (`circuit`,
-//! in its latest revision, where `allow` is the only way in). gRFC A6 is
-//! gRPC's retry design, whose retry throttling the retry budget implements.
+//! The design each part implements is written out in [`design`]: the
+//! [gRPC client](design::client), the [circuit breaker](design::circuit_breaker)
+//! and [failure injection](design::failure_injection). The docs of each
+//! item cite the section of those pages it implements, or the gRFC (gRFC
+//! A6 is gRPC's retry design, whose retry throttling the retry budget
+//! implements).
 #![warn(
     missing_debug_implementations,
     missing_docs,
@@ -38,6 +37,7 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 pub mod circuit;
+pub mod design;
 pub mod fault;
 pub mod grpc;
 pub mod health;

@@ -1,6 +1,5 @@
 //! `Setup`: what every humus client is built from, and the [`Host`] it
-//! reaches the world through (seed 000, "A Client for each dependency",
-//! "Names, addresses and load").
+//! reaches the world through ([design](crate::design::client#one-client-per-dependency)).
 
 use std::fmt;
 use std::future::Future;
@@ -33,7 +32,8 @@ pub type DialFuture<'a> = Pin<Box<dyn Future<Output = io::Result<BoxIo>> + Send 
 /// and nothing else, so a test can run a whole service on an in-memory
 /// network (`humus::testing::Host`, feature `testing`).
 ///
-/// Source: seed 000, "Names, addresses and load" and "Testing".
+/// Design: [one client per dependency](crate::design::client#one-client-per-dependency),
+/// [testing](crate::design::client#testing).
 pub trait Host: Send + Sync + fmt::Debug + 'static {
     /// Connects a byte stream to `addr`, a `host:port` with no scheme
     /// (`carts:9090`, `10.0.0.7:9090`, `[::1]:9090`). A name is resolved
@@ -60,8 +60,7 @@ pub trait Host: Send + Sync + fmt::Debug + 'static {
 /// keeps the first connection that succeeds. It reads no proxy variable
 /// (`HTTPS_PROXY` and the rest) and uses no resolver of the gRPC stack.
 ///
-/// Source: seed 000, "Names, addresses and load", "One connection, picked
-/// first".
+/// Design: [the connection](crate::design::client#the-connection).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct OsHost;
 
@@ -108,7 +107,7 @@ type Hook = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>
 /// [`Setup::new`] (and `Default`) is the real world: [`OsHost`], no-op
 /// telemetry, failure injection off.
 ///
-/// Source: seed 000, "A Client for each dependency" (`humus.Setup`).
+/// Design: [one client per dependency](crate::design::client#one-client-per-dependency).
 #[derive(Clone)]
 pub struct Setup {
     telemetry: telemetry::Telemetry,

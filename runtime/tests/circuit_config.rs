@@ -1,5 +1,5 @@
 //! `Breaker::new` checks every field and names every invalid one, never
-//! substituting a default (seed 004, decision 5 "Validation").
+//! substituting a default (docs/circuit-breaker.md, "Validation").
 
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
-//! What a breaker counts, and what its policy and observer see (seed 004:
-//! "Counts and trip policy", `Ignored`, `Transition`).
+//! What a breaker counts, and what its policy and observer see (docs/circuit-breaker.md:
+//! "Counts and policy", `Ignored`, `Transition`).
 
 mod circuit_support;
 

@@ -1,4 +1,4 @@
-//! Delivery of transitions to `observe` (seed 004, decision 6 "Observer").
+//! Delivery of transitions to `observe` (docs/circuit-breaker.md, "Observers").
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};

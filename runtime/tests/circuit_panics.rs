@@ -1,6 +1,6 @@
 //! A policy function that panics leaves the breaker consistent: what was
 //! counted stays counted, the state does not change, later calls work
-//! (seed 004, `Policy`; the panic continues: nothing here recovers it but
+//! (docs/circuit-breaker.md, "Counts and policy"; the panic continues: nothing here recovers it but
 //! the test).
 
 mod circuit_support;

@@ -1,5 +1,5 @@
 //! The breaker's states and the moves between them, on paused tokio time
-//! (seed 004: the model, "Time", "Late results", probe timeouts).
+//! (docs/circuit-breaker.md: "States", "Time", "Late results", "Probes").
 
 mod circuit_support;
 

@@ -1,6 +1,6 @@
 //! A ticket settled without a result: released, dropped, dropped by a
-//! panic, dropped with the future holding it (seed 004, revision "`Allow`
-//! is the only way to use the package": `Release`).
+//! panic, dropped with the future holding it (docs/circuit-breaker.md,
+//! "Calls and tickets").
 //!
 //! Settling twice does not compile: see the `compile_fail` example on
 //! `Ticket`.

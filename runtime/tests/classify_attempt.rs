@@ -1,6 +1,6 @@
 //! What the client decides without asking the classifier, and how the
-//! attempt loop combines `classify_attempt` with `retry::decide` (seed 000,
-//! "What the client decides", "Streams", "humus's own instruments").
+//! attempt loop combines `classify_attempt` with `retry::decide`
+//! (docs/client.md: "What the client decides", "Streams", "Telemetry").
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

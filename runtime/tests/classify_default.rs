@@ -1,4 +1,4 @@
-//! The default classify, code by code (seed 000, "The default" and "The
+//! The default classify, code by code (docs/client.md, "The default" and "The
 //! pushback").
 
 use std::time::Duration;
@@ -209,7 +209,7 @@ fn classify_default_is_the_default_table() {
 
 #[test]
 fn a_classify_of_ones_own_hands_the_rest_to_the_default() {
-    // Seed 000, "Writing a Classify": Aborted is retried, and counts for the
+    // docs/client.md, "Writing a classifier": Aborted is retried, and counts for the
     // dependency.
     let d = Classify::default();
     let ours = Classify::new(move |method, status, trailer| {
@@ -234,7 +234,7 @@ fn a_classify_of_ones_own_hands_the_rest_to_the_default() {
 
 #[test]
 fn a_classify_can_opt_one_method_out_of_retries() {
-    // Seed 000, "Writing a Classify": EmptyCall is never sent twice, and
+    // docs/client.md, "The default": EmptyCall is never sent twice, and
     // counts in the breaker as the default says.
     let d = Classify::default();
     let ours = Classify::new(move |method, status, trailer| {

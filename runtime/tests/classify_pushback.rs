@@ -1,4 +1,4 @@
-//! The pushback trailer, `grpc-retry-pushback-ms` (seed 000, "The
+//! The pushback trailer, `grpc-retry-pushback-ms` (docs/client.md, "The
 //! pushback"; gRFC A6).
 
 use std::time::Duration;

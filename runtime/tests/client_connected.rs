@@ -1,5 +1,5 @@
-//! `Client::connected()`: the readiness latch (seed 000, "Readiness:
-//! Connected"), on the testing Host over TLS on paused time.
+//! `Client::connected()`: the readiness latch (docs/client.md,
+//! "Readiness"), on the testing Host over TLS on paused time.
 
 mod client_support;
 

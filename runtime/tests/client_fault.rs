@@ -1,5 +1,5 @@
-//! Failure injection at the client's point, end to end (issue 7; seed
-//! 002 as its revisions 1–3 leave it): an edge calls a front (orders) over
+//! Failure injection at the client's point, end to end (issue 7;
+//! docs/failure-injection.md): an edge calls a front (orders) over
 //! the testing Host, whose handler calls the backend (carts) through a
 //! humus `Client` with failure injection on; a scenario rides in the
 //! call's baggage (`jsonscenario`). Everything over TLS, on paused time.
@@ -285,7 +285,7 @@ fn event_attribute(event: &opentelemetry::trace::Event, key: &str) -> Option<Val
         .map(|kv| kv.value.clone())
 }
 
-// ---- the seed's list ---------------------------------------------------
+// ---- the design's list -------------------------------------------------
 
 #[tokio::test(start_paused = true)]
 async fn ten_aborted_calls_are_retried_and_open_the_breaker_then_a_call_with_no_scenario_is_rejected()

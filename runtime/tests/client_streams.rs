@@ -1,4 +1,4 @@
-//! Streams (seed 000, "Streams"): only the open is retried; an opened
+//! Streams (docs/client.md, "Streams"): only the open is retried; an opened
 //! stream is counted in the breaker once, when it ends. On the testing Host
 //! over TLS on paused time.
 

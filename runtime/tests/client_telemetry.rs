@@ -1,5 +1,5 @@
-//! The client's telemetry, end to end (issue 6; seed 000, "Telemetry",
-//! "humus's own instruments", "Its log records"): calls through a real
+//! The client's telemetry, end to end (issue 6; docs/client.md,
+//! "Telemetry"): calls through a real
 //! `Client` to carts on the testing Host over TLS, on paused time, read
 //! back through `humus::testing::Telemetry`.
 

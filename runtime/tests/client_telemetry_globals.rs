@@ -1,8 +1,8 @@
 //! Nothing the client records reaches OpenTelemetry's globals: a process
 //! that sets recording global providers and a global propagator sees none
 //! of a client's spans or metrics, and a client with the default (no-op)
-//! telemetry sends no trace context or baggage (issue 6; seed 000,
-//! "Telemetry").
+//! telemetry sends no trace context or baggage (issue 6;
+//! docs/client.md, "Telemetry").
 //!
 //! One test in its own binary, since the globals are the process's.
 

@@ -1,6 +1,6 @@
 //! The client's connection, on the testing Host over TLS on paused time:
 //! dialling, TLS and `:authority`, one connection per client, GOAWAY,
-//! restarts, and the close at `Setup::stop()` (seed 000, "The connection").
+//! restarts, and the close at `Setup::stop()` (docs/client.md, "The connection").
 
 mod client_support;
 
@@ -13,7 +13,7 @@ use humus::testing::{Ca, Host};
 use tokio::time::Instant;
 use tonic::{Code, Response};
 
-/// The seed's "Testing": orders, whose handler calls carts through the
+/// The design's "Testing": orders, whose handler calls carts through the
 /// client, answers "orders, via carts", all on the testing host over TLS.
 #[tokio::test(start_paused = true)]
 async fn orders_calls_carts_through_the_client() {

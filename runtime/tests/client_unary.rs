@@ -1,5 +1,5 @@
-//! The attempt loop of unary calls (seed 000, "Which calls are retried",
-//! "How an attempt's result counts", "The circuit breaker"), on the testing
+//! The attempt loop of unary calls (docs/client.md, "Retries",
+//! "Classification", "The circuit breaker"), on the testing
 //! Host over TLS on paused time. Each test asserts what reached the
 //! dependency and what the caller got.
 

@@ -1,5 +1,5 @@
 //! The Injector: settings, evaluation and its events, clamping, stripping,
-//! a point of the user's own (seed 002, "Testing", the `fault` stories).
+//! a point of the user's own (docs/failure-injection.md).
 
 use std::time::Duration;
 

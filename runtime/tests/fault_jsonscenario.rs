@@ -1,6 +1,6 @@
 //! Properties of `jsonscenario`: the decoder never panics, whatever arrives;
 //! what the encoder writes, the decoder reads back, through the propagator
-//! too (seed 002, "The codec").
+//! too (docs/failure-injection.md, "Scenarios in baggage").
 
 use std::collections::HashMap;
 use std::time::Duration;

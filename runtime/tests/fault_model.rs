@@ -1,6 +1,6 @@
 //! Properties of the scenario model: the rule that decides a point matches
 //! it, and no matching rule is more specific or earlier among equals
-//! (seed 002; the precedence `Scenario` documents).
+//! (docs/failure-injection.md, "The model"; the precedence `Scenario` documents).
 
 use humus::fault::{Fault, Rule, Scenario};
 use proptest::prelude::*;

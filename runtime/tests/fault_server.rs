@@ -1,7 +1,7 @@
 //! The server layer on a tower service double: untrusted scenarios are
 //! stripped before the handler, trusted ones kept, other members and the
-//! trace context untouched; off does nothing (seed 002, "Stripping at
-//! servers").
+//! trace context untouched; off does nothing (docs/failure-injection.md,
+//! "Trust and stripping").
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};

@@ -1,8 +1,8 @@
 //! The server layer on a real tonic server, over an in-memory connection:
 //! an untrusted caller's scenario never reaches the handler while other
 //! members do; a caller trusted by its certificate (the connection's
-//! `PeerCertificates` connect info) keeps it (seed 002, "Stripping at
-//! servers").
+//! `PeerCertificates` connect info) keeps it (docs/failure-injection.md,
+//! "Trust and stripping").
 
 use std::collections::HashMap;
 use std::convert::Infallible;

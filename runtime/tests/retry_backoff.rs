@@ -1,5 +1,5 @@
 //! The backoff schedule: full jitter over `[0, min(max, base · 2^(n-1))]`
-//! (seed 000, "Which calls are retried").
+//! (docs/client.md, "Retries").
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

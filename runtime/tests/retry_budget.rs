@@ -1,5 +1,5 @@
-//! The retry budget: gRFC A6 retry throttling (seed 000, "Which calls are
-//! retried").
+//! The retry budget: gRFC A6 retry throttling (docs/client.md,
+//! "Retries").
 
 use std::sync::{Arc, Barrier};
 use std::thread;

@@ -1,5 +1,5 @@
-//! What follows an attempt: `retry::decide` (seed 000, "Which calls are
-//! retried", "The pushback", "humus's own instruments").
+//! What follows an attempt: `retry::decide` (docs/client.md,
+//! "Retries", "The pushback", "Telemetry").
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The recorder with a real `circuit::Breaker` on paused time: the
 //! breaker's observer records transitions, `humus.circuit.state` reads
-//! `Breaker::state` at each collection (seed 000, "humus's own
-//! instruments", "Its log records").
+//! `Breaker::state` at each collection (docs/client.md,
+//! "Telemetry").
 //!
 //! The gRPC client's attempt loop is not wired yet: `attempt` below plays
 //! it, calling the breaker and the recorder as the loop will.

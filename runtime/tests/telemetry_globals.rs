@@ -1,6 +1,6 @@
 //! Nothing reaches OpenTelemetry's globals: a process that sets recording
 //! global providers sees none of a client's spans or metrics, and its
-//! global propagator writes nothing (seed 000, "Telemetry").
+//! global propagator writes nothing (docs/client.md, "Telemetry").
 //!
 //! One test in its own binary, since the globals are the process's.
 

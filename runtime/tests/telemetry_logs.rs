@@ -1,5 +1,5 @@
 //! One log record per breaker transition, through the logger provider
-//! (seed 000, "Its log records").
+//! (docs/client.md, "Telemetry").
 
 use humus::circuit::{Counts, State, Transition};
 use humus::telemetry::names::CLIENT_SCOPE;

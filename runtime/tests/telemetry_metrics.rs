@@ -1,5 +1,5 @@
-//! humus's four instruments, read through a manual reader (seed 000,
-//! "humus's own instruments").
+//! humus's four instruments, read through a manual reader (docs/client.md,
+//! "Telemetry").
 //!
 //! The gRPC client's attempt loop is not wired yet: these tests script what
 //! the loop will record, through the recorder.

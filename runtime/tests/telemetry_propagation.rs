@@ -1,5 +1,5 @@
 //! Each attempt carries its span's trace context and the call's baggage in
-//! its metadata, as a server extracts them (seed 000, "Telemetry").
+//! its metadata, as a server extracts them (docs/client.md, "Telemetry").
 
 use humus::telemetry::names::RPC_SCOPE;
 use humus::telemetry::{ClientRecorder, MetadataExtractor, Telemetry};

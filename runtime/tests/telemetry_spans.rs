@@ -1,5 +1,5 @@
 //! Attempt spans, rejected-call spans and `rpc.client.call.duration`, read
-//! through the SDK's in-memory exporters (seed 000, "Telemetry").
+//! through the SDK's in-memory exporters (docs/client.md, "Telemetry").
 //!
 //! The gRPC client's attempt loop is not wired yet: these tests call the
 //! recorder as the loop will, once per attempt.

@@ -14,7 +14,7 @@
 //! skip with a message, unless `HUMUS_INTEROP=1` is set, which makes a
 //! missing grpcio a failure (`.ci/run` sets it).
 //!
-//! Source: issue 9, "Interop"; seed 000.
+//! Source: issue 9, "Interop"; runtime/docs/client.md.
 
 use std::error::Error as _;
 use std::io::{BufRead, BufReader};

@@ -10,8 +10,8 @@ use opentelemetry_sdk::trace::SpanData;
 
 use crate::recording::{Metrics, span_attribute, span_duration};
 
-/// The names humus records under (seed 000, "Telemetry", "humus's own
-/// instruments"), as the walkthrough reads them.
+/// The names humus records under ([design](humus::design::client#telemetry)),
+/// as the walkthrough reads them.
 pub mod names {
     pub use humus::telemetry::names::{
         CLIENT_SCOPE, HUMUS_CIRCUIT_CALLS as CIRCUIT_CALLS, HUMUS_CIRCUIT_OUTCOME as OUTCOME,

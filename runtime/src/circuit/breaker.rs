@@ -20,7 +20,7 @@ type Observe = dyn Fn(&Transition) + Send + Sync;
 /// that calls the dependency: a `Breaker` is a cheap handle, and its clones
 /// share one breaker.
 ///
-/// Source: seed 004, `Breaker`.
+/// Design: [states](crate::design::circuit_breaker#states), [calls and tickets](crate::design::circuit_breaker#calls-and-tickets).
 #[derive(Clone)]
 pub struct Breaker {
     inner: Arc<Inner>,
@@ -374,8 +374,8 @@ impl Drop for Unwinding<'_> {
 /// costs nothing while closed; a half-open probe holds its slot for at most
 /// [`Config::probe_timeout`].
 ///
-/// Source: seed 004, `Ticket`, revision "`Allow` is the only way to use the
-/// package" (`Release` is `Drop`; settling twice cannot compile).
+/// Design: [calls and tickets](crate::design::circuit_breaker#calls-and-tickets) (dropping is releasing;
+/// settling twice cannot compile).
 #[must_use = "a ticket dropped at once settles the call without a result; call `done` after the call"]
 pub struct Ticket {
     inner: Arc<Inner>,
@@ -445,7 +445,7 @@ impl fmt::Debug for Ticket {
 /// remaining time as [`Duration`]'s `Debug` prints it) or `circuit: call
 /// rejected: half-open, and every probe slot is taken`.
 ///
-/// Source: seed 004, `RejectedError`.
+/// Design: [states](crate::design::circuit_breaker#states).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rejected {
     /// [`State::Open`], or [`State::HalfOpen`] when every probe slot is

@@ -11,7 +11,7 @@ use std::time::Duration;
 /// in configuration (`window: 1 << 40`) into a [`ConfigError`] instead of an
 /// out-of-memory crash at startup.
 ///
-/// Source: seed 004, "Validation" and `MaxCount`.
+/// Design: [validation](crate::design::circuit_breaker#validation).
 pub const MAX_COUNT: usize = 1 << 16;
 
 /// The settings of a [`Breaker`](super::Breaker) that come from
@@ -21,7 +21,7 @@ pub const MAX_COUNT: usize = 1 << 16;
 /// [`Breaker::new`](super::Breaker::new) rejects a zero or out-of-range
 /// value with a [`ConfigError`] rather than replacing it with a default.
 ///
-/// Source: seed 004, `Config`.
+/// Design: [validation](crate::design::circuit_breaker#validation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Config {
     /// How many of the latest successes and failures of the current state
@@ -85,7 +85,7 @@ impl Config {
 /// circuit: invalid config: window is 0, want 1..=65536; open_for is zero, want a duration more than zero
 /// ```
 ///
-/// Source: seed 004, "Validation" (one joined error naming every invalid
+/// Design: [validation](crate::design::circuit_breaker#validation) (one error naming every invalid
 /// field; nothing is given a default, rounded or clamped).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError {

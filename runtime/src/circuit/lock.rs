@@ -5,7 +5,7 @@
 //! runs. The breaker's state is consistent at every point where user code
 //! (a policy function) can panic, so a lock poisoned by such a panic is
 //! taken as it is: the next call goes through the breaker as before
-//! (seed 004: a panicking policy leaves the breaker consistent).
+//! ([design](crate::design::circuit_breaker#counts-and-policy): a panicking policy leaves the breaker consistent).
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 

@@ -2,7 +2,7 @@
 //! that keeps failing, and lets a few through now and then to learn when it
 //! has recovered.
 //!
-//! Source: seed 004 (bedrock `circuit`), its final revision: the two-step
+//! Design: [the circuit breaker](crate::design::circuit_breaker). The two-step
 //! [`allow`](Breaker::allow) / [`done`](Ticket::done) API is the only way
 //! in. The pattern is Michael Nygard's, from *Release It!* (2007).
 //!

@@ -45,7 +45,7 @@ type Probe = dyn Fn(&Counts) -> State + Send + Sync;
 /// assert_eq!(policy.probe(&probes), State::Closed);
 /// ```
 ///
-/// Source: seed 004, `Policy` and decision 1 ("Counts and trip policy").
+/// Design: [counts and policy](crate::design::circuit_breaker#counts-and-policy).
 #[derive(Clone)]
 pub struct Policy {
     trip: Arc<Trip>,
@@ -69,12 +69,11 @@ impl Policy {
     /// failed probe, closes after `n` successful probes in a row, and keeps
     /// probing otherwise (a probe that times out changes nothing).
     ///
-    /// This is the `consecutive` helper of the seed's examples. With `n`
+    /// With `n`
     /// zero it opens on the first counted result and closes on the first
     /// successful probe.
     ///
-    /// Source: seed 004, revision "`Allow` is the only way to use the
-    /// package", its examples.
+    /// Design: [counts and policy](crate::design::circuit_breaker#counts-and-policy).
     pub fn consecutive(n: usize) -> Policy {
         Policy::new(
             move |c| c.consecutive_failures >= n,
@@ -97,8 +96,8 @@ impl Policy {
     /// open period of 10 s): open after 5 failures in a row or half of the
     /// last 20 or more results; a failed probe reopens, 3 good ones close.
     ///
-    /// Source: seed 000, "The circuit breaker" (the client's default
-    /// policy), and seed 004's `Policy` example.
+    /// Design: [counts and policy](crate::design::circuit_breaker#counts-and-policy); the client's
+    /// [circuit breaker](crate::design::client#the-circuit-breaker).
     pub fn consecutive_or_half(in_a_row: usize, min_results: usize, close_after: usize) -> Policy {
         Policy::new(
             move |c| {

@@ -1,6 +1,6 @@
 //! The wire convention: [`Decoder`] and [`Encoder`] over OpenTelemetry
-//! baggage. Both are the user's (seed 002, "Background": the organisation
-//! owns the wire format); [`jsonscenario`](super::jsonscenario) is one
+//! baggage. Both are the user's (the organisation owns the wire format:
+//! [design](crate::design::failure_injection#scenarios-in-baggage)); [`jsonscenario`](super::jsonscenario) is one
 //! ready-made choice.
 
 use std::borrow::Cow;

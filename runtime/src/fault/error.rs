@@ -1,6 +1,5 @@
 //! [`InjectedError`] and the per-attempt helper that waits or aborts
-//! ([`Fault::inject`]) (seed 002, "Proposed API", `fault.InjectedError`,
-//! and revision 2, "A fault is a real failure").
+//! ([`Fault::inject`]) ([design](crate::design::failure_injection#a-fault-is-a-real-failure)).
 
 use std::borrow::Cow;
 use std::fmt;

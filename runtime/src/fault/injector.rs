@@ -1,5 +1,5 @@
-//! [`Injector`]: a service's failure injection (seed 002, "Proposed API",
-//! `fault.Injector`, and "Telemetry").
+//! [`Injector`]: a service's failure injection ([design](crate::design::failure_injection#the-model);
+//! [telemetry](crate::design::failure_injection#telemetry)).
 
 use std::borrow::Cow;
 use std::fmt;

@@ -1,5 +1,5 @@
 //! A ready-made wire format: a [`Scenario`] as JSON in one baggage member
-//! whose key the user names (seed 002, "The codec", `fault/jsonscenario`).
+//! whose key the user names ([design](crate::design::failure_injection#scenarios-in-baggage)).
 //! Nothing requires it; any [`Decoder`] will do.
 //!
 //! ```text

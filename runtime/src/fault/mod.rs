@@ -1,6 +1,5 @@
 //! Failure injection: one request fails on purpose, in production or in a
-//! test, without failing anyone else's (seed 002, as its revisions 1–3
-//! leave it).
+//! test, without failing anyone else's ([design](crate::design::failure_injection)).
 //!
 //! A request carries a failure [`Scenario`] in its OpenTelemetry baggage.
 //! Each injection point it passes through, such as a humus client's
@@ -11,8 +10,8 @@
 //! [`jsonscenario`] is one ready-made choice), and an [`Encoder`] writes
 //! them at the edge or in a test ([`with_scenario`]).
 //!
-//! A fault is a real failure to the client that meets it (seed 002,
-//! revision 2): an abort is `Unavailable`, a delay cut short by the
+//! A fault is a real failure to the client that meets it
+//! ([design](crate::design::failure_injection#a-fault-is-a-real-failure)): an abort is `Unavailable`, a delay cut short by the
 //! deadline is `DeadlineExceeded`, and the client's classifier decides
 //! them as it decides those failures, so they are retried and the breaker
 //! counts them. A classify function can spare the breaker by answering
@@ -74,8 +73,8 @@ pub use settings::{
     DEFAULT_MAX_DELAY, FieldError, InvalidMaxDelay, Settings, SettingsError, check_max_delay,
 };
 
-/// The telemetry names failure injection records (seed 002, "Telemetry",
-/// with revision 1's `humus.` prefix). Both are span events, modelled on
+/// The telemetry names failure injection records ([design](crate::design::failure_injection#telemetry),
+/// under humus's `humus.` prefix). Both are span events, modelled on
 /// OpenTelemetry's `feature_flag.evaluation`.
 pub mod names {
     /// The span event of every evaluation on a request that carries a

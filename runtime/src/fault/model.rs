@@ -1,5 +1,5 @@
 //! The scenario model: a [`Scenario`] of [`Rule`]s, each a point pattern and
-//! the [`Fault`] it emulates there (seed 002, "Summary"; bedrock `fit`).
+//! the [`Fault`] it emulates there ([design](crate::design::failure_injection#the-model)).
 
 use std::time::Duration;
 

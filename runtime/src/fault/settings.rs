@@ -1,5 +1,5 @@
-//! [`Settings`]: what an [`Injector`](super::Injector) is built from (seed
-//! 002, "Proposed API", `fault.Settings`).
+//! [`Settings`]: what an [`Injector`](super::Injector) is built from
+//! ([design](crate::design::failure_injection#the-model)).
 
 use std::fmt;
 use std::sync::Arc;

@@ -22,8 +22,8 @@ type Source = Arc<dyn Fn(u64) -> u64 + Send + Sync>;
 /// [`Exponential::with_source`] injects another, as tests do. Cloning is
 /// cheap and a clone shares the source.
 ///
-/// Source: seed 000, "Which calls are retried" (`retry.Exponential`, with
-/// `BackoffBase` and `BackoffMax`).
+/// Design: [retries](crate::design::client#retries) (the full-jitter schedule of
+/// `backoff_base` and `backoff_max`).
 #[derive(Clone)]
 pub struct Exponential {
     base: Duration,

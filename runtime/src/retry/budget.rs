@@ -15,7 +15,7 @@ pub const MAX_TOKENS_LIMIT: u32 = 1000;
 /// [`BudgetConfig::DEFAULT`] (gRFC A6's example: 10 tokens, ratio 0.1) and a
 /// check per field ([`check_max_tokens`], [`check_token_ratio`]).
 ///
-/// Source: seed 000, "Which calls are retried"; gRFC A6, "Retry Throttling".
+/// Design: [retries](crate::design::client#retries); gRFC A6, "Retry Throttling".
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BudgetConfig {
     /// How many tokens the budget holds when full, and starts with: a count
@@ -144,7 +144,7 @@ pub fn check_token_ratio(token_ratio: f64) -> Result<(), BudgetError> {
 /// exact and both operations are lock-free (a compare-and-swap loop).
 /// Cloning is cheap (an [`Arc`]) and a clone shares the same tokens.
 ///
-/// Source: seed 000, "Which calls are retried"; gRFC A6, "Retry Throttling".
+/// Design: [retries](crate::design::client#retries); gRFC A6, "Retry Throttling".
 #[derive(Clone)]
 pub struct Budget {
     inner: Arc<Inner>,

@@ -99,8 +99,8 @@ impl Next {
 /// `attempted`. The loop calls it once per attempt that reached the
 /// dependency, records [`Next::decision`], and then waits or returns.
 ///
-/// Source: seed 000, "Which calls are retried", "The pushback" and
-/// "humus's own instruments" (`humus.retry.decisions`); gRFC A6.
+/// Design: [retries](crate::design::client#retries), [the pushback](crate::design::client#the-pushback),
+/// [telemetry](crate::design::client#telemetry) (`humus.retry.decisions`); gRFC A6.
 pub fn decide(budget: &Budget, attempted: &Attempted) -> Next {
     let expired = |at: Option<Instant>| match (at, attempted.deadline) {
         (_, None) => false,

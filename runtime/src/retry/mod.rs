@@ -1,5 +1,5 @@
-//! Retries: the budget, the backoff schedule and decisions (seed 000,
-//! "Which calls are retried"; gRFC A6). Nothing here knows of gRPC.
+//! Retries: the budget, the backoff schedule and decisions
+//! ([design](crate::design::client#retries); gRFC A6). Nothing here knows of gRPC.
 //!
 //! | item | what it is |
 //! |---|---|

@@ -1,6 +1,5 @@
 //! The per-client recorder: attempt spans, propagation, the client's
-//! instruments and the breaker's log records (seed 000, "Telemetry",
-//! "humus's own instruments", "Its log records").
+//! instruments and the breaker's log records ([design](crate::design::client#telemetry)).
 
 use std::borrow::Cow;
 use std::fmt;

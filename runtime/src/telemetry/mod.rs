@@ -1,6 +1,5 @@
 //! Telemetry: the OpenTelemetry providers and propagator humus records
-//! with, and what each client records (seed 000, "Telemetry", "humus's own
-//! instruments", "Its log records").
+//! with, and what each client records ([design](crate::design::client#telemetry)).
 //!
 //! Nothing reaches OpenTelemetry's globals. A [`Telemetry`] carries the
 //! tracer, meter and logger providers and the propagator; the

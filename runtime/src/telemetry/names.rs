@@ -3,7 +3,7 @@
 //!
 //! OpenTelemetry's own names follow its semantic conventions for RPC
 //! (`rpc.*`, `server.*`, `error.type`); every name humus defines of its own
-//! starts with `humus.` (seed 002, revision 1). They are plain constants
+//! starts with `humus.`. They are plain constants
 //! rather than a dependency on `opentelemetry-semantic-conventions`: the
 //! newest RPC conventions (`rpc.system.name`, `rpc.response.status_code`,
 //! `rpc.client.call.duration` in seconds) are only a handful of strings.
@@ -11,13 +11,12 @@
 /// The instrumentation scope of each attempt's CLIENT span and of
 /// [`RPC_CLIENT_CALL_DURATION`]: the RPC semantic-convention
 /// instrumentation, the part OpenTelemetry's gRPC instrumentation (`otelgrpc`)
-/// plays in seed 000, "Telemetry".
+/// plays in the [design](crate::design::client#telemetry).
 pub const RPC_SCOPE: &str = "humus::grpc::client::otel";
 
 /// The instrumentation scope of what the client records of its own: the
 /// span of a call the breaker rejected, humus's four instruments and the
-/// breaker's log records (seed 000, "humus's own instruments", "Its log
-/// records").
+/// breaker's log records ([design](crate::design::client#telemetry)).
 pub const CLIENT_SCOPE: &str = "humus::grpc::client";
 
 /// `rpc.system.name`: the RPC system, always [`RPC_SYSTEM_GRPC`].

@@ -15,7 +15,7 @@ use super::client::Kit;
 use super::logs::{BoxedLogger, ObjectSafeLoggerProvider};
 
 /// The tracer, meter and logger providers and the propagator that a
-/// [`Setup`](crate::Setup) records with (seed 000, "Telemetry").
+/// [`Setup`](crate::Setup) records with ([design](crate::design::client#telemetry)).
 ///
 /// humus never reads or writes OpenTelemetry's globals: everything a client
 /// records goes through the providers given here, and a process that sets

@@ -27,7 +27,7 @@ fn provider() -> Arc<CryptoProvider> {
 /// let _client = ca.client_config();      // trusts this CA only
 /// ```
 ///
-/// Source: seed 000, "Testing" (`humustest.NewCA`).
+/// Design: [testing](crate::design::client#testing).
 pub struct Ca {
     issuer: Issuer<'static, KeyPair>,
     root: CertificateDer<'static>,

@@ -49,7 +49,7 @@ const PIPE_BUFFER: usize = 64 * 1024;
 /// # });
 /// ```
 ///
-/// Source: seed 000, "Testing" (`humustest.Host`).
+/// Design: [testing](crate::design::client#testing).
 #[derive(Clone, Default)]
 pub struct Host {
     net: Arc<Mutex<Net>>,

@@ -1,7 +1,7 @@
 //! Test support (feature `testing`): an in-memory network ([`Host`]) and a
 //! test certificate authority ([`Ca`]), so a whole service and its
 //! dependencies run over TLS with no port, no file and no real time
-//! (seed 000, "Testing"); and telemetry capture ([`Telemetry`]).
+//! ([design](crate::design::client#testing)); and telemetry capture ([`Telemetry`]).
 
 mod ca;
 mod host;

@@ -1,6 +1,5 @@
 //! `Telemetry` for tests: everything a client records, captured in memory
-//! with the OpenTelemetry SDK (seed 000, "Testing": humustest's
-//! `Telemetry`).
+//! with the OpenTelemetry SDK ([design](crate::design::client#testing)).
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;

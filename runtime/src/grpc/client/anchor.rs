@@ -24,7 +24,7 @@
 //!
 //! Source: tokio's timer driver (`runtime::time`: a timer that expires
 //! before `next_wake` unparks the driver); a scheduling cost of the
-//! deadlines that seed 000 ("Timeouts and deadlines") gives every call.
+//! deadlines the client gives every call ([design](crate::design::client#deadlines)).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};

@@ -1,5 +1,5 @@
-//! The attempt loop (seed 000, "Which calls are retried", "How an
-//! attempt's result counts", "Streams"), with the breaker inside the
+//! The attempt loop ([design](crate::design::client#retries): retries, classification,
+//! streams), with the breaker inside the
 //! retries: one `allow` per attempt.
 
 use std::future::Future;

@@ -1,5 +1,5 @@
-//! Classification of an attempt's result (seed 000, "How an attempt's
-//! result counts" and "The pushback").
+//! Classification of an attempt's result ([design](crate::design::client#classification);
+//! [the pushback](crate::design::client#the-pushback)).
 //!
 //! An attempt's result is classified twice: for retries (a
 //! [`Verdict`](retry::Verdict)) and for the dependency's circuit breaker (an
@@ -77,7 +77,7 @@ pub enum Pushback {
 /// nothing else: no sign, no spaces, no decimal point. Never panics,
 /// whatever the trailer holds.
 ///
-/// Source: seed 000, "The pushback"; gRFC A6, "Pushback".
+/// Design: [the pushback](crate::design::client#the-pushback); gRFC A6, "Pushback".
 pub fn pushback(trailer: &MetadataMap) -> Pushback {
     let mut values = trailer.get_all(PUSHBACK_KEY).iter();
     let Some(value) = values.next() else {
@@ -143,7 +143,7 @@ impl Pushback {
 /// An error with no gRPC status (such as one an interceptor or the
 /// transport makes) reaches the classifier as tonic's [`Code::Unknown`].
 ///
-/// Source: seed 000, "The default" and "The pushback".
+/// Design: [the default](crate::design::client#the-default), [the pushback](crate::design::client#the-pushback).
 pub fn default_classify(
     method: &str,
     status: Option<&Status>,
@@ -209,7 +209,7 @@ type DynClassify = dyn Fn(&str, Option<&Status>, &MetadataMap) -> Classification
 /// assert_eq!(c.retry, Verdict::Retry);
 /// ```
 ///
-/// Source: seed 000, "Writing a Classify".
+/// Design: [writing a classifier](crate::design::client#writing-a-classifier).
 #[derive(Clone)]
 pub struct Classify {
     f: Arc<DynClassify>,
@@ -284,7 +284,7 @@ impl fmt::Debug for Classify {
 /// Whatever a classify function panics with; nothing is caught.
 ///
 /// Source: humus's compile-time per-method policy (what the code
-/// generator bakes into each method's descriptor); seed 000, "Writing a Classify" (a method that must never be sent twice).
+/// generator bakes into each method's descriptor): [design](crate::design::client#per-method-policy).
 pub fn classify_method(
     policy: &MethodPolicy,
     classify: &Classify,

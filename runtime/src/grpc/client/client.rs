@@ -15,7 +15,7 @@ use super::stream::Holder;
 use super::{Method, NewError, Settings, Streaming};
 use crate::{Setup, circuit, fault, health, retry, telemetry};
 
-/// A resilient gRPC client of one dependency (seed 000, `grpcclient`).
+/// A resilient gRPC client of one dependency ([design](crate::design::client)).
 ///
 /// A `Client` is one dependency at one [`addr`](Settings::addr), over one
 /// HTTP/2 connection, with one retry budget and one circuit breaker, shared
@@ -36,8 +36,8 @@ use crate::{Setup, circuit, fault, health, retry, telemetry};
 /// per RPC ([`unary`](Client::unary), [`server_streaming`](Client::server_streaming),
 /// [`client_streaming`](Client::client_streaming), [`streaming`](Client::streaming)).
 ///
-/// Source: seed 000, "A Client for each dependency", "One Client per
-/// dependency", "The connection".
+/// Design: [one client per dependency](crate::design::client#one-client-per-dependency),
+/// [the connection](crate::design::client#the-connection).
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
@@ -141,7 +141,7 @@ impl Client {
     /// Use it for readiness only: restarting a service does not bring its
     /// dependency back.
     ///
-    /// Source: seed 000, "Readiness: Connected".
+    /// Design: [readiness](crate::design::client#readiness).
     pub fn connected(&self) -> health::Monitor {
         let conn = self.inner.conn.clone();
         health::Monitor::from_fn(move || conn.check())
@@ -182,8 +182,8 @@ impl Client {
     /// descriptors never are; and whatever a classify or breaker policy
     /// function panics with (nothing is caught).
     ///
-    /// Source: seed 000, "Which calls are retried", "How an attempt's
-    /// result counts", "The circuit breaker".
+    /// Design: [retries](crate::design::client#retries), [classification](crate::design::client#classification),
+    /// [the circuit breaker](crate::design::client#the-circuit-breaker).
     pub async fn unary<Req, Resp>(
         &self,
         method: &'static Method,
@@ -213,7 +213,7 @@ impl Client {
     ///
     /// As [`unary`](Client::unary).
     ///
-    /// Source: seed 000, "Streams".
+    /// Design: [streams](crate::design::client#streams).
     pub async fn server_streaming<Req, Resp>(
         &self,
         method: &'static Method,
@@ -255,7 +255,7 @@ impl Client {
     ///
     /// As [`unary`](Client::unary).
     ///
-    /// Source: seed 000, "Streams".
+    /// Design: [streams](crate::design::client#streams).
     pub async fn client_streaming<S, Req, Resp>(
         &self,
         method: &'static Method,
@@ -298,7 +298,7 @@ impl Client {
     ///
     /// As [`unary`](Client::unary).
     ///
-    /// Source: seed 000, "Streams".
+    /// Design: [streams](crate::design::client#streams).
     pub async fn streaming<S, Req, Resp>(
         &self,
         method: &'static Method,

@@ -1,8 +1,7 @@
 //! The client's one connection: an HTTP/2 connection (hyper's client)
 //! dialled lazily through the Setup's `Host`, with TLS by rustls, and
 //! dialled again when it goes away; the `Connected` latch; and the close at
-//! `Setup::stop()` (seed 000, "The connection", "TLS and plain text",
-//! "Readiness: Connected").
+//! `Setup::stop()` ([design](crate::design::client#the-connection); [readiness](crate::design::client#readiness)).
 //!
 //! Calls go straight to hyper's handle on the connection, which every task
 //! clones (`http2::SendRequest`), rather than through tonic's `Channel`:

@@ -1,5 +1,5 @@
 //! The rules the client applies to an attempt before, and after, asking
-//! the classifier (seed 000, "What the client decides").
+//! the classifier ([design](crate::design::client#what-the-client-decides)).
 
 use tonic::metadata::MetadataMap;
 use tonic::{Code, Status};
@@ -83,8 +83,8 @@ pub struct CallState {
 ///
 /// Whatever a classify function panics with; nothing is caught.
 ///
-/// Source: seed 000, "What the client decides", "Streams" and "The
-/// circuit breaker".
+/// Design: [what the client decides](crate::design::client#what-the-client-decides),
+/// [streams](crate::design::client#streams), [the circuit breaker](crate::design::client#the-circuit-breaker).
 pub fn classify_attempt(
     method: &Method,
     classify: &Classify,

@@ -1,4 +1,4 @@
-//! The resilient gRPC client (seed 000, humus `grpcclient`), on tonic.
+//! The resilient gRPC client, on tonic ([design](crate::design::client)).
 //!
 //! A [`Client`] is one dependency: one address, one lazily dialled HTTP/2
 //! connection (through the [`Setup`](crate::Setup)'s [`Host`](crate::Host),

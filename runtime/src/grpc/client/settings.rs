@@ -1,5 +1,5 @@
 //! `Settings`: one dependency's client settings, their defaults and a
-//! check per field (seed 000, "Settings").
+//! check per field ([design](crate::design::client#the-settings)).
 
 use std::fmt;
 use std::sync::Arc;
@@ -32,12 +32,12 @@ use crate::{circuit, retry};
 /// | [`breaker_policy`](Settings::breaker_policy) | open after 5 failures in a row or half of 20 or more; close after 3 good probes | none (set in code) |
 /// | [`forward_scenario`](Settings::forward_scenario) | `false` | none |
 ///
-/// The seed gives no default for the timeout, the backoff or the probe
-/// timeout; these are humus for Rust's: a pushback of up to 5 s is waited
-/// for, and a probe holds its slot longer than any unary call lasts.
+/// The defaults of the timeout, the backoff and the probe timeout are
+/// chosen so that a pushback of up to 5 s is waited for, and a probe holds
+/// its slot longer than any unary call lasts.
 ///
-/// Source: seed 000, "Settings", "TLS and plain text", ":authority and the
-/// certificate", "Which calls are retried", "The circuit breaker".
+/// Design: [the settings](crate::design::client#the-settings), [the connection](crate::design::client#the-connection),
+/// [retries](crate::design::client#retries), [the circuit breaker](crate::design::client#the-circuit-breaker).
 #[derive(Clone)]
 pub struct Settings {
     /// The dependency's address, `host:port` with no scheme: `carts:9090`,
@@ -191,7 +191,7 @@ impl InvalidValue {
 ///
 /// [`InvalidValue`] saying what is wrong.
 ///
-/// Source: seed 000, "Settings" (`CheckAddr`).
+/// Design: [the settings](crate::design::client#the-settings).
 pub fn check_addr(addr: &str) -> Result<(), InvalidValue> {
     if addr.is_empty() {
         return Err(InvalidValue::new("is empty, want host:port"));
@@ -288,7 +288,7 @@ pub fn check_addr(addr: &str) -> Result<(), InvalidValue> {
 ///
 /// [`InvalidValue`] saying what is wrong.
 ///
-/// Source: seed 000, "TLS and plain text" (`CheckTLS`).
+/// Design: [the connection](crate::design::client#the-connection) (TLS).
 pub fn check_tls(config: &rustls::ClientConfig) -> Result<(), InvalidValue> {
     let provider = config.crypto_provider();
     if provider.cipher_suites.is_empty() {
@@ -313,7 +313,7 @@ pub fn check_tls(config: &rustls::ClientConfig) -> Result<(), InvalidValue> {
 ///
 /// [`InvalidValue`] saying what is wrong.
 ///
-/// Source: seed 000, ":authority and the certificate".
+/// Design: [the connection](crate::design::client#the-connection) (`:authority` and the certificate).
 pub fn check_server_name(name: &str) -> Result<(), InvalidValue> {
     if ServerName::try_from(name).is_err() {
         return Err(InvalidValue::new(format!(
@@ -443,8 +443,8 @@ pub fn check_backoff_max(max: Duration) -> Result<(), InvalidValue> {
 /// single check sees (`backoff_max` below `backoff_base`). A service's main
 /// exits 1 on it.
 ///
-/// Source: seed 000, "Settings" (`NewClient` reports every bad field in
-/// one error that names each one).
+/// Design: [the settings](crate::design::client#the-settings) (every bad field in one error
+/// that names each one).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewError {
     problems: Vec<(&'static str, String)>,
@@ -622,7 +622,7 @@ mod tests {
     }
 
     #[test]
-    fn the_defaults_are_the_seeds() {
+    fn the_defaults_are_the_documented_ones() {
         let s = Settings::default();
         assert_eq!(s.max_attempts, 3);
         assert_eq!(s.breaker.window, 20);

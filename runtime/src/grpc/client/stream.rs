@@ -1,6 +1,6 @@
 //! Streams: the response stream that settles the breaker's ticket once,
 //! when it ends, and the holder that lets a request stream be sent again
-//! by a retried open as long as nothing has read it (seed 000, "Streams").
+//! by a retried open as long as nothing has read it ([design](crate::design::client#streams)).
 
 use std::fmt;
 use std::future::Future;
@@ -48,7 +48,7 @@ pub(super) type Settle = Box<dyn for<'a> FnOnce(End<'a>) + Send>;
 /// Like [`tonic::Streaming`], it is a [`Stream`] of messages and has
 /// [`message`](Streaming::message) and [`trailers`](Streaming::trailers).
 ///
-/// Source: seed 000, "Streams".
+/// Design: [streams](crate::design::client#streams).
 pub struct Streaming<T> {
     inner: tonic::Streaming<T>,
     settle: Option<Settle>,

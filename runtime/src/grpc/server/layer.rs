@@ -11,8 +11,8 @@ use super::service::{Shared, StripScenario, TrustFn};
 use crate::fault::Injector;
 
 /// A tower [`Layer`] for tonic servers that strips failure scenarios from
-/// callers its `trust_scenario` function does not trust (seed 002,
-/// "Stripping at servers"); see the [module](super) docs.
+/// callers its `trust_scenario` function does not trust ([design](crate::design::failure_injection#trust-and-stripping));
+/// see the [module](super) docs.
 ///
 /// Put it on the server (`tonic::transport::Server::builder().layer(..)`),
 /// so it runs before any handler and any interceptor of the user's. It

@@ -1,6 +1,5 @@
 //! Server side: a tower layer for tonic servers that strips failure
-//! scenarios from callers it does not trust (seed 002, "Stripping at
-//! servers").
+//! scenarios from callers it does not trust ([design](crate::design::failure_injection#trust-and-stripping)).
 //!
 //! A server is a trust boundary: a caller on the internet must not be able
 //! to fail this service's calls to its dependencies by sending a scenario.
