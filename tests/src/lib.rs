@@ -15,6 +15,8 @@ pub mod pb {
 }
 
 /// Debian's `grpc-proto` files, generated with humus-build: they compile.
+/// Only when the package is installed (`build.rs` sets `--cfg grpc_proto`).
+#[cfg(grpc_proto)]
 // prost copies comments such as `<package>.<type>` into message docs as they
 // are; rustdoc reads them as HTML.
 #[allow(missing_docs, rustdoc::invalid_html_tags)]

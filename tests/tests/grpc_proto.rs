@@ -2,6 +2,9 @@
 //! files (see `build.rs`) compiled; its descriptors name the methods as
 //! gRPC does, and its typed clients take the generated messages.
 
+// Needs Debian's grpc-proto; without it, tests/grpc_proto_missing.rs says so.
+#![cfg(grpc_proto)]
+
 use humus::grpc::client::RpcKind;
 use humus_tests::grpc_proto::grpc::channelz::v1::channelz_humus;
 use humus_tests::grpc_proto::grpc::health::v1::{HealthCheckRequest, health_humus};

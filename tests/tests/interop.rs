@@ -16,8 +16,11 @@
 //!
 //! Source: issue 9, "Interop"; runtime/docs/client.md.
 
+// Needs Debian's grpc-proto; without it, tests/grpc_proto_missing.rs says so.
+#![cfg(grpc_proto)]
+
 use std::error::Error as _;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write as _};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::OnceLock;
@@ -71,7 +74,11 @@ fn enabled(test: &str) -> bool {
             panic!("HUMUS_INTEROP=1, but Python's grpcio is missing ({why}): {HOW}")
         }
         Err(why) => {
-            eprintln!("{test}: skipped: Python's grpcio is missing ({why}); {HOW}");
+            // Straight to stderr, past the test harness's capture.
+            let _ = writeln!(
+                std::io::stderr(),
+                "{test}: skipped: Python's grpcio is missing ({why}); {HOW}"
+            );
             false
         }
     }
