@@ -1,5 +1,7 @@
-//! gRPC: the resilient [`client`] and the server-side scenario layer
-//! ([`server`]).
+//! gRPC: the resilient [`client`], the server-side scenario layer
+//! ([`server`]), and the [`deadline`] and context a served RPC hands to the
+//! calls its handler makes.
 
 pub mod client;
+pub mod deadline;
 pub mod server;

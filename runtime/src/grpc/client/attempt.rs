@@ -687,7 +687,7 @@ mod tests {
         #[test]
         fn grpc_timeout_never_shortens_and_barely_lengthens(nanos in proptest::prop_oneof![0u64..=10u64.pow(12), proptest::num::u64::ANY]) {
             let left = Duration::from_nanos(nanos);
-            let parsed = crate::grpc::client::client::parse_grpc_timeout(written(left).as_bytes())
+            let parsed = crate::grpc::deadline::parse_grpc_timeout(written(left).as_bytes())
                 .expect("parses");
             proptest::prop_assert!(parsed >= left, "{left:?} -> {parsed:?}");
             let slack = (left / 100).max(Duration::from_millis(1));

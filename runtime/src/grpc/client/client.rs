@@ -342,48 +342,11 @@ pub(super) fn deadline(
     }
 }
 
-/// The metadata key of a call's deadline, the time left (gRPC over HTTP/2,
-/// "Timeout").
-pub(super) const GRPC_TIMEOUT: &str = "grpc-timeout";
-
-/// Parses a `grpc-timeout` value: 1 to 8 digits and a unit (`H`, `M`,
-/// `S`, `m`, `u`, `n`).
-pub(super) fn parse_grpc_timeout(value: &[u8]) -> Option<Duration> {
-    let (unit, digits) = value.split_last()?;
-    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let n: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
-    Some(match unit {
-        b'H' => Duration::from_secs(n * 3600),
-        b'M' => Duration::from_secs(n * 60),
-        b'S' => Duration::from_secs(n),
-        b'm' => Duration::from_millis(n),
-        b'u' => Duration::from_micros(n),
-        b'n' => Duration::from_nanos(n),
-        _ => return None,
-    })
-}
+pub(super) use crate::grpc::deadline::{GRPC_TIMEOUT, parse_grpc_timeout};
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn grpc_timeouts() {
-        assert_eq!(parse_grpc_timeout(b"1H"), Some(Duration::from_secs(3600)));
-        assert_eq!(parse_grpc_timeout(b"2M"), Some(Duration::from_secs(120)));
-        assert_eq!(parse_grpc_timeout(b"3S"), Some(Duration::from_secs(3)));
-        assert_eq!(parse_grpc_timeout(b"40m"), Some(Duration::from_millis(40)));
-        assert_eq!(parse_grpc_timeout(b"5u"), Some(Duration::from_micros(5)));
-        assert_eq!(
-            parse_grpc_timeout(b"99999999n"),
-            Some(Duration::from_nanos(99_999_999))
-        );
-        for bad in [&b""[..], b"S", b"123456789S", b"1x", b"-1S", b"1.5S"] {
-            assert_eq!(parse_grpc_timeout(bad), None, "{bad:?}");
-        }
-    }
 
     #[test]
     fn the_earlier_deadline_wins() {

@@ -1,0 +1,348 @@
+//! The deadline and OpenTelemetry context a served RPC hands to the calls
+//! its handler makes.
+//!
+//! A handler that calls its dependencies while serving an RPC works for a
+//! caller who will wait only so long: the served RPC's `grpc-timeout`. A
+//! call made on that caller's behalf cannot outlive it, and its trace
+//! belongs under the served RPC's. As grpc-go passes its `ctx` and
+//! grpc-java its `Context`, humus passes an [`Inherited`]: the served RPC's
+//! deadline and context, current for the task that serves it, read by every
+//! [`Client`](super::client::Client) call made there without the handler
+//! copying anything. A call's deadline is then the earliest of
+//! [`Settings::timeout`](super::client::Settings::timeout), the request's
+//! own `grpc-timeout` and the inherited deadline; its context (the parent of
+//! its attempts' spans, the baggage they carry) is the request extensions'
+//! `opentelemetry::Context`, else the current one, which the scope attaches.
+//!
+//! Two ways in, neither tied to humus's own server:
+//!
+//! - [`InheritLayer`], one tower layer on a plain tonic server: it reads each
+//!   request's trace context and baggage (with the service's propagator) and
+//!   its `grpc-timeout`, and serves the request inside [`Inherited::scope`];
+//! - [`Inherited::scope`] itself, for any other server, a tower layer of the
+//!   user's, a job runner, or a test.
+//!
+//! ```no_run
+//! use humus::grpc::deadline::InheritLayer;
+//! # async fn serve(setup: humus::Setup) -> Result<(), tonic::transport::Error> {
+//! # let router = tonic::service::Routes::default();
+//! // Every handler's calls inherit its RPC's deadline and trace.
+//! tonic::transport::Server::builder()
+//!     .layer(InheritLayer::from_setup(&setup))
+//!     .add_routes(router)
+//!     .serve("127.0.0.1:50051".parse().unwrap())
+//!     .await
+//! # }
+//! ```
+//!
+//! The scope is a tokio task-local: it holds while the served future is
+//! polled, on whichever thread polls it, and not in a task the handler
+//! spawns. A handler that hands work to a task of its own takes the
+//! inherited deadline along:
+//!
+//! ```
+//! use humus::grpc::deadline::Inherited;
+//! # async fn handler() {
+//! let work = async { /* calls through a humus Client */ };
+//! let task = match Inherited::current() {
+//!     Some(inherited) => tokio::spawn(inherited.scope(work)),
+//!     None => tokio::spawn(async move { work.await }),
+//! };
+//! # let _ = task;
+//! # }
+//! ```
+//!
+//! A call dropped at or after its deadline, which is what a tonic server
+//! does to a handler at the served RPC's `grpc-timeout`, counts as the
+//! deadline (a failure for the circuit breaker), not as a caller who gave
+//! up; see the [client's docs](super::client#deadlines).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
+
+use http::HeaderMap;
+use opentelemetry::Context;
+use opentelemetry::propagation::{Extractor, TextMapPropagator};
+use tokio::task::futures::TaskLocalFuture;
+use tokio::time::Instant;
+use tower_layer::Layer;
+use tower_service::Service;
+
+tokio::task_local! {
+    static CURRENT: Inherited;
+}
+
+/// The deadline and OpenTelemetry context of the RPC being served, which
+/// the calls made while serving it inherit.
+///
+/// Set it for a future with [`Inherited::scope`] (or for every request of
+/// a tonic server with [`InheritLayer`]); read it with
+/// [`Inherited::current`]. The humus client reads it when a call is made:
+/// the call's deadline is the earliest of its own and this one.
+#[derive(Clone)]
+pub struct Inherited {
+    deadline: Option<Instant>,
+    context: Context,
+}
+
+impl fmt::Debug for Inherited {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Inherited")
+            .field("deadline", &self.deadline)
+            .field("context", &self.context)
+            .finish()
+    }
+}
+
+impl Inherited {
+    /// The inherited `deadline` (`None`: the served RPC has none) and
+    /// `context` (its span is the parent of the calls' attempts; its
+    /// baggage goes with them).
+    pub fn new(deadline: Option<Instant>, context: Context) -> Inherited {
+        Inherited { deadline, context }
+    }
+
+    /// The deadline of a request whose `headers` arrived at `received`:
+    /// its `grpc-timeout` (gRPC over HTTP/2, "Timeout": 1 to 8 digits and a
+    /// unit, `H`, `M`, `S`, `m`, `u` or `n`) measured from `received`, and
+    /// `context`. A missing or malformed `grpc-timeout` is no deadline, as
+    /// tonic's server reads it.
+    ///
+    /// `received` is best taken when the request reaches the server's
+    /// service, as tonic's server measures the same deadline there (and
+    /// drops the handler at it).
+    pub fn from_headers(headers: &HeaderMap, received: Instant, context: Context) -> Inherited {
+        let deadline = headers
+            .get(GRPC_TIMEOUT)
+            .and_then(|v| parse_grpc_timeout(v.as_bytes()))
+            .and_then(|d| received.checked_add(d));
+        Inherited { deadline, context }
+    }
+
+    /// The served RPC's deadline, if it has one.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// The served RPC's OpenTelemetry context.
+    pub fn context(&self) -> &Context {
+        &self.context
+    }
+
+    /// The `Inherited` in scope for the running task ([`Inherited::scope`]),
+    /// if any. `None` outside a scope, and outside a tokio task.
+    pub fn current() -> Option<Inherited> {
+        CURRENT.try_with(Clone::clone).ok()
+    }
+
+    /// The deadline in scope, without cloning the context.
+    pub(crate) fn current_deadline() -> Option<Instant> {
+        CURRENT.try_with(|i| i.deadline).ok().flatten()
+    }
+
+    /// Runs `fut` with this `Inherited` current ([`Inherited::current`]) and
+    /// its context attached as OpenTelemetry's current context, while `fut`
+    /// is polled (and dropped). A tokio task-local: it holds on whichever
+    /// thread polls `fut`, but not in tasks `fut` spawns. Scopes nest: the
+    /// innermost is current.
+    pub fn scope<F: Future>(self, fut: F) -> Scoped<F> {
+        let context = self.context.clone();
+        Scoped {
+            inner: CURRENT.scope(self, fut),
+            context,
+        }
+    }
+
+    /// Runs `f` with this `Inherited` current and its context attached.
+    fn sync_scope<R>(self, f: impl FnOnce() -> R) -> R {
+        let _guard = self.context.clone().attach();
+        CURRENT.sync_scope(self, f)
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`Inherited::scope`]: `F`, with an [`Inherited`]
+    /// current and its context attached while it is polled. Its output is
+    /// `F`'s.
+    pub struct Scoped<F: Future> {
+        #[pin]
+        inner: TaskLocalFuture<Inherited, F>,
+        context: Context,
+    }
+}
+
+impl<F: Future> fmt::Debug for Scoped<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scoped")
+            .field("context", &self.context)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F: Future> Future for Scoped<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let _guard = this.context.clone().attach();
+        this.inner.poll(cx)
+    }
+}
+
+/// A tower [`Layer`] for a tonic server: each request is served inside
+/// [`Inherited::scope`], with the deadline of its `grpc-timeout` and the
+/// trace context and baggage its headers carry, so every humus call its
+/// handler makes inherits them.
+///
+/// ```no_run
+/// # async fn serve(setup: humus::Setup, routes: tonic::service::Routes) -> Result<(), tonic::transport::Error> {
+/// tonic::transport::Server::builder()
+///     .layer(humus::grpc::deadline::InheritLayer::from_setup(&setup))
+///     .add_routes(routes)
+///     .serve("127.0.0.1:50051".parse().unwrap())
+///     .await
+/// # }
+/// ```
+///
+/// The deadline is measured from when the request reaches the layer, a
+/// moment after tonic's server measured its own (so the server's timer,
+/// which drops the handler, fires first or on the same tick; the client
+/// counts a call dropped that close to its deadline as the deadline's).
+#[derive(Clone)]
+pub struct InheritLayer {
+    propagator: Arc<dyn TextMapPropagator + Send + Sync>,
+}
+
+impl fmt::Debug for InheritLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InheritLayer")
+            .field("propagator", &self.propagator)
+            .finish()
+    }
+}
+
+impl InheritLayer {
+    /// A layer that reads each request's trace context and baggage with
+    /// `propagator` (the service's own, so it reads what its callers'
+    /// propagators write).
+    pub fn new(propagator: Arc<dyn TextMapPropagator + Send + Sync>) -> InheritLayer {
+        InheritLayer { propagator }
+    }
+
+    /// A layer with `setup`'s propagator
+    /// ([`Telemetry::shared_propagator`](crate::telemetry::Telemetry::shared_propagator)).
+    pub fn from_setup(setup: &crate::Setup) -> InheritLayer {
+        InheritLayer::new(setup.telemetry().shared_propagator())
+    }
+}
+
+impl<S> Layer<S> for InheritLayer {
+    type Service = Inherit<S>;
+
+    fn layer(&self, inner: S) -> Inherit<S> {
+        Inherit {
+            inner,
+            propagator: self.propagator.clone(),
+        }
+    }
+}
+
+/// The service [`InheritLayer`] builds: serves each request inside
+/// [`Inherited::scope`] (its `call` and its response future alike).
+#[derive(Clone)]
+pub struct Inherit<S> {
+    inner: S,
+    propagator: Arc<dyn TextMapPropagator + Send + Sync>,
+}
+
+impl<S: fmt::Debug> fmt::Debug for Inherit<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Inherit")
+            .field("inner", &self.inner)
+            .field("propagator", &self.propagator)
+            .finish()
+    }
+}
+
+impl<S, B> Service<http::Request<B>> for Inherit<S>
+where
+    S: Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Scoped<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let received = Instant::now();
+        let context = self.propagator.extract(&HeaderExtractor(request.headers()));
+        let inherited = Inherited::from_headers(request.headers(), received, context);
+        let inner = &mut self.inner;
+        let future = inherited.clone().sync_scope(|| inner.call(request));
+        inherited.scope(future)
+    }
+}
+
+/// Reads a request's headers for a propagator.
+struct HeaderExtractor<'a>(&'a HeaderMap);
+
+impl Extractor for HeaderExtractor<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(http::HeaderName::as_str).collect()
+    }
+}
+
+/// The metadata key of a call's deadline, the time left (gRPC over HTTP/2,
+/// "Timeout").
+pub(crate) const GRPC_TIMEOUT: &str = "grpc-timeout";
+
+/// Parses a `grpc-timeout` value: 1 to 8 digits and a unit (`H`, `M`,
+/// `S`, `m`, `u`, `n`).
+pub(crate) fn parse_grpc_timeout(value: &[u8]) -> Option<Duration> {
+    let (unit, digits) = value.split_last()?;
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some(match unit {
+        b'H' => Duration::from_secs(n * 3600),
+        b'M' => Duration::from_secs(n * 60),
+        b'S' => Duration::from_secs(n),
+        b'm' => Duration::from_millis(n),
+        b'u' => Duration::from_micros(n),
+        b'n' => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeouts() {
+        assert_eq!(parse_grpc_timeout(b"1H"), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_grpc_timeout(b"2M"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_grpc_timeout(b"3S"), Some(Duration::from_secs(3)));
+        assert_eq!(parse_grpc_timeout(b"40m"), Some(Duration::from_millis(40)));
+        assert_eq!(parse_grpc_timeout(b"5u"), Some(Duration::from_micros(5)));
+        assert_eq!(
+            parse_grpc_timeout(b"99999999n"),
+            Some(Duration::from_nanos(99_999_999))
+        );
+        for bad in [&b""[..], b"S", b"123456789S", b"1x", b"-1S", b"1.5S"] {
+            assert_eq!(parse_grpc_timeout(bad), None, "{bad:?}");
+        }
+    }
+}
