@@ -709,3 +709,43 @@ async fn streams_opens_are_aborted_like_unary_attempts() {
     while stream.message().await.unwrap().is_some() {}
     assert_eq!(carts.arrivals(&WATCH_CART), 1);
 }
+
+/// A delay that `Setup::stop` cuts short keeps its injected error, as one
+/// the deadline cuts does: the caller gets `Cancelled` with the
+/// [`InjectedError`] (cut short, `Canceled`) as its source, and the span's
+/// `error.type` is the injected error's. Nothing is sent, nothing counted.
+#[tokio::test(start_paused = true)]
+async fn a_delay_cut_short_by_stop_keeps_its_injected_error() {
+    let (ca, host, carts, capture) = (Ca::new(), Host::new(), Carts::new(), Telemetry::new());
+    let _carts = start_carts(&host, &ca, &carts);
+    let setup = setup(&host)
+        .with_telemetry(capture.telemetry())
+        .with_faults(injector());
+    let client = Client::new(&setup, carts_settings(&ca)).unwrap();
+    let mut request = get("c");
+    request
+        .extensions_mut()
+        .insert(context(Some(&delay_at(GET_CART.point, SECOND * 5))));
+    let call = tokio::spawn(async move { client.unary::<_, Cart>(&GET_CART, request).await });
+    tokio::time::sleep(SECOND).await;
+    let started = Instant::now();
+    setup.stop().await;
+    let err = call.await.unwrap().unwrap_err();
+    assert_eq!(started.elapsed(), Duration::ZERO, "ended at the stop");
+    assert_eq!(err.code(), Code::Cancelled, "{err:?}");
+    let injected = InjectedError::from_status(&err).expect("the injected error is kept");
+    assert_eq!(injected.cause(), Some(fault::Cause::Canceled));
+    assert_eq!(injected.point(), GET_CART.point);
+    assert_eq!(carts.arrivals(&GET_CART), 0);
+    let spans = capture.spans();
+    assert_eq!(spans.len(), 1);
+    assert_eq!(
+        attribute(&spans[0], ERROR_TYPE),
+        Some(Value::from(fault::ERROR_TYPE))
+    );
+    assert_eq!(
+        sum(&capture.metrics(CLIENT_SCOPE), HUMUS_CIRCUIT_CALLS, &[]),
+        0.0,
+        "the close counts nothing"
+    );
+}
