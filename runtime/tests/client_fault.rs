@@ -709,3 +709,100 @@ async fn streams_opens_are_aborted_like_unary_attempts() {
     while stream.message().await.unwrap().is_some() {}
     assert_eq!(carts.arrivals(&WATCH_CART), 1);
 }
+
+/// A delay that `Setup::stop` cuts short keeps its injected error, as one
+/// the deadline cuts does: the caller gets `Cancelled` with the
+/// [`InjectedError`] (cut short, `Canceled`) as its source, and the span's
+/// `error.type` is the injected error's. Nothing is sent, nothing counted.
+#[tokio::test(start_paused = true)]
+async fn a_delay_cut_short_by_stop_keeps_its_injected_error() {
+    let (ca, host, carts, capture) = (Ca::new(), Host::new(), Carts::new(), Telemetry::new());
+    let _carts = start_carts(&host, &ca, &carts);
+    let setup = setup(&host)
+        .with_telemetry(capture.telemetry())
+        .with_faults(injector());
+    let client = Client::new(&setup, carts_settings(&ca)).unwrap();
+    let mut request = get("c");
+    request
+        .extensions_mut()
+        .insert(context(Some(&delay_at(GET_CART.point, SECOND * 5))));
+    let call = tokio::spawn(async move { client.unary::<_, Cart>(&GET_CART, request).await });
+    tokio::time::sleep(SECOND).await;
+    let started = Instant::now();
+    setup.stop().await;
+    let err = call.await.unwrap().unwrap_err();
+    assert_eq!(started.elapsed(), Duration::ZERO, "ended at the stop");
+    assert_eq!(err.code(), Code::Cancelled, "{err:?}");
+    let injected = InjectedError::from_status(&err).expect("the injected error is kept");
+    assert_eq!(injected.cause(), Some(fault::Cause::Canceled));
+    assert_eq!(injected.point(), GET_CART.point);
+    assert_eq!(carts.arrivals(&GET_CART), 0);
+    let spans = capture.spans();
+    assert_eq!(spans.len(), 1);
+    assert_eq!(
+        attribute(&spans[0], ERROR_TYPE),
+        Some(Value::from(fault::ERROR_TYPE))
+    );
+    assert_eq!(
+        sum(&capture.metrics(CLIENT_SCOPE), HUMUS_CIRCUIT_CALLS, &[]),
+        0.0,
+        "the close counts nothing"
+    );
+}
+
+/// The metadata carts saw on each GetCart.
+fn carts_seen(carts: &Carts) -> Arc<Mutex<Vec<MetadataMap>>> {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    carts.on_get_cart(move |s, req| {
+        log.lock().unwrap().push(s.metadata.clone());
+        async move { Ok(Response::new(cart(&req.id, 0))) }
+    });
+    seen
+}
+
+/// A caller that forwards its inbound metadata as it came (a proxy's
+/// habit) puts a `baggage` header with the scenario in the request: the
+/// client strips it there too, whether the scenario is the baggage's only
+/// member (the stripped baggage is empty, so the propagator writes no
+/// header over the caller's) or one of several; and from the caller's
+/// header when the call's context has no baggage at all.
+#[tokio::test(start_paused = true)]
+async fn the_strip_reaches_a_baggage_header_the_caller_put_in_the_metadata() {
+    use humus::telemetry::MetadataInjector;
+    let scenario = abort_at("grpc:test.payments.v1.Payments/*");
+    let only = fault::with_scenario(&Context::new(), &codec(), &scenario).unwrap();
+    let with_tenant = context(Some(&scenario));
+    // (the call's context, the context the caller's header was written from)
+    let cases = [
+        ("the scenario alone", only.clone(), only.clone(), None),
+        ("with others", with_tenant.clone(), with_tenant.clone(), Some("acme")),
+        ("in the metadata only", Context::new(), with_tenant.clone(), Some("acme")),
+    ];
+    for (what, call_cx, header_cx, tenant) in cases {
+        let (ca, host, carts, capture) = (Ca::new(), Host::new(), Carts::new(), Telemetry::new());
+        let seen = carts_seen(&carts);
+        let _carts = start_carts(&host, &ca, &carts);
+        let client = carts_client(&host, &ca, &capture);
+        let mut request = get("c");
+        capture
+            .telemetry()
+            .propagator()
+            .inject_context(&header_cx, &mut MetadataInjector(request.metadata_mut()));
+        assert!(request.metadata().contains_key("baggage"), "{what}");
+        request.extensions_mut().insert(call_cx);
+        client.unary::<_, Cart>(&GET_CART, request).await.unwrap();
+        let sent = seen.lock().unwrap()[0].clone();
+        assert_eq!(
+            members(&sent),
+            (None, tenant.map(str::to_owned)),
+            "{what}: {:?}",
+            sent.get("baggage")
+        );
+        if tenant.is_none() {
+            assert!(sent.get("baggage").is_none(), "{what}: no header at all");
+        }
+        let spans = capture.spans();
+        assert_eq!(events(&spans[0], fault::names::STRIP).len(), 1, "{what}");
+    }
+}

@@ -1,6 +1,7 @@
 //! Properties of `jsonscenario`: the decoder never panics, whatever arrives;
 //! what the encoder writes, the decoder reads back, through the propagator
-//! too (docs/failure-injection.md, "Scenarios in baggage").
+//! too; and the size limit is the member's size as the propagator sends it
+//! (docs/failure-injection.md, "Scenarios in baggage").
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -105,5 +106,73 @@ proptest! {
         let got = BaggagePropagator::new().extract(&headers);
         prop_assert_eq!(codec().decode(got.baggage()).unwrap(), Some(s));
         prop_assert_eq!(got.baggage().get("tenant").map(|v| v.as_str()), Some("acme"));
+    }
+}
+
+/// The `baggage` header the OpenTelemetry SDK's propagator writes for a
+/// baggage holding `members`.
+fn header_of(members: Baggage) -> String {
+    let mut headers = HashMap::new();
+    BaggagePropagator::new().inject_context(&Context::new().with_baggage(members), &mut headers);
+    headers.remove("baggage").unwrap_or_default()
+}
+
+/// Points made of what the propagator escapes (`=`, `"`, space, `,`, `;`,
+/// controls, non-ASCII) and what W3C asks it to (`%`, `\`), long enough
+/// to reach the limit either side.
+fn escaped_point() -> impl Strategy<Value = String> {
+    "[=a\"% ,;\\\\\u{1}é]{1,1100}"
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    /// `encode` measures the member as the SDK's propagator writes it
+    /// (plus two bytes for each `%` and `\` it leaves as they are, which a
+    /// stricter propagator escapes): a member it accepts is at most 2048
+    /// bytes on the wire, and one it rejects reports that size.
+    #[test]
+    fn the_limit_is_the_size_on_the_wire(s in scenario(escaped_point())) {
+        let json = codec().to_json(&s).unwrap();
+        let mut alone = Baggage::new();
+        if alone.insert("acme.fault", json.clone()).is_none() && alone.is_empty() {
+            // Over the 8192 bytes a baggage holds, unescaped: far too large.
+            let too_large = matches!(
+                codec().encode(&Baggage::new(), &s),
+                Err(jsonscenario::EncodeError::TooLarge { .. })
+            );
+            prop_assert!(too_large);
+            return Ok(());
+        }
+        let sent = header_of(alone).len();
+        let unescaped = json.bytes().filter(|b| matches!(b, b'%' | b'\\')).count();
+        let measured = sent + 2 * unescaped;
+        match codec().encode(&Baggage::new(), &s) {
+            Ok(b) => {
+                prop_assert!(measured <= jsonscenario::MAX_MEMBER_BYTES, "{measured}");
+                prop_assert_eq!(header_of(b).len(), sent);
+            }
+            Err(jsonscenario::EncodeError::TooLarge { size, limit, .. }) => {
+                prop_assert_eq!(size, measured);
+                prop_assert!(size > limit);
+            }
+            Err(e) => prop_assert!(false, "unexpected {e}"),
+        }
+    }
+}
+
+/// A point of 2000 `=` is about 2000 bytes of JSON and about 6000 on the
+/// wire (`%3D` each): rejected, so that it cannot push the request's
+/// baggage over the 8192 bytes past which the propagator drops all of it.
+#[test]
+fn a_point_of_2000_equals_signs_is_over_the_limit() {
+    let s = Scenario::new([Rule::new("=".repeat(2000), Fault::NONE)]);
+    let json = codec().to_json(&s).unwrap();
+    assert!(json.len() < 2048, "{}", json.len());
+    match codec().encode(&Baggage::new(), &s) {
+        Err(jsonscenario::EncodeError::TooLarge { size, .. }) => {
+            assert!(size > 6000, "{size}");
+        }
+        other => panic!("{other:?}"),
     }
 }

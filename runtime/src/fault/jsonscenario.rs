@@ -16,14 +16,18 @@
 //!   are rejected, so a typo such as `"abrot"` is an error the evaluation
 //!   event reports, not a rule that silently spares its point.
 //!
-//! On the wire the member is percent-encoded, as W3C Baggage requires; the
-//! propagator does that when it injects the `baggage` header and undoes it
-//! when it extracts it, so the [`Baggage`] value holds the JSON itself.
-//! [`Codec::encode`] measures the member percent-encoded (`key=value`,
-//! with every byte that is not a W3C `baggage-octet`, and `%`, encoded)
-//! and rejects one over [`MAX_MEMBER_BYTES`]: a quarter of W3C's
-//! 8192-byte guarantee, since a propagator may drop all of an oversized
-//! header's baggage, every other member with it.
+//! On the wire the member is percent-encoded; the propagator does that
+//! when it injects the `baggage` header and undoes it when it extracts it,
+//! so the [`Baggage`] value holds the JSON itself. [`Codec::encode`]
+//! measures the member as it is sent (`key=value`, percent-encoded as the
+//! OpenTelemetry SDK's `BaggagePropagator` writes it: controls, non-ASCII
+//! bytes, space, `"`, `,`, `;` and `=` each become three bytes; and `%` and
+//! `\` too, which W3C Baggage asks to encode, so a stricter propagator
+//! sends no more than is measured) and rejects one over
+//! [`MAX_MEMBER_BYTES`]: a quarter of W3C's 8192-byte guarantee, since a
+//! propagator drops all of an oversized header's baggage, every other
+//! member with it. So a point of 2000 `=` is about 6000 bytes, and
+//! rejected, though its JSON is about 2000.
 //!
 //! It has no signature and no expiry: trust comes from where a request
 //! came from (servers strip scenarios from callers they do not trust). A
@@ -73,16 +77,30 @@ pub const MAX_MEMBER_BYTES: usize = 2048;
 /// `humus.fit.evaluation` event.
 pub const DECODE_ERROR_TYPE: &str = "humus::fault::jsonscenario::DecodeError";
 
-/// Bytes a W3C baggage value must percent-encode: everything that is not a
-/// `baggage-octet` (controls, space, `"`, `,`, `;`, `\`, non-ASCII), and
-/// `%` itself so that decoding gives the value back.
-const NOT_BAGGAGE_OCTET: &AsciiSet = &CONTROLS
+/// The bytes a member's value is measured percent-encoded with: those the
+/// OpenTelemetry SDK's `BaggagePropagator` encodes when it injects
+/// (controls, space, `"`, `;`, `,`, `=`; non-ASCII bytes always are), and
+/// `%` and `\`, which a W3C `baggage-octet` excludes too, so the measure
+/// is at least what either writes.
+const ON_THE_WIRE: &AsciiSet = &CONTROLS
     .add(b' ')
     .add(b'"')
     .add(b',')
     .add(b';')
+    .add(b'=')
     .add(b'\\')
     .add(b'%');
+
+/// The size of the member `key=value` on the wire, in bytes (see
+/// [`ON_THE_WIRE`]).
+fn wire_size(key: &str, value: &str) -> usize {
+    let encoded = |s: &str| {
+        utf8_percent_encode(s, ON_THE_WIRE)
+            .map(str::len)
+            .sum::<usize>()
+    };
+    encoded(key) + 1 + encoded(value)
+}
 
 /// Carries a [`Scenario`] as JSON in the one baggage member named by its
 /// key: a [`Decoder`] and an [`Encoder`]. It holds only its key; cheap to
@@ -333,11 +351,7 @@ impl Encoder for Codec {
     /// JSON, every other member kept.
     fn encode(&self, baggage: &Baggage, scenario: &Scenario) -> Result<Baggage, EncodeError> {
         let json = self.to_json(scenario)?;
-        let size = self.key.len()
-            + 1
-            + utf8_percent_encode(&json, NOT_BAGGAGE_OCTET)
-                .map(str::len)
-                .sum::<usize>();
+        let size = wire_size(&self.key, &json);
         if size > MAX_MEMBER_BYTES {
             return Err(EncodeError::TooLarge {
                 key: self.key.clone(),
@@ -618,7 +632,7 @@ mod tests {
         let point = "p".repeat(size - 47);
         let s = Scenario::new([Rule::new(point, Fault::NONE)]);
         let json = codec().to_json(&s).unwrap();
-        let encoded = utf8_percent_encode(&json, NOT_BAGGAGE_OCTET).to_string();
+        let encoded = utf8_percent_encode(&json, ON_THE_WIRE).to_string();
         assert_eq!(11 + encoded.len(), size);
         s
     }

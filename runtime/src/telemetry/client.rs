@@ -17,7 +17,7 @@ use tonic::Code;
 use tonic::metadata::MetadataMap;
 
 use super::logs::BoxedLogger;
-use super::metadata::MetadataInjector;
+use super::metadata::{MetadataExtractor, MetadataInjector};
 use super::names::*;
 use super::providers::Telemetry;
 use crate::circuit::{Outcome, State, Transition};
@@ -720,6 +720,31 @@ impl Attempt {
         } else {
             propagator.inject_context(cx, &mut injector);
         }
+    }
+
+    /// What the [`Telemetry`]'s propagator reads from `metadata` (the
+    /// caller's own, such as inbound metadata a proxy forwards as it came),
+    /// or `None` when `metadata` holds none of the propagator's fields.
+    pub fn extract_from(&self, metadata: &MetadataMap) -> Option<Context> {
+        let propagator = &self.recorder.kit.propagator;
+        if metadata.is_empty() || !propagator.fields().any(|f| metadata.contains_key(f)) {
+            return None;
+        }
+        Some(propagator.extract(&MetadataExtractor(metadata)))
+    }
+
+    /// [`inject_with_baggage`](Self::inject_with_baggage), after removing
+    /// every field the propagator writes from `metadata`: so a field the
+    /// caller put there (a `baggage` header that still holds what `cx`'s
+    /// baggage was stripped of) never goes out where the propagator writes
+    /// nothing, as it writes no `baggage` for an empty baggage.
+    pub fn replace_with_baggage(&self, cx: &Context, metadata: &mut MetadataMap) {
+        if !metadata.is_empty() {
+            for field in self.recorder.kit.propagator.fields() {
+                metadata.remove(field);
+            }
+        }
+        self.inject_with_baggage(cx, metadata);
     }
 
     /// Ends the attempt with its status, `None` for OK (as

@@ -43,8 +43,19 @@ enum Cut<T> {
     Returned(Result<T, Status>),
     /// The call's deadline passed first.
     Deadline,
-    /// The connection was closed (`Setup::stop`).
-    Closed,
+    /// The connection was closed (`Setup::stop`); with the status of an
+    /// injected delay the close cut short, which keeps its
+    /// [`InjectedError`].
+    Closed(Option<Status>),
+}
+
+/// The status of an injected delay that the close cut short, if `polled`
+/// is one; else nothing (the close's own status is the attempt's).
+fn injected<T>(polled: Poll<Result<T, Status>>) -> Option<Status> {
+    match polled {
+        Poll::Ready(Err(status)) if InjectedError::from_status(&status).is_some() => Some(status),
+        _ => None,
+    }
 }
 
 /// Runs `attempt` until it returns, the deadline passes or the connection
@@ -99,7 +110,9 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Cut<T>> {
         let mut this = self.project();
         if this.conn.is_closed() {
-            return Poll::Ready(Cut::Closed);
+            // Polled once more: a fault's delay ends at the close with its
+            // own error.
+            return Poll::Ready(Cut::Closed(injected(this.attempt.poll(cx))));
         }
         if let Poll::Ready(result) = this.attempt.poll(cx) {
             return Poll::Ready(match result {
@@ -107,7 +120,9 @@ where
                 // error made so comes after the flag was set, and is the
                 // close's (read again here, as it may have landed during
                 // this poll), never a failure to count.
-                Err(_) if this.conn.is_closed() => Cut::Closed,
+                Err(status) if this.conn.is_closed() => {
+                    Cut::Closed(injected(Poll::Ready(Err::<T, _>(status))))
+                }
                 // An injected delay the deadline cut short keeps its own
                 // status: DeadlineExceeded, with the injected error as source.
                 Err(status)
@@ -383,10 +398,11 @@ where
         let result = match attempt.await {
             Cut::Returned(result) => result,
             Cut::Deadline => Err(deadline_exceeded()),
-            Cut::Closed => {
-                call.hooks.attempt_end(span, Some(&closing()));
+            Cut::Closed(injected) => {
+                let status = injected.unwrap_or_else(closing);
+                call.hooks.attempt_end(span, Some(&status));
                 ticket.release();
-                return Err(closing());
+                return Err(status);
             }
         };
         call.hooks.attempt_end(span, result.as_ref().err());
@@ -481,10 +497,11 @@ where
         let result = match attempt.await {
             Cut::Returned(result) => result,
             Cut::Deadline => Err(deadline_exceeded()),
-            Cut::Closed => {
-                call.hooks.attempt_end(span, Some(&closing()));
+            Cut::Closed(injected) => {
+                let status = injected.unwrap_or_else(closing);
+                call.hooks.attempt_end(span, Some(&status));
                 ticket.release();
-                return Err(closing());
+                return Err(status);
             }
         };
         let status = match result {

@@ -26,6 +26,7 @@
 //! record carries the trace context of the call that made it.
 
 use opentelemetry::Context;
+use opentelemetry::baggage::BaggageExt as _;
 use opentelemetry::trace::TraceContextExt as _;
 use tonic::Status;
 use tonic::metadata::MetadataMap;
@@ -141,14 +142,33 @@ impl Hooks<'_> {
     /// attempt's trace context and the call's baggage, with the Setup's
     /// propagator, the failure scenario stripped from that baggage unless
     /// `Settings::forward_scenario` (every other member goes).
+    ///
+    /// A strip removes the propagator's fields from the caller's metadata
+    /// before it injects: a propagator writes no `baggage` for an empty
+    /// baggage, and the caller's own header (inbound metadata a proxy
+    /// forwards) would go out with the scenario. A call with no baggage
+    /// of its own sends the caller's header, as the propagator reads it,
+    /// stripped the same way.
     pub(super) fn propagate(&self, span: &AttemptSpan, metadata: &mut MetadataMap) {
-        let stripped = if self.inner.settings.forward_scenario {
-            None
-        } else {
-            self.inner.faults.strip(span.cx())
-        };
+        let faults = &self.inner.faults;
+        if self.inner.settings.forward_scenario || !faults.is_on() {
+            span.attempt.inject(metadata);
+            return;
+        }
+        let cx = span.cx();
+        let stripped = faults.strip(cx).or_else(|| {
+            // With baggage of its own, the propagator's header replaces
+            // the caller's anyway.
+            if !cx.baggage().is_empty() {
+                return None;
+            }
+            let theirs = span.attempt.extract_from(metadata)?;
+            let stripped = faults.strip_baggage(theirs.baggage())?;
+            cx.span().add_event(crate::fault::names::STRIP, Vec::new());
+            Some(cx.with_baggage(stripped))
+        });
         match stripped {
-            Some(cx) => span.attempt.inject_with_baggage(&cx, metadata),
+            Some(cx) => span.attempt.replace_with_baggage(&cx, metadata),
             None => span.attempt.inject(metadata),
         }
     }
