@@ -121,7 +121,9 @@
 //!
 //! # Time
 //!
-//! Time is read with [`tokio::time::Instant::now`] and nothing else: no
+//! Time is read with
+//! [`tokio::time::Instant::now`](https://docs.rs/tokio/1/tokio/time/struct.Instant.html#method.now)
+//! and nothing else: no
 //! clock is injected, and nothing runs in the background, so tests run on
 //! paused tokio time and check each boundary to the nanosecond. A change
 //! that time makes due (becoming half-open, a probe timing out) is made by

@@ -18,7 +18,9 @@
 //!
 //! On the wire the member is percent-encoded; the propagator does that
 //! when it injects the `baggage` header and undoes it when it extracts it,
-//! so the [`Baggage`] value holds the JSON itself. [`Codec::encode`]
+//! so the
+//! [`Baggage`](https://docs.rs/opentelemetry/0.33/opentelemetry/baggage/struct.Baggage.html)
+//! value holds the JSON itself. [`Codec::encode`]
 //! measures the member as it is sent (`key=value`, percent-encoded as the
 //! OpenTelemetry SDK's `BaggagePropagator` writes it: controls, non-ASCII
 //! bytes, space, `"`, `,`, `;` and `=` each become three bytes; and `%` and

@@ -18,7 +18,7 @@ type Source = Arc<dyn Fn(u64) -> u64 + Send + Sync>;
 /// The draw is in whole nanoseconds, and a ceiling above `u64::MAX`
 /// nanoseconds (some 584 years) is drawn from as if it were that.
 ///
-/// The random source is [`fastrand`]'s thread-local generator unless
+/// The random source is [`fastrand`](https://docs.rs/fastrand/2)'s thread-local generator unless
 /// [`Exponential::with_source`] injects another, as tests do. Cloning is
 /// cheap and a clone shares the source.
 ///

@@ -25,7 +25,7 @@ pub struct Attempted {
     pub backoff: Duration,
     /// The longest wait a pushback may ask for (`backoff_max`).
     pub backoff_max: Duration,
-    /// The time the attempt ended, read from [`Instant::now`] (tokio's, so
+    /// The time the attempt ended, read from [`Instant::now`](https://docs.rs/tokio/1/tokio/time/struct.Instant.html#method.now) (tokio's, so
     /// paused-time tests move it).
     pub now: Instant,
     /// The call's deadline, if it has one (a stream may have none).

@@ -129,7 +129,7 @@ impl Pushback {
 ///
 /// | code | retry | breaker |
 /// |---|---|---|
-/// | OK (no status, or [`Code::Ok`]) | Success | Success |
+/// | OK (no status, or [`Code::Ok`](https://docs.rs/tonic/0.14/tonic/enum.Code.html#variant.Ok)) | Success | Success |
 /// | Unavailable | Retry | Failure |
 /// | ResourceExhausted | Retry with a pushback, else Stop | Failure |
 /// | DeadlineExceeded (the server's: the call's own deadline is the client's to decide) | Stop | Failure |
@@ -141,7 +141,7 @@ impl Pushback {
 /// is never affected by the pushback.
 ///
 /// An error with no gRPC status (such as one an interceptor or the
-/// transport makes) reaches the classifier as tonic's [`Code::Unknown`].
+/// transport makes) reaches the classifier as tonic's [`Code::Unknown`](https://docs.rs/tonic/0.14/tonic/enum.Code.html#variant.Unknown).
 ///
 /// Design: [the default](crate::design::client#the-default), [the pushback](crate::design::client#the-pushback).
 pub fn default_classify(
@@ -266,7 +266,7 @@ impl fmt::Debug for Classify {
 
 /// Classifies an attempt of a method under its compile-time `policy`:
 ///
-/// 1. the first entry of `policy.table` for the status's code ([`Code::Ok`]
+/// 1. the first entry of `policy.table` for the status's code ([`Code::Ok`](https://docs.rs/tonic/0.14/tonic/enum.Code.html#variant.Ok)
 ///    for OK) decides, with the server's [`pushback`] applied to a Retry as
 ///    the default applies it (a valid one becomes `retry_after`, an invalid
 ///    one turns Retry into Stop; OK ignores it);

@@ -153,7 +153,7 @@ impl Client {
     /// [policy](super::MethodPolicy), then [`Settings::classify`]), bounded
     /// by the retry budget and the call's deadline: the earlier of
     /// [`Settings::timeout`] and the request's own `grpc-timeout`
-    /// ([`tonic::Request::set_timeout`]), which covers every attempt and
+    /// ([`tonic::Request::set_timeout`](https://docs.rs/tonic/0.14/tonic/struct.Request.html#method.set_timeout)), which covers every attempt and
     /// every wait between them. Each attempt passes the circuit breaker
     /// first; a rejection ends the call at once with `Unavailable`, the
     /// rejection's message, and the [`circuit::Rejected`] as its source
@@ -163,7 +163,7 @@ impl Client {
     /// drops the returned future gives up: nothing is counted.
     ///
     /// The request's metadata is sent with every attempt; its extensions
-    /// are not sent, but an [`opentelemetry::Context`] among them is the
+    /// are not sent, but an [`opentelemetry::Context`](https://docs.rs/opentelemetry/0.33/opentelemetry/context/struct.Context.html) among them is the
     /// call's context (else the current one). Each attempt tells the
     /// server the time left as its `grpc-timeout`, rounded up to about
     /// three significant digits as gRPC's C core does (so a server sees at

@@ -68,7 +68,7 @@ pub struct Settings {
 
     /// How long a unary call may take, every attempt and every wait between
     /// them included. A caller's earlier deadline (the request's
-    /// `grpc-timeout`, [`tonic::Request::set_timeout`]) wins; a later one
+    /// `grpc-timeout`, [`tonic::Request::set_timeout`](https://docs.rs/tonic/0.14/tonic/struct.Request.html#method.set_timeout)) wins; a later one
     /// does not extend it. Streams ignore it: they end with their caller's
     /// own deadline.
     pub timeout: Duration,

@@ -45,7 +45,8 @@ pub(super) type Settle = Box<dyn for<'a> FnOnce(End<'a>) + Send>;
 /// ends with `DeadlineExceeded` and counts as a failure; after
 /// [`Setup::stop`](crate::Setup::stop) it ends `Canceled`.
 ///
-/// Like [`tonic::Streaming`], it is a [`Stream`] of messages and has
+/// Like [`tonic::Streaming`](https://docs.rs/tonic/0.14/tonic/codec/struct.Streaming.html), it is a
+/// [`Stream`](https://docs.rs/futures-core/0.3/futures_core/stream/trait.Stream.html) of messages and has
 /// [`message`](Streaming::message) and [`trailers`](Streaming::trailers).
 ///
 /// Design: [streams](crate::design::client#streams).

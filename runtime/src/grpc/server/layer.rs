@@ -10,7 +10,7 @@ use super::Caller;
 use super::service::{Shared, StripScenario, TrustFn};
 use crate::fault::Injector;
 
-/// A tower [`Layer`] for tonic servers that strips failure scenarios from
+/// A tower [`Layer`](https://docs.rs/tower-layer/0.3/tower_layer/trait.Layer.html) for tonic servers that strips failure scenarios from
 /// callers its `trust_scenario` function does not trust ([design](crate::design::failure_injection#trust-and-stripping));
 /// see the [module](super) docs.
 ///
