@@ -35,6 +35,8 @@
     unreachable_pub
 )]
 #![deny(rustdoc::broken_intra_doc_links)]
+// docs.rs (`--cfg docsrs`, nightly) marks each feature-gated item with its feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod circuit;
 pub mod design;
@@ -48,6 +50,7 @@ mod setup;
 pub use setup::{BoxIo, DialFuture, Host, Io, OsHost, Setup};
 
 #[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
 #[doc(hidden)]
