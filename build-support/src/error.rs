@@ -15,8 +15,9 @@ pub struct Error {
 }
 
 enum Kind {
-    /// protox could not compile the `.proto` files.
-    Compile(protox::Error),
+    /// protox could not compile the `.proto` files; with the failing file
+    /// as the build gave it (its include folder joined with its name).
+    Compile(protox::Error, Option<String>),
     /// One or more `humus.v1.policy` annotations are wrong.
     Annotations(Vec<Problem>),
     /// Generating or writing the Rust code failed.
@@ -34,7 +35,9 @@ pub struct Problem {
 }
 
 impl Problem {
-    /// The `.proto` file, as imported (relative to its include directory).
+    /// The `.proto` file, as the build gave it: its include folder joined
+    /// with its name (`proto/payments/v1/payments.proto` for the include
+    /// folder `proto`).
     pub fn file(&self) -> &str {
         &self.file
     }
@@ -72,9 +75,9 @@ impl fmt::Display for Problem {
 }
 
 impl Error {
-    pub(crate) fn compile(error: protox::Error) -> Error {
+    pub(crate) fn compile(error: protox::Error, path: Option<String>) -> Error {
         Error {
-            kind: Kind::Compile(error),
+            kind: Kind::Compile(error, path),
         }
     }
 
@@ -101,15 +104,24 @@ impl Error {
 
     /// Whether protox could not compile the `.proto` files.
     pub fn is_compile(&self) -> bool {
-        matches!(self.kind, Kind::Compile(_))
+        matches!(self.kind, Kind::Compile(..))
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
-            // protox's `Debug` is its message prefixed with `file:line:column:`.
-            Kind::Compile(error) => write!(f, "{error:?}"),
+            // protox's `Debug` is its message prefixed with `file:line:column:`,
+            // the file by its name under the include folder: shown as the
+            // build gave it instead.
+            Kind::Compile(error, path) => {
+                let text = format!("{error:?}");
+                let rest = error.file().and_then(|name| text.strip_prefix(name));
+                match (path, rest) {
+                    (Some(path), Some(rest)) if rest.starts_with(':') => write!(f, "{path}{rest}"),
+                    _ => f.write_str(&text),
+                }
+            }
             Kind::Annotations(problems) => {
                 let count = problems.len();
                 write!(
@@ -136,7 +148,7 @@ impl fmt::Debug for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.kind {
-            Kind::Compile(error) => Some(error),
+            Kind::Compile(error, _) => Some(error),
             Kind::Annotations(_) => None,
             Kind::Generate(error) => Some(error),
         }

@@ -345,7 +345,10 @@ impl Builder {
         compiler.include_imports(true).include_source_info(true);
         compiler
             .open_files(protos.iter().map(AsRef::as_ref))
-            .map_err(Error::compile)?;
+            .map_err(|error| {
+                let path = error.file().and_then(|name| shown_path(name, includes));
+                Error::compile(error, path)
+            })?;
 
         let pool = compiler.descriptor_pool();
         let paths: std::collections::HashMap<String, PathBuf> = compiler
@@ -353,7 +356,14 @@ impl Builder {
             .filter_map(|file| Some((file.name().to_owned(), file.path()?.to_path_buf())))
             .collect();
         let source = |name: &str| std::fs::read_to_string(paths.get(name)?).ok();
-        let policies = policy::read(&pool, &source).map_err(Error::annotations)?;
+        let policies = policy::read(&pool, &source).map_err(|mut problems| {
+            for problem in &mut problems {
+                if let Some(path) = shown_path(&problem.file, includes) {
+                    problem.file = path;
+                }
+            }
+            Error::annotations(problems)
+        })?;
 
         if let Some(path) = &self.file_descriptor_set_path {
             std::fs::write(path, compiler.encode_file_descriptor_set()).map_err(Error::generate)?;
@@ -396,6 +406,18 @@ impl Builder {
             .compile_fds_with_config(fds, config)
             .map_err(Error::generate)
     }
+}
+
+/// The file named `name` (`payments/v1/payments.proto`) as the build gave
+/// it: joined to the first include folder that holds it, as protox found it
+/// (`proto/payments/v1/payments.proto`), so an error names a path the user
+/// can open.
+fn shown_path<P: AsRef<Path>>(name: &str, includes: &[P]) -> Option<String> {
+    includes
+        .iter()
+        .map(|include| include.as_ref().join(name))
+        .find(|path| path.is_file())
+        .map(|path| path.display().to_string())
 }
 
 /// The files to generate code for: the requested ones and what they

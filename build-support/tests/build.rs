@@ -30,6 +30,14 @@ fn compile(dir: &Path, file: &str) -> Result<(), humus_build::Error> {
     builder(dir).compile_protos(&[dir.join("proto").join(file)], &[dir.join("proto")])
 }
 
+/// `error`'s text with the path of `workspace(name)`'s `proto` folder left
+/// out: `ledger.proto:9: ...` (an error names the file as the build gave it,
+/// here under that folder).
+fn text_of(name: &str, error: &humus_build::Error) -> String {
+    let proto = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("humus-build-{name}/proto/"));
+    error.to_string().replace(&proto.display().to_string(), "")
+}
+
 /// Compiles one file named `ledger.proto` holding `text`; the error's text.
 fn error_of(name: &str, text: &str) -> humus_build::Error {
     let dir = workspace(name, &[("ledger.proto", text)]);
@@ -225,7 +233,7 @@ fn a_proto_that_does_not_compile_fails_with_protox_message() {
     );
     assert!(error.is_compile());
     assert!(error.problems().is_empty());
-    let text = error.to_string();
+    let text = text_of("syntax", &error);
     assert!(text.starts_with("ledger.proto:3:"), "{text}");
     assert!(text.contains("expected ';'"), "{text}");
 
@@ -260,12 +268,16 @@ fn an_unknown_code_names_file_line_service_and_method() {
     let [problem] = error.problems() else {
         panic!("one problem: {error}");
     };
-    assert_eq!(problem.file(), "ledger.proto");
+    assert!(
+        problem.file().ends_with("/proto/ledger.proto"),
+        "{}",
+        problem.file()
+    );
     assert_eq!(problem.line(), Some(9));
     assert_eq!(problem.service(), "ledger.v1.Ledger");
     assert_eq!(problem.method(), "Transfer");
     assert_eq!(
-        error.to_string(),
+        text_of("unknown-code", &error),
         "1 bad humus.v1.policy annotation:\n  ledger.proto:9: ledger.v1.Ledger/Transfer: \
          classify entry 1: unknown gRPC status code \"ABORTD\"; expected one of OK, CANCELLED, \
          UNKNOWN, INVALID_ARGUMENT, DEADLINE_EXCEEDED, NOT_FOUND, ALREADY_EXISTS, \
@@ -289,7 +301,7 @@ fn a_code_listed_twice_is_an_error() {
         ),
     );
     assert_eq!(
-        error.to_string(),
+        text_of("twice", &error),
         "1 bad humus.v1.policy annotation:\n  ledger.proto:11: ledger.v1.Ledger/Transfer: \
          classify lists ABORTED twice (entries 1 and 3); keep one"
     );
@@ -306,7 +318,7 @@ fn a_retry_of_ok_is_an_error() {
         ),
     );
     assert_eq!(
-        error.to_string(),
+        text_of("retry-ok", &error),
         "1 bad humus.v1.policy annotation:\n  ledger.proto:8: ledger.v1.Ledger/Transfer: \
          classify entry 1 retries OK; an attempt that succeeded is never sent again"
     );
@@ -327,7 +339,7 @@ fn a_retry_entry_on_a_never_retry_method_is_an_error() {
         ),
     );
     assert_eq!(
-        error.to_string(),
+        text_of("never-retry", &error),
         "1 bad humus.v1.policy annotation:\n  ledger.proto:11: ledger.v1.Ledger/Charge: \
          classify entry 2 retries UNAVAILABLE, but the method is never_retry; use \"STOP\" or \
          drop never_retry"
@@ -414,7 +426,7 @@ service Wallet {
         .map(|p| {
             format!(
                 "{}:{}: {}/{}",
-                p.file(),
+                p.file().rsplit('/').next().unwrap(),
                 p.line().unwrap(),
                 p.service(),
                 p.method()
@@ -445,4 +457,56 @@ service Wallet {
 fn the_options_file_is_shipped() {
     assert!(humus_build::OPTIONS_PROTO.contains("extend google.protobuf.MethodOptions"));
     assert!(humus_build::OPTIONS_PROTO.contains("MethodPolicy policy = 51917;"));
+}
+
+/// `path` (absolute) relative to the current folder, as a `build.rs` names
+/// its files (cargo runs it in the package's folder).
+fn relative_to_cwd(path: &Path) -> PathBuf {
+    let cwd = std::env::current_dir().unwrap();
+    let common = cwd
+        .components()
+        .zip(path.components())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut relative = PathBuf::new();
+    for _ in cwd.components().skip(common) {
+        relative.push("..");
+    }
+    relative.extend(path.components().skip(common));
+    relative
+}
+
+#[test]
+fn errors_name_the_file_as_the_build_gave_it() {
+    // Line 18 of proto/payments/v1/payments.proto is the mistake, in both.
+    let head = |padding: usize| {
+        "syntax = \"proto3\";\npackage payments.v1;\nimport \"humus/v1/options.proto\";\n\
+         message Req {}\nmessage Resp {}\n"
+            .to_owned()
+            + &"// padding\n".repeat(padding)
+    };
+    let bad_syntax = head(11) + "service Payments {\n  rpc Charge(Req) returns (Resp) }\n";
+    let bad_option = head(8)
+        + "service Payments {\n  rpc Charge(Req) returns (Resp) {\n    option (humus.v1.policy) = {\n\
+           \n      classify: { code: \"ABORTD\" retry: \"RETRY\" breaker: \"SUCCESS\" }\n    };\n  }\n}\n";
+    for (name, text) in [
+        ("as-given-syntax", bad_syntax),
+        ("as-given-option", bad_option),
+    ] {
+        let dir = workspace(name, &[("payments/v1/payments.proto", &text)]);
+        // As a build.rs gives them: relative to its package's folder.
+        let include = relative_to_cwd(&dir).join("proto");
+        let file = include.join("payments/v1/payments.proto");
+        assert!(file.is_relative() && file.is_file(), "{}", file.display());
+        let error = builder(&dir)
+            .compile_protos(&[&file], &[&include])
+            .expect_err("the build fails");
+        let text = error.to_string();
+        let want = format!("{}:18", file.display());
+        assert!(
+            text.starts_with(&want) || text.contains(&format!("\n  {want}: ")),
+            "{name}: {text}"
+        );
+        assert!(!text.contains(" payments/v1/payments.proto"), "{text}");
+    }
 }
