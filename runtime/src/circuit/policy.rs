@@ -75,7 +75,7 @@ impl Policy {
     ///
     /// Source: seed 004, revision "`Allow` is the only way to use the
     /// package", its examples.
-    pub fn consecutive(n: usize) -> Policy {
+    pub fn consecutive(n: i64) -> Policy {
         Policy::new(
             move |c| c.consecutive_failures >= n,
             move |c| half_open(c, n),
@@ -99,7 +99,7 @@ impl Policy {
     ///
     /// Source: seed 000, "The circuit breaker" (the client's default
     /// policy), and seed 004's `Policy` example.
-    pub fn consecutive_or_half(in_a_row: usize, min_results: usize, close_after: usize) -> Policy {
+    pub fn consecutive_or_half(in_a_row: i64, min_results: i64, close_after: i64) -> Policy {
         Policy::new(
             move |c| {
                 let n = c.successes + c.failures;
@@ -126,7 +126,7 @@ impl Policy {
 }
 
 /// Reopens on any failed probe, closes after `close_after` good ones.
-fn half_open(c: &Counts, close_after: usize) -> State {
+fn half_open(c: &Counts, close_after: i64) -> State {
     if c.failures > 0 {
         State::Open
     } else if c.consecutive_successes >= close_after {
