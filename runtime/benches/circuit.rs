@@ -1,9 +1,15 @@
 //! The circuit breaker's cost per call, side by side with the `failsafe`
-//! (1.3.0) and `recloser` (1.3.1) crates doing the same work in the same
-//! run:
+//! (1.3.0) and `recloser` (1.3.1) crates doing the same work, **interleaved**:
+//! in each round every breaker runs one batch of operations, the order of
+//! the breakers rotating from round to round, so that a machine whose load
+//! changes during the run (shared cores, other builds) slows them alike. It
+//! prints each breaker's median time per operation and, for each peer, the
+//! median over the rounds of humus's time over the peer's in that round
+//! (below 1: humus is faster), with the quartiles of that ratio.
 //!
 //! ```text
-//! cargo bench -p humus --bench circuit -- --warm-up-time 1 --measurement-time 3
+//! cargo bench -p humus --bench circuit            # about 20 s
+//! cargo bench -p humus --bench circuit -- probe   # the groups whose name contains "probe"
 //! ```
 //!
 //! - `closed`: one call admitted and settled as a success while closed
@@ -14,22 +20,41 @@
 //!   long it stays open);
 //! - `probe`: one half-open probe admitted and settled as a success, the
 //!   policy keeping the breaker half-open. failsafe has no such policy (a
-//!   successful probe always closes it), so it is not in this group;
+//!   successful probe always closes it), so it is not in this group.
+//!   recloser has no probe limit and no probe timeout, so it reads no clock
+//!   in half-open; humus reads it twice (the probe's deadline at `allow`,
+//!   the probes' timeouts at `done`);
 //! - `probe_cycle`: a failure trips the breaker, the open period (as short
 //!   as each crate allows: 1 ns, or zero) passes, and a successful probe
 //!   closes it again: three transitions, each delivered to a no-op
-//!   observer in humus's case.
+//!   observer in humus's case (failsafe has no observer and closes on any
+//!   successful probe);
+//! - `floor`: what the machine charges for the parts every breaker is made
+//!   of, for reading the others: one clock read (`Instant::now`), one
+//!   uncontended atomic read-modify-write, and one lock and unlock of an
+//!   uncontended `std::sync::Mutex`.
 //!
 //! The figures, as ratios, are in `BENCHMARKS.md`.
 
 use std::hint::black_box;
-use std::time::Duration;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-use criterion::{Criterion, criterion_group, criterion_main};
 use failsafe::CircuitBreaker as _;
 use humus::circuit::{Breaker, Config, Outcome, Policy, State};
 
 const HOUR: Duration = Duration::from_secs(3600);
+
+/// Rounds per group; each breaker runs one batch per round.
+const ROUNDS: usize = 600;
+/// Rounds run first and not counted.
+const WARM_UP: usize = 60;
+/// About how long one batch takes, to pick its size.
+const BATCH_TIME: Duration = Duration::from_micros(150);
+
+/// One breaker of a group: its name, and a function that runs `n` operations.
+type Case<'a> = (&'static str, Box<dyn FnMut(u64) + 'a>);
 
 fn humus(open_for: Duration, policy: Policy) -> Breaker {
     let config = Config {
@@ -66,77 +91,166 @@ fn err() -> Result<(), ()> {
     Err(())
 }
 
-fn closed(c: &mut Criterion) {
-    let mut group = c.benchmark_group("closed");
-
-    let b = humus(HOUR, Policy::consecutive_or_half(5, 20, 3));
-    group.bench_function("humus", |bench| {
-        bench.iter(|| {
-            let ticket = b.allow().unwrap();
-            black_box(ticket.done(black_box(Outcome::Success)))
-        })
-    });
-
-    let f = failsafe(5, HOUR);
-    group.bench_function("failsafe", |bench| {
-        bench.iter(|| black_box(f.call(black_box(ok))).unwrap())
-    });
-
-    let r = recloser(20, 3, HOUR);
-    group.bench_function("recloser", |bench| {
-        bench.iter(|| black_box(r.call(black_box(ok))).unwrap())
-    });
-    group.finish();
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
-fn rejected(c: &mut Criterion) {
-    let mut group = c.benchmark_group("rejected");
+fn quartiles(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 4], v[v.len() * 3 / 4])
+}
 
+/// Runs the cases of a group in turns, and prints their times and humus's
+/// ratio to each of the others (the first case is humus, or the reference).
+fn group(name: &str, filter: Option<&str>, mut cases: Vec<Case<'_>>) {
+    if filter.is_some_and(|f| !name.contains(f)) {
+        return;
+    }
+    // A batch size per case that takes about BATCH_TIME.
+    let sizes: Vec<u64> = cases
+        .iter_mut()
+        .map(|(_, run)| {
+            let mut n = 16;
+            loop {
+                let start = Instant::now();
+                run(n);
+                if start.elapsed() >= BATCH_TIME / 4 || n >= 1 << 24 {
+                    break (n * 4).max(16);
+                }
+                n *= 2;
+            }
+        })
+        .collect();
+    let k = cases.len();
+    let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(ROUNDS); k];
+    for round in 0..WARM_UP + ROUNDS {
+        let mut this = vec![0.0; k];
+        for turn in 0..k {
+            let i = (round + turn) % k;
+            let start = Instant::now();
+            (cases[i].1)(sizes[i]);
+            this[i] = start.elapsed().as_nanos() as f64 / sizes[i] as f64;
+        }
+        if round >= WARM_UP {
+            for (t, x) in times.iter_mut().zip(this) {
+                t.push(x);
+            }
+        }
+    }
+    println!("{name}");
+    for i in 0..k {
+        let own = median(times[i].clone());
+        if i == 0 {
+            println!("  {:<10} {own:8.2} ns", cases[i].0);
+        } else {
+            let ratios: Vec<f64> = (0..ROUNDS).map(|r| times[0][r] / times[i][r]).collect();
+            let (q1, q3) = quartiles(ratios.clone());
+            println!(
+                "  {:<10} {own:8.2} ns   {} / {} = {:.3} (quartiles {q1:.3}-{q3:.3})",
+                cases[i].0,
+                cases[0].0,
+                cases[i].0,
+                median(ratios),
+            );
+        }
+    }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; any other argument filters the groups.
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let filter = filter.as_deref();
+
+    // closed
+    let b = humus(HOUR, Policy::consecutive_or_half(5, 20, 3));
+    let f = failsafe(5, HOUR);
+    let r = recloser(20, 3, HOUR);
+    group(
+        "closed",
+        filter,
+        vec![
+            (
+                "humus",
+                Box::new(|n| {
+                    for _ in 0..n {
+                        let ticket = b.allow().unwrap();
+                        black_box(ticket.done(black_box(Outcome::Success)));
+                    }
+                }),
+            ),
+            (
+                "failsafe",
+                Box::new(|n| {
+                    for _ in 0..n {
+                        black_box(f.call(black_box(ok))).unwrap();
+                    }
+                }),
+            ),
+            (
+                "recloser",
+                Box::new(|n| {
+                    for _ in 0..n {
+                        black_box(r.call(black_box(ok))).unwrap();
+                    }
+                }),
+            ),
+        ],
+    );
+    assert_eq!(b.state(), State::Closed);
+
+    // rejected
     let b = humus(HOUR, Policy::consecutive(1));
     b.allow().unwrap().done(Outcome::Failure);
     assert_eq!(b.state(), State::Open);
-    group.bench_function("humus", |bench| {
-        bench.iter(|| black_box(b.allow()).unwrap_err())
-    });
-
     let f = failsafe(1, HOUR);
     let _ = f.call(err);
     assert!(!f.is_call_permitted());
-    group.bench_function("failsafe", |bench| {
-        bench.iter(|| black_box(f.call(black_box(ok))).unwrap_err())
-    });
-
     // recloser computes a failure rate only once its ring is full, so a
     // ring of one trips at the second failure.
     let r = recloser(1, 1, HOUR);
     let _ = r.call(err);
     let _ = r.call(err);
-    group.bench_function("recloser", |bench| {
-        bench.iter(|| match black_box(r.call(black_box(ok))) {
-            Err(recloser::Error::Rejected) => {}
-            other => panic!("not rejected: {other:?}"),
-        })
-    });
-    group.finish();
-}
+    group(
+        "rejected",
+        filter,
+        vec![
+            (
+                "humus",
+                Box::new(|n| {
+                    for _ in 0..n {
+                        black_box(b.allow()).unwrap_err();
+                    }
+                }),
+            ),
+            (
+                "failsafe",
+                Box::new(|n| {
+                    for _ in 0..n {
+                        black_box(f.call(black_box(ok))).unwrap_err();
+                    }
+                }),
+            ),
+            (
+                "recloser",
+                Box::new(|n| {
+                    for _ in 0..n {
+                        match black_box(r.call(black_box(ok))) {
+                            Err(recloser::Error::Rejected) => {}
+                            other => panic!("not rejected: {other:?}"),
+                        }
+                    }
+                }),
+            ),
+        ],
+    );
 
-fn probe(c: &mut Criterion) {
-    let mut group = c.benchmark_group("probe");
-
-    // Trips on the first failure; once half-open, stays half-open.
+    // probe: trips on the first failure; once half-open, stays half-open.
     let policy = Policy::new(|c| c.failures > 0, |_| State::HalfOpen);
     let b = humus(Duration::from_nanos(1), policy);
     b.allow().unwrap().done(Outcome::Failure);
     std::thread::sleep(Duration::from_millis(1));
     assert_eq!(b.state(), State::HalfOpen);
-    group.bench_function("humus", |bench| {
-        bench.iter(|| {
-            let ticket = b.allow().unwrap();
-            black_box(ticket.done(black_box(Outcome::Success)))
-        })
-    });
-    assert_eq!(b.state(), State::HalfOpen);
-
     // A half-open threshold below any failure rate: no success closes it.
     let r = recloser::Recloser::custom()
         .error_rate_closed(0.5)
@@ -148,58 +262,118 @@ fn probe(c: &mut Criterion) {
     let _ = r.call(err);
     let _ = r.call(err);
     std::thread::sleep(Duration::from_millis(1));
-    group.bench_function("recloser", |bench| {
-        bench.iter(|| black_box(r.call(black_box(ok))).unwrap())
-    });
-    group.finish();
-}
+    group(
+        "probe",
+        filter,
+        vec![
+            (
+                "humus",
+                Box::new(|n| {
+                    for _ in 0..n {
+                        let ticket = b.allow().unwrap();
+                        black_box(ticket.done(black_box(Outcome::Success)));
+                    }
+                }),
+            ),
+            (
+                "recloser",
+                Box::new(|n| {
+                    for _ in 0..n {
+                        black_box(r.call(black_box(ok))).unwrap();
+                    }
+                }),
+            ),
+        ],
+    );
+    assert_eq!(b.state(), State::HalfOpen);
 
-fn probe_cycle(c: &mut Criterion) {
-    let mut group = c.benchmark_group("probe_cycle");
-
+    // probe_cycle
     let b = humus(Duration::from_nanos(1), Policy::consecutive(1));
-    group.bench_function("humus", |bench| {
-        bench.iter(|| {
-            b.allow().unwrap().done(Outcome::Failure);
-            let probe = loop {
-                if let Ok(ticket) = b.allow() {
-                    break ticket;
-                }
-            };
-            black_box(probe.done(Outcome::Success))
-        })
-    });
-    assert_eq!(b.state(), State::Closed);
-
     let f = failsafe(1, Duration::ZERO);
-    group.bench_function("failsafe", |bench| {
-        bench.iter(|| {
-            f.call(err).unwrap_err();
-            loop {
-                if let Ok(()) = f.call(ok) {
-                    break;
-                }
-            }
-        })
-    });
-
     // recloser computes a failure rate only once its ring is full: with
     // rings of one, two failures trip it and two successful probes close it.
     let r = recloser(1, 1, Duration::ZERO);
-    group.bench_function("recloser", |bench| {
-        bench.iter(|| {
-            r.call(err).unwrap_err();
-            r.call(err).unwrap_err();
-            loop {
-                if let Ok(()) = r.call(ok) {
-                    break;
-                }
-            }
-            r.call(ok).unwrap();
-        })
-    });
-    group.finish();
-}
+    group(
+        "probe_cycle",
+        filter,
+        vec![
+            (
+                "humus",
+                Box::new(|n| {
+                    for _ in 0..n {
+                        b.allow().unwrap().done(Outcome::Failure);
+                        let probe = loop {
+                            if let Ok(ticket) = b.allow() {
+                                break ticket;
+                            }
+                        };
+                        black_box(probe.done(Outcome::Success));
+                    }
+                }),
+            ),
+            (
+                "failsafe",
+                Box::new(|n| {
+                    for _ in 0..n {
+                        f.call(err).unwrap_err();
+                        loop {
+                            if let Ok(()) = f.call(ok) {
+                                break;
+                            }
+                        }
+                    }
+                }),
+            ),
+            (
+                "recloser",
+                Box::new(|n| {
+                    for _ in 0..n {
+                        r.call(err).unwrap_err();
+                        r.call(err).unwrap_err();
+                        loop {
+                            if let Ok(()) = r.call(ok) {
+                                break;
+                            }
+                        }
+                        r.call(ok).unwrap();
+                    }
+                }),
+            ),
+        ],
+    );
+    assert_eq!(b.state(), State::Closed);
 
-criterion_group!(benches, closed, rejected, probe, probe_cycle);
-criterion_main!(benches);
+    // floor: the parts, for reading the rows above.
+    let word = AtomicU64::new(0);
+    let mutex = Mutex::new(0u64);
+    group(
+        "floor",
+        filter,
+        vec![
+            (
+                "clock",
+                Box::new(|n| {
+                    for _ in 0..n {
+                        black_box(tokio::time::Instant::now());
+                    }
+                }),
+            ),
+            (
+                "rmw",
+                Box::new(|n| {
+                    for _ in 0..n {
+                        black_box(black_box(&word).fetch_add(1, Ordering::AcqRel));
+                    }
+                }),
+            ),
+            (
+                "mutex",
+                Box::new(|n| {
+                    for _ in 0..n {
+                        *black_box(&mutex).lock().unwrap() += 1;
+                    }
+                }),
+            ),
+        ],
+    );
+}

@@ -11,7 +11,7 @@ use tokio::time::advance;
 
 const OPEN_FOR: Duration = Duration::from_secs(10);
 
-fn counts(successes: usize, failures: usize, cs: usize, cf: usize) -> Counts {
+fn counts(successes: i64, failures: i64, cs: i64, cf: i64) -> Counts {
     Counts {
         successes,
         failures,
@@ -219,4 +219,28 @@ fn consecutive_or_half_policy_is_the_clients_default_shape() {
     assert!(format!("{p:?}").starts_with("Policy"));
     let clone = p.clone();
     assert!(clone.trip(&counts(0, 5, 0, 5)));
+}
+
+/// The counts are signed, so a policy may subtract them: with unsigned
+/// counts `failures - successes` panicked inside `done` in a debug build,
+/// and in a release build wrapped and opened the breaker after one success.
+#[tokio::test(start_paused = true)]
+async fn a_policy_may_subtract_counts() {
+    let (b, log) = breaker(
+        standard(1),
+        |c| c.failures - c.successes >= 5,
+        |_| State::HalfOpen,
+    );
+    assert!(call(&b, Outcome::Success));
+    assert_eq!(b.state(), State::Closed, "one success opens nothing");
+    for _ in 0..5 {
+        call(&b, Outcome::Failure);
+    }
+    assert_eq!(b.state(), State::Closed, "5 failures less 1 success");
+    call(&b, Outcome::Failure);
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(log.transitions()[0].counts, counts(1, 6, 0, 6));
+
+    let policy = Policy::new(|c| c.failures - c.successes >= 5, |_| State::HalfOpen);
+    assert!(!policy.trip(&counts(20, 0, 20, 0)));
 }

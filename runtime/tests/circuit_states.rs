@@ -337,10 +337,40 @@ async fn rejected_renders_the_remaining_time() {
     let error: &dyn std::error::Error = &rejected;
     assert!(error.source().is_none());
 
-    advance(Duration::from_millis(4200) - Duration::from_micros(1)).await;
+    // The message rounds up to the millisecond; `retry_after` is exact.
+    advance(Duration::from_nanos(136_786)).await;
+    let rejected = b.allow().unwrap_err();
+    assert_eq!(rejected.retry_after, Duration::new(4, 199_863_214));
+    assert_eq!(
+        rejected.to_string(),
+        "circuit: call rejected: open for another 4.2s"
+    );
+    advance(Duration::from_millis(199)).await;
     assert_eq!(
         b.allow().unwrap_err().to_string(),
-        "circuit: call rejected: open for another 1µs"
+        "circuit: call rejected: open for another 4.001s"
+    );
+
+    advance(Duration::from_millis(4001) - Duration::from_nanos(136_786) - NS).await;
+    let rejected = b.allow().unwrap_err();
+    assert_eq!(rejected.retry_after, NS);
+    assert_eq!(
+        rejected.to_string(),
+        "circuit: call rejected: open for another 1ms",
+        "never less than is left"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn rejected_rounds_a_fresh_open_period_to_the_millisecond() {
+    let (b, _log) = consecutive(config(10, 1, OPEN_FOR, PROBE_TIMEOUT), 1);
+    call(&b, Outcome::Failure);
+    advance(Duration::from_nanos(136_786)).await;
+    let rejected = b.allow().unwrap_err();
+    assert_eq!(rejected.retry_after, Duration::new(9, 999_863_214));
+    assert_eq!(
+        rejected.to_string(),
+        "circuit: call rejected: open for another 10s"
     );
 }
 

@@ -30,7 +30,7 @@ fn recording() -> (Policy, Arc<Mutex<Counts>>) {
     (policy, seen)
 }
 
-fn counted(seen: &Arc<Mutex<Counts>>) -> (usize, usize) {
+fn counted(seen: &Arc<Mutex<Counts>>) -> (i64, i64) {
     let c = *seen.lock().unwrap();
     (c.successes, c.failures)
 }

@@ -442,8 +442,10 @@ impl fmt::Debug for Ticket {
 /// The error of a call the breaker does not admit.
 ///
 /// It renders as `circuit: call rejected: open for another 4.2s` (the
-/// remaining time as [`Duration`]'s `Debug` prints it) or `circuit: call
-/// rejected: half-open, and every probe slot is taken`.
+/// remaining time rounded up to the millisecond, as [`Duration`]'s `Debug`
+/// prints it: `10s`, `4.2s`, `1ms`) or `circuit: call rejected: half-open,
+/// and every probe slot is taken`. [`retry_after`](Rejected::retry_after)
+/// keeps the exact time.
 ///
 /// Design: [states](crate::design::circuit_breaker#states).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -467,9 +469,22 @@ impl fmt::Display for Rejected {
             _ => write!(
                 f,
                 "circuit: call rejected: {} for another {:?}",
-                self.state, self.retry_after
+                self.state,
+                ceil_millis(self.retry_after)
             ),
         }
+    }
+}
+
+/// `d` rounded up to a whole number of milliseconds, so that a message never
+/// says less time is left than there is (`Duration::MAX` stays as it is).
+fn ceil_millis(d: Duration) -> Duration {
+    const MILLI: u32 = 1_000_000;
+    match d.subsec_nanos() % MILLI {
+        0 => d,
+        rest => d
+            .checked_add(Duration::from_nanos(u64::from(MILLI - rest)))
+            .unwrap_or(d),
     }
 }
 

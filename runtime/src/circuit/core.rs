@@ -530,18 +530,18 @@ mod tests {
     fn consecutive_counts_saturate() {
         let never = Policy::new(|_| false, |_| State::HalfOpen);
         let mut core = Core::new(&config(4, 1));
-        core.counts_mut().consecutive_failures = usize::MAX - 1;
+        core.counts_mut().consecutive_failures = i64::MAX - 1;
         for _ in 0..3 {
             core.settle(Tag::closed(0), Outcome::Failure, &never, Instant::now);
         }
-        assert_eq!(core.counts().consecutive_failures, usize::MAX);
+        assert_eq!(core.counts().consecutive_failures, i64::MAX);
         assert_eq!(core.counts().failures, 3);
         core.settle(Tag::closed(0), Outcome::Success, &never, Instant::now);
         assert_eq!(core.counts().consecutive_successes, 1);
         assert_eq!(core.counts().consecutive_failures, 0);
-        core.counts_mut().consecutive_successes = usize::MAX;
+        core.counts_mut().consecutive_successes = i64::MAX;
         core.settle(Tag::closed(0), Outcome::Success, &never, Instant::now);
-        assert_eq!(core.counts().consecutive_successes, usize::MAX);
+        assert_eq!(core.counts().consecutive_successes, i64::MAX);
     }
 
     #[test]

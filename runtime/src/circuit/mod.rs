@@ -355,18 +355,30 @@ impl fmt::Display for Outcome {
 }
 
 /// The counts a breaker keeps of its current state, which its policy reads.
+///
+/// Every count is a signed `i64`, never negative, so that a policy's
+/// arithmetic on them cannot wrap or panic: `c.failures - c.successes >= 5`
+/// is a valid policy, and is simply false while successes outnumber
+/// failures. (With unsigned counts it would panic in a debug build and, in
+/// a release build, wrap to a huge number and open the breaker after one
+/// success.) `successes + failures` is at most the window
+/// ([`MAX_COUNT`] at most); the runs and `timed_out` stop at `i64::MAX`
+/// rather than wrap.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
     /// Successes among the latest `window` results of the current state.
-    pub successes: usize,
+    pub successes: i64,
     /// Failures among the latest `window` results of the current state.
-    pub failures: usize,
-    /// Successes in a row, not bounded by the window; saturating.
-    pub consecutive_successes: usize,
-    /// Failures in a row, not bounded by the window; saturating.
-    pub consecutive_failures: usize,
-    /// Probes that held their slot past `probe_timeout`.
-    pub timed_out: usize,
+    pub failures: i64,
+    /// Successes in a row, not bounded by the window; saturating at
+    /// `i64::MAX`.
+    pub consecutive_successes: i64,
+    /// Failures in a row, not bounded by the window; saturating at
+    /// `i64::MAX`.
+    pub consecutive_failures: i64,
+    /// Probes that held their slot past `probe_timeout`; saturating at
+    /// `i64::MAX`.
+    pub timed_out: i64,
 }
 
 /// One change of a breaker's state, as given to its observer.

@@ -74,7 +74,7 @@ impl Policy {
     /// successful probe.
     ///
     /// Design: [counts and policy](crate::design::circuit_breaker#counts-and-policy).
-    pub fn consecutive(n: usize) -> Policy {
+    pub fn consecutive(n: i64) -> Policy {
         Policy::new(
             move |c| c.consecutive_failures >= n,
             move |c| half_open(c, n),
@@ -98,7 +98,7 @@ impl Policy {
     ///
     /// Design: [counts and policy](crate::design::circuit_breaker#counts-and-policy); the client's
     /// [circuit breaker](crate::design::client#the-circuit-breaker).
-    pub fn consecutive_or_half(in_a_row: usize, min_results: usize, close_after: usize) -> Policy {
+    pub fn consecutive_or_half(in_a_row: i64, min_results: i64, close_after: i64) -> Policy {
         Policy::new(
             move |c| {
                 let n = c.successes + c.failures;
@@ -125,7 +125,7 @@ impl Policy {
 }
 
 /// Reopens on any failed probe, closes after `close_after` good ones.
-fn half_open(c: &Counts, close_after: usize) -> State {
+fn half_open(c: &Counts, close_after: i64) -> State {
     if c.failures > 0 {
         State::Open
     } else if c.consecutive_successes >= close_after {

@@ -545,7 +545,6 @@ impl ClientRecorder {
         if let Some(port) = endpoint.port {
             record.add_attribute(SERVER_PORT, i64::from(port));
         }
-        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         let counts = &transition.counts;
         record.add_attributes([
             (
@@ -556,26 +555,17 @@ impl ClientRecorder {
                 HUMUS_CIRCUIT_PREVIOUS_STATE,
                 AnyValue::from(transition.from.to_string()),
             ),
-            (
-                HUMUS_CIRCUIT_SUCCESSES,
-                AnyValue::from(count(counts.successes)),
-            ),
-            (
-                HUMUS_CIRCUIT_FAILURES,
-                AnyValue::from(count(counts.failures)),
-            ),
+            (HUMUS_CIRCUIT_SUCCESSES, AnyValue::from(counts.successes)),
+            (HUMUS_CIRCUIT_FAILURES, AnyValue::from(counts.failures)),
             (
                 HUMUS_CIRCUIT_CONSECUTIVE_SUCCESSES,
-                AnyValue::from(count(counts.consecutive_successes)),
+                AnyValue::from(counts.consecutive_successes),
             ),
             (
                 HUMUS_CIRCUIT_CONSECUTIVE_FAILURES,
-                AnyValue::from(count(counts.consecutive_failures)),
+                AnyValue::from(counts.consecutive_failures),
             ),
-            (
-                HUMUS_CIRCUIT_TIMED_OUT,
-                AnyValue::from(count(counts.timed_out)),
-            ),
+            (HUMUS_CIRCUIT_TIMED_OUT, AnyValue::from(counts.timed_out)),
         ]);
         let span_context = cx.span().span_context().clone();
         if span_context.is_valid() {

@@ -80,7 +80,7 @@ pub fn breaker(
 
 /// Opens after `n` failures in a row; reopens on a failed probe, closes
 /// after `n` good probes, keeps probing otherwise (timeouts included).
-pub fn consecutive(config: Config, n: usize) -> (Breaker, Arc<Log>) {
+pub fn consecutive(config: Config, n: i64) -> (Breaker, Arc<Log>) {
     breaker(
         config,
         move |c| c.consecutive_failures >= n,
