@@ -346,3 +346,102 @@ async fn the_server_span_is_the_callers_child_and_its_handlers_calls_parent() {
     serving.stopped().await;
     let _ = Setup::new();
 }
+
+/// orders, whose handler calls carts through a humus client and copies
+/// nothing from its own request.
+#[derive(Clone)]
+struct Forwarding {
+    carts: Client,
+}
+
+impl NamedService for Forwarding {
+    const NAME: &'static str = "test.orders.v1.Orders";
+}
+
+impl tower_service::Service<http::Request<Body>> for Forwarding {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Result<http::Response<Body>, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
+        let carts = self.carts.clone();
+        Box::pin(async move {
+            let svc = tower::service_fn(move |r: tonic::Request<OrderRequest>| {
+                let carts = carts.clone();
+                async move {
+                    let inherited = humus::grpc::deadline::Inherited::current()
+                        .expect("the handler runs in its RPC's scope");
+                    let left = inherited
+                        .deadline()
+                        .expect("the served RPC's grpc-timeout")
+                        .saturating_duration_since(tokio::time::Instant::now());
+                    assert!(
+                        left <= std::time::Duration::from_secs(3) && !left.is_zero(),
+                        "{left:?} left"
+                    );
+                    let cart: Response<Cart> = carts
+                        .unary(&GET_CART, get(&r.get_ref().cart_id))
+                        .await?;
+                    Ok::<_, tonic::Status>(Response::new(Order {
+                        summary: format!("orders, via {}", cart.get_ref().served_by),
+                    }))
+                }
+            });
+            Ok(tonic::server::Grpc::new(
+                tonic_prost::ProstCodec::<Order, OrderRequest>::default(),
+            )
+            .unary(svc, req)
+            .await)
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_handlers_calls_inherit_the_served_rpcs_deadline() {
+    let (ca, host) = (Ca::new(), Host::new());
+    let carts = Carts::new();
+    let timeouts = Arc::new(Mutex::new(Vec::new()));
+    let seen = timeouts.clone();
+    carts.on_get_cart(move |s, req| {
+        seen.lock().unwrap().push(
+            s.metadata
+                .get("grpc-timeout")
+                .map(|v| v.to_str().unwrap().to_owned()),
+        );
+        async move { Ok(Response::new(cart(&req.id, 1))) }
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let orders_setup = setup(&host);
+    let server = Server::new(
+        &orders_setup,
+        Settings {
+            addr: "orders:8443".into(),
+            tls: tls(&ca, "orders"),
+            ..Settings::default()
+        },
+    )
+    .unwrap()
+    .add_service(Forwarding {
+        carts: Client::new(&orders_setup, carts_settings(&ca)).unwrap(),
+    });
+    let serving = Serving::start(server).await;
+    let edge = Client::new(
+        &setup(&host),
+        humus::grpc::client::Settings {
+            addr: "orders:8443".into(),
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let mut request = tonic::Request::new(OrderRequest {
+        cart_id: "c-1".into(),
+    });
+    request.set_timeout(std::time::Duration::from_secs(3));
+    let _: Response<Order> = edge.unary(&PLACE_ORDER, request).await.unwrap();
+    assert_eq!(timeouts.lock().unwrap().len(), 1);
+    serving.stopped().await;
+}

@@ -240,7 +240,7 @@ where
 pin_project_lite::pin_project! {
     /// The response future of [`Rpc`]: the handler's, bounded by its
     /// RPC's deadline.
-    pub(super) struct ResponseFuture<F> {
+    pub(super) struct ResponseFuture<F: Future> {
         #[pin]
         call: Scoped<F>,
         deadline: Option<Pin<Box<Sleep>>>,
