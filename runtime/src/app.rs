@@ -35,6 +35,7 @@
 //!     App::new()
 //!         .run(|setup| async move {
 //!             let settings = Settings { addr: ":8443".into(), ..Settings::default() };
+//!             humus::app::check_server(&settings)?; // exit 78 when bad
 //!             let server = Server::new(&setup, settings)?.health(Health::new());
 //!             Ok::<_, Error>(vec![server])
 //!         })
@@ -81,11 +82,15 @@ pub enum ErrorKind {
 /// injection or init function, or of a server.
 ///
 /// [`Error::settings`] marks a bad setting (exit 78): a configuration
-/// loader's error that names the variable or the field's path, or a
-/// settings check's. The errors of humus's own settings checks
-/// ([`SettingsError`] of a server, [`client::NewError`] of a client)
-/// convert with `?` as settings errors; every other error is
-/// [`Error::other`] (exit 1).
+/// loader's error that names the variable or the field's path, or the
+/// error of a check run on settings once they are read ([`check_client`],
+/// [`check_server`], which name every bad field). Every other error is
+/// [`Error::other`] (exit 1), and so is a constructor's refusal with `?`
+/// ([`client::NewError`] of `Client::new`, [`SettingsError`] of
+/// `Server::new`): they run the checks again, and settings that reach them
+/// unchecked, or built in code, or a pair of values that no one field's
+/// check sees together (a backoff ceiling below its base), are a fault in
+/// the code.
 pub struct Error {
     kind: ErrorKind,
     source: BoxError,
@@ -150,14 +155,39 @@ impl std::error::Error for Error {
 
 impl From<SettingsError> for Error {
     fn from(e: SettingsError) -> Error {
-        Error::settings(e)
+        Error::other(e)
     }
 }
 
 impl From<client::NewError> for Error {
     fn from(e: client::NewError) -> Error {
-        Error::settings(e)
+        Error::other(e)
     }
+}
+
+/// Runs every check of a client's `settings`, as
+/// [`Client::new`](client::Client::new) will: call it once the settings
+/// are read (deserialised with `envy`, `figment` or `config`), so that a
+/// bad value is a settings error (exit 78) naming every bad field.
+///
+/// # Errors
+///
+/// [`Error::settings`] wrapping the [`client::NewError`] that names every
+/// bad field.
+pub fn check_client(settings: &client::Settings) -> Result<(), Error> {
+    settings.check().map_err(Error::settings)
+}
+
+/// Runs every check of a server's `settings` ([`Settings::check`](crate::grpc::server::Settings::check)),
+/// so that a bad value is a settings error (exit 78) naming every bad
+/// field.
+///
+/// # Errors
+///
+/// [`Error::settings`] wrapping the [`SettingsError`] that names every bad
+/// field.
+pub fn check_server(settings: &crate::grpc::server::Settings) -> Result<(), Error> {
+    settings.check().map_err(Error::settings)
 }
 
 impl From<ServeError> for Error {

@@ -120,14 +120,11 @@ async fn a_bad_setting_exits_78_naming_every_field_and_runs_the_hooks() {
             )?;
             let hook = s.clone();
             setup.on_stop(move || async move { push(&hook, "on_stop") });
-            let server = Server::new(
-                &setup,
-                Settings {
-                    addr: "tcp://:1".into(),
-                    max_connection_age: Some(Duration::ZERO),
-                    ..Settings::default()
-                },
-            )?;
+            let settings: Settings =
+                serde_json::from_str(r#"{"addr": "tcp://:1", "max_connection_age": "0s"}"#)
+                    .map_err(Error::settings)?;
+            humus::app::check_server(&settings)?;
+            let server = Server::new(&setup, settings)?;
             Ok(vec![server])
         })
         .await;
@@ -146,20 +143,39 @@ async fn a_bad_setting_exits_78_naming_every_field_and_runs_the_hooks() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_client_whose_settings_fail_their_checks_exits_78() {
+async fn client_settings_that_fail_their_checks_exit_78_and_a_constructors_refusal_1() {
     let host = Host::new();
     let steps = Steps::default();
+    let read = r#"{"addr": "carts:9090", "timeout": "0s", "max_attempts": 0}"#;
     let exit = app(&host, &steps)
         .run(|setup| async move {
             let settings: client::Settings =
-                serde_json::from_str(r#"{"addr": "carts:9090", "timeout": "0s"}"#)
-                    .map_err(Error::settings)?;
+                serde_json::from_str(read).map_err(Error::settings)?;
+            humus::app::check_client(&settings)?;
             Client::new(&setup, settings)?;
             Ok(vec![])
         })
         .await;
     assert_eq!(exit.code(), 78);
-    assert!(exit.error().unwrap().to_string().contains("timeout"));
+    let text = exit.error().unwrap().to_string();
+    assert!(text.contains("timeout") && text.contains("max_attempts"), "{text}");
+
+    // Settings built in code that the constructor refuses: a fault in the
+    // code.
+    let exit = app(&host, &Steps::default())
+        .run(|setup| async move {
+            let settings = client::Settings {
+                addr: "carts:9090".into(),
+                backoff_base: Duration::from_secs(2),
+                backoff_max: Duration::from_secs(1),
+                ..client::Settings::default()
+            };
+            Client::new(&setup, settings)?;
+            Ok(vec![])
+        })
+        .await;
+    assert_eq!(exit.code(), 1);
+    assert!(exit.error().unwrap().to_string().contains("backoff_max"));
 }
 
 #[tokio::test(start_paused = true)]
