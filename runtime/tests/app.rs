@@ -29,10 +29,12 @@ fn app(host: &Host, steps: &Steps) -> App {
         .telemetry(move |_| {
             push(&t, "telemetry");
             let t = t.clone();
-            Ok(Providers::new(humus::telemetry::Telemetry::default()).on_shutdown(move || {
-                push(&t, "telemetry shutdown");
-                Ok(())
-            }))
+            Ok(
+                Providers::new(humus::telemetry::Telemetry::default()).on_shutdown(move || {
+                    push(&t, "telemetry shutdown");
+                    Ok(())
+                }),
+            )
         })
         .faults(move |setup| {
             // After the telemetry: the Setup already has it.
@@ -149,8 +151,7 @@ async fn client_settings_that_fail_their_checks_exit_78_and_a_constructors_refus
     let read = r#"{"addr": "carts:9090", "timeout": "0s", "max_attempts": 0}"#;
     let exit = app(&host, &steps)
         .run(|setup| async move {
-            let settings: client::Settings =
-                serde_json::from_str(read).map_err(Error::settings)?;
+            let settings: client::Settings = serde_json::from_str(read).map_err(Error::settings)?;
             humus::app::check_client(&settings)?;
             Client::new(&setup, settings)?;
             Ok(vec![])
@@ -158,7 +159,10 @@ async fn client_settings_that_fail_their_checks_exit_78_and_a_constructors_refus
         .await;
     assert_eq!(exit.code(), 78);
     let text = exit.error().unwrap().to_string();
-    assert!(text.contains("timeout") && text.contains("max_attempts"), "{text}");
+    assert!(
+        text.contains("timeout") && text.contains("max_attempts"),
+        "{text}"
+    );
 
     // Settings built in code that the constructor refuses: a fault in the
     // code.

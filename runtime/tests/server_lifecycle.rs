@@ -219,7 +219,9 @@ async fn max_connection_age_moves_200_sequential_calls_to_new_connections_with_n
     let serving = Serving::start(carts_server(&host, settings, &carts)).await;
     let client = client_of(&host, &ca, 1);
     for n in 0..200 {
-        let answer = client.unary::<_, Cart>(&GET_CART, get(&format!("c-{n}"))).await;
+        let answer = client
+            .unary::<_, Cart>(&GET_CART, get(&format!("c-{n}")))
+            .await;
         assert!(answer.is_ok(), "call {n}: {:?}", answer.err());
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -282,7 +284,10 @@ async fn a_handler_ends_at_its_calls_deadline() {
     let mut request = get("slow");
     request.set_timeout(2 * SECOND);
     let started = tokio::time::Instant::now();
-    let err = client.unary::<_, Cart>(&GET_CART, request).await.unwrap_err();
+    let err = client
+        .unary::<_, Cart>(&GET_CART, request)
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), Code::DeadlineExceeded, "{err}");
     assert!(started.elapsed() <= 2 * SECOND + Duration::from_millis(50));
     tokio::time::sleep(20 * SECOND).await;
@@ -329,7 +334,11 @@ async fn health_turns_serving_at_the_check_after_its_monitor_turns_healthy() {
     };
     settle().await;
     for service in ["", "readiness", "test.carts.v1.Carts"] {
-        assert_eq!(status(service).await, ServingStatus::NotServing, "{service:?}");
+        assert_eq!(
+            status(service).await,
+            ServingStatus::NotServing,
+            "{service:?}"
+        );
     }
     // Liveness depends on nothing outside the process.
     assert_eq!(status("liveness").await, ServingStatus::Serving);

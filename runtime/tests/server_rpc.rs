@@ -191,10 +191,7 @@ async fn an_untrusted_callers_scenario_is_stripped_with_no_layer_added() {
     assert!(header.contains("tenant=acme"), "{header}");
     let server = &servers(&capture)[0];
     assert!(
-        server
-            .events
-            .iter()
-            .any(|e| e.name == fault::names::STRIP),
+        server.events.iter().any(|e| e.name == fault::names::STRIP),
         "{server:#?}"
     );
     serving.stopped().await;
@@ -383,19 +380,18 @@ impl tower_service::Service<http::Request<Body>> for Forwarding {
                         left <= std::time::Duration::from_secs(3) && !left.is_zero(),
                         "{left:?} left"
                     );
-                    let cart: Response<Cart> = carts
-                        .unary(&GET_CART, get(&r.get_ref().cart_id))
-                        .await?;
+                    let cart: Response<Cart> =
+                        carts.unary(&GET_CART, get(&r.get_ref().cart_id)).await?;
                     Ok::<_, tonic::Status>(Response::new(Order {
                         summary: format!("orders, via {}", cart.get_ref().served_by),
                     }))
                 }
             });
-            Ok(tonic::server::Grpc::new(
-                tonic_prost::ProstCodec::<Order, OrderRequest>::default(),
+            Ok(
+                tonic::server::Grpc::new(tonic_prost::ProstCodec::<Order, OrderRequest>::default())
+                    .unary(svc, req)
+                    .await,
             )
-            .unary(svc, req)
-            .await)
         })
     }
 }

@@ -58,7 +58,10 @@ fn a_bad_value_names_its_field() {
         .err()
         .unwrap()
         .to_string();
-    assert!(err.contains("probes") || err.contains("missing field"), "{err}");
+    assert!(
+        err.contains("probes") || err.contains("missing field"),
+        "{err}"
+    );
 
     // The checks run after deserialising, and name every bad field.
     let settings: client::Settings =

@@ -82,7 +82,10 @@ impl Health {
     /// If `interval` is zero: a loop that never waits is a programming
     /// error.
     pub fn interval(mut self, interval: Duration) -> Health {
-        assert!(!interval.is_zero(), "Health::interval: must be more than zero");
+        assert!(
+            !interval.is_zero(),
+            "Health::interval: must be more than zero"
+        );
         self.interval = interval;
         self
     }

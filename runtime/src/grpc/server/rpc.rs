@@ -283,10 +283,7 @@ where
                 let (parts, ()) = tonic::Status::deadline_exceeded("the deadline passed")
                     .into_http::<()>()
                     .into_parts();
-                return Poll::Ready(Ok(http::Response::from_parts(
-                    parts,
-                    RpcBody::empty(),
-                )));
+                return Poll::Ready(Ok(http::Response::from_parts(parts, RpcBody::empty())));
             }
         };
         let (parts, body) = response.into_parts();

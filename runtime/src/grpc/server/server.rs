@@ -26,8 +26,8 @@ use super::health::{Health, LIVENESS, READINESS};
 use super::rpc::{Rpc, RpcShared, StreamsEnd};
 use super::service::{PeerCertificates, Shared};
 use super::settings::{Settings, SettingsError};
-use crate::setup::{Accepted, BoxIo, Listener};
 use crate::Setup;
+use crate::setup::{Accepted, BoxIo, Listener};
 
 /// The name of the `grpc.health.v1` service.
 const HEALTH_SERVICE: &str = "grpc.health.v1.Health";
@@ -123,10 +123,7 @@ impl Server {
             + Send
             + Sync
             + 'static,
-        S: Service<
-                http::Request<tonic::body::Body>,
-                Response = http::Response<tonic::body::Body>,
-            >,
+        S: Service<http::Request<tonic::body::Body>, Response = http::Response<tonic::body::Body>>,
         S::Future: Send + 'static,
     {
         self.services.push(S::NAME);
@@ -332,12 +329,11 @@ async fn serve_connection(
     conn: Arc<ConnSettings>,
     mut stopping: watch::Receiver<bool>,
 ) {
-    let tcp = (accepted.remote_addr.is_some() || accepted.local_addr.is_some()).then(|| {
-        TcpConnectInfo {
+    let tcp =
+        (accepted.remote_addr.is_some() || accepted.local_addr.is_some()).then(|| TcpConnectInfo {
             local_addr: accepted.local_addr,
             remote_addr: accepted.remote_addr,
-        }
-    });
+        });
     let (io, peer): (BoxIo, _) = match &conn.tls {
         None => (accepted.io, None),
         Some(acceptor) => {

@@ -376,7 +376,11 @@ mod tests {
                 "shutdown_grace"
             ]
         );
-        assert!(err.to_string().contains("shutdown_grace is 2h, want at most 1h"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("shutdown_grace is 2h, want at most 1h"),
+            "{err}"
+        );
     }
 
     #[test]
