@@ -49,11 +49,6 @@ fn a_bad_value_names_its_field() {
         .unwrap()
         .to_string();
     assert!(err.contains("soon") || err.contains("duration"), "{err}");
-    let err = serde_json::from_str::<client::Settings>(r#"{"timeuot": "1s"}"#)
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(err.contains("timeuot"), "{err}");
     let err = serde_json::from_str::<client::Settings>(r#"{"breaker": {"window": 1}}"#)
         .err()
         .unwrap()
@@ -87,4 +82,48 @@ fn server_settings_deserialise_and_their_checks_run_after() {
         err.fields().collect::<Vec<_>>(),
         ["addr", "max_connection_age"]
     );
+}
+
+#[test]
+fn settings_read_from_environment_variables_with_envy() {
+    let vars = |pairs: &[(&str, &str)]| {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect::<Vec<_>>()
+    };
+    // Variables of other parts of the service share the prefix: ignored.
+    let ledger: client::Settings = envy::prefixed("LEDGER_")
+        .from_iter(vars(&[
+            ("LEDGER_ADDR", "ledger:50051"),
+            ("LEDGER_TIMEOUT", "2s"),
+            ("LEDGER_MAX_ATTEMPTS", "5"),
+            ("LEDGER_FORWARD_SCENARIO", "true"),
+            ("LEDGER_LISTEN_ADDR", "127.0.0.1:50051"),
+        ]))
+        .unwrap();
+    assert_eq!(ledger.addr, "ledger:50051");
+    assert_eq!(ledger.timeout, Duration::from_secs(2));
+    assert_eq!(ledger.max_attempts, 5);
+    assert!(ledger.forward_scenario);
+
+    let api: server::Settings = envy::prefixed("GRPC_")
+        .from_iter(vars(&[
+            ("GRPC_ADDR", ":8443"),
+            ("GRPC_MAX_CONNECTION_AGE", "1m"),
+            ("GRPC_SHUTDOWN_GRACE", "30s"),
+        ]))
+        .unwrap();
+    assert_eq!(api.addr, ":8443");
+    assert_eq!(api.max_connection_age, Some(Duration::from_secs(60)));
+    assert_eq!(api.max_connection_age_grace, None);
+    assert_eq!(api.shutdown_grace, Duration::from_secs(30));
+
+    // A bad value's error says what is wrong with it (a loader that keeps
+    // the path, such as figment, puts the key in front).
+    let err = envy::prefixed("LEDGER_")
+        .from_iter::<_, client::Settings>(vars(&[("LEDGER_TIMEOUT", "soon")]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("\"soon\", expected a duration"), "{err}");
 }

@@ -39,7 +39,7 @@ use crate::{circuit, retry};
 /// Design: [the settings](crate::design::client#the-settings), [the connection](crate::design::client#the-connection),
 /// [retries](crate::design::client#retries), [the circuit breaker](crate::design::client#the-circuit-breaker).
 #[derive(Clone, serde::Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default)]
 pub struct Settings {
     /// The dependency's address, `host:port` with no scheme: `carts:9090`,
     /// `10.0.0.7:9090`, `[::1]:9090`. The [`Host`](crate::Host) resolves
