@@ -375,6 +375,15 @@ impl Failure {
     }
 }
 
+/// What a binary's `main` returns for an App's `exit`: its code, and its
+/// error printed to standard error as `<program>: <error>`.
+pub fn exit_app(program: &str, exit: humus::app::Exit) -> ExitCode {
+    if let Some(error) = exit.error() {
+        eprintln!("{program}: {error}");
+    }
+    ExitCode::from(exit.code())
+}
+
 /// What a binary's `main` returns: success, or the failure printed to
 /// standard error as `<program>: <failure>` and its exit code.
 pub fn exit(program: &str, result: Result<(), Failure>) -> ExitCode {

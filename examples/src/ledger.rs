@@ -4,26 +4,28 @@
 //! a caller's resilience: transfers deduplicated by request id (so a retry
 //! never moves money twice), and knobs that make the ledger misbehave on
 //! purpose ([`Ledger::race_next_transfers`], [`Ledger::lose_next_replies`],
-//! [`Ledger::set_charge_unavailable`]). A full outage is the ledger's
-//! listener stopped ([`Serving::stop`]); recovery is serving it again on
-//! the same address ([`serve`]), with the same book.
+//! [`Ledger::set_charge_unavailable`]). It is served on a humus server
+//! ([`server`]) as an App ([`serve`]). A full outage is the ledger's App
+//! stopped ([`Serving::stop`](crate::running::Running::stop)); recovery is
+//! serving it again on the same address, with the same book; a rollout is
+//! one ledger's graceful shutdown while another takes its address.
 //!
 //! The ledger also counts what reached it ([`Ledger::seen`]): the
 //! dependency's own view, against which the walkthrough checks what its
 //! client says it sent.
 
 use std::collections::{HashMap, HashSet};
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures_util::Stream;
-use tokio::net::TcpListener;
-use tokio::sync::{broadcast, mpsc, watch};
-use tokio::task::JoinHandle;
-use tonic::transport::server::TcpIncoming;
+use humus::grpc::server::{self, Health, Server};
+use humus::{App, Setup};
+use tokio::sync::{broadcast, mpsc};
 use tonic::{Request, Response, Status};
+
+use crate::config::Failure;
 
 use crate::pb::ledger::v1 as pb;
 use pb::ledger_server::LedgerServer;
@@ -143,14 +145,12 @@ impl Ledger {
         self.book().transfers.len()
     }
 
-    /// The tonic service of this ledger, for a server that has no
-    /// [`Serving::stop`] of its own: its `WatchEntries` streams end only
-    /// when their caller cancels.
+    /// The tonic service of this ledger. Its `WatchEntries` streams end
+    /// when their caller cancels; served by a humus server, also with
+    /// `UNAVAILABLE` at the server's shutdown.
     pub fn service(&self) -> LedgerServer<Service> {
-        let (_stop, stopping) = watch::channel(false);
         LedgerServer::new(Service {
             ledger: self.clone(),
-            stopping,
         })
     }
 
@@ -271,13 +271,10 @@ fn take_one(count: &AtomicU32) -> bool {
         .is_ok()
 }
 
-/// The `ledger.v1.Ledger` handlers over a [`Ledger`], as one server serves
-/// them: its `WatchEntries` streams end with `UNAVAILABLE` when that server
-/// stops.
+/// The `ledger.v1.Ledger` handlers over a [`Ledger`].
 #[derive(Clone, Debug)]
 pub struct Service {
     ledger: Ledger,
-    stopping: watch::Receiver<bool>,
 }
 
 type EntryStream = Pin<Box<dyn Stream<Item = Result<pb::Entry, Status>> + Send>>;
@@ -331,7 +328,6 @@ impl pb::ledger_server::Ledger for Service {
             (past, self.ledger.inner.recorded.subscribe())
         };
         let (tx, rx) = mpsc::channel(16);
-        let mut stopping = self.stopping.clone();
         tokio::spawn(async move {
             for entry in past {
                 if tx.send(Ok(entry)).await.is_err() {
@@ -360,10 +356,6 @@ impl pb::ledger_server::Ledger for Service {
                         }
                         Err(broadcast::error::RecvError::Closed) => return,
                     },
-                    _ = async { stopping.wait_for(|stop| *stop).await.map(|_| ()) } => {
-                        let _ = tx.send(Err(Status::unavailable("the ledger is stopping"))).await;
-                        return;
-                    }
                     () = tx.closed() => return,
                 }
             }
@@ -374,60 +366,46 @@ impl pb::ledger_server::Ledger for Service {
     }
 }
 
-/// A ledger being served on a TCP listener, until [`stop`](Serving::stop).
-#[derive(Debug)]
-pub struct Serving {
-    addr: SocketAddr,
-    stop: watch::Sender<bool>,
-    task: JoinHandle<Result<(), tonic::transport::Error>>,
+/// A ledger running as an App, until [`stop`](crate::running::Running::stop).
+pub type Serving = crate::running::Running;
+
+/// Settings of a ledger server listening on `addr` (plain-text HTTP/2),
+/// with the server's defaults otherwise.
+pub fn settings(addr: impl Into<String>) -> server::Settings {
+    server::Settings {
+        addr: addr.into(),
+        ..server::Settings::default()
+    }
 }
 
-/// Serves `ledger` on `listener` (plain text HTTP/2), in a task of its
-/// own, until [`Serving::stop`].
+/// The ledger's humus server on `setup`: `ledger.v1.Ledger` over `ledger`,
+/// and `grpc.health.v1`. A graceful shutdown sends its connections a
+/// GOAWAY, then ends the open `WatchEntries` streams with `UNAVAILABLE`,
+/// and lets the calls in flight finish.
 ///
 /// # Errors
 ///
-/// When the listener's local address cannot be read.
-pub fn serve(ledger: &Ledger, listener: TcpListener) -> std::io::Result<Serving> {
-    let addr = listener.local_addr()?;
-    let (stop, stopping) = watch::channel(false);
-    let service = LedgerServer::new(Service {
-        ledger: ledger.clone(),
-        stopping: stopping.clone(),
-    });
-    let mut signal = stopping;
-    let task = tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(service)
-            .serve_with_incoming_shutdown(TcpIncoming::from(listener), async move {
-                // A dropped sender stops the server too.
-                let _ = signal.wait_for(|stop| *stop).await.map(|_| ());
-            }),
-    );
-    Ok(Serving { addr, stop, task })
+/// [`humus::app::Error`] when the server refuses `settings`.
+pub fn server(
+    setup: &Setup,
+    settings: server::Settings,
+    ledger: &Ledger,
+) -> Result<Server, humus::app::Error> {
+    Ok(Server::new(setup, settings)?
+        .add_service(ledger.service())
+        .health(Health::new()))
 }
 
-impl Serving {
-    /// The address the ledger listens on.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// Stops the ledger: closes its listener at once (a new connection is
-    /// refused), ends its open `WatchEntries` streams with `UNAVAILABLE`,
-    /// sends every connection a GOAWAY, and waits for the calls in flight.
-    ///
-    /// # Errors
-    ///
-    /// The server's own error, if it failed while serving.
-    pub async fn stop(self) -> Result<(), tonic::transport::Error> {
-        let _ = self.stop.send(true);
-        match self.task.await {
-            Ok(result) => result,
-            // The server task panicked: a bug; pass it on.
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            // Cancelled: the runtime is shutting down, and the server with it.
-            Err(_) => Ok(()),
-        }
-    }
+/// Runs `ledger` as an App in a task of its own, serving on
+/// `settings.addr`, and returns once it listens.
+///
+/// # Errors
+///
+/// [`Failure`] when it cannot start (its address is taken).
+pub async fn serve(ledger: &Ledger, settings: server::Settings) -> Result<Serving, Failure> {
+    let ledger = ledger.clone();
+    crate::running::start(App::new(), move |setup| async move {
+        server(&setup, settings, &ledger)
+    })
+    .await
 }

@@ -17,39 +17,34 @@
 //! - It serves `grpc.health.v1`, whose readiness is the ledger client's
 //!   `Connected`: not ready until the client has connected, and ready from
 //!   then on, through the ledger's outages.
-//! - Each handler's work is a SERVER span, the parent of the ledger
-//!   client's attempts, in the trace its caller sent.
+//! - It is served on a humus server ([`server`]) and runs as a humus App
+//!   ([`app`]): each RPC is a SERVER span in the trace its caller sent,
+//!   the parent of the ledger client's attempts, and a graceful shutdown
+//!   lets the calls in flight finish.
 //! - With failure injection on, a caller on loopback may put a failure
 //!   scenario in its baggage ([`SCENARIO_KEY`]), which the ledger client's
 //!   injection points carry out for that request alone.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
-use humus::Setup;
+use humus::app::Providers;
 use humus::circuit;
 use humus::fault::{self, Injector, jsonscenario};
 use humus::grpc::client::{self, Client};
-use humus::grpc::server::StripScenarioLayer;
-use humus::health::Monitor;
-use humus::telemetry::{MetadataExtractor, code_name};
-use opentelemetry::context::FutureExt as _;
-use opentelemetry::propagation::{TextMapCompositePropagator, TextMapPropagator};
-use opentelemetry::trace::{SpanKind, Status as SpanStatus, TraceContextExt, Tracer};
-use opentelemetry::{Context, InstrumentationScope, KeyValue};
+use humus::grpc::deadline::Inherited;
+use humus::grpc::server::{self, Health, Server, TrustScenario};
+use humus::telemetry::Telemetry;
+use humus::{App, Setup};
+use opentelemetry::propagation::TextMapCompositePropagator;
 use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
-use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
-use tonic::transport::server::{TcpConnectInfo, TcpIncoming};
+use tokio::sync::mpsc;
+use tonic::transport::server::TcpConnectInfo;
 use tonic::{Code, Request, Response, Status};
-use tonic_health::ServingStatus;
 
 use crate::config::{self, ConfigError, Env, Failure, parse};
 use crate::pb::ledger::v1 as ledger;
 use crate::pb::wallet::v1 as pb;
-use crate::walkthrough::stats::WALLET_SCOPE;
 
 /// `WALLET_LISTEN_ADDR`: the address the wallet listens on (an IP address
 /// and port; default [`DEFAULT_LISTEN_ADDR`]).
@@ -189,77 +184,24 @@ pub trait Ledger {
 }
 
 /// The `wallet.v1.Wallet` handlers.
-#[derive(Clone)]
+///
+/// They hold no telemetry of their own: the humus server they are served on
+/// makes each RPC's SERVER span (the child of its caller's) and runs each
+/// handler with its RPC's deadline and context, so the ledger client's
+/// attempts are children of that span and end with the wallet's caller's
+/// deadline, with nothing copied here.
+#[derive(Clone, Debug)]
 pub struct Wallet {
     ledger: Ledger,
-    tracer: Arc<opentelemetry::global::BoxedTracer>,
-    propagator: Arc<dyn TextMapPropagator + Send + Sync>,
-}
-
-impl std::fmt::Debug for Wallet {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Wallet")
-            .field("ledger", &self.ledger)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Wallet {
-    /// Handlers that call the ledger through `ledger` and trace with
-    /// `setup`'s telemetry.
-    pub fn new(setup: &Setup, ledger: Client) -> Wallet {
+    /// Handlers that call the ledger through `ledger`.
+    pub fn new(ledger: Client) -> Wallet {
         Wallet {
             ledger: Ledger::new(ledger),
-            tracer: Arc::new(
-                setup
-                    .telemetry()
-                    .tracer(InstrumentationScope::builder(WALLET_SCOPE).build()),
-            ),
-            propagator: setup.telemetry().shared_propagator(),
         }
     }
-
-    /// The context of one handler's work: its caller's trace context and
-    /// baggage, and a SERVER span named after `method`.
-    fn server_context<T>(&self, method: &'static str, request: &Request<T>) -> Context {
-        let parent = self
-            .propagator
-            .extract(&MetadataExtractor(request.metadata()));
-        let span = self
-            .tracer
-            .span_builder(method)
-            .with_kind(SpanKind::Server)
-            .with_attributes([
-                KeyValue::new("rpc.system.name", "grpc"),
-                KeyValue::new("rpc.method", method),
-            ])
-            .start_with_context(&*self.tracer, &parent);
-        parent.with_span(span)
-    }
-}
-
-/// Ends the server span of `cx` with the answer's code.
-fn end_span<T>(cx: &Context, result: &Result<T, Status>) {
-    let span = cx.span();
-    let code = match result {
-        Ok(_) => Code::Ok,
-        Err(status) => status.code(),
-    };
-    span.set_attribute(KeyValue::new("rpc.response.status_code", code_name(code)));
-    if let Err(status) = result {
-        span.set_status(SpanStatus::error(status.message().to_owned()));
-    }
-    span.end();
-}
-
-/// Runs one handler's work inside its server span.
-async fn traced<T>(
-    cx: Context,
-    work: impl Future<Output = Result<T, Status>>,
-) -> Result<T, Status> {
-    let result = work.with_context(cx.clone()).await;
-    end_span(&cx, &result);
-    result
 }
 
 /// The wallet's answer for the ledger's `status`.
@@ -326,9 +268,8 @@ impl pb::wallet_server::Wallet for Wallet {
         &self,
         request: Request<pb::SendRequest>,
     ) -> Result<Response<pb::SendResponse>, Status> {
-        let cx = self.server_context("wallet.v1.Wallet/Send", &request);
         let req = request.into_inner();
-        traced(cx, async {
+        {
             check_account("from", &req.from)?;
             check_account("to", &req.to)?;
             check_amount(req.cents)?;
@@ -355,17 +296,15 @@ impl pb::wallet_server::Wallet for Wallet {
                 payment_id: receipt.transfer_id,
                 balance: receipt.from_balance,
             }))
-        })
-        .await
+        }
     }
 
     async fn top_up(
         &self,
         request: Request<pb::TopUpRequest>,
     ) -> Result<Response<pb::TopUpResponse>, Status> {
-        let cx = self.server_context("wallet.v1.Wallet/TopUp", &request);
         let req = request.into_inner();
-        traced(cx, async {
+        {
             check_account("account", &req.account)?;
             check_amount(req.cents)?;
             let receipt = self
@@ -381,17 +320,15 @@ impl pb::wallet_server::Wallet for Wallet {
                 top_up_id: receipt.charge_id,
                 balance: receipt.balance,
             }))
-        })
-        .await
+        }
     }
 
     async fn get_balance(
         &self,
         request: Request<pb::GetBalanceRequest>,
     ) -> Result<Response<pb::GetBalanceResponse>, Status> {
-        let cx = self.server_context("wallet.v1.Wallet/GetBalance", &request);
         let req = request.into_inner();
-        traced(cx, async {
+        {
             check_account("account", &req.account)?;
             let balance = self
                 .ledger
@@ -404,8 +341,7 @@ impl pb::wallet_server::Wallet for Wallet {
             Ok(Response::new(pb::GetBalanceResponse {
                 cents: balance.cents,
             }))
-        })
-        .await
+        }
     }
 
     type StatementStream = LineStream;
@@ -414,152 +350,108 @@ impl pb::wallet_server::Wallet for Wallet {
         &self,
         request: Request<pb::StatementRequest>,
     ) -> Result<Response<LineStream>, Status> {
-        let cx = self.server_context("wallet.v1.Wallet/Statement", &request);
         let req = request.into_inner();
-        let ledger = self.ledger.clone();
-        let opened = traced(cx.clone(), async move {
-            check_account("account", &req.account)?;
-            ledger
-                .watch_entries(ledger::WatchEntriesRequest {
-                    account: req.account,
-                    follow: false,
-                })
-                .await
-                .map_err(from_ledger)
-                .map(Response::into_inner)
-        })
-        .await?;
+        check_account("account", &req.account)?;
+        let opened = self
+            .ledger
+            .watch_entries(ledger::WatchEntriesRequest {
+                account: req.account,
+                follow: false,
+            })
+            .await
+            .map_err(from_ledger)?
+            .into_inner();
         let (tx, rx) = mpsc::channel(16);
-        tokio::spawn(
-            async move {
-                let mut entries = opened;
-                loop {
-                    let line = match entries.message().await {
-                        Ok(Some(entry)) => Ok(pb::StatementLine {
-                            sequence: entry.sequence,
-                            cents: entry.cents,
-                            reference: entry.reference,
-                        }),
-                        Ok(None) => return,
-                        Err(status) => Err(from_ledger(status)),
-                    };
-                    let end = line.is_err();
-                    if tx.send(line).await.is_err() || end {
-                        return;
-                    }
+        // The stream is read in a task of its own, which takes the served
+        // RPC's deadline and context along.
+        let inherited = Inherited::current();
+        let forward = async move {
+            let mut entries = opened;
+            loop {
+                let line = match entries.message().await {
+                    Ok(Some(entry)) => Ok(pb::StatementLine {
+                        sequence: entry.sequence,
+                        cents: entry.cents,
+                        reference: entry.reference,
+                    }),
+                    Ok(None) => return,
+                    Err(status) => Err(from_ledger(status)),
+                };
+                let end = line.is_err();
+                if tx.send(line).await.is_err() || end {
+                    return;
                 }
             }
-            .with_context(cx),
-        );
+        };
+        match inherited {
+            Some(inherited) => tokio::spawn(inherited.scope(forward)),
+            None => tokio::spawn(forward),
+        };
         Ok(Response::new(Box::pin(
             tokio_stream::wrappers::ReceiverStream::new(rx),
         )))
     }
 }
 
-/// A wallet being served, until [`stop`](Serving::stop).
-#[derive(Debug)]
-pub struct Serving {
-    addr: SocketAddr,
-    stop: watch::Sender<bool>,
-    server: JoinHandle<Result<(), tonic::transport::Error>>,
-    readiness: JoinHandle<()>,
-}
+/// A wallet running as an App, until [`stop`](crate::running::Running::stop).
+pub type Serving = crate::running::Running;
 
-/// Builds the wallet's ledger client from `settings` and serves the wallet
-/// on `listener`, with `grpc.health.v1` whose readiness (for the service
-/// `""` and `wallet.v1.Wallet`) is the ledger client's `Connected`,
-/// checked every [`READINESS_INTERVAL`].
+/// The wallet's humus server on `setup`: its ledger client, built once and
+/// shared by every handler, `wallet.v1.Wallet`, and `grpc.health.v1`
+/// whose readiness is the ledger client's `Connected` (checked every
+/// [`READINESS_INTERVAL`]). It trusts the failure scenarios of callers on
+/// loopback, and strips everyone else's.
 ///
 /// # Errors
 ///
-/// [`Failure::Software`] when the client refuses its settings (each was
-/// checked where it was read, so that is a fault in the code) or the
-/// listener's address cannot be read.
-pub async fn start(
-    setup: &Setup,
-    settings: &Settings,
-    listener: TcpListener,
-) -> Result<Serving, Failure> {
-    let addr = listener.local_addr().map_err(Failure::software)?;
-    let ledger = Client::new(setup, settings.ledger.clone()).map_err(Failure::software)?;
-    let ready = ledger.connected();
-    let wallet = Wallet::new(setup, ledger);
+/// [`humus::app::Error`] (exit 1) when the client or the server refuses
+/// its settings: each was checked where it was read, so that is a fault in
+/// the code.
+pub fn server(setup: &Setup, settings: &Settings) -> Result<Server, humus::app::Error> {
+    let ledger = Client::new(setup, settings.ledger.clone())?;
+    let health = Health::new()
+        .readiness(ledger.connected())
+        .interval(READINESS_INTERVAL)
+        .check_timeout(READINESS_CHECK_TIMEOUT);
+    let server_settings = server::Settings {
+        addr: settings.listen_addr.to_string(),
+        trust_scenario: Some(TrustScenario::new(|caller| {
+            caller
+                .extensions()
+                .get::<TcpConnectInfo>()
+                .and_then(TcpConnectInfo::remote_addr)
+                .is_some_and(|peer| peer.ip().is_loopback())
+        })),
+        ..server::Settings::default()
+    };
+    Ok(Server::new(setup, server_settings)?
+        .add_service(pb::wallet_server::WalletServer::new(Wallet::new(ledger)))
+        .health(health))
+}
 
-    let (reporter, health) = tonic_health::server::health_reporter();
-    // Not ready until the first check says so.
-    for service in ["", "wallet.v1.Wallet"] {
-        reporter
-            .set_service_status(service, ServingStatus::NotServing)
-            .await;
-    }
-    let readiness = tokio::spawn(report_readiness(ready, reporter));
+/// The wallet's App: `telemetry` (a production service gives it its SDK
+/// providers' exporters; the walkthrough its in-memory recording), and
+/// failure injection as `settings` say.
+pub fn app(telemetry: Telemetry, settings: &Settings) -> App {
+    let on = settings.fault_injection;
+    App::new()
+        .telemetry(move |_| Ok(Providers::new(telemetry)))
+        .faults(move |_| Ok(faults(on)))
+}
 
-    let strip = StripScenarioLayer::new(
-        setup.faults().clone(),
-        setup.telemetry().shared_propagator(),
-    )
-    .trust_scenario(|caller| {
-        caller
-            .extensions()
-            .get::<TcpConnectInfo>()
-            .and_then(TcpConnectInfo::remote_addr)
-            .is_some_and(|peer| peer.ip().is_loopback())
-    });
-    let (stop, mut stopping) = watch::channel(false);
-    let server = tokio::spawn(
-        tonic::transport::Server::builder()
-            .layer(strip)
-            .add_service(health)
-            .add_service(pb::wallet_server::WalletServer::new(wallet))
-            .serve_with_incoming_shutdown(TcpIncoming::from(listener), async move {
-                let _ = stopping.wait_for(|stop| *stop).await.map(|_| ());
-            }),
-    );
-    Ok(Serving {
-        addr,
-        stop,
-        server,
-        readiness,
+/// Runs the wallet's App in a task of its own, with `telemetry`, and
+/// returns once it listens.
+///
+/// # Errors
+///
+/// [`Failure`] when it cannot start: the client refuses its settings, or
+/// the address is taken.
+pub async fn start(telemetry: Telemetry, settings: &Settings) -> Result<Serving, Failure> {
+    let settings = settings.clone();
+    crate::running::start(app(telemetry, &settings), move |setup| async move {
+        server(&setup, &settings)
     })
-}
-
-/// Sets the health service's status from `ready`, now and every
-/// [`READINESS_INTERVAL`].
-async fn report_readiness(ready: Monitor, reporter: tonic_health::server::HealthReporter) {
-    loop {
-        let status = match tokio::time::timeout(READINESS_CHECK_TIMEOUT, ready.check()).await {
-            Ok(true) => ServingStatus::Serving,
-            _ => ServingStatus::NotServing,
-        };
-        reporter.set_service_status("", status).await;
-        reporter
-            .set_service_status("wallet.v1.Wallet", status)
-            .await;
-        tokio::time::sleep(READINESS_INTERVAL).await;
-    }
-}
-
-impl Serving {
-    /// The address the wallet listens on.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// Stops the wallet: its listener closes, its calls in flight finish.
-    ///
-    /// # Errors
-    ///
-    /// The server's own error, if it failed while serving.
-    pub async fn stop(self) -> Result<(), tonic::transport::Error> {
-        self.readiness.abort();
-        let _ = self.stop.send(true);
-        match self.server.await {
-            Ok(result) => result,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(_) => Ok(()),
-        }
-    }
+    .await
 }
 
 #[cfg(test)]

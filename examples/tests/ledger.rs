@@ -4,13 +4,13 @@
 use humus_examples::ledger::{self, Ledger};
 use humus_examples::pb::ledger::v1 as pb;
 use pb::ledger_client::LedgerClient;
-use tokio::net::TcpListener;
 use tonic::Code;
 use tonic::transport::Channel;
 
 async fn start(ledger: &Ledger) -> (ledger::Serving, LedgerClient<Channel>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let serving = ledger::serve(ledger, listener).unwrap();
+    let serving = ledger::serve(ledger, ledger::settings("127.0.0.1:0"))
+        .await
+        .unwrap();
     let channel = Channel::from_shared(format!("http://{}", serving.local_addr()))
         .unwrap()
         .connect()
@@ -223,8 +223,9 @@ async fn a_stopped_ledger_refuses_connections_and_comes_back_with_its_book() {
 
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());
 
-    let listener = TcpListener::bind(addr).await.unwrap();
-    let serving = ledger::serve(&ledger, listener).unwrap();
+    let serving = ledger::serve(&ledger, ledger::settings(addr.to_string()))
+        .await
+        .unwrap();
     let channel = Channel::from_shared(format!("http://{addr}"))
         .unwrap()
         .connect()

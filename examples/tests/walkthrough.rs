@@ -1,4 +1,4 @@
-//! The walkthrough's seven phases, run as `cargo run --bin walkthrough`
+//! The walkthrough's eight phases, run as `cargo run --bin walkthrough`
 //! runs them (real TCP on loopback, real time), so CI keeps the README's
 //! first command working. Every check is on counts and states, never on
 //! durations.
@@ -39,6 +39,7 @@ async fn every_phase_behaves_as_it_says() {
             "charge unavailable",
             "outage",
             "recovery",
+            "rollout",
             "fault scenario"
         ]
     );

@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use humus::Setup;
 use humus::fault::{self, Fault, Rule, Scenario, jsonscenario};
 use humus::telemetry::{MetadataInjector, Telemetry};
 use humus_examples::config::Env;
@@ -22,7 +21,6 @@ use tonic_health::pb::health_client::HealthClient;
 
 struct Wallet {
     serving: wallet::Serving,
-    setup: Setup,
     client: WalletClient<Channel>,
     health: HealthClient<Channel>,
 }
@@ -37,21 +35,15 @@ async fn start_wallet(ledger_addr: std::net::SocketAddr, fault_injection: &str) 
         (wallet::ENV_FAULT_INJECTION, fault_injection.to_owned()),
     ]))
     .unwrap();
-    let setup = Setup::new()
-        .with_telemetry(
-            Telemetry::builder()
-                .propagator(wallet::propagator())
-                .build(),
-        )
-        .with_faults(wallet::faults(settings.fault_injection));
-    let listener = TcpListener::bind(settings.listen_addr).await.unwrap();
-    let serving = wallet::start(&setup, &settings, listener).await.unwrap();
+    let telemetry = Telemetry::builder()
+        .propagator(wallet::propagator())
+        .build();
+    let serving = wallet::start(telemetry, &settings).await.unwrap();
     let channel = Channel::from_shared(format!("http://{}", serving.local_addr()))
         .unwrap()
         .connect_lazy();
     Wallet {
         serving,
-        setup,
         client: WalletClient::new(channel.clone()),
         health: HealthClient::new(channel),
     }
@@ -83,8 +75,9 @@ impl Wallet {
     }
 
     async fn stop(self) {
+        // The App's shutdown runs the ledger client's on-stop hook, and
+        // must exit 0.
         self.serving.stop().await.unwrap();
-        self.setup.stop().await;
     }
 }
 
@@ -98,8 +91,9 @@ fn send(id: &str, from: &str, to: &str, cents: i64) -> pb::SendRequest {
 }
 
 async fn start_ledger(book: &Ledger) -> ledger::Serving {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    ledger::serve(book, listener).unwrap()
+    ledger::serve(book, ledger::settings("127.0.0.1:0"))
+        .await
+        .unwrap()
 }
 
 #[tokio::test]

@@ -14,7 +14,8 @@
 //! | [`circuit`] | the circuit breaker's state machine |
 //! | [`retry`] | the retry budget, the backoff schedule and retry decisions |
 //! | [`fault`] | failure injection: scenarios, the injector, `jsonscenario` |
-//! | [`grpc`] | the gRPC client and the server-side scenario layer |
+//! | [`grpc`] | the gRPC client, and the server half |
+//! | [`app`] | the lifecycle: telemetry, faults, init, serve, signals, stop, exit codes |
 //! | [`telemetry`] | the OpenTelemetry providers and propagator humus uses |
 //! | [`health`] | readiness monitors |
 //! | [`design`] | the design, in prose: client, breaker, failure injection |
@@ -38,6 +39,7 @@
 // docs.rs (`--cfg docsrs`, nightly) marks each feature-gated item with its feature.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod app;
 pub mod circuit;
 pub mod design;
 pub mod fault;
@@ -47,7 +49,8 @@ pub mod retry;
 pub mod telemetry;
 
 mod setup;
-pub use setup::{BoxIo, DialFuture, Host, Io, OsHost, Setup};
+pub use app::App;
+pub use setup::{Accepted, BoxIo, DialFuture, Host, Io, ListenFuture, Listener, OsHost, Setup};
 
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]

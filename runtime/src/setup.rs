@@ -27,6 +27,51 @@ pub type BoxIo = Box<dyn Io>;
 /// The future [`Host::dial`] returns.
 pub type DialFuture<'a> = Pin<Box<dyn Future<Output = io::Result<BoxIo>> + Send + 'a>>;
 
+/// One connection a [`Listener`] accepted: its byte stream and, on a real
+/// network, the peer's and the local socket addresses.
+pub struct Accepted {
+    /// The connection's byte stream.
+    pub io: BoxIo,
+    /// The peer's address; `None` on an in-memory network.
+    pub remote_addr: Option<SocketAddr>,
+    /// The local address the connection was accepted on; `None` on an
+    /// in-memory network.
+    pub local_addr: Option<SocketAddr>,
+}
+
+impl fmt::Debug for Accepted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Accepted")
+            .field("remote_addr", &self.remote_addr)
+            .field("local_addr", &self.local_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What listens on one address of a [`Host`]: a stream of the connections
+/// made to it. Dropping it stops listening (a new dial is refused);
+/// connections it accepted stay open.
+pub struct Listener {
+    /// The address it listens on, as the host resolved it: with port 0
+    /// asked for, the port the system picked; `None` on an in-memory
+    /// network, where the name is the address.
+    pub local_addr: Option<SocketAddr>,
+    /// The connections, in the order they arrive. An error is one failed
+    /// accept, after which the stream goes on.
+    pub incoming: Pin<Box<dyn futures_util::Stream<Item = io::Result<Accepted>> + Send>>,
+}
+
+impl fmt::Debug for Listener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Listener")
+            .field("local_addr", &self.local_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The future [`Host::listen`] returns.
+pub type ListenFuture<'a> = Pin<Box<dyn Future<Output = io::Result<Listener>> + Send + 'a>>;
+
 /// What a service reaches the world through: it dials addresses and reads
 /// files. A [`Setup`] holds one, and every humus client dials through it
 /// and nothing else, so a test can run a whole service on an in-memory
@@ -51,6 +96,23 @@ pub trait Host: Send + Sync + fmt::Debug + 'static {
     ///
     /// The I/O error of the read, such as [`io::ErrorKind::NotFound`].
     fn read_file(&self, path: &Path) -> io::Result<Vec<u8>>;
+
+    /// Listens on `addr`, a `host:port` (`127.0.0.1:8443`, `[::1]:0`), or
+    /// `:port` for every address of the machine: what a humus server
+    /// serves on. The default refuses, for a host that only dials.
+    ///
+    /// # Errors
+    ///
+    /// The I/O error of the bind, such as [`io::ErrorKind::AddrInUse`];
+    /// [`io::ErrorKind::Unsupported`] from the default.
+    fn listen<'a>(&'a self, addr: &'a str) -> ListenFuture<'a> {
+        Box::pin(async move {
+            Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("this host cannot listen (on {addr})"),
+            ))
+        })
+    }
 }
 
 /// The operating system's network and file system.
@@ -95,6 +157,35 @@ impl Host for OsHost {
 
     fn read_file(&self, path: &Path) -> io::Result<Vec<u8>> {
         std::fs::read(path)
+    }
+
+    /// Binds a TCP listener with tokio; `:port` binds `0.0.0.0:port`. Each
+    /// accepted connection has `TCP_NODELAY` set.
+    fn listen<'a>(&'a self, addr: &'a str) -> ListenFuture<'a> {
+        Box::pin(async move {
+            let bind = match addr.strip_prefix(':') {
+                Some(port) => format!("0.0.0.0:{port}"),
+                None => addr.to_owned(),
+            };
+            let listener = tokio::net::TcpListener::bind(&bind).await?;
+            let local_addr = listener.local_addr().ok();
+            let incoming = futures_util::stream::unfold(listener, |listener| async move {
+                let accepted = listener.accept().await.map(|(stream, remote)| {
+                    let _ = stream.set_nodelay(true);
+                    let local_addr = stream.local_addr().ok();
+                    Accepted {
+                        io: Box::new(stream) as BoxIo,
+                        remote_addr: Some(remote),
+                        local_addr,
+                    }
+                });
+                Some((accepted, listener))
+            });
+            Ok(Listener {
+                local_addr,
+                incoming: Box::pin(incoming),
+            })
+        })
     }
 }
 

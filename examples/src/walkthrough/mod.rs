@@ -1,5 +1,5 @@
 //! The wallet walkthrough: both services on loopback, scripted traffic
-//! through seven phases, and what the OpenTelemetry data says happened.
+//! through eight phases, and what the OpenTelemetry data says happened.
 //!
 //! [`run`] starts the ledger and the wallet in this process, on real TCP
 //! ports of 127.0.0.1 that the system picks, and drives the wallet as its
@@ -18,7 +18,11 @@
 //! | 4 charge unavailable | the ledger answers `Charge` `UNAVAILABLE`: each is sent once, never retried |
 //! | 5 outage | the ledger stops: the breaker opens, calls fail fast with the rejection, readiness stays true |
 //! | 6 recovery | the ledger is back: after `open_for` the breaker is half-open, and probes close it |
-//! | 7 fault scenario | one request carries a failure scenario in its baggage: only that request fails |
+//! | 7 rollout | the ledger is rolled: the old one shuts down gracefully while a new one takes its address, then its connections reach their `max_connection_age`: no payment fails |
+//! | 8 fault scenario | one request carries a failure scenario in its baggage: only that request fails |
+//!
+//! Both services are humus servers run by humus Apps ([`crate::running`]),
+//! stopped as SIGTERM would stop them, and each must exit 0.
 
 pub mod stats;
 pub mod timeline;
@@ -27,7 +31,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
-use humus::Setup;
 use humus::fault::{self, Fault, Rule, Scenario, jsonscenario};
 use opentelemetry::Context;
 use opentelemetry::propagation::TextMapPropagator;
@@ -223,6 +226,7 @@ pub async fn run(options: Options) -> Result<Report, Failure> {
     run.charge_unavailable().await;
     run.outage().await?;
     run.recovery().await?;
+    run.rollout().await?;
     run.fault_scenario().await;
     run.finish(&options).await
 }
@@ -231,7 +235,6 @@ pub async fn run(options: Options) -> Result<Report, Failure> {
 struct Run {
     progress: bool,
     recording: Recording,
-    setup: Setup,
     ledger: Ledger,
     ledger_addr: SocketAddr,
     ledger_serving: Option<ledger::Serving>,
@@ -291,13 +294,7 @@ impl Run {
             .logger_provider(recording.logger_provider().clone())
             .propagator(wallet::propagator())
             .build();
-        let setup = Setup::new()
-            .with_telemetry(telemetry)
-            .with_faults(wallet::faults(settings.fault_injection));
-        let listener = TcpListener::bind(settings.listen_addr)
-            .await
-            .map_err(Failure::software)?;
-        let wallet_serving = wallet::start(&setup, &settings, listener).await?;
+        let wallet_serving = wallet::start(telemetry, &settings).await?;
         let wallet_addr = wallet_serving.local_addr();
         let channel = Channel::from_shared(format!("http://{wallet_addr}"))
             .map_err(Failure::software)?
@@ -306,7 +303,6 @@ impl Run {
         let run = Run {
             progress: options.progress,
             recording,
-            setup,
             ledger: Ledger::new(),
             ledger_addr,
             ledger_serving: None,
@@ -344,7 +340,7 @@ impl Run {
     fn begin(&mut self, name: &'static str, says: &'static str) {
         let n = self.phases.len() + 1;
         self.say("");
-        self.say(&format!("[{n}/7] {name}: {says}"));
+        self.say(&format!("[{n}/8] {name}: {says}"));
         let metrics = self.recording.collect();
         let spans = self.recording.spans().len();
         self.phase = Some((metrics, spans, self.elapsed()));
@@ -402,14 +398,13 @@ impl Run {
     }
 
     async fn serve_ledger(&mut self) -> Result<(), Failure> {
-        let listener = TcpListener::bind(self.ledger_addr).await.map_err(|e| {
+        let settings = ledger::settings(self.ledger_addr.to_string());
+        self.ledger_serving = Some(ledger::serve(&self.ledger, settings).await.map_err(|e| {
             Failure::software(format!(
-                "could not listen on the ledger's address {} again: {e}",
+                "could not serve the ledger on {} again: {e}",
                 self.ledger_addr
             ))
-        })?;
-        self.ledger_serving =
-            Some(ledger::serve(&self.ledger, listener).map_err(Failure::software)?);
+        })?);
         Ok(())
     }
 
@@ -700,7 +695,7 @@ impl Run {
         const SAYS: &str = "the ledger stops: the breaker opens, calls fail fast with the rejection, readiness stays true";
         self.begin(NAME, SAYS);
         if let Some(serving) = self.ledger_serving.take() {
-            serving.stop().await.map_err(Failure::software)?;
+            serving.stop().await?;
         }
         self.say(&format!(
             "      the ledger stopped: {} refuses connections",
@@ -833,6 +828,130 @@ impl Run {
         Ok(())
     }
 
+    async fn rollout(&mut self) -> Result<(), Failure> {
+        const NAME: &str = "rollout";
+        const SAYS: &str = "the ledger is rolled, then its connections age: no payment fails";
+        /// Payments each of the 4 callers makes, one after the other, while
+        /// the ledger is rolled.
+        const EACH: usize = 20;
+        self.begin(NAME, SAYS);
+        let _ = self.top_up("alice", 100_000).await;
+        let applied = self.ledger.applied_transfers();
+        let mut old = self
+            .ledger_serving
+            .take()
+            .ok_or_else(|| Failure::software("the ledger is not serving"))?;
+        let callers = (0..4).map(|w| {
+            let wallet = self.wallet.clone();
+            let request = move |i: usize| {
+                let mut request = tonic::Request::new(pb::SendRequest {
+                    request_id: format!("roll-{w}-{i}"),
+                    from: "alice".into(),
+                    to: "bob".into(),
+                    cents: 1,
+                });
+                request.set_timeout(Duration::from_secs(10));
+                request
+            };
+            async move {
+                let mut answers = Vec::new();
+                for i in 0..EACH {
+                    let mut wallet = wallet.clone();
+                    answers.push(wallet.send(request(i)).await.map(|_| ()));
+                    tokio::time::sleep(PACE).await;
+                }
+                answers
+            }
+        });
+        let callers = futures_util::future::join_all(callers);
+        // The roll, while the callers pay: the old ledger stops accepting
+        // and sends its connections a GOAWAY; the new one, on the same book
+        // (the shared database), takes the address as soon as it is free,
+        // with connections that live about 300ms each.
+        let roll = async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            old.begin_stop();
+            let settings = humus::grpc::server::Settings {
+                max_connection_age: Some(Duration::from_millis(300)),
+                max_connection_age_grace: Some(Duration::from_secs(1)),
+                ..ledger::settings(self.ledger_addr.to_string())
+            };
+            let mut new = None;
+            for _ in 0..200 {
+                match ledger::serve(&self.ledger, settings.clone()).await {
+                    Ok(serving) => {
+                        new = Some(serving);
+                        break;
+                    }
+                    // The old one still holds the address for a moment.
+                    Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+                }
+            }
+            let stopped = old.stop().await;
+            (new, stopped)
+        };
+        let (answers, (new, stopped)) = tokio::join!(callers, roll);
+        let answers: Vec<Answer> = answers.into_iter().flatten().collect();
+        let new = new.ok_or_else(|| {
+            Failure::software(format!(
+                "the new ledger could not take {} within a second",
+                self.ledger_addr
+            ))
+        })?;
+        self.ledger_serving = Some(new);
+        self.say(&format!(
+            "      the old ledger shut down gracefully ({}), the new one took {}",
+            match &stopped {
+                Ok(()) => "exit 0".to_owned(),
+                Err(e) => format!("{e}"),
+            },
+            self.ledger_addr
+        ));
+        // Then the new ledger's connections reach their age, several times.
+        let mut aged = Vec::new();
+        for i in 0..40 {
+            aged.push(self.send(&format!("aged-{i}"), "alice", "bob", 1).await);
+        }
+        let total = answers.len() + aged.len();
+        let applied = self.ledger.applied_transfers() - applied;
+        let failed = answers.iter().chain(&aged).filter(|a| a.is_err()).count();
+        self.say(&format!(
+            "      {} payments through the roll and {} across the new ledger's connection ages: {failed} failed; {applied} applied",
+            answers.len(),
+            aged.len()
+        ));
+        let codes: Vec<Code> = answers.iter().chain(&aged).map(code_of).collect();
+        self.end(NAME, SAYS, |s| {
+            vec![
+                check(
+                    "every payment succeeded: the wallet's callers saw no error",
+                    failed == 0 && s.wallet_codes.keys().all(|c| c == "OK"),
+                    format!(
+                        "{:?}; the wallet answered {:?}",
+                        codes.iter().filter(|c| **c != Code::Ok).collect::<Vec<_>>(),
+                        s.wallet_codes
+                    ),
+                ),
+                check(
+                    "each payment was applied once",
+                    applied == total,
+                    format!("{applied} applied for {total} payments"),
+                ),
+                check(
+                    "the old ledger finished its calls in flight and exited 0",
+                    stopped.is_ok(),
+                    format!("{stopped:?}"),
+                ),
+                check(
+                    "the breaker stayed closed",
+                    s.transitions.is_empty(),
+                    s.transitions_text(),
+                ),
+            ]
+        });
+        Ok(())
+    }
+
     async fn fault_scenario(&mut self) {
         const NAME: &str = "fault scenario";
         const SAYS: &str =
@@ -931,13 +1050,13 @@ impl Run {
     }
 
     async fn finish(mut self, options: &Options) -> Result<Report, Failure> {
+        // Each App shuts down as SIGTERM would stop it, and must exit 0.
         if let Some(wallet) = self.wallet_serving.take() {
-            wallet.stop().await.map_err(Failure::software)?;
+            wallet.stop().await?;
         }
         if let Some(ledger) = self.ledger_serving.take() {
-            ledger.stop().await.map_err(Failure::software)?;
+            ledger.stop().await?;
         }
-        self.setup.stop().await;
         let took = self.elapsed();
         let timeline = self.timeline(took);
         let svg = match &options.svg {

@@ -22,8 +22,9 @@ pub mod names {
     };
 }
 
-/// The instrumentation scope of the wallet's own server spans.
-pub const WALLET_SCOPE: &str = "humus-examples/wallet";
+/// The instrumentation scope of the wallet's server spans: its humus
+/// server's (the ledger's records nothing in the walkthrough).
+pub const WALLET_SCOPE: &str = humus::telemetry::names::RPC_SERVER_SCOPE;
 
 /// One phase's numbers.
 #[derive(Clone, Debug, Default, PartialEq)]

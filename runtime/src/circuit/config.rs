@@ -22,7 +22,8 @@ pub const MAX_COUNT: usize = 1 << 16;
 /// value with a [`ConfigError`] rather than replacing it with a default.
 ///
 /// Design: [validation](crate::design::circuit_breaker#validation).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Config {
     /// How many of the latest successes and failures of the current state
     /// [`Counts::successes`](super::Counts::successes) and
@@ -37,6 +38,7 @@ pub struct Config {
     /// How long an open breaker rejects every call before it becomes
     /// half-open. Must be more than zero. A period too long for the clock to
     /// represent means the breaker never becomes half-open.
+    #[serde(with = "humantime_serde")]
     pub open_for: Duration,
 
     /// How long a probe holds its slot. A probe not settled by then stops
@@ -44,6 +46,7 @@ pub struct Config {
     /// [`Counts::timed_out`](super::Counts::timed_out). The call itself is
     /// not cancelled, and its result still counts if it arrives before the
     /// breaker changes state. Must be more than zero.
+    #[serde(with = "humantime_serde")]
     pub probe_timeout: Duration,
 }
 

@@ -16,7 +16,8 @@ pub const MAX_TOKENS_LIMIT: u32 = 1000;
 /// check per field ([`check_max_tokens`], [`check_token_ratio`]).
 ///
 /// Design: [retries](crate::design::client#retries); gRFC A6, "Retry Throttling".
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct BudgetConfig {
     /// How many tokens the budget holds when full, and starts with: a count
     /// from 1 to [`MAX_TOKENS_LIMIT`]. Retries stop while half of them or

@@ -115,7 +115,7 @@ fn decision_index(decision: Decision) -> usize {
 
 /// The bucket boundaries of `rpc.client.call.duration`, in seconds: those
 /// the semantic conventions advise for durations.
-const DURATION_BOUNDARIES: [f64; 14] = [
+pub(crate) const DURATION_BOUNDARIES: [f64; 14] = [
     0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
 ];
 

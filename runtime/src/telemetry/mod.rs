@@ -151,6 +151,7 @@ mod metadata;
 pub mod names;
 mod providers;
 
+pub(crate) use client::DURATION_BOUNDARIES;
 pub use client::{Attempt, BreakerRegistration, ClientRecorder, code_name};
 pub use logs::{BoxedLogRecord, BoxedLogger};
 pub use metadata::{MetadataExtractor, MetadataInjector};

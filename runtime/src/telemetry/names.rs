@@ -19,6 +19,11 @@ pub const RPC_SCOPE: &str = "humus::grpc::client::otel";
 /// breaker's log records ([design](crate::design::client#telemetry)).
 pub const CLIENT_SCOPE: &str = "humus::grpc::client";
 
+/// The instrumentation scope of each served RPC's SERVER span and of
+/// [`RPC_SERVER_CALL_DURATION`] (the part OpenTelemetry's gRPC
+/// instrumentation plays on a server).
+pub const RPC_SERVER_SCOPE: &str = "humus::grpc::server::otel";
+
 /// `rpc.system.name`: the RPC system, always [`RPC_SYSTEM_GRPC`].
 pub const RPC_SYSTEM_NAME: &str = "rpc.system.name";
 /// The value of [`RPC_SYSTEM_NAME`] for gRPC.
@@ -43,6 +48,16 @@ pub const ERROR_TYPE: &str = "error.type";
 /// seconds (unit `s`), from its start to its status (a stream's: from its
 /// open to its end).
 pub const RPC_CLIENT_CALL_DURATION: &str = "rpc.client.call.duration";
+
+/// `rpc.server.call.duration`: a histogram of each served RPC's duration,
+/// in seconds (unit `s`), from its request's arrival to its status (a
+/// stream's: to its end).
+pub const RPC_SERVER_CALL_DURATION: &str = "rpc.server.call.duration";
+
+/// The value of [`RPC_METHOD`] (and the span's name) for a method the
+/// server does not serve, so that a caller's random paths do not become
+/// metric series.
+pub const RPC_METHOD_OTHER: &str = "_OTHER";
 
 /// `humus.circuit.state`: an observable up-down counter of breakers in
 /// each state (unit `{breaker}`), read at each collection. Its attribute is

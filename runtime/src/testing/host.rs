@@ -210,6 +210,32 @@ impl crate::Host for Host {
             )
         })
     }
+
+    /// Listens on the name `addr` (as [`Host::listen`] does, but an address
+    /// already listened on is [`io::ErrorKind::AddrInUse`], not a panic).
+    fn listen<'a>(&'a self, addr: &'a str) -> crate::setup::ListenFuture<'a> {
+        let listener = if self.is_listening(addr) {
+            Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("testing::Host: something already listens on {addr}"),
+            ))
+        } else {
+            Ok(Host::listen(self, addr))
+        };
+        Box::pin(async move {
+            let listener = listener?;
+            Ok(crate::setup::Listener {
+                local_addr: None,
+                incoming: Box::pin(futures_util::StreamExt::map(listener, |conn| {
+                    conn.map(|conn| crate::setup::Accepted {
+                        io: Box::new(conn) as BoxIo,
+                        remote_addr: None,
+                        local_addr: None,
+                    })
+                })),
+            })
+        })
+    }
 }
 
 /// Both ends of one in-memory connection, so the host can cut it.

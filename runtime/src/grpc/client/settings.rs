@@ -38,7 +38,8 @@ use crate::{circuit, retry};
 ///
 /// Design: [the settings](crate::design::client#the-settings), [the connection](crate::design::client#the-connection),
 /// [retries](crate::design::client#retries), [the circuit breaker](crate::design::client#the-circuit-breaker).
-#[derive(Clone)]
+#[derive(Clone, serde::Deserialize)]
+#[serde(default)]
 pub struct Settings {
     /// The dependency's address, `host:port` with no scheme: `carts:9090`,
     /// `10.0.0.7:9090`, `[::1]:9090`. The [`Host`](crate::Host) resolves
@@ -55,6 +56,7 @@ pub struct Settings {
     /// certificate is checked for the host of [`addr`](Settings::addr), or
     /// for [`server_name`](Settings::server_name). For mTLS, the config
     /// carries the client certificate.
+    #[serde(skip)]
     pub tls: Option<Arc<rustls::ClientConfig>>,
 
     /// Overrides the name the server's certificate is checked for and the
@@ -71,6 +73,7 @@ pub struct Settings {
     /// `grpc-timeout`, [`tonic::Request::set_timeout`](https://docs.rs/tonic/0.14/tonic/struct.Request.html#method.set_timeout)) wins; a later one
     /// does not extend it. Streams ignore it: they end with their caller's
     /// own deadline.
+    #[serde(with = "humantime_serde")]
     pub timeout: Duration,
 
     /// The most attempts one call makes (a stream's opens included): 1
@@ -86,17 +89,20 @@ pub struct Settings {
     /// The backoff's base: the wait before retry `n` is drawn from 0 up to
     /// the smaller of [`backoff_max`](Settings::backoff_max) and
     /// `backoff_base · 2ⁿ⁻¹` (full jitter).
+    #[serde(with = "humantime_serde")]
     pub backoff_base: Duration,
 
     /// The backoff's ceiling, and the longest pushback
     /// (`grpc-retry-pushback-ms`) a call waits for: a longer one ends the
     /// call with its attempt's status. Must not be below
     /// [`backoff_base`](Settings::backoff_base).
+    #[serde(with = "humantime_serde")]
     pub backoff_max: Duration,
 
     /// How each attempt's result counts, for retries and for the breaker,
     /// for methods whose own [policy](super::MethodPolicy) does not decide.
     /// Set in code: what a dependency's codes mean is the user's knowledge.
+    #[serde(skip)]
     pub classify: Classify,
 
     /// The breaker's settings from configuration: the window of results its
@@ -106,6 +112,7 @@ pub struct Settings {
 
     /// When the breaker opens and closes. Set in code. A policy whose trip
     /// function always answers `false` turns the breaker off.
+    #[serde(skip)]
     pub breaker_policy: circuit::Policy,
 
     /// Whether a failure scenario in a call's baggage is sent on to the

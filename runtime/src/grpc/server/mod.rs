@@ -1,15 +1,66 @@
-//! Server side: a tower layer for tonic servers that strips failure
-//! scenarios from callers it does not trust ([design](crate::design::failure_injection#trust-and-stripping)).
+//! The server half: [`Server`] serves tonic services with what every humus
+//! server owes its callers and its own clients, built in rather than left
+//! for the user to remember.
 //!
-//! A server is a trust boundary: a caller on the internet must not be able
-//! to fail this service's calls to its dependencies by sending a scenario.
-//! [`StripScenarioLayer`] reads each request's baggage from its W3C
-//! `baggage` header with the service's propagator and, when it carries a
-//! scenario and injection is on, asks the `trust_scenario` function about
-//! the caller ([`Caller`]: its metadata, its method and its peer
-//! certificates). An untrusted request has the scenario's members removed
-//! from its headers before any handler runs; every other baggage member,
-//! and the trace context, arrive untouched. The default trusts no one.
+//! Every RPC passes, in this order and before any layer or interceptor of
+//! the user's:
+//!
+//! 1. the extraction of the caller's trace context and baggage, with the
+//!    [`Setup`](crate::Setup)'s propagator;
+//! 2. the scenario strip: a request that carries a failure scenario, from
+//!    a caller that [`Settings::trust_scenario`] does not trust, has the
+//!    scenario removed from its baggage (its `baggage` header rewritten),
+//!    using the Setup's injector; the default trusts no one, and with
+//!    injection off nothing is read or stripped
+//!    ([design](crate::design::failure_injection#trust-and-stripping));
+//! 3. a SERVER span, a child of the caller's span, through the Setup's
+//!    tracer provider (never the global one), named after the method
+//!    (`ledger.v1.Ledger/Transfer`) with OpenTelemetry's RPC attributes
+//!    (`rpc.system.name`, `rpc.method`, `rpc.response.status_code`, and
+//!    `error.type` with the span's status Error for the codes that are the
+//!    server's own errors: `UNKNOWN`, `DEADLINE_EXCEEDED`, `UNIMPLEMENTED`,
+//!    `INTERNAL`, `UNAVAILABLE`, `DATA_LOSS`); and `rpc.server.call.duration`
+//!    (seconds) through the Setup's meter provider. A method of no service
+//!    the server serves is recorded as `_OTHER`;
+//! 4. the handler, run with its RPC's deadline (its `grpc-timeout`) and
+//!    context (the caller's baggage and the server span) current, so the
+//!    humus client calls it makes inherit both with nothing copied, and
+//!    their CLIENT spans are children of the server span. At the deadline
+//!    the handler is dropped and the caller is answered
+//!    `DEADLINE_EXCEEDED`.
+//!
+//! # Connections: shutdown and age
+//!
+//! [`Server::serve`]'s graceful shutdown stops accepting, sends every
+//! connection a GOAWAY, and only then ends its open streams with
+//! `UNAVAILABLE`, so that a stream opened again at once goes over a new
+//! connection (to the next instance); the unary calls in flight finish
+//! within [`Settings::shutdown_grace`], after which the connection is
+//! closed. A humus client sees no error for a unary call in flight at the
+//! GOAWAY, and sends its next call over a new connection.
+//!
+//! [`Settings::max_connection_age`] sends a connection a GOAWAY when it
+//! reaches its age, drawn within ±10 % of the setting for each connection
+//! (gRFC A9), so that clients spread over the instances of a service as
+//! they come and go; after [`Settings::max_connection_age_grace`] its open
+//! streams end with `UNAVAILABLE` and it is closed.
+//!
+//! The HTTP/2 is hyper's, and the routing tonic's (`tonic::service::Routes`),
+//! as in `tonic::transport::Server`, whose own accept loop has neither a
+//! per-connection jitter of the age nor a bound on a shutdown's drain, and
+//! whose age with a grace closes a connection without a GOAWAY first; so
+//! the server keeps its own loop over hyper's connections.
+//!
+//! # Health
+//!
+//! [`Health`] adds `grpc.health.v1` (tonic-health): readiness from a set of
+//! [`Monitor`](crate::health::Monitor)s, and liveness that depends on
+//! nothing outside the process.
+//!
+//! # The layer alone
+//!
+//! [`StripScenarioLayer`] is the strip alone, for a server that is not a
+//! humus [`Server`] (a plain `tonic::transport::Server`):
 //!
 //! ```
 //! use std::sync::Arc;
@@ -27,8 +78,20 @@
 //! ```
 
 pub mod future;
+mod health;
+mod inherit;
 mod layer;
+mod rpc;
+#[allow(clippy::module_inception)]
+mod server;
 mod service;
+mod settings;
 
+pub use health::{Health, LIVENESS, READINESS};
 pub use layer::StripScenarioLayer;
+pub use server::{ServeError, Server};
 pub use service::{Caller, PeerCertificates, StripScenario};
+pub use settings::{
+    InvalidValue, Settings, SettingsError, TrustScenario, check_addr, check_grace,
+    check_max_connection_age, check_tls,
+};

@@ -183,14 +183,42 @@ impl Shared {
         if !self.injector.is_on() {
             return;
         }
-        let fields = &*self.fields;
-        combine_repeated(request.headers_mut(), fields);
+        let extracted = self.extract(request);
+        let (_, stripped) = self.strip_extracted(request, extracted);
+        if stripped {
+            let span_cx = request
+                .extensions()
+                .get::<Context>()
+                .cloned()
+                .unwrap_or_else(Context::current);
+            record_strip(&span_cx.span());
+        }
+    }
 
-        let extracted = self
-            .propagator
-            .extract_with_context(&Context::new(), &HeaderExtractor(request.headers()));
+    /// The trace context and baggage of `request`, read with the
+    /// propagator. With injection on, a propagator field sent in several
+    /// headers is first joined into one (so a scenario in a second
+    /// `baggage` header cannot slip past).
+    pub(super) fn extract<B>(&self, request: &mut http::Request<B>) -> Context {
+        if self.injector.is_on() {
+            combine_repeated(request.headers_mut(), &self.fields);
+        }
+        self.propagator
+            .extract_with_context(&Context::new(), &HeaderExtractor(request.headers()))
+    }
+
+    /// Strips the scenario from `extracted` (what [`extract`](Self::extract)
+    /// read from `request`) and from `request`'s headers when the caller is
+    /// not trusted: returns the context the handler is to see, and whether
+    /// it stripped. Does nothing when injection is off, or the request
+    /// carries no scenario.
+    pub(super) fn strip_extracted<B>(
+        &self,
+        request: &mut http::Request<B>,
+        extracted: Context,
+    ) -> (Context, bool) {
         if !self.injector.carries_scenario(&extracted) {
-            return;
+            return (extracted, false);
         }
         let caller = Caller {
             method: request.uri().path(),
@@ -198,25 +226,20 @@ impl Shared {
             extensions: request.extensions(),
         };
         if self.trust.as_ref().is_some_and(|trust| trust(&caller)) {
-            return;
+            return (extracted, false);
         }
         let Some(baggage) = self.injector.strip_baggage(extracted.baggage()) else {
-            return;
+            return (extracted, false);
         };
         let stripped = extracted.with_baggage(baggage);
         rewrite(
             request.headers_mut(),
-            fields,
+            &self.fields,
             &*self.propagator,
             &extracted,
             &stripped,
         );
-        let span_cx = request
-            .extensions()
-            .get::<Context>()
-            .cloned()
-            .unwrap_or_else(Context::current);
-        record_strip(&span_cx.span());
+        (stripped, true)
     }
 }
 

@@ -1,0 +1,494 @@
+//! The App: a service's lifecycle, from its telemetry to its exit code.
+//!
+//! [`App::run`] takes the user's init (which builds the clients and the
+//! servers from the [`Setup`]) and runs, in this order:
+//!
+//! 1. the telemetry function ([`App::telemetry`]), which builds the
+//!    providers the Setup records with;
+//! 2. the failure-injection function ([`App::faults`]), after the
+//!    telemetry and before init, so that every server and client init
+//!    builds takes the injector from the Setup;
+//! 3. init, given the Setup; it returns the [`Server`]s to run;
+//! 4. every server, each listening on its address, until SIGTERM or
+//!    SIGINT (or the future given to [`App::stop_on`]), or until a server
+//!    fails;
+//! 5. a graceful shutdown of every server at once (each GOAWAYs its
+//!    connections, ends its streams, and lets its unary calls finish
+//!    within its grace);
+//! 6. the Setup's on-stop hooks ([`Setup::stop`]), once every server has
+//!    stopped, so no handler is still calling (bounded by
+//!    [`App::stop_timeout`]); they also run when init fails after a
+//!    client was built;
+//! 7. the telemetry's shutdown, which flushes what the providers hold;
+//!
+//! and returns the [`Exit`]: 0 after a clean stop, 78 (`EX_CONFIG`) for a
+//! settings error, which names every bad field or variable, and 1 for any
+//! other error.
+//!
+//! ```no_run
+//! use humus::App;
+//! use humus::app::{Error, Exit};
+//! use humus::grpc::server::{Health, Server, Settings};
+//!
+//! #[tokio::main]
+//! async fn main() -> Exit {
+//!     App::new()
+//!         .run(|setup| async move {
+//!             let settings = Settings { addr: ":8443".into(), ..Settings::default() };
+//!             humus::app::check_server(&settings)?; // exit 78 when bad
+//!             let server = Server::new(&setup, settings)?.health(Health::new());
+//!             Ok::<_, Error>(vec![server])
+//!         })
+//!         .await
+//! }
+//! ```
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::process::{ExitCode, Termination};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::fault::Injector;
+use crate::grpc::client;
+use crate::grpc::server::{ServeError, Server, SettingsError};
+use crate::telemetry::Telemetry;
+use crate::{Host, Setup};
+
+/// A boxed error of the user's.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The exit code of a settings error: 78, `EX_CONFIG` of BSD's
+/// `sysexits.h`.
+pub const EXIT_CONFIG: u8 = 78;
+
+/// The exit code of any other error: 1.
+pub const EXIT_FAILURE: u8 = 1;
+
+/// What kind of error ended an [`App`], which decides its exit code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// A bad setting: exit [`EXIT_CONFIG`] (78).
+    Settings,
+    /// Anything else, a fault in the code among them: exit
+    /// [`EXIT_FAILURE`] (1).
+    Other,
+}
+
+/// An error of a step of the [`App`]: of the user's telemetry, failure
+/// injection or init function, or of a server.
+///
+/// [`Error::settings`] marks a bad setting (exit 78): a configuration
+/// loader's error that names the variable or the field's path, or the
+/// error of a check run on settings once they are read ([`check_client`],
+/// [`check_server`], which name every bad field). Every other error is
+/// [`Error::other`] (exit 1), and so is a constructor's refusal with `?`
+/// ([`client::NewError`] of `Client::new`, [`SettingsError`] of
+/// `Server::new`): they run the checks again, and settings that reach them
+/// unchecked, or built in code, or a pair of values that no one field's
+/// check sees together (a backoff ceiling below its base), are a fault in
+/// the code.
+pub struct Error {
+    kind: ErrorKind,
+    source: BoxError,
+}
+
+impl Error {
+    /// A settings error (exit 78).
+    pub fn settings(source: impl Into<BoxError>) -> Error {
+        Error {
+            kind: ErrorKind::Settings,
+            source: source.into(),
+        }
+    }
+
+    /// Any other error (exit 1).
+    pub fn other(source: impl Into<BoxError>) -> Error {
+        Error {
+            kind: ErrorKind::Other,
+            source: source.into(),
+        }
+    }
+
+    /// Its kind.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The exit code it ends the App with: 78 or 1.
+    pub fn exit_code(&self) -> u8 {
+        match self.kind {
+            ErrorKind::Settings => EXIT_CONFIG,
+            ErrorKind::Other => EXIT_FAILURE,
+        }
+    }
+
+    /// The error it wraps.
+    pub fn get_ref(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.source
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Error")
+            .field("kind", &self.kind)
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.source, f)
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.source)
+    }
+}
+
+impl From<SettingsError> for Error {
+    fn from(e: SettingsError) -> Error {
+        Error::other(e)
+    }
+}
+
+impl From<client::NewError> for Error {
+    fn from(e: client::NewError) -> Error {
+        Error::other(e)
+    }
+}
+
+/// Runs every check of a client's `settings`, as
+/// [`Client::new`](client::Client::new) will: call it once the settings
+/// are read (deserialised with `envy`, `figment` or `config`), so that a
+/// bad value is a settings error (exit 78) naming every bad field.
+///
+/// # Errors
+///
+/// [`Error::settings`] wrapping the [`client::NewError`] that names every
+/// bad field.
+pub fn check_client(settings: &client::Settings) -> Result<(), Error> {
+    settings.check().map_err(Error::settings)
+}
+
+/// Runs every check of a server's `settings` ([`Settings::check`](crate::grpc::server::Settings::check)),
+/// so that a bad value is a settings error (exit 78) naming every bad
+/// field.
+///
+/// # Errors
+///
+/// [`Error::settings`] wrapping the [`SettingsError`] that names every bad
+/// field.
+pub fn check_server(settings: &crate::grpc::server::Settings) -> Result<(), Error> {
+    settings.check().map_err(Error::settings)
+}
+
+impl From<ServeError> for Error {
+    fn from(e: ServeError) -> Error {
+        Error::other(e)
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Error {
+        Error::other(e)
+    }
+}
+
+impl From<BoxError> for Error {
+    fn from(e: BoxError) -> Error {
+        Error::other(e)
+    }
+}
+
+/// The telemetry an [`App`] records with, and how to shut its providers
+/// down: what the function given to [`App::telemetry`] builds.
+pub struct Providers {
+    telemetry: Telemetry,
+    shutdown: Vec<Box<dyn FnOnce() -> Result<(), BoxError> + Send>>,
+}
+
+impl fmt::Debug for Providers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Providers")
+            .field("telemetry", &self.telemetry)
+            .field("shutdown", &self.shutdown.len())
+            .finish()
+    }
+}
+
+impl Providers {
+    /// The App records with `telemetry`.
+    pub fn new(telemetry: Telemetry) -> Providers {
+        Providers {
+            telemetry,
+            shutdown: Vec::new(),
+        }
+    }
+
+    /// Runs `shutdown` as the App's last step, after the on-stop hooks:
+    /// an SDK provider's `shutdown`, which flushes what it holds
+    /// (`move || tracer_provider.shutdown().map_err(Into::into)`). It may
+    /// block; several run in the order given. Its error is not the App's:
+    /// the App has stopped by then.
+    pub fn on_shutdown(
+        mut self,
+        shutdown: impl FnOnce() -> Result<(), BoxError> + Send + 'static,
+    ) -> Providers {
+        self.shutdown.push(Box::new(shutdown));
+        self
+    }
+
+    async fn shut_down(self) {
+        for shutdown in self.shutdown {
+            // A provider's own blocking flush runs off the runtime's
+            // threads; its failure cannot change how the App ended.
+            let _ = tokio::task::spawn_blocking(shutdown).await;
+        }
+    }
+}
+
+/// How an [`App`] ended: its exit code and, unless it is 0, the error.
+///
+/// It is a [`Termination`], so `main` can return it: it prints the error
+/// to standard error and exits with the code.
+#[derive(Debug)]
+pub struct Exit {
+    code: u8,
+    error: Option<Error>,
+}
+
+impl Exit {
+    /// The exit code: 0, [`EXIT_CONFIG`] or [`EXIT_FAILURE`].
+    pub fn code(&self) -> u8 {
+        self.code
+    }
+
+    /// The error that ended the App, if it did not stop cleanly.
+    pub fn error(&self) -> Option<&Error> {
+        self.error.as_ref()
+    }
+
+    fn failed(error: Error) -> Exit {
+        Exit {
+            code: error.exit_code(),
+            error: Some(error),
+        }
+    }
+}
+
+impl Termination for Exit {
+    fn report(self) -> ExitCode {
+        if let Some(error) = &self.error {
+            eprintln!("error: {error}");
+        }
+        ExitCode::from(self.code)
+    }
+}
+
+type TelemetryFn = Box<dyn FnOnce(&Setup) -> Result<Providers, Error> + Send>;
+type FaultsFn = Box<dyn FnOnce(&Setup) -> Result<Injector, Error> + Send>;
+type StopSignal = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// A service's lifecycle; see the [module](self) docs.
+pub struct App {
+    setup: Setup,
+    telemetry: Option<TelemetryFn>,
+    faults: Option<FaultsFn>,
+    stop: Option<StopSignal>,
+    stop_timeout: Duration,
+}
+
+impl fmt::Debug for App {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("App")
+            .field("setup", &self.setup)
+            .field("telemetry", &self.telemetry.is_some())
+            .field("faults", &self.faults.is_some())
+            .field("stop_on", &self.stop.is_some())
+            .field("stop_timeout", &self.stop_timeout)
+            .finish()
+    }
+}
+
+impl Default for App {
+    fn default() -> Self {
+        App::new()
+    }
+}
+
+impl App {
+    /// An App on the real world ([`OsHost`](crate::OsHost)), with no-op
+    /// telemetry and failure injection off until told otherwise, stopped
+    /// by SIGTERM or SIGINT.
+    pub fn new() -> App {
+        App {
+            setup: Setup::new(),
+            telemetry: None,
+            faults: None,
+            stop: None,
+            stop_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// Dials, listens and reads files through `host` (a test's
+    /// `humus::testing::Host`).
+    pub fn host(mut self, host: impl Host) -> App {
+        self.setup = self.setup.with_host(host);
+        self
+    }
+
+    /// Builds the App's telemetry with `build`, the App's first step.
+    pub fn telemetry(
+        mut self,
+        build: impl FnOnce(&Setup) -> Result<Providers, Error> + Send + 'static,
+    ) -> App {
+        self.telemetry = Some(Box::new(build));
+        self
+    }
+
+    /// Builds the App's failure injector with `build`, after the telemetry
+    /// and before init. Without it, injection is off.
+    pub fn faults(
+        mut self,
+        build: impl FnOnce(&Setup) -> Result<Injector, Error> + Send + 'static,
+    ) -> App {
+        self.faults = Some(Box::new(build));
+        self
+    }
+
+    /// Stops the App when `stop` completes, instead of at SIGTERM or
+    /// SIGINT (for tests).
+    pub fn stop_on(mut self, stop: impl Future<Output = ()> + Send + 'static) -> App {
+        self.stop = Some(Box::pin(stop));
+        self
+    }
+
+    /// How long the on-stop hooks may run, together (default 10 s); past
+    /// it, the App goes on to shut its telemetry down and exits.
+    pub fn stop_timeout(mut self, timeout: Duration) -> App {
+        self.stop_timeout = timeout;
+        self
+    }
+
+    /// Runs the App's lifecycle with `init`; see the [module](self) docs.
+    pub async fn run<F, Fut>(self, init: F) -> Exit
+    where
+        F: FnOnce(Setup) -> Fut,
+        Fut: Future<Output = Result<Vec<Server>, Error>>,
+    {
+        let App {
+            setup,
+            telemetry,
+            faults,
+            stop,
+            stop_timeout,
+        } = self;
+        let providers = match telemetry {
+            Some(build) => match build(&setup) {
+                Ok(providers) => providers,
+                Err(e) => return Exit::failed(e),
+            },
+            None => Providers::new(Telemetry::default()),
+        };
+        let setup = setup.with_telemetry(providers.telemetry.clone());
+        let setup = match faults {
+            Some(build) => match build(&setup) {
+                Ok(injector) => setup.with_faults(injector),
+                Err(e) => {
+                    providers.shut_down().await;
+                    return Exit::failed(e);
+                }
+            },
+            None => setup,
+        };
+        let servers = match init(setup.clone()).await {
+            Ok(servers) => servers,
+            Err(e) => {
+                stop_hooks(&setup, stop_timeout).await;
+                providers.shut_down().await;
+                return Exit::failed(e);
+            }
+        };
+        let result = serve(servers, stop).await;
+        stop_hooks(&setup, stop_timeout).await;
+        providers.shut_down().await;
+        match result {
+            Ok(()) => Exit {
+                code: 0,
+                error: None,
+            },
+            Err(e) => Exit::failed(e),
+        }
+    }
+}
+
+async fn stop_hooks(setup: &Setup, timeout: Duration) {
+    let _ = tokio::time::timeout(timeout, setup.stop()).await;
+}
+
+/// Runs every server until `stop` (or SIGTERM/SIGINT) or a server's
+/// failure, then shuts them all down and waits for each.
+async fn serve(mut servers: Vec<Server>, stop: Option<StopSignal>) -> Result<(), Error> {
+    // Every server listens before any serves: an address in use fails the
+    // App before it answers anything.
+    for server in &mut servers {
+        server.bind().await?;
+    }
+    let (shutdown, stopping) = watch::channel(false);
+    let mut running = JoinSet::new();
+    for server in servers {
+        let mut stopping = stopping.clone();
+        running.spawn(server.serve(async move {
+            let _ = stopping.wait_for(|s| *s).await;
+        }));
+    }
+    let stop = stop.unwrap_or_else(|| Box::pin(signals()));
+    let mut failure = None;
+    tokio::select! {
+        () = stop => {}
+        Some(done) = running.join_next() => failure = joined(done),
+    }
+    let _ = shutdown.send(true);
+    while let Some(done) = running.join_next().await {
+        if let Some(e) = joined(done) {
+            failure.get_or_insert(e);
+        }
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+fn joined(done: Result<Result<(), ServeError>, tokio::task::JoinError>) -> Option<Error> {
+    match done {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e.into()),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Some(Error::other(e)),
+    }
+}
+
+/// SIGTERM or SIGINT.
+async fn signals() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}

@@ -1,0 +1,29 @@
+//! The seam to the inherited deadline and context
+//! ([`crate::grpc::deadline`]): the served RPC's deadline (from its
+//! `grpc-timeout`) and its context (the caller's trace context and
+//! baggage, with the server span), handed to the handler.
+
+use std::future::Future;
+
+use opentelemetry::Context;
+use tokio::time::Instant;
+
+use crate::grpc::deadline::{GRPC_TIMEOUT, Inherited, parse_grpc_timeout};
+
+/// The future a handler runs as: with its RPC's deadline and context
+/// current.
+pub(super) type Scoped<F> = crate::grpc::deadline::Scoped<F>;
+
+/// Runs `fut` inside [`Inherited::scope`] with `deadline` and `cx`.
+pub(super) fn scope<F: Future>(deadline: Option<Instant>, cx: Context, fut: F) -> Scoped<F> {
+    Inherited::new(deadline, cx).scope(fut)
+}
+
+/// The deadline a request's `grpc-timeout` sets, counted from `received`
+/// (as [`Inherited::from_headers`] reads it).
+pub(super) fn deadline(headers: &http::HeaderMap, received: Instant) -> Option<Instant> {
+    headers
+        .get(GRPC_TIMEOUT)
+        .and_then(|v| parse_grpc_timeout(v.as_bytes()))
+        .and_then(|d| received.checked_add(d))
+}

@@ -1,0 +1,517 @@
+//! What every RPC a [`Server`](super::Server) serves passes before the
+//! user's services: the extraction of the caller's trace context and
+//! baggage, the scenario strip, the SERVER span and
+//! `rpc.server.call.duration`, the deadline, and the handler run with its
+//! RPC's deadline and context; and the response body that ends the span,
+//! and ends an open stream with `UNAVAILABLE` once its connection was told
+//! to go away.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context as TaskContext, Poll, Waker};
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue};
+use http_body::{Body, Frame, SizeHint};
+use opentelemetry::global::BoxedTracer;
+use opentelemetry::metrics::Histogram;
+use opentelemetry::trace::{SpanKind, Status as SpanStatus, TraceContextExt, Tracer};
+use opentelemetry::{Context, InstrumentationScope, KeyValue};
+use tokio::time::{Instant, Sleep};
+use tonic::Code;
+use tower_service::Service;
+
+use super::inherit::{self, Scoped};
+use super::server::ConnInfo;
+use super::service::Shared;
+use crate::fault::record_strip;
+use crate::telemetry::names::{
+    ERROR_TYPE, RPC_METHOD, RPC_METHOD_OTHER, RPC_RESPONSE_STATUS_CODE, RPC_SERVER_CALL_DURATION,
+    RPC_SERVER_SCOPE, RPC_SYSTEM_GRPC, RPC_SYSTEM_NAME,
+};
+use crate::telemetry::{Telemetry, code_name};
+
+/// What every connection's [`Rpc`] shares: built once per server.
+pub(super) struct RpcShared {
+    pub(super) strip: Shared,
+    tracer: Option<BoxedTracer>,
+    duration: Option<Histogram<f64>>,
+    /// The names of the services served (`ledger.v1.Ledger`), so that an
+    /// unknown method is recorded as `_OTHER`.
+    services: Vec<&'static str>,
+}
+
+impl RpcShared {
+    pub(super) fn new(
+        telemetry: &Telemetry,
+        strip: Shared,
+        services: Vec<&'static str>,
+    ) -> RpcShared {
+        let scope = || {
+            InstrumentationScope::builder(RPC_SERVER_SCOPE)
+                .with_version(env!("CARGO_PKG_VERSION"))
+                .build()
+        };
+        let tracer = telemetry
+            .has_tracer_provider()
+            .then(|| telemetry.tracer(scope()));
+        let duration = telemetry.has_meter_provider().then(|| {
+            telemetry
+                .meter(scope())
+                .f64_histogram(RPC_SERVER_CALL_DURATION)
+                .with_unit("s")
+                .with_description("Measures the duration of inbound remote procedure calls.")
+                .with_boundaries(crate::telemetry::DURATION_BOUNDARIES.to_vec())
+                .build()
+        });
+        RpcShared {
+            strip,
+            tracer,
+            duration,
+            services,
+        }
+    }
+
+    /// The method's name as recorded: the path without its slash when the
+    /// server serves its service, else `_OTHER`.
+    fn method_name(&self, path: &str) -> &'static str {
+        let name = path.strip_prefix('/').unwrap_or(path);
+        match name.split_once('/') {
+            Some((service, method)) if !method.is_empty() => {
+                match self.services.iter().find(|s| **s == service) {
+                    // Leaked once per distinct method of a served service:
+                    // a bounded set, named by the server's own services.
+                    Some(_) => intern(name),
+                    None => RPC_METHOD_OTHER,
+                }
+            }
+            _ => RPC_METHOD_OTHER,
+        }
+    }
+}
+
+/// The `&'static str` of a method name, leaked once per name.
+fn intern(name: &str) -> &'static str {
+    static NAMES: std::sync::LazyLock<Mutex<std::collections::HashSet<&'static str>>> =
+        std::sync::LazyLock::new(Mutex::default);
+    let mut names = NAMES.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(n) = names.get(name) {
+        return n;
+    }
+    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    names.insert(leaked);
+    leaked
+}
+
+/// The signal that tells a connection's open streams to end with
+/// `UNAVAILABLE`: raised once the connection's GOAWAY went out (at a
+/// shutdown), or when its age's grace is over.
+#[derive(Default)]
+pub(super) struct StreamsEnd {
+    ended: AtomicBool,
+    next: AtomicU64,
+    wakers: Mutex<HashMap<u64, Waker>>,
+}
+
+impl StreamsEnd {
+    /// Raises the signal: every open stream's body ends at its next poll.
+    pub(super) fn end(&self) {
+        self.ended.store(true, Ordering::SeqCst);
+        let wakers = std::mem::take(&mut *self.lock());
+        for (_, waker) in wakers {
+            waker.wake();
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Waker>> {
+        self.wakers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn is_ended(&self) -> bool {
+        self.ended.load(Ordering::SeqCst)
+    }
+
+    /// Whether the signal is raised; if not, `waker` is woken when it is.
+    fn poll_ended(&self, id: u64, waker: &Waker) -> bool {
+        if self.is_ended() {
+            return true;
+        }
+        self.lock().insert(id, waker.clone());
+        // Raised between the check and the registration: `end` may have
+        // taken the map before the insert.
+        self.is_ended()
+    }
+
+    fn forget(&self, id: u64) {
+        self.lock().remove(&id);
+    }
+}
+
+/// The service every RPC of one connection goes through first.
+pub(super) struct Rpc<S> {
+    pub(super) inner: S,
+    pub(super) shared: Arc<RpcShared>,
+    pub(super) streams_end: Arc<StreamsEnd>,
+    pub(super) info: ConnInfo,
+}
+
+impl<S: Clone> Clone for Rpc<S> {
+    fn clone(&self) -> Self {
+        Rpc {
+            inner: self.inner.clone(),
+            shared: Arc::clone(&self.shared),
+            streams_end: Arc::clone(&self.streams_end),
+            info: self.info.clone(),
+        }
+    }
+}
+
+impl<S, ReqBody, ResBody> Service<http::Request<ReqBody>> for Rpc<S>
+where
+    S: Service<http::Request<ReqBody>, Response = http::Response<ResBody>>,
+    ResBody: Body<Data = Bytes>,
+{
+    type Response = http::Response<RpcBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: http::Request<ReqBody>) -> Self::Future {
+        let received = Instant::now();
+        self.info.insert(request.extensions_mut());
+        let shared = &self.shared;
+        // 1. The caller's trace context and baggage.
+        let extracted = shared.strip.extract(&mut request);
+        // 2. The scenario strip, for a caller not trusted.
+        let (cx, stripped) = if shared.strip.injector.is_on() {
+            shared.strip.strip_extracted(&mut request, extracted)
+        } else {
+            (extracted, false)
+        };
+        // 3. The SERVER span, a child of the caller's, and the duration.
+        let method = if shared.tracer.is_some() || shared.duration.is_some() {
+            shared.method_name(request.uri().path())
+        } else {
+            RPC_METHOD_OTHER
+        };
+        let cx = match &shared.tracer {
+            Some(tracer) => {
+                let span = tracer
+                    .span_builder(method)
+                    .with_kind(SpanKind::Server)
+                    .with_attributes([
+                        KeyValue::new(RPC_SYSTEM_NAME, RPC_SYSTEM_GRPC),
+                        KeyValue::new(RPC_METHOD, method),
+                    ])
+                    .start_with_context(tracer, &cx);
+                let cx = cx.with_span(span);
+                if stripped {
+                    record_strip(&cx.span());
+                }
+                cx
+            }
+            None => cx,
+        };
+        // 4. The handler, with its RPC's deadline and context.
+        let deadline = inherit::deadline(request.headers(), received);
+        let record = Record {
+            shared: Arc::clone(shared),
+            cx: shared.tracer.is_some().then(|| cx.clone()),
+            method,
+            received,
+            done: false,
+        };
+        let call = inherit::scope(deadline, cx, self.inner.call(request));
+        ResponseFuture {
+            call,
+            deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d))),
+            record: Some(record),
+            streams_end: Arc::clone(&self.streams_end),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The response future of [`Rpc`]: the handler's, bounded by its
+    /// RPC's deadline.
+    pub(super) struct ResponseFuture<F: Future> {
+        #[pin]
+        call: Scoped<F>,
+        deadline: Option<Pin<Box<Sleep>>>,
+        record: Option<Record>,
+        streams_end: Arc<StreamsEnd>,
+    }
+}
+
+impl<F, B, E> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<http::Response<B>, E>>,
+    B: Body<Data = Bytes>,
+{
+    type Output = Result<http::Response<RpcBody<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let response = match this.call.poll(cx) {
+            Poll::Ready(Ok(response)) => response,
+            Poll::Ready(Err(e)) => {
+                if let Some(mut record) = this.record.take() {
+                    record.finish(Code::Internal, "the service failed");
+                }
+                return Poll::Ready(Err(e));
+            }
+            Poll::Pending => {
+                let expired = this
+                    .deadline
+                    .as_mut()
+                    .is_some_and(|d| d.as_mut().poll(cx).is_ready());
+                if !expired {
+                    return Poll::Pending;
+                }
+                // The deadline passed: the handler is dropped with this
+                // future, and the caller is told so.
+                let mut record = this.record.take();
+                if let Some(record) = record.as_mut() {
+                    record.finish(Code::DeadlineExceeded, "the deadline passed");
+                }
+                let (parts, ()) = tonic::Status::deadline_exceeded("the deadline passed")
+                    .into_http::<()>()
+                    .into_parts();
+                return Poll::Ready(Ok(http::Response::from_parts(parts, RpcBody::empty())));
+            }
+        };
+        let (parts, body) = response.into_parts();
+        let mut record = this.record.take();
+        // A trailers-only response carries its status in its headers.
+        if let Some(code) = status_code(&parts.headers)
+            && let Some(r) = record.as_mut()
+        {
+            let message = message(&parts.headers);
+            r.finish(code, &message);
+        }
+        let id = this.streams_end.next.fetch_add(1, Ordering::Relaxed);
+        Poll::Ready(Ok(http::Response::from_parts(
+            parts,
+            RpcBody {
+                inner: Some(body),
+                record,
+                streams_end: Some(Arc::clone(this.streams_end)),
+                id,
+                ended: false,
+            },
+        )))
+    }
+}
+
+/// What is recorded of one RPC when it ends: its span's end and its
+/// duration.
+struct Record {
+    shared: Arc<RpcShared>,
+    /// The context holding the server span, when tracing.
+    cx: Option<Context>,
+    method: &'static str,
+    received: Instant,
+    done: bool,
+}
+
+/// The codes a server counts as its own errors (OpenTelemetry's RPC
+/// conventions for gRPC servers): the span's status is Error only for
+/// these, since the rest say something about the request.
+fn is_server_error(code: Code) -> bool {
+    matches!(
+        code,
+        Code::Unknown
+            | Code::DeadlineExceeded
+            | Code::Unimplemented
+            | Code::Internal
+            | Code::Unavailable
+            | Code::DataLoss
+    )
+}
+
+impl Record {
+    fn finish(&mut self, code: Code, message: &str) {
+        if std::mem::replace(&mut self.done, true) {
+            return;
+        }
+        let name = code_name(code);
+        let error = is_server_error(code);
+        if let Some(cx) = &self.cx {
+            let span = cx.span();
+            span.set_attribute(KeyValue::new(RPC_RESPONSE_STATUS_CODE, name));
+            if error {
+                span.set_attribute(KeyValue::new(ERROR_TYPE, name));
+                span.set_status(SpanStatus::error(message.to_owned()));
+            }
+            span.end();
+        }
+        if let Some(duration) = &self.shared.duration {
+            let mut attributes = vec![
+                KeyValue::new(RPC_SYSTEM_NAME, RPC_SYSTEM_GRPC),
+                KeyValue::new(RPC_METHOD, self.method),
+                KeyValue::new(RPC_RESPONSE_STATUS_CODE, name),
+            ];
+            if error {
+                attributes.push(KeyValue::new(ERROR_TYPE, name));
+            }
+            duration.record(self.received.elapsed().as_secs_f64(), &attributes);
+        }
+    }
+}
+
+impl Drop for Record {
+    fn drop(&mut self) {
+        // The response was dropped before its status: the caller cancelled
+        // (RST_STREAM), or the connection closed.
+        self.finish(Code::Cancelled, "the call was cancelled");
+    }
+}
+
+fn status_code(headers: &HeaderMap) -> Option<Code> {
+    let value = headers.get("grpc-status")?;
+    let n: i32 = std::str::from_utf8(value.as_bytes()).ok()?.parse().ok()?;
+    Some(Code::from_i32(n))
+}
+
+fn message(headers: &HeaderMap) -> String {
+    tonic::Status::from_header_map(headers)
+        .map(|s| s.message().to_owned())
+        .unwrap_or_default()
+}
+
+/// The message an open stream ends with at its connection's end.
+pub(super) const GOING_AWAY: &str = "the server is going away: call again on a new connection";
+
+pin_project_lite::pin_project! {
+    /// The response body of every RPC a [`Server`](super::Server) serves:
+    /// the service's own, which records the RPC's status when it ends, and
+    /// ends with `UNAVAILABLE` when its connection's streams are told to
+    /// end while it waits for its next message.
+    pub(super) struct RpcBody<B> {
+        #[pin]
+        inner: Option<B>,
+        record: Option<Record>,
+        streams_end: Option<Arc<StreamsEnd>>,
+        id: u64,
+        ended: bool,
+    }
+
+    impl<B> PinnedDrop for RpcBody<B> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if let Some(streams_end) = this.streams_end.as_ref() {
+                streams_end.forget(*this.id);
+            }
+        }
+    }
+}
+
+impl<B> std::fmt::Debug for RpcBody<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RpcBody")
+            .field("ended", &self.ended)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B> RpcBody<B> {
+    fn empty() -> RpcBody<B> {
+        RpcBody {
+            inner: None,
+            record: None,
+            streams_end: None,
+            id: 0,
+            ended: true,
+        }
+    }
+}
+
+impl<B> Body for RpcBody<B>
+where
+    B: Body<Data = Bytes>,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let mut this = self.project();
+        if *this.ended {
+            return Poll::Ready(None);
+        }
+        let Some(inner) = this.inner.as_mut().as_pin_mut() else {
+            return Poll::Ready(None);
+        };
+        match inner.poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(trailers) = frame.trailers_ref()
+                    && let Some(record) = this.record.as_mut()
+                {
+                    let code = status_code(trailers).unwrap_or(Code::Unknown);
+                    let message = if code == Code::Ok {
+                        String::new()
+                    } else {
+                        message(trailers)
+                    };
+                    record.finish(code, &message);
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                if let Some(record) = this.record.as_mut() {
+                    record.finish(Code::Internal, "the response body failed");
+                }
+                *this.ended = true;
+                Poll::Ready(Some(Err(e)))
+            }
+            Poll::Ready(None) => {
+                *this.ended = true;
+                Poll::Ready(None)
+            }
+            Poll::Pending => {
+                let ended = this
+                    .streams_end
+                    .as_ref()
+                    .is_some_and(|s| s.poll_ended(*this.id, cx.waker()));
+                if !ended {
+                    return Poll::Pending;
+                }
+                // The connection is going away: end the stream now, with
+                // UNAVAILABLE, so the caller opens it again elsewhere.
+                *this.ended = true;
+                this.inner.set(None);
+                if let Some(record) = this.record.as_mut() {
+                    record.finish(Code::Unavailable, GOING_AWAY);
+                }
+                let mut trailers = HeaderMap::with_capacity(2);
+                trailers.insert("grpc-status", HeaderValue::from_static("14"));
+                trailers.insert(
+                    "grpc-message",
+                    HeaderValue::from_static(
+                        "the%20server%20is%20going%20away%3A%20call%20again%20on%20a%20new%20connection",
+                    ),
+                );
+                Poll::Ready(Some(Ok(Frame::trailers(trailers))))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ended || self.inner.as_ref().is_none_or(Body::is_end_stream)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.inner {
+            Some(inner) if !self.ended => inner.size_hint(),
+            _ => SizeHint::with_exact(0),
+        }
+    }
+}

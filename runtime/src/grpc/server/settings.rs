@@ -1,0 +1,413 @@
+//! `Settings`: one server's settings, their defaults and a check per field.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::Caller;
+
+/// Decides whether the failure scenario a request carries reaches the
+/// handler: `true` keeps it, `false` strips it. See
+/// [`Settings::trust_scenario`].
+#[derive(Clone)]
+pub struct TrustScenario(pub(super) Arc<dyn Fn(&Caller<'_>) -> bool + Send + Sync>);
+
+impl TrustScenario {
+    /// A trust function that runs `trust`.
+    pub fn new(trust: impl Fn(&Caller<'_>) -> bool + Send + Sync + 'static) -> TrustScenario {
+        TrustScenario(Arc::new(trust))
+    }
+}
+
+impl fmt::Debug for TrustScenario {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TrustScenario(fn)")
+    }
+}
+
+/// The settings of one [`Server`](super::Server): plain values, a
+/// [`Default`], a public check per field, and `serde::Deserialize` (the
+/// durations in humantime form, `"250ms"`, `"1m30s"`), so `envy`, `figment`
+/// or `config` read them from the environment or from files.
+/// [`Server::new`](super::Server::new) runs every check and names every bad
+/// field in one [`SettingsError`].
+///
+/// | field | default | check |
+/// |---|---|---|
+/// | [`addr`](Settings::addr) | none (empty: `new` rejects it) | [`check_addr`] |
+/// | [`tls`](Settings::tls) | `None`: plain-text HTTP/2 | [`check_tls`] |
+/// | [`trust_scenario`](Settings::trust_scenario) | `None`: trusts no caller | none (set in code) |
+/// | [`max_connection_age`](Settings::max_connection_age) | `None`: connections live on | [`check_max_connection_age`] |
+/// | [`max_connection_age_grace`](Settings::max_connection_age_grace) | `None`: no bound | [`check_grace`] |
+/// | [`shutdown_grace`](Settings::shutdown_grace) | 10 s | [`check_grace`] |
+///
+/// `tls` and `trust_scenario` are set in code and never deserialised: a
+/// configuration names a certificate file, which the service reads (with
+/// its [`Host`](crate::Host)) into a `rustls::ServerConfig`.
+#[derive(Clone, Deserialize)]
+#[serde(default)]
+pub struct Settings {
+    /// The address to listen on, through the Setup's
+    /// [`Host`](crate::Host): `host:port` (`127.0.0.1:8443`, `[::1]:8443`,
+    /// port 0 for one the system picks) or `:port` for every address of
+    /// the machine.
+    pub addr: String,
+
+    /// The TLS config to serve with; `None` serves plain-text HTTP/2.
+    ///
+    /// The server serves with a clone of it whose only ALPN protocol is
+    /// `h2`, so the config given is never changed. For mTLS, the config
+    /// verifies client certificates, and [`Caller::peer_certificates`]
+    /// shows them to [`trust_scenario`](Settings::trust_scenario).
+    #[serde(skip)]
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+
+    /// Whether the failure scenario a request carries reaches its handler.
+    /// It is asked only about a request that carries a scenario, and only
+    /// when the Setup's injection is on, before any handler or layer of
+    /// the user's; a request it does not trust has the scenario stripped
+    /// from its baggage (a `humus.fit.strip` event on its server span).
+    /// Set in code.
+    ///
+    /// Default: `None`, which trusts no caller: a server nobody decided
+    /// about is a trust boundary.
+    #[serde(skip)]
+    pub trust_scenario: Option<TrustScenario>,
+
+    /// The age at which a connection is sent a GOAWAY, so that its client
+    /// dials again and the load spreads over the service's instances (gRFC
+    /// A9's `MAX_CONNECTION_AGE`). Each connection's age is drawn within
+    /// ±10 % of it, so a server's clients do not all dial again at once.
+    /// The calls in flight at the GOAWAY finish; a client's next call goes
+    /// over a new connection. `None`: connections live until their client
+    /// or the server closes them.
+    #[serde(with = "humantime_serde")]
+    pub max_connection_age: Option<Duration>,
+
+    /// How long a connection that reached its age may still serve the
+    /// calls and streams it has open (gRFC A9's `MAX_CONNECTION_AGE_GRACE`).
+    /// Then its open streams end with `UNAVAILABLE`, and it is closed.
+    /// `None`: it stays open until its last call ends.
+    #[serde(with = "humantime_serde")]
+    pub max_connection_age_grace: Option<Duration>,
+
+    /// How long a graceful shutdown lets the unary calls in flight finish.
+    /// A shutdown stops accepting, sends every connection a GOAWAY, and
+    /// only then ends the open streams with `UNAVAILABLE`; a connection
+    /// whose calls are still running at the end of the grace is closed.
+    #[serde(with = "humantime_serde")]
+    pub shutdown_grace: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            addr: String::new(),
+            tls: None,
+            trust_scenario: None,
+            max_connection_age: None,
+            max_connection_age_grace: None,
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field("addr", &self.addr)
+            .field("tls", &self.tls.as_ref().map(|_| "rustls::ServerConfig"))
+            .field("trust_scenario", &self.trust_scenario)
+            .field("max_connection_age", &self.max_connection_age)
+            .field("max_connection_age_grace", &self.max_connection_age_grace)
+            .field("shutdown_grace", &self.shutdown_grace)
+            .finish()
+    }
+}
+
+/// Why a value fails its field's check. The message says what is wrong
+/// with the value and does not name the field, so the caller can put its
+/// own name in front (`GRPC_ADDR: has no port, want host:port`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct InvalidValue {
+    reason: String,
+}
+
+impl InvalidValue {
+    fn new(reason: impl Into<String>) -> InvalidValue {
+        InvalidValue {
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Checks a listening address: `host:port` or `:port`, with a numeric
+/// port (0 lets the system pick one).
+///
+/// Unlike a client's address, the host may be empty: a server listens on
+/// every address of the machine. A scheme, a named port and a path are
+/// rejected.
+///
+/// ```
+/// use humus::grpc::server::check_addr;
+/// assert!(check_addr(":8443").is_ok());
+/// assert!(check_addr("127.0.0.1:0").is_ok());
+/// assert!(check_addr("[::1]:8443").is_ok());
+/// assert!(check_addr("tcp://:8443").is_err());
+/// assert!(check_addr(":grpc").is_err());
+/// ```
+///
+/// # Errors
+///
+/// [`InvalidValue`] saying what is wrong.
+pub fn check_addr(addr: &str) -> Result<(), InvalidValue> {
+    if addr.is_empty() {
+        return Err(InvalidValue::new("is empty, want host:port or :port"));
+    }
+    if addr.contains("://") {
+        return Err(InvalidValue::new(format!(
+            "{addr:?} names a scheme, want host:port or :port"
+        )));
+    }
+    if let Some(c) = addr
+        .chars()
+        .find(|c| c.is_whitespace() || c.is_control() || "/?#%@".contains(*c))
+    {
+        return Err(InvalidValue::new(format!(
+            "{addr:?} holds {c:?}, want host:port or :port"
+        )));
+    }
+    let (host, port) = if let Some(rest) = addr.strip_prefix('[') {
+        let Some((host, port)) = rest.split_once("]:") else {
+            return Err(InvalidValue::new(format!(
+                "{addr:?} has no port after its bracket, want [ipv6]:port"
+            )));
+        };
+        if host.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(InvalidValue::new(format!(
+                "{addr:?} has {host:?} in brackets, which is no IPv6 address"
+            )));
+        }
+        (host, port)
+    } else {
+        let Some((host, port)) = addr.rsplit_once(':') else {
+            return Err(InvalidValue::new(format!(
+                "{addr:?} has no port, want host:port or :port"
+            )));
+        };
+        if host.contains(':') {
+            return Err(InvalidValue::new(format!(
+                "{addr:?} has an IPv6 address without brackets, want [ipv6]:port"
+            )));
+        }
+        (host, port)
+    };
+    let _ = host;
+    if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(InvalidValue::new(format!(
+            "{addr:?} has the port {port:?}, want a number from 0 to 65535"
+        )));
+    }
+    if port.parse::<u16>().is_err() {
+        return Err(InvalidValue::new(format!(
+            "{addr:?} has the port {port}, want 0..=65535"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a server TLS config: it must be able to accept a connection,
+/// with at least one cipher suite and one key exchange group. (rustls
+/// speaks only TLS 1.2 and 1.3, so the version floor HTTP/2 needs always
+/// holds.)
+///
+/// # Errors
+///
+/// [`InvalidValue`] saying what is wrong.
+pub fn check_tls(config: &rustls::ServerConfig) -> Result<(), InvalidValue> {
+    let provider = config.crypto_provider();
+    if provider.cipher_suites.is_empty() {
+        return Err(InvalidValue::new("has no cipher suite"));
+    }
+    if provider.kx_groups.is_empty() {
+        return Err(InvalidValue::new("has no key exchange group"));
+    }
+    Ok(())
+}
+
+/// Checks a maximum connection age: more than zero, when set.
+///
+/// # Errors
+///
+/// [`InvalidValue`] for zero.
+pub fn check_max_connection_age(age: Option<Duration>) -> Result<(), InvalidValue> {
+    match age {
+        Some(d) if d.is_zero() => Err(InvalidValue::new(
+            "is zero, want a duration more than zero (or none, for no age)",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Checks a grace period (of a shutdown, or of a connection past its age):
+/// at most an hour. Zero is allowed: no grace.
+///
+/// # Errors
+///
+/// [`InvalidValue`] for more than an hour.
+pub fn check_grace(grace: Duration) -> Result<(), InvalidValue> {
+    if grace > Duration::from_secs(3600) {
+        return Err(InvalidValue::new(format!(
+            "is {}, want at most 1h",
+            humantime_serde::re::humantime::format_duration(grace)
+        )));
+    }
+    Ok(())
+}
+
+/// Why [`Server::new`](super::Server::new) refused its settings: every bad
+/// field, each with what is wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SettingsError {
+    problems: Vec<(&'static str, String)>,
+}
+
+impl SettingsError {
+    /// The names of the bad fields, in declaration order (`"addr"`,
+    /// `"max_connection_age"`, ...).
+    pub fn fields(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.problems.iter().map(|(field, _)| *field)
+    }
+}
+
+impl fmt::Display for SettingsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("invalid server settings: ")?;
+        for (i, (field, problem)) in self.problems.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{field} {problem}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for SettingsError {}
+
+impl Settings {
+    /// Runs every field's check, and names every bad field in one error.
+    ///
+    /// # Errors
+    ///
+    /// [`SettingsError`] naming every bad field.
+    pub fn check(&self) -> Result<(), SettingsError> {
+        let mut problems = Vec::new();
+        let mut put = |field: &'static str, r: Result<(), InvalidValue>| {
+            if let Err(e) = r {
+                problems.push((field, e.reason));
+            }
+        };
+        put("addr", check_addr(&self.addr));
+        if let Some(tls) = &self.tls {
+            put("tls", check_tls(tls));
+        }
+        put(
+            "max_connection_age",
+            check_max_connection_age(self.max_connection_age),
+        );
+        if let Some(grace) = self.max_connection_age_grace {
+            put("max_connection_age_grace", check_grace(grace));
+        }
+        put("shutdown_grace", check_grace(self.shutdown_grace));
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(SettingsError { problems })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses() {
+        for ok in [":8443", "127.0.0.1:0", "[::1]:8443", "localhost:1", ":0"] {
+            assert_eq!(check_addr(ok), Ok(()), "{ok}");
+        }
+        for (bad, says) in [
+            ("", "empty"),
+            ("tcp://:80", "scheme"),
+            (":grpc", "port \"grpc\""),
+            ("8443", "no port"),
+            (":70000", "0..=65535"),
+            ("::1:80", "brackets"),
+            ("[::1]", "no port"),
+            ("[x]:80", "IPv6"),
+            ("a b:80", "' '"),
+            ("a/b:80", "'/'"),
+        ] {
+            let err = check_addr(bad).unwrap_err().to_string();
+            assert!(err.contains(says), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn every_bad_field_is_named() {
+        let settings = Settings {
+            addr: "nowhere".into(),
+            max_connection_age: Some(Duration::ZERO),
+            max_connection_age_grace: Some(Duration::from_secs(7200)),
+            shutdown_grace: Duration::from_secs(7200),
+            ..Settings::default()
+        };
+        let err = settings.check().unwrap_err();
+        assert_eq!(
+            err.fields().collect::<Vec<_>>(),
+            [
+                "addr",
+                "max_connection_age",
+                "max_connection_age_grace",
+                "shutdown_grace"
+            ]
+        );
+        assert!(
+            err.to_string()
+                .contains("shutdown_grace is 2h, want at most 1h"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn deserialises_durations_in_humantime_form() {
+        let settings: Settings = serde_json::from_str(
+            r#"{"addr": ":8443", "max_connection_age": "1m30s", "max_connection_age_grace": "250ms"}"#,
+        )
+        .unwrap();
+        assert_eq!(settings.addr, ":8443");
+        assert_eq!(settings.max_connection_age, Some(Duration::from_secs(90)));
+        assert_eq!(
+            settings.max_connection_age_grace,
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(settings.shutdown_grace, Duration::from_secs(10), "default");
+        assert!(settings.check().is_ok());
+
+        let err = serde_json::from_str::<Settings>(r#"{"shutdown_grace": "soon"}"#)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("soon") || err.contains("duration"), "{err}");
+
+        // The checks run after deserialising.
+        let settings: Settings =
+            serde_json::from_str(r#"{"addr": ":1", "max_connection_age": "0s"}"#).unwrap();
+        let err = settings.check().unwrap_err();
+        assert_eq!(err.fields().collect::<Vec<_>>(), ["max_connection_age"]);
+    }
+}

@@ -1,0 +1,238 @@
+//! The App's lifecycle: the order of its steps, and its exit codes (0 after
+//! a clean stop, 78 for a settings error, 1 for any other error), with the
+//! on-stop hooks run after every server has stopped, and when init fails.
+
+mod client_support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use client_support::*;
+use humus::App;
+use humus::app::{Error, ErrorKind, Providers};
+use humus::grpc::client::{self, Client};
+use humus::grpc::server::{Server, Settings};
+use humus::testing::{Ca, Host};
+use tokio::sync::oneshot;
+
+type Steps = Arc<Mutex<Vec<String>>>;
+
+fn push(steps: &Steps, step: impl Into<String>) {
+    steps.lock().unwrap().push(step.into());
+}
+
+/// An App on `host` whose every step is recorded in `steps`.
+fn app(host: &Host, steps: &Steps) -> App {
+    let (t, f) = (steps.clone(), steps.clone());
+    App::new()
+        .host(host.clone())
+        .telemetry(move |_| {
+            push(&t, "telemetry");
+            let t = t.clone();
+            Ok(
+                Providers::new(humus::telemetry::Telemetry::default()).on_shutdown(move || {
+                    push(&t, "telemetry shutdown");
+                    Ok(())
+                }),
+            )
+        })
+        .faults(move |setup| {
+            // After the telemetry: the Setup already has it.
+            push(&f, format!("faults {}", setup.faults().is_on()));
+            Ok(humus::fault::Injector::off())
+        })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_clean_stop_exits_0_after_every_step_in_order() {
+    let (ca, host) = (Ca::new(), Host::new());
+    let steps = Steps::default();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let s = steps.clone();
+    let h = host.clone();
+    let cert = ca.issue("orders").server_config();
+    let client_settings = carts_settings(&ca);
+    let run = tokio::spawn(
+        app(&host, &steps)
+            .stop_on(async move {
+                let _ = stopped.await;
+            })
+            .run(move |setup| async move {
+                push(&s, "init");
+                let carts = Client::new(&setup, client_settings)?;
+                let hook = s.clone();
+                let host = h.clone();
+                setup.on_stop(move || async move {
+                    // Every server has stopped: nothing listens any more.
+                    push(
+                        &hook,
+                        format!("on_stop listening={}", host.is_listening("orders:8443")),
+                    );
+                });
+                drop(carts);
+                let server = Server::new(
+                    &setup,
+                    Settings {
+                        addr: "orders:8443".into(),
+                        tls: Some(Arc::new(cert)),
+                        ..Settings::default()
+                    },
+                )?;
+                Ok(vec![server])
+            }),
+    );
+    for _ in 0..100 {
+        if host.is_listening("orders:8443") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(host.is_listening("orders:8443"));
+    push(&steps, "serving");
+    stop.send(()).unwrap();
+    let exit = run.await.unwrap();
+    assert_eq!(exit.code(), 0, "{:?}", exit.error());
+    assert_eq!(
+        *steps.lock().unwrap(),
+        [
+            "telemetry",
+            "faults false",
+            "init",
+            "serving",
+            "on_stop listening=false",
+            "telemetry shutdown"
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_bad_setting_exits_78_naming_every_field_and_runs_the_hooks() {
+    let host = Host::new();
+    let steps = Steps::default();
+    let s = steps.clone();
+    let exit = app(&host, &steps)
+        .run(move |setup| async move {
+            // A client built before the failure: its hook still runs.
+            let _carts = Client::new(
+                &setup,
+                client::Settings {
+                    addr: "carts:9090".into(),
+                    ..client::Settings::default()
+                },
+            )?;
+            let hook = s.clone();
+            setup.on_stop(move || async move { push(&hook, "on_stop") });
+            let settings: Settings =
+                serde_json::from_str(r#"{"addr": "tcp://:1", "max_connection_age": "0s"}"#)
+                    .map_err(Error::settings)?;
+            humus::app::check_server(&settings)?;
+            let server = Server::new(&setup, settings)?;
+            Ok(vec![server])
+        })
+        .await;
+    assert_eq!(exit.code(), 78);
+    let error = exit.error().unwrap();
+    assert_eq!(error.kind(), ErrorKind::Settings);
+    let text = error.to_string();
+    assert!(
+        text.contains("addr") && text.contains("max_connection_age"),
+        "{text}"
+    );
+    assert_eq!(
+        *steps.lock().unwrap(),
+        ["telemetry", "faults false", "on_stop", "telemetry shutdown"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn client_settings_that_fail_their_checks_exit_78_and_a_constructors_refusal_1() {
+    let host = Host::new();
+    let steps = Steps::default();
+    let read = r#"{"addr": "carts:9090", "timeout": "0s", "max_attempts": 0}"#;
+    let exit = app(&host, &steps)
+        .run(|setup| async move {
+            let settings: client::Settings = serde_json::from_str(read).map_err(Error::settings)?;
+            humus::app::check_client(&settings)?;
+            Client::new(&setup, settings)?;
+            Ok(vec![])
+        })
+        .await;
+    assert_eq!(exit.code(), 78);
+    let text = exit.error().unwrap().to_string();
+    assert!(
+        text.contains("timeout") && text.contains("max_attempts"),
+        "{text}"
+    );
+
+    // Settings built in code that the constructor refuses: a fault in the
+    // code.
+    let exit = app(&host, &Steps::default())
+        .run(|setup| async move {
+            let settings = client::Settings {
+                addr: "carts:9090".into(),
+                backoff_base: Duration::from_secs(2),
+                backoff_max: Duration::from_secs(1),
+                ..client::Settings::default()
+            };
+            Client::new(&setup, settings)?;
+            Ok(vec![])
+        })
+        .await;
+    assert_eq!(exit.code(), 1);
+    assert!(exit.error().unwrap().to_string().contains("backoff_max"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn any_other_init_error_exits_1() {
+    let host = Host::new();
+    let steps = Steps::default();
+    let exit = app(&host, &steps)
+        .run(|_| async move {
+            Err::<Vec<Server>, _>(Error::other(std::io::Error::other("the schema is missing")))
+        })
+        .await;
+    assert_eq!(exit.code(), 1);
+    assert_eq!(exit.error().unwrap().kind(), ErrorKind::Other);
+    assert_eq!(
+        *steps.lock().unwrap(),
+        ["telemetry", "faults false", "telemetry shutdown"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_server_that_cannot_listen_exits_1() {
+    let host = Host::new();
+    let _taken = host.listen("orders:8443");
+    let steps = Steps::default();
+    let exit = app(&host, &steps)
+        .run(|setup| async move {
+            Ok(vec![Server::new(
+                &setup,
+                Settings {
+                    addr: "orders:8443".into(),
+                    ..Settings::default()
+                },
+            )?])
+        })
+        .await;
+    assert_eq!(exit.code(), 1);
+    assert!(
+        exit.error().unwrap().to_string().contains("orders:8443"),
+        "{:?}",
+        exit.error()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_telemetry_function_exits_with_its_errors_code() {
+    let exit = App::new()
+        .telemetry(|_| Err(Error::settings("OTEL_EXPORTER_OTLP_ENDPOINT: not a URL")))
+        .run(|_| async { Ok(vec![]) })
+        .await;
+    assert_eq!(exit.code(), 78);
+    let exit = App::new()
+        .faults(|_| Err(Error::other("the codec refused its key")))
+        .run(|_| async { Ok(vec![]) })
+        .await;
+    assert_eq!(exit.code(), 1);
+}

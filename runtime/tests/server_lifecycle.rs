@@ -1,0 +1,370 @@
+//! The server half on the testing Host, both halves humus: a graceful
+//! shutdown lets the unary calls in flight finish and ends the open
+//! streams with UNAVAILABLE after its GOAWAY; `max_connection_age` moves a
+//! client to new connections with no error; a call's deadline ends its
+//! handler; health follows its monitors.
+
+mod client_support;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use client_support::*;
+use humus::Setup;
+use humus::grpc::client::{self, Client};
+use humus::grpc::server::{Health, ServeError, Server, Settings};
+use humus::health::Monitor;
+use humus::testing::{Ca, Host};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tonic::body::Body;
+use tonic::server::NamedService;
+use tonic::{Code, Response, Status};
+
+/// Carts, under its service name, as a generated server would be.
+#[derive(Clone)]
+struct CartsService(Carts);
+
+impl NamedService for CartsService {
+    const NAME: &'static str = "test.carts.v1.Carts";
+}
+
+impl tower_service::Service<http::Request<Body>> for CartsService {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Result<http::Response<Body>, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
+        self.0.call(req)
+    }
+}
+
+/// A humus server running in a task, until `stop`.
+struct Serving {
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<Result<(), ServeError>>,
+}
+
+impl Serving {
+    async fn start(server: Server) -> Serving {
+        let mut server = server;
+        server.bind().await.unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(server.serve(async move {
+            let _ = stopped.await;
+        }));
+        Serving {
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    /// Starts the shutdown, without waiting for it.
+    fn shutdown(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+
+    async fn stopped(mut self) {
+        self.shutdown();
+        (&mut self.task).await.unwrap().unwrap();
+    }
+}
+
+fn tls_settings(ca: &Ca) -> Settings {
+    Settings {
+        addr: "carts:9090".into(),
+        tls: Some(Arc::new(ca.issue("carts").server_config())),
+        ..Settings::default()
+    }
+}
+
+fn carts_server(host: &Host, settings: Settings, carts: &Carts) -> Server {
+    Server::new(&setup(host), settings)
+        .unwrap()
+        .add_service(CartsService(carts.clone()))
+}
+
+fn client_of(host: &Host, ca: &Ca, max_attempts: u32) -> Client {
+    Client::new(
+        &setup(host),
+        client::Settings {
+            max_attempts,
+            ..carts_settings(ca)
+        },
+    )
+    .unwrap()
+}
+
+/// A stream of one update, then nothing until its caller goes away.
+fn endless(id: String) -> impl futures_util::Stream<Item = Result<Cart, Status>> + Send {
+    futures_util::stream::iter([Ok(cart(&id, 1))]).chain(futures_util::stream::pending())
+}
+
+use futures_util::StreamExt as _;
+
+#[tokio::test(start_paused = true)]
+async fn a_graceful_shutdown_finishes_unary_calls_and_ends_streams_after_its_goaway() {
+    let (ca, host) = (Ca::new(), Host::new());
+    let old = Carts::new();
+    old.on_get_cart(|_, req| async move {
+        tokio::time::sleep(2 * SECOND).await;
+        Ok(Response::new(cart(&req.id, 7)))
+    });
+    old.on_watch_cart(|_, req| async move { Ok(Response::new(endless(req.id))) });
+    let settings = Settings {
+        shutdown_grace: 5 * SECOND,
+        ..tls_settings(&ca)
+    };
+    let mut serving = Serving::start(carts_server(&host, settings.clone(), &old)).await;
+    // One attempt: an error reaches the test rather than a retry.
+    let client = client_of(&host, &ca, 1);
+
+    let mut stream = client
+        .server_streaming::<_, Cart>(&WATCH_CART, get("c-1"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(stream.message().await.unwrap().is_some());
+    let in_flight = tokio::spawn({
+        let client = client.clone();
+        async move { client.unary::<_, Cart>(&GET_CART, get("c-2")).await }
+    });
+    settle().await;
+    assert_eq!(old.arrivals(&GET_CART), 1);
+
+    serving.shutdown();
+    settle().await;
+    // It stopped accepting at once; a new instance takes the address.
+    assert!(!host.is_listening("carts:9090"));
+    let new = Carts::new();
+    new.on_watch_cart(|_, req| async move { Ok(Response::new(endless(req.id))) });
+    let next = Serving::start(carts_server(&host, settings, &new)).await;
+
+    // The open stream ended with UNAVAILABLE, long before the grace.
+    let err = tokio::time::timeout(SECOND, stream.message())
+        .await
+        .expect("the stream ends at the shutdown, not at its grace")
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err}");
+    // Opened again at once, it goes over a new connection, to the new
+    // instance: the old one's GOAWAY came first.
+    let mut again = client
+        .server_streaming::<_, Cart>(&WATCH_CART, get("c-1"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(again.message().await.unwrap().is_some());
+    assert_eq!(old.arrivals(&WATCH_CART), 1);
+    assert_eq!(new.arrivals(&WATCH_CART), 1);
+
+    // The unary call in flight at the GOAWAY finishes, with no error.
+    let answer = in_flight.await.unwrap().unwrap();
+    assert_eq!(answer.get_ref().items, 7);
+    serving.stopped().await;
+    assert_eq!(host.accepted("carts:9090"), 2);
+    drop(again);
+    next.stopped().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shutdown_closes_a_connection_whose_call_outlives_the_grace() {
+    let (ca, host) = (Ca::new(), Host::new());
+    let carts = Carts::new();
+    carts.on_get_cart(|_, req| async move {
+        tokio::time::sleep(60 * SECOND).await;
+        Ok(Response::new(cart(&req.id, 1)))
+    });
+    let settings = Settings {
+        shutdown_grace: 3 * SECOND,
+        ..tls_settings(&ca)
+    };
+    let mut serving = Serving::start(carts_server(&host, settings, &carts)).await;
+    let client = client_of(&host, &ca, 1);
+    let call = tokio::spawn(async move { client.unary::<_, Cart>(&GET_CART, get("slow")).await });
+    settle().await;
+    let started = tokio::time::Instant::now();
+    serving.shutdown();
+    serving.stopped().await;
+    let took = started.elapsed();
+    assert!(
+        took >= 3 * SECOND && took < 4 * SECOND,
+        "the server stopped after {took:?}"
+    );
+    let err = call.await.unwrap().unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_connection_age_moves_200_sequential_calls_to_new_connections_with_no_error() {
+    let (ca, host) = (Ca::new(), Host::new());
+    let carts = Carts::new();
+    carts.on_get_cart(|_, req| async move {
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        Ok(Response::new(cart(&req.id, 1)))
+    });
+    let settings = Settings {
+        max_connection_age: Some(SECOND),
+        max_connection_age_grace: Some(SECOND),
+        ..tls_settings(&ca)
+    };
+    let serving = Serving::start(carts_server(&host, settings, &carts)).await;
+    let client = client_of(&host, &ca, 1);
+    for n in 0..200 {
+        let answer = client
+            .unary::<_, Cart>(&GET_CART, get(&format!("c-{n}")))
+            .await;
+        assert!(answer.is_ok(), "call {n}: {:?}", answer.err());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // 200 calls of 50 ms are 10 s: about ten ages of about a second.
+    let accepted = host.accepted("carts:9090");
+    assert!((7..=13).contains(&accepted), "{accepted} connections");
+    assert_eq!(carts.arrivals(&GET_CART), 200, "no call was sent twice");
+    serving.stopped().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_outliving_its_connections_age_ends_unavailable_after_the_grace() {
+    let (ca, host) = (Ca::new(), Host::new());
+    let carts = Carts::new();
+    carts.on_watch_cart(|_, req| async move { Ok(Response::new(endless(req.id))) });
+    let settings = Settings {
+        max_connection_age: Some(10 * SECOND),
+        max_connection_age_grace: Some(5 * SECOND),
+        ..tls_settings(&ca)
+    };
+    let serving = Serving::start(carts_server(&host, settings, &carts)).await;
+    let client = client_of(&host, &ca, 1);
+    let started = tokio::time::Instant::now();
+    let mut stream = client
+        .server_streaming::<_, Cart>(&WATCH_CART, get("c-1"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(stream.message().await.unwrap().is_some());
+    let err = stream.message().await.unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err}");
+    let took = started.elapsed();
+    // Its age is within 10 % of 10 s, then the grace of 5 s.
+    assert!(
+        took >= Duration::from_secs(14) && took <= Duration::from_secs(16),
+        "the stream ended after {took:?}"
+    );
+    // A call after it goes over a new connection.
+    assert!(client.unary::<_, Cart>(&GET_CART, get("c-2")).await.is_ok());
+    assert_eq!(host.accepted("carts:9090"), 2);
+    serving.stopped().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handler_ends_at_its_calls_deadline() {
+    let (ca, host) = (Ca::new(), Host::new());
+    let carts = Carts::new();
+    let finished = Arc::new(AtomicBool::new(false));
+    let done = finished.clone();
+    carts.on_get_cart(move |_, req| {
+        let done = done.clone();
+        async move {
+            tokio::time::sleep(10 * SECOND).await;
+            done.store(true, Ordering::SeqCst);
+            Ok(Response::new(cart(&req.id, 1)))
+        }
+    });
+    let serving = Serving::start(carts_server(&host, tls_settings(&ca), &carts)).await;
+    let client = client_of(&host, &ca, 1);
+    let mut request = get("slow");
+    request.set_timeout(2 * SECOND);
+    let started = tokio::time::Instant::now();
+    let err = client
+        .unary::<_, Cart>(&GET_CART, request)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err}");
+    assert!(started.elapsed() <= 2 * SECOND + Duration::from_millis(50));
+    tokio::time::sleep(20 * SECOND).await;
+    assert!(
+        !finished.load(Ordering::SeqCst),
+        "the handler was dropped at the deadline"
+    );
+    serving.stopped().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn health_turns_serving_at_the_check_after_its_monitor_turns_healthy() {
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_check_response::ServingStatus;
+
+    let (ca, host) = (Ca::new(), Host::new());
+    let healthy = Arc::new(AtomicBool::new(false));
+    let seen = healthy.clone();
+    let monitor = Monitor::from_fn(move || {
+        let seen = seen.clone();
+        async move { seen.load(Ordering::SeqCst) }
+    });
+    let health = Health::new().readiness(monitor).interval(SECOND);
+    let server = carts_server(&host, tls_settings(&ca), &Carts::new()).health(health);
+    let serving = Serving::start(server).await;
+    let client = client_of(&host, &ca, 1);
+
+    static CHECK: humus::grpc::client::Method = humus::grpc::client::Method {
+        full_name: "/grpc.health.v1.Health/Check",
+        point: "grpc:grpc.health.v1.Health/Check",
+        kind: humus::grpc::client::RpcKind::Unary,
+        policy: humus::grpc::client::MethodPolicy::DEFAULT,
+    };
+    let status = |service: &'static str| {
+        let client = client.clone();
+        async move {
+            let request = tonic::Request::new(HealthCheckRequest {
+                service: service.to_owned(),
+            });
+            let response: Response<tonic_health::pb::HealthCheckResponse> =
+                client.unary(&CHECK, request).await.unwrap();
+            ServingStatus::try_from(response.get_ref().status).unwrap()
+        }
+    };
+    settle().await;
+    for service in ["", "readiness", "test.carts.v1.Carts"] {
+        assert_eq!(
+            status(service).await,
+            ServingStatus::NotServing,
+            "{service:?}"
+        );
+    }
+    // Liveness depends on nothing outside the process.
+    assert_eq!(status("liveness").await, ServingStatus::Serving);
+
+    healthy.store(true, Ordering::SeqCst);
+    tokio::time::sleep(SECOND).await;
+    settle().await;
+    for service in ["", "readiness", "test.carts.v1.Carts"] {
+        assert_eq!(status(service).await, ServingStatus::Serving, "{service:?}");
+    }
+    serving.stopped().await;
+}
+
+#[tokio::test]
+async fn bad_settings_name_every_field() {
+    let err = Server::new(
+        &Setup::new(),
+        Settings {
+            addr: "tcp://:1".into(),
+            max_connection_age: Some(Duration::ZERO),
+            ..Settings::default()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.fields().collect::<Vec<_>>(),
+        ["addr", "max_connection_age"]
+    );
+}
