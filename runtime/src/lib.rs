@@ -15,6 +15,7 @@
 //! | [`retry`] | the retry budget, the backoff schedule and retry decisions |
 //! | [`fault`] | failure injection: scenarios, the injector, `jsonscenario` |
 //! | [`grpc`] | the gRPC client and the server-side scenario layer |
+//! | [`http`] | the HTTP client (on reqwest) and the HTTP server's context and scenario layer |
 //! | [`telemetry`] | the OpenTelemetry providers and propagator humus uses |
 //! | [`health`] | readiness monitors |
 //! | [`design`] | the design, in prose: client, breaker, failure injection |
@@ -41,6 +42,7 @@ pub mod design;
 pub mod fault;
 pub mod grpc;
 pub mod health;
+pub mod http;
 pub mod retry;
 pub mod telemetry;
 

@@ -146,12 +146,17 @@
 //! ```
 
 mod client;
+mod headers;
+mod http;
 mod logs;
 mod metadata;
 pub mod names;
 mod providers;
 
+pub use self::http::{HTTP_CANCELED_ERROR_TYPE, HttpAttempt, http_method_name};
 pub use client::{Attempt, BreakerRegistration, ClientRecorder, code_name};
+pub(crate) use headers::join_repeated;
+pub use headers::{HeaderExtractor, HeaderInjector};
 pub use logs::{BoxedLogRecord, BoxedLogger};
 pub use metadata::{MetadataExtractor, MetadataInjector};
 pub use providers::{Builder, Telemetry};
