@@ -330,6 +330,8 @@ impl Client {
             .map_or(inner.settings.timeout, |t| (*t).min(inner.settings.timeout));
         let deadline = started.checked_add(timeout);
         let retryable = retry.unwrap_or_else(|| is_idempotent(request.method()));
+        // A body of bytes can be sent again; a stream cannot.
+        let replayable = request.body().is_none_or(|b| b.as_bytes().is_some());
         let method = request.method().clone();
         let url_full = redacted(url);
         let mut original = Some(request);
@@ -349,21 +351,18 @@ impl Client {
                     return Err(Error::new(Kind::Rejected, rejected));
                 }
             };
-            let last = !retryable || attempt >= inner.settings.max_attempts;
-            // A clone while another attempt may follow and the body can be
-            // sent again; else the request itself, sent once.
-            let (request, resendable) = match original
+            let last = !retryable || !replayable || attempt >= inner.settings.max_attempts;
+            // A clone while another attempt may follow; else the request
+            // itself (a stream's body is sent once).
+            let request = match original
                 .as_ref()
                 .filter(|_| !last)
                 .and_then(reqwest::Request::try_clone)
             {
-                Some(clone) => (clone, true),
-                None => (
-                    original
-                        .take()
-                        .expect("a request that cannot be resent is sent once"),
-                    false,
-                ),
+                Some(clone) => clone,
+                None => original
+                    .take()
+                    .expect("the last attempt takes the request, and no attempt follows it"),
             };
             let span = inner
                 .recorder
@@ -387,7 +386,7 @@ impl Client {
                 Err(_) if deadline_passed => Classification::stop(Outcome::Failure),
                 result => inner.settings.classify.classify(&method, result.as_ref()),
             };
-            if c.retry == Verdict::Retry && !resendable {
+            if c.retry == Verdict::Retry && !(retryable && replayable) {
                 c.retry = Verdict::Stop;
                 c.retry_after = None;
             }
