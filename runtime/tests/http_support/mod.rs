@@ -225,3 +225,21 @@ pub fn attr(span: &SpanData, key: &str) -> Option<String> {
         .find(|kv| kv.key.as_str() == key)
         .map(|kv| kv.value.as_str().into_owned())
 }
+
+/// A bare reqwest client, as an edge or a benchmark's peer uses it: reqwest
+/// is built here without a TLS provider of its own (the workspace uses
+/// rustls with `ring`), so it is given one.
+pub fn bare_reqwest() -> reqwest::Client {
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(rustls::RootCertStore::empty())
+    .with_no_client_auth();
+    reqwest::Client::builder()
+        .no_proxy()
+        .tls_backend_preconfigured(tls)
+        .build()
+        .unwrap()
+}
