@@ -206,7 +206,10 @@ async fn a_scenario_in_a_second_baggage_header_is_stripped_too() {
         .unwrap()
         .to_owned();
     // In either order: the scenario is found, and the tenant is kept.
-    for baggage in [["tenant=acme", &scenario_only], [&scenario_only, "tenant=acme"]] {
+    for baggage in [
+        ["tenant=acme", &scenario_only],
+        [&scenario_only, "tenant=acme"],
+    ] {
         assert_eq!(edge(&front, &baggage, false).await, "200");
     }
     assert_eq!(*front.seen.lock().unwrap(), [None, None]);
