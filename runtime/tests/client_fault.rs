@@ -776,8 +776,18 @@ async fn the_strip_reaches_a_baggage_header_the_caller_put_in_the_metadata() {
     // (the call's context, the context the caller's header was written from)
     let cases = [
         ("the scenario alone", only.clone(), only.clone(), None),
-        ("with others", with_tenant.clone(), with_tenant.clone(), Some("acme")),
-        ("in the metadata only", Context::new(), with_tenant.clone(), Some("acme")),
+        (
+            "with others",
+            with_tenant.clone(),
+            with_tenant.clone(),
+            Some("acme"),
+        ),
+        (
+            "in the metadata only",
+            Context::new(),
+            with_tenant.clone(),
+            Some("acme"),
+        ),
     ];
     for (what, call_cx, header_cx, tenant) in cases {
         let (ca, host, carts, capture) = (Ca::new(), Host::new(), Carts::new(), Telemetry::new());

@@ -505,3 +505,22 @@ fn the_point_has_the_schemes_port_when_the_url_has_none() {
     assert_eq!(point("http://payments/v1"), "http:payments:80");
     assert_eq!(point("https://payments:8443"), "http:payments:8443");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_call_made_while_serving_an_rpc_ends_by_its_deadline() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = client(&setup(&telemetry, false), &upstream, settings());
+    upstream.script([Reply::retry_after(503, "3")]);
+    let served = humus::grpc::deadline::Inherited::new(
+        Some(Instant::now() + Duration::from_secs(2)),
+        opentelemetry::Context::new(),
+    );
+    let response = served
+        .scope(async { client.get("/x").send().await })
+        .await
+        .unwrap();
+    // The 3 s wait would end after the served RPC's deadline.
+    assert_eq!(response.status(), 503);
+    assert_eq!(decisions(&telemetry), [("expired".to_owned(), 1.0)]);
+}

@@ -54,6 +54,12 @@ async fn front(
         let record = Arc::clone(&record);
         async move {
             let cx = Context::current();
+            // A gRPC client's call made here inherits the same context.
+            let inherited = humus::grpc::deadline::Inherited::current().unwrap();
+            assert_eq!(
+                inherited.context().span().span_context().trace_id(),
+                cx.span().span_context().trace_id()
+            );
             let from_extensions = request.extensions().get::<Context>().cloned().unwrap();
             assert_eq!(
                 cx.span().span_context().trace_id(),

@@ -15,6 +15,7 @@ use super::settings::redacted;
 use super::{Error, Kind, NewError, Settings};
 use crate::circuit::Outcome;
 use crate::grpc::client::Classification;
+use crate::grpc::deadline::Inherited;
 use crate::retry::{self, Attempted, Next, Verdict};
 use crate::telemetry::HttpAttempt;
 use crate::{Setup, circuit, fault, telemetry};
@@ -278,7 +279,10 @@ impl Client {
     /// method unless [`CallOptions::retry`] says otherwise, and a body that
     /// can be sent again (a stream is sent once). Retries are bounded by
     /// `max_attempts`, the retry budget and the call's timeout, and wait the
-    /// larger of the backoff and the response's `Retry-After`.
+    /// larger of the backoff and the response's `Retry-After`. The call's
+    /// timeout is [`Settings::timeout`], or the request's own when shorter,
+    /// or the deadline of the RPC being served
+    /// ([`Inherited`](crate::grpc::deadline::Inherited)) when earlier.
     ///
     /// # Errors
     ///
@@ -299,8 +303,9 @@ impl Client {
         // The call's context is read now, before the future moves to
         // another task.
         let cx = options.context.unwrap_or_else(Context::current);
+        let inherited = Inherited::current_deadline();
         let client = self.clone();
-        async move { client.call(request, options.retry, cx).await }
+        async move { client.call(request, options.retry, cx, inherited).await }
     }
 
     async fn call(
@@ -308,6 +313,7 @@ impl Client {
         request: reqwest::Request,
         retry: Option<bool>,
         cx: Context,
+        inherited: Option<Instant>,
     ) -> Result<reqwest::Response, Error> {
         let inner = &*self.inner;
         let url = request.url();
@@ -328,7 +334,10 @@ impl Client {
         let timeout = request
             .timeout()
             .map_or(inner.settings.timeout, |t| (*t).min(inner.settings.timeout));
-        let deadline = started.checked_add(timeout);
+        let deadline = match (started.checked_add(timeout), inherited) {
+            (Some(own), Some(served)) => Some(own.min(served)),
+            (own, served) => own.or(served),
+        };
         let retryable = retry.unwrap_or_else(|| is_idempotent(request.method()));
         // A body of bytes can be sent again; a stream cannot.
         let replayable = request.body().is_none_or(|b| b.as_bytes().is_some());

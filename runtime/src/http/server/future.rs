@@ -4,22 +4,30 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
 
-use opentelemetry::Context;
+use crate::grpc::deadline::Scoped;
 
 pin_project_lite::pin_project! {
     /// The response future of [`ContextService`](super::ContextService):
-    /// the inner service's, polled with the request's context current.
-    #[derive(Debug)]
-    pub struct ResponseFuture<F> {
+    /// the inner service's, polled inside the request's
+    /// [`Inherited`](crate::grpc::deadline::Inherited) scope (its context
+    /// current, no deadline: an HTTP request carries none).
+    pub struct ResponseFuture<F: Future> {
         #[pin]
-        inner: F,
-        cx: Context,
+        inner: Scoped<F>,
     }
 }
 
-impl<F> ResponseFuture<F> {
-    pub(super) fn new(inner: F, cx: Context) -> Self {
-        ResponseFuture { inner, cx }
+impl<F: Future> std::fmt::Debug for ResponseFuture<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseFuture")
+            .field("inner", &self.inner)
+            .finish()
+    }
+}
+
+impl<F: Future> ResponseFuture<F> {
+    pub(super) fn new(inner: Scoped<F>) -> Self {
+        ResponseFuture { inner }
     }
 }
 
@@ -27,8 +35,6 @@ impl<F: Future> Future for ResponseFuture<F> {
     type Output = F::Output;
 
     fn poll(self: Pin<&mut Self>, task: &mut std::task::Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let _guard = this.cx.clone().attach();
-        this.inner.poll(task)
+        self.project().inner.poll(task)
     }
 }

@@ -15,6 +15,7 @@ use tower_service::Service;
 use super::future::ResponseFuture;
 use crate::Setup;
 use crate::fault::{Injector, baggage_without, record_strip};
+use crate::grpc::deadline::Inherited;
 use crate::telemetry::{HeaderExtractor, HeaderInjector, join_repeated};
 
 type TrustFn = Arc<dyn Fn(&http::Request<()>) -> bool + Send + Sync>;
@@ -147,7 +148,7 @@ where
             let _guard = cx.clone().attach();
             self.inner.call(request)
         };
-        ResponseFuture::new(future, cx)
+        ResponseFuture::new(Inherited::new(None, cx).scope(future))
     }
 }
 

@@ -12,8 +12,10 @@
 //!    event (every other baggage member, and the trace context, arrive
 //!    untouched);
 //! 3. hands the handler that context: in the request's extensions (an
-//!    [`opentelemetry::Context`]) and as the current context while the
-//!    handler's future runs. So the outbound calls the handler makes, HTTP
+//!    [`opentelemetry::Context`]), and as the current context and the
+//!    [`Inherited`](crate::grpc::deadline::Inherited) scope (with no
+//!    deadline: an HTTP request carries none) while the handler's future
+//!    runs. So the outbound calls the handler makes, HTTP
 //!    ([`http::client`](crate::http::client)) or gRPC
 //!    ([`grpc::client`](crate::grpc::client)), both of which take the
 //!    current context, continue the caller's trace and carry its baggage
