@@ -29,7 +29,7 @@ impl Injector for HeaderInjector<'_> {
 /// Reads a propagator's fields from HTTP headers, as a server extracts its
 /// caller's trace context and baggage. A header that is not valid text is
 /// invisible to it; of a header sent more than once, it reads the first
-/// (see [`join_repeated`] to read them all).
+/// (the HTTP server layer joins repeated headers first).
 #[derive(Debug)]
 pub struct HeaderExtractor<'a>(pub &'a HeaderMap);
 

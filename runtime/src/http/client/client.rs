@@ -556,7 +556,8 @@ impl RequestBuilder {
 
     /// Sets the body ([`reqwest::RequestBuilder::body`]). A body of bytes
     /// or a string is sent again by each retry; a stream
-    /// ([`reqwest::Body::wrap_stream`]) is sent once.
+    /// (`reqwest::Body::wrap_stream`, or [`reqwest::Body::wrap`] of a body) is
+    /// sent once.
     pub fn body<T: Into<reqwest::Body>>(self, body: T) -> RequestBuilder {
         self.map(|b| b.body(body))
     }
