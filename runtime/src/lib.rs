@@ -9,6 +9,11 @@
 //! [`Setup`]'s providers (never the globals), and is a failure-injection
 //! point.
 //!
+//! Outbound HTTP calls get the same: an [`http::client::Client`] (a thin
+//! client over `reqwest::Client`) has its own breaker, retry budget,
+//! telemetry and failure point per dependency, recorded into the same
+//! instruments as the gRPC client's.
+//!
 //! | module | what it holds |
 //! |---|---|
 //! | [`circuit`] | the circuit breaker's state machine |
