@@ -9,6 +9,11 @@
 //! [`Setup`]'s providers (never the globals), and is a failure-injection
 //! point.
 //!
+//! Outbound HTTP calls get the same: an [`http::client::Client`] (a thin
+//! client over `reqwest::Client`) has its own breaker, retry budget,
+//! telemetry and failure point per dependency, recorded into the same
+//! instruments as the gRPC client's.
+//!
 //! | module | what it holds |
 //! |---|---|
 //! | [`circuit`] | the circuit breaker's state machine |
@@ -16,6 +21,7 @@
 //! | [`fault`] | failure injection: scenarios, the injector, `jsonscenario` |
 //! | [`grpc`] | the gRPC client, and the server half |
 //! | [`app`] | the lifecycle: telemetry, faults, init, serve, signals, stop, exit codes |
+//! | [`http`] | the HTTP client (on reqwest) and the HTTP server's context and scenario layer |
 //! | [`telemetry`] | the OpenTelemetry providers and propagator humus uses |
 //! | [`health`] | readiness monitors |
 //! | [`design`] | the design, in prose: client, breaker, failure injection |
@@ -45,6 +51,7 @@ pub mod design;
 pub mod fault;
 pub mod grpc;
 pub mod health;
+pub mod http;
 pub mod retry;
 pub mod telemetry;
 

@@ -64,6 +64,7 @@ pub mod jsonscenario;
 mod model;
 mod settings;
 
+pub(crate) use codec::baggage_without;
 pub use codec::{DecodeError, Decoder, Encoder, with_scenario};
 pub use error::{Cause, ERROR_TYPE, InjectedError};
 pub use injector::Injector;

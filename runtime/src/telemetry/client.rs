@@ -120,9 +120,9 @@ pub(crate) const DURATION_BOUNDARIES: [f64; 14] = [
 ];
 
 /// The span status message of an attempt dropped before it ended.
-const DROPPED_MESSAGE: &str = "the call was dropped before it ended";
+pub(super) const DROPPED_MESSAGE: &str = "the call was dropped before it ended";
 
-fn scope(name: &'static str) -> InstrumentationScope {
+pub(super) fn scope(name: &'static str) -> InstrumentationScope {
     InstrumentationScope::builder(name)
         .with_version(env!("CARGO_PKG_VERSION"))
         .build()
@@ -133,17 +133,25 @@ fn scope(name: &'static str) -> InstrumentationScope {
 /// `humus.circuit.state` reads.
 pub(crate) struct Kit {
     rpc_tracer: Option<BoxedTracer>,
-    client_tracer: Option<BoxedTracer>,
+    /// The tracer of the HTTP client's attempt spans
+    /// ([`HTTP_SCOPE`](super::names::HTTP_SCOPE)).
+    pub(super) http_tracer: Option<BoxedTracer>,
+    pub(super) client_tracer: Option<BoxedTracer>,
     logger: BoxedLogger,
-    instruments: Option<Instruments>,
+    pub(super) instruments: Option<Instruments>,
     registry: Arc<Registry>,
-    propagator: Arc<dyn TextMapPropagator + Send + Sync>,
+    pub(super) propagator: Arc<dyn TextMapPropagator + Send + Sync>,
 }
 
-struct Instruments {
+/// The instruments of every client of one [`Telemetry`]: each protocol's
+/// duration histogram, and humus's four instruments, which the gRPC and
+/// the HTTP clients share (one dashboard serves both).
+pub(super) struct Instruments {
     call_duration: Histogram<f64>,
+    /// `http.client.request.duration`, in [`HTTP_SCOPE`](super::names::HTTP_SCOPE).
+    pub(super) http_duration: Histogram<f64>,
     transitions: Counter<u64>,
-    calls: Counter<u64>,
+    pub(super) calls: Counter<u64>,
     decisions: Counter<u64>,
     _state: ObservableUpDownCounter<i64>,
 }
@@ -154,8 +162,15 @@ impl Kit {
         let instruments = telemetry.has_meter_provider().then(|| {
             let rpc = telemetry.meter(scope(RPC_SCOPE));
             let own = telemetry.meter(scope(CLIENT_SCOPE));
+            let http = telemetry.meter(scope(HTTP_SCOPE));
             let observed = Arc::clone(&registry);
             Instruments {
+                http_duration: http
+                    .f64_histogram(HTTP_CLIENT_REQUEST_DURATION)
+                    .with_unit("s")
+                    .with_description("Duration of HTTP client requests.")
+                    .with_boundaries(DURATION_BOUNDARIES.to_vec())
+                    .build(),
                 call_duration: rpc
                     .f64_histogram(RPC_CLIENT_CALL_DURATION)
                     .with_unit("s")
@@ -191,6 +206,9 @@ impl Kit {
             rpc_tracer: telemetry
                 .has_tracer_provider()
                 .then(|| telemetry.tracer(scope(RPC_SCOPE))),
+            http_tracer: telemetry
+                .has_tracer_provider()
+                .then(|| telemetry.tracer(scope(HTTP_SCOPE))),
             client_tracer: telemetry
                 .has_tracer_provider()
                 .then(|| telemetry.tracer(scope(CLIENT_SCOPE))),
@@ -253,16 +271,16 @@ impl Registry {
 }
 
 /// One dependency's address and the attribute sets of its data points.
-struct Endpoint {
+pub(super) struct Endpoint {
     address: String,
     port: Option<u16>,
-    address_kv: KeyValue,
-    port_kv: Option<KeyValue>,
+    pub(super) address_kv: KeyValue,
+    pub(super) port_kv: Option<KeyValue>,
     /// `server.address`, `server.port`, `humus.circuit.state` per state.
     state_attributes: [Vec<KeyValue>; 3],
     /// `server.address`, `server.port`, `humus.circuit.outcome` per outcome,
     /// then `rejected`.
-    call_attributes: [Vec<KeyValue>; 4],
+    pub(super) call_attributes: [Vec<KeyValue>; 4],
     /// `server.address`, `server.port`, `humus.retry.decision` per decision.
     decision_attributes: [Vec<KeyValue>; 6],
 }
@@ -316,12 +334,12 @@ impl Endpoint {
 /// A clone is cheap and records to the same place.
 #[derive(Clone)]
 pub struct ClientRecorder {
-    inner: Arc<Recorder>,
+    pub(super) inner: Arc<Recorder>,
 }
 
-struct Recorder {
-    kit: Arc<Kit>,
-    endpoint: Arc<Endpoint>,
+pub(super) struct Recorder {
+    pub(super) kit: Arc<Kit>,
+    pub(super) endpoint: Arc<Endpoint>,
 }
 
 impl fmt::Debug for ClientRecorder {

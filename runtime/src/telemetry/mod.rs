@@ -113,6 +113,25 @@
 //! `humus.circuit.consecutive_failures` and `humus.circuit.timed_out`.
 //! Nothing else is logged: errors are returned, not logged.
 //!
+//! # The HTTP client
+//!
+//! The [HTTP client](crate::http::client) records through the same
+//! [`ClientRecorder`]: each attempt is a CLIENT span in the scope
+//! [`HTTP_SCOPE`](names::HTTP_SCOPE) with OpenTelemetry's HTTP client
+//! conventions ([`ClientRecorder::start_http_attempt`], [`HttpAttempt`]),
+//! named after the method, with `http.request.method`, `server.address`,
+//! `server.port`, `url.full`, `http.request.resend_count`,
+//! `http.response.status_code` and `error.type`, and one point of
+//! `http.client.request.duration` (seconds); a rejected call is a span of
+//! [`CLIENT_SCOPE`](names::CLIENT_SCOPE) ([`ClientRecorder::record_http_rejected`]).
+//! humus's four instruments and the breaker's log records are the ones
+//! above, recorded by the same methods ([`ClientRecorder::record_call`],
+//! [`ClientRecorder::record_decision`], the transition observer), with the
+//! same names, scope and attributes: an HTTP dependency's breaker is one
+//! more `server.address`/`server.port` on the same dashboard.
+//! [`HeaderInjector`] and [`HeaderExtractor`] carry the propagator's
+//! fields in HTTP headers.
+//!
 //! # How the client records a call
 //!
 //! ```
@@ -146,13 +165,18 @@
 //! ```
 
 mod client;
+mod headers;
+mod http;
 mod logs;
 mod metadata;
 pub mod names;
 mod providers;
 
 pub(crate) use client::DURATION_BOUNDARIES;
+pub use self::http::{HTTP_CANCELED_ERROR_TYPE, HttpAttempt, http_method_name};
 pub use client::{Attempt, BreakerRegistration, ClientRecorder, code_name};
+pub(crate) use headers::join_repeated;
+pub use headers::{HeaderExtractor, HeaderInjector};
 pub use logs::{BoxedLogRecord, BoxedLogger};
 pub use metadata::{MetadataExtractor, MetadataInjector};
 pub use providers::{Builder, Telemetry};

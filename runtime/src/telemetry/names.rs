@@ -24,6 +24,14 @@ pub const CLIENT_SCOPE: &str = "humus::grpc::client";
 /// instrumentation plays on a server).
 pub const RPC_SERVER_SCOPE: &str = "humus::grpc::server::otel";
 
+/// The instrumentation scope of each HTTP attempt's CLIENT span and of
+/// [`HTTP_CLIENT_REQUEST_DURATION`]: the HTTP semantic-convention
+/// instrumentation of [`http::client`](crate::http::client). What the HTTP
+/// client records of its own (a rejected call's span, humus's four
+/// instruments, the breaker's log records) is in [`CLIENT_SCOPE`], with the
+/// gRPC client's, so one dashboard serves both.
+pub const HTTP_SCOPE: &str = "humus::http::client::otel";
+
 /// `rpc.system.name`: the RPC system, always [`RPC_SYSTEM_GRPC`].
 pub const RPC_SYSTEM_NAME: &str = "rpc.system.name";
 /// The value of [`RPC_SYSTEM_NAME`] for gRPC.
@@ -108,3 +116,26 @@ pub const HUMUS_CIRCUIT_CONSECUTIVE_FAILURES: &str = "humus.circuit.consecutive_
 /// Log attribute `humus.circuit.timed_out`: probes of the state left that
 /// held their slot past the probe timeout.
 pub const HUMUS_CIRCUIT_TIMED_OUT: &str = "humus.circuit.timed_out";
+
+/// `http.request.method`: an HTTP attempt's method, `GET`, or `_OTHER` for
+/// a method the HTTP semantic conventions do not know (the method itself is
+/// then [`HTTP_REQUEST_METHOD_ORIGINAL`]).
+pub const HTTP_REQUEST_METHOD: &str = "http.request.method";
+/// `http.request.method_original`: the method as sent, when
+/// [`HTTP_REQUEST_METHOD`] is `_OTHER`.
+pub const HTTP_REQUEST_METHOD_ORIGINAL: &str = "http.request.method_original";
+/// `http.response.status_code`: the status code of an attempt's response
+/// (an integer).
+pub const HTTP_RESPONSE_STATUS_CODE: &str = "http.response.status_code";
+/// `http.request.resend_count`: on an attempt after the first, how many
+/// attempts came before it (1 on the second).
+pub const HTTP_REQUEST_RESEND_COUNT: &str = "http.request.resend_count";
+/// `url.full`: the attempt's absolute URL, its user name and password (if
+/// any) replaced by `REDACTED`.
+pub const URL_FULL: &str = "url.full";
+/// `http.client.request.duration`: a histogram of each HTTP attempt's
+/// duration, in seconds (unit `s`), from its start to its response's
+/// headers or its error.
+pub const HTTP_CLIENT_REQUEST_DURATION: &str = "http.client.request.duration";
+/// The `error.type` of an HTTP call the breaker rejected (nothing was sent).
+pub const HTTP_REJECTED_ERROR_TYPE: &str = "humus::circuit::Rejected";

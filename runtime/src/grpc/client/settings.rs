@@ -173,7 +173,7 @@ pub struct InvalidValue {
 }
 
 impl InvalidValue {
-    fn new(reason: impl Into<String>) -> InvalidValue {
+    pub(crate) fn new(reason: impl Into<String>) -> InvalidValue {
         InvalidValue {
             reason: reason.into(),
         }

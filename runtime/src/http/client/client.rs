@@ -1,0 +1,620 @@
+//! The HTTP `Client`: one dependency, one reqwest connection pool, one
+//! budget, one breaker; and its [`RequestBuilder`].
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use opentelemetry::Context;
+use opentelemetry::trace::TraceContextExt as _;
+use reqwest::{Method, Url};
+use tokio::time::Instant;
+
+use super::settings::redacted;
+use super::{Error, Kind, NewError, Settings};
+use crate::circuit::Outcome;
+use crate::grpc::client::Classification;
+use crate::grpc::deadline::Inherited;
+use crate::retry::{self, Attempted, Next, Verdict};
+use crate::telemetry::HttpAttempt;
+use crate::{Setup, circuit, fault, telemetry};
+
+/// A resilient HTTP client of one dependency: a thin client over a
+/// [`reqwest::Client`] (see the [module](super) docs).
+///
+/// One `Client` is one dependency at one [base URL](Settings::base_url),
+/// with one reqwest connection pool, one retry budget and one circuit
+/// breaker, shared by every call and every task: build it once where the
+/// service is set up, and clone it (a cheap handle). Two clients of one
+/// base URL have their own pool, budget and breaker.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    settings: Settings,
+    base: Url,
+    /// `http:<host>:<port>`, evaluated once per attempt.
+    point: String,
+    http: reqwest::Client,
+    breaker: circuit::Breaker,
+    budget: retry::Budget,
+    backoff: retry::Exponential,
+    recorder: telemetry::ClientRecorder,
+    _registration: telemetry::BreakerRegistration,
+    faults: fault::Injector,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("base_url", &self.inner.base.as_str())
+            .field("point", &self.inner.point)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a call may say beyond its [`reqwest::Request`], for
+/// [`Client::execute_with`] (a [`RequestBuilder`] sets them with
+/// [`retry`](RequestBuilder::retry) and [`context`](RequestBuilder::context)).
+#[derive(Clone, Debug, Default)]
+pub struct CallOptions {
+    /// Whether the call may be sent more than once: `Some(true)` opts a
+    /// request of any method in (a POST made safe to repeat by an
+    /// idempotency key), `Some(false)` opts one out; `None`, the default,
+    /// retries the idempotent methods of RFC 9110 (9.2.2: GET, HEAD,
+    /// OPTIONS, TRACE, PUT, DELETE) and no other.
+    pub retry: Option<bool>,
+    /// The call's OpenTelemetry context (its span is the parent of each
+    /// attempt's, its baggage is sent and carries the failure scenario);
+    /// `None` takes the current one when the call starts.
+    pub context: Option<Context>,
+}
+
+/// Whether RFC 9110 (9.2.2) calls `method` idempotent: GET, HEAD, OPTIONS,
+/// TRACE, PUT and DELETE.
+pub fn is_idempotent(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
+    )
+}
+
+impl Client {
+    /// Builds the client of the dependency `settings` name, for `setup`,
+    /// on a [`reqwest::Client`] of reqwest's defaults (no proxy, and
+    /// reqwest's own retries of requests the server refused unprocessed):
+    /// it records with `setup`'s telemetry and evaluates its failure
+    /// injector. Connects nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`NewError`] naming every bad field (a fault in the code that built
+    /// `settings`: a service's main exits 1 on it).
+    pub fn new(setup: &Setup, settings: Settings) -> Result<Client, NewError> {
+        Client::with_builder(setup, settings, reqwest::Client::builder().no_proxy())
+    }
+
+    /// [`new`](Client::new) on a [`reqwest::ClientBuilder`] of the user's
+    /// own (its pool, HTTP/2 or connection settings, its proxy, its
+    /// default headers), so an existing reqwest set-up keeps working. The
+    /// client sets its TLS config ([`Settings::tls`], or the platform's
+    /// roots), so whatever TLS the builder was given is replaced.
+    ///
+    /// # Errors
+    ///
+    /// [`NewError`] as [`new`](Client::new) says, and `tls` when reqwest
+    /// cannot build a client with the config.
+    pub fn with_builder(
+        setup: &Setup,
+        settings: Settings,
+        builder: reqwest::ClientBuilder,
+    ) -> Result<Client, NewError> {
+        let base = settings.check()?;
+        let tls = match &settings.tls {
+            Some(tls) => (**tls).clone(),
+            None => default_tls().map_err(|e| NewError::one("tls", e))?,
+        };
+        let mut tls = tls;
+        if tls.alpn_protocols.is_empty() {
+            tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        }
+        let http = builder
+            .tls_backend_preconfigured(tls)
+            .build()
+            .map_err(|e| NewError::one("tls", e))?;
+        let host = base.host_str().unwrap_or_default();
+        let port = base.port_or_known_default().unwrap_or(0);
+        let point = format!("http:{host}:{port}");
+        let recorder = telemetry::ClientRecorder::new(setup.telemetry(), &format!("{host}:{port}"));
+        let breaker = circuit::Breaker::new(
+            settings.breaker,
+            settings.breaker_policy.clone(),
+            recorder.transition_observer(),
+        )
+        .map_err(|e| NewError::one("breaker", e))?;
+        let registration = {
+            let breaker = breaker.clone();
+            recorder.register_breaker(move || breaker.state())
+        };
+        let budget = retry::Budget::new(settings.retry_budget)
+            .map_err(|e| NewError::one("retry_budget", e))?;
+        let backoff = retry::Exponential::new(settings.backoff_base, settings.backoff_max);
+        Ok(Client {
+            inner: Arc::new(Inner {
+                settings,
+                base,
+                point,
+                http,
+                breaker,
+                budget,
+                backoff,
+                recorder,
+                _registration: registration,
+                faults: setup.faults().clone(),
+            }),
+        })
+    }
+
+    /// Replaces the backoff's random source (see
+    /// [`Exponential::with_source`](retry::Exponential::with_source)), as
+    /// tests do to make waits exact. Only on a client no clone of which
+    /// has been made.
+    ///
+    /// # Panics
+    ///
+    /// If the client has been cloned (a programming error in the test).
+    #[doc(hidden)]
+    pub fn with_backoff_source(
+        mut self,
+        source: impl Fn(u64) -> u64 + Send + Sync + 'static,
+    ) -> Client {
+        let inner = Arc::get_mut(&mut self.inner).expect("with_backoff_source before any clone");
+        inner.backoff = inner.backoff.clone().with_source(source);
+        self
+    }
+
+    /// The client's settings, as given to [`Client::new`].
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    /// The base URL, parsed.
+    pub fn base_url(&self) -> &Url {
+        &self.inner.base
+    }
+
+    /// The client's failure-injection point, `http:<host>:<port>`.
+    pub fn point(&self) -> &str {
+        &self.inner.point
+    }
+
+    /// The reqwest client underneath. A request sent with it directly
+    /// passes none of humus: no breaker, no retries, no telemetry.
+    pub fn reqwest(&self) -> &reqwest::Client {
+        &self.inner.http
+    }
+
+    /// The readable state of the client's breaker.
+    pub fn breaker_state(&self) -> circuit::State {
+        self.inner.breaker.state()
+    }
+
+    /// Starts a request of `method` to `path` under the base URL: `path` is
+    /// appended to the base URL's path (`/charges?limit=5` under
+    /// `https://payments:8443/v1` is `https://payments:8443/v1/charges?limit=5`).
+    pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        let base = self.inner.base.as_str().trim_end_matches('/');
+        let url = if path.is_empty() || path.starts_with(['/', '?']) {
+            format!("{base}{path}")
+        } else {
+            format!("{base}/{path}")
+        };
+        RequestBuilder {
+            client: self.clone(),
+            inner: self.inner.http.request(method, url),
+            options: CallOptions::default(),
+        }
+    }
+
+    /// [`request`](Client::request) with GET.
+    pub fn get(&self, path: &str) -> RequestBuilder {
+        self.request(Method::GET, path)
+    }
+
+    /// [`request`](Client::request) with POST (not retried unless the
+    /// request opts in with [`RequestBuilder::retry`]).
+    pub fn post(&self, path: &str) -> RequestBuilder {
+        self.request(Method::POST, path)
+    }
+
+    /// [`request`](Client::request) with PUT.
+    pub fn put(&self, path: &str) -> RequestBuilder {
+        self.request(Method::PUT, path)
+    }
+
+    /// [`request`](Client::request) with PATCH (not retried unless the
+    /// request opts in).
+    pub fn patch(&self, path: &str) -> RequestBuilder {
+        self.request(Method::PATCH, path)
+    }
+
+    /// [`request`](Client::request) with DELETE.
+    pub fn delete(&self, path: &str) -> RequestBuilder {
+        self.request(Method::DELETE, path)
+    }
+
+    /// [`request`](Client::request) with HEAD.
+    pub fn head(&self, path: &str) -> RequestBuilder {
+        self.request(Method::HEAD, path)
+    }
+
+    /// Sends `request`, a [`reqwest::Request`] built with any reqwest code,
+    /// with the default [`CallOptions`]: see [`execute_with`](Client::execute_with).
+    ///
+    /// # Errors
+    ///
+    /// As [`execute_with`](Client::execute_with).
+    pub fn execute(
+        &self,
+        request: reqwest::Request,
+    ) -> impl Future<Output = Result<reqwest::Response, Error>> + Send + use<> {
+        self.execute_with(request, CallOptions::default())
+    }
+
+    /// Sends `request` in up to [`max_attempts`](Settings::max_attempts)
+    /// attempts, and returns the last attempt's response, whatever its
+    /// status.
+    ///
+    /// Each attempt passes the breaker (a rejection ends the call with
+    /// [`Kind::Rejected`]: nothing is sent); is the failure-injection point
+    /// [`point`](Client::point), inside `attempt_timeout`; carries the
+    /// attempt's trace context and the call's baggage (without its failure
+    /// scenario, unless [`forward_scenario`](Settings::forward_scenario))
+    /// in the headers the Setup's propagator writes; and is classified
+    /// ([`Settings::classify`]) for the breaker and for retries. A retry
+    /// happens only for a request that may be sent again: an idempotent
+    /// method unless [`CallOptions::retry`] says otherwise, and a body that
+    /// can be sent again (a stream is sent once). Retries are bounded by
+    /// `max_attempts`, the retry budget and the call's timeout, and wait the
+    /// larger of the backoff and the response's `Retry-After`. The call's
+    /// timeout is [`Settings::timeout`], or the request's own when shorter,
+    /// or the deadline of the RPC being served
+    /// ([`Inherited`](crate::grpc::deadline::Inherited)) when earlier.
+    ///
+    /// # Errors
+    ///
+    /// [`Error`] when the last attempt got no response: [`Kind::Timeout`]
+    /// once the call's timeout has passed; [`Kind::Rejected`],
+    /// [`Kind::Transport`] or [`Kind::AttemptTimeout`] otherwise;
+    /// [`Kind::Request`] for a request whose URL is not on the base URL's
+    /// origin (nothing is sent or counted).
+    ///
+    /// # Panics
+    ///
+    /// Whatever the classify or breaker policy functions panic with.
+    pub fn execute_with(
+        &self,
+        request: reqwest::Request,
+        options: CallOptions,
+    ) -> impl Future<Output = Result<reqwest::Response, Error>> + Send + use<> {
+        // The call's context is read now, before the future moves to
+        // another task.
+        let cx = options.context.unwrap_or_else(Context::current);
+        let inherited = Inherited::current_deadline();
+        let client = self.clone();
+        async move { client.call(request, options.retry, cx, inherited).await }
+    }
+
+    async fn call(
+        &self,
+        request: reqwest::Request,
+        retry: Option<bool>,
+        cx: Context,
+        inherited: Option<Instant>,
+    ) -> Result<reqwest::Response, Error> {
+        let inner = &*self.inner;
+        let url = request.url();
+        if url.scheme() != inner.base.scheme()
+            || url.host_str() != inner.base.host_str()
+            || url.port_or_known_default() != inner.base.port_or_known_default()
+        {
+            return Err(Error::new(
+                Kind::Request,
+                format!(
+                    "{} is not on the origin of the client's base URL {}",
+                    redacted(url),
+                    inner.base
+                ),
+            ));
+        }
+        let started = Instant::now();
+        let timeout = request
+            .timeout()
+            .map_or(inner.settings.timeout, |t| (*t).min(inner.settings.timeout));
+        let deadline = match (started.checked_add(timeout), inherited) {
+            (Some(own), Some(served)) => Some(own.min(served)),
+            (own, served) => own.or(served),
+        };
+        let retryable = retry.unwrap_or_else(|| is_idempotent(request.method()));
+        // A body of bytes can be sent again; a stream cannot.
+        let replayable = request.body().is_none_or(|b| b.as_bytes().is_some());
+        let method = request.method().clone();
+        let url_full = redacted(url);
+        let mut original = Some(request);
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let ticket = match in_call(&cx, || inner.breaker.allow()) {
+                Ok(ticket) => ticket,
+                Err(rejected) => {
+                    inner.recorder.record_http_rejected(
+                        &cx,
+                        &method,
+                        &url_full,
+                        &rejected.to_string(),
+                    );
+                    inner.recorder.record_decision(retry::Decision::Stopped);
+                    return Err(Error::new(Kind::Rejected, rejected));
+                }
+            };
+            let last = !retryable || !replayable || attempt >= inner.settings.max_attempts;
+            // A clone while another attempt may follow; else the request
+            // itself (a stream's body is sent once).
+            let request = match original
+                .as_ref()
+                .filter(|_| !last)
+                .and_then(reqwest::Request::try_clone)
+            {
+                Some(clone) => clone,
+                None => original
+                    .take()
+                    .expect("the last attempt takes the request, and no attempt follows it"),
+            };
+            let span = inner
+                .recorder
+                .start_http_attempt(&cx, &method, &url_full, attempt - 1);
+            let now = Instant::now();
+            let attempt_deadline = match deadline {
+                Some(d) => d.min(now + inner.settings.attempt_timeout),
+                None => now + inner.settings.attempt_timeout,
+            };
+            let call_deadline = deadline.unwrap_or(attempt_deadline + Duration::from_secs(1));
+            let result = self
+                .attempt(&span, request, attempt_deadline, call_deadline)
+                .await;
+            match &result {
+                Ok(response) => span.end_response(response.status().as_u16()),
+                Err(e) => span.end_error(e.error_type(), &e.to_string()),
+            }
+            let now = Instant::now();
+            let deadline_passed = deadline.is_some_and(|d| now >= d);
+            let mut c = match &result {
+                Err(_) if deadline_passed => Classification::stop(Outcome::Failure),
+                result => inner.settings.classify.classify(&method, result.as_ref()),
+            };
+            if c.retry == Verdict::Retry && !(retryable && replayable) {
+                c.retry = Verdict::Stop;
+                c.retry_after = None;
+            }
+            in_call(&cx, || ticket.done(c.breaker));
+            inner.recorder.record_call(c.breaker);
+            let next = retry::decide(
+                &inner.budget,
+                &Attempted {
+                    verdict: c.retry,
+                    retry_after: c.retry_after,
+                    attempt,
+                    max_attempts: inner.settings.max_attempts,
+                    backoff: if c.retry == Verdict::Retry {
+                        inner.backoff.backoff(attempt)
+                    } else {
+                        Duration::ZERO
+                    },
+                    backoff_max: inner.settings.backoff_max,
+                    now,
+                    deadline,
+                },
+            );
+            inner.recorder.record_decision(next.decision());
+            match next {
+                Next::Retry { after } => {
+                    drop(result);
+                    tokio::time::sleep(after).await;
+                }
+                _ => return result.map_err(|e| finish(e, deadline_passed)),
+            }
+        }
+    }
+
+    /// One attempt: the fault point inside `attempt_deadline`, the
+    /// propagation headers, then reqwest, with the call's time left as
+    /// reqwest's own timeout (so it also bounds reading the body).
+    async fn attempt(
+        &self,
+        span: &HttpAttempt,
+        mut request: reqwest::Request,
+        attempt_deadline: Instant,
+        deadline: Instant,
+    ) -> Result<reqwest::Response, Error> {
+        let inner = &*self.inner;
+        let mut stripped = None;
+        if inner.faults.is_on() {
+            let fault = inner.faults.eval(span.context(), &inner.point);
+            if let Err(injected) = fault
+                .inject(inner.point.clone(), Some(attempt_deadline))
+                .await
+            {
+                return Err(match injected.cause() {
+                    None => Error::new(Kind::Transport, injected),
+                    Some(_) if attempt_deadline >= deadline => Error::new(Kind::Timeout, injected),
+                    Some(_) => Error::new(Kind::AttemptTimeout, injected),
+                });
+            }
+            if !inner.settings.forward_scenario {
+                stripped = inner.faults.strip(span.context());
+            }
+        }
+        span.inject(stripped.as_ref(), request.headers_mut());
+        *request.timeout_mut() = Some(deadline.saturating_duration_since(Instant::now()));
+        match tokio::time::timeout_at(attempt_deadline, inner.http.execute(request)).await {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(e)) if e.is_timeout() && Instant::now() >= deadline => {
+                Err(Error::new(Kind::Timeout, e))
+            }
+            Ok(Err(e)) => Err(Error::new(Kind::Transport, e)),
+            Err(_) if attempt_deadline >= deadline => Err(Error::bare(Kind::Timeout)),
+            Err(_) => Err(Error::bare(Kind::AttemptTimeout)),
+        }
+    }
+}
+
+/// The error a call returns: once its timeout has passed, the client's
+/// own timeout error, whatever cut the last attempt short (its span still
+/// records what did: an injected delay's `error.type`, say).
+fn finish(e: Error, deadline_passed: bool) -> Error {
+    if deadline_passed && e.kind() != Kind::Timeout {
+        return Error::bare(Kind::Timeout);
+    }
+    if e.kind() == Kind::Timeout && e.injected().is_some() {
+        return Error::bare(Kind::Timeout);
+    }
+    e
+}
+
+/// Runs `f` (the breaker's `allow` or a ticket's `done`) with the call's
+/// context current, so a transition's log record carries its trace
+/// context. `f` is synchronous.
+fn in_call<T>(cx: &Context, f: impl FnOnce() -> T) -> T {
+    if cx.has_active_span() {
+        let _guard = cx.clone().attach();
+        f()
+    } else {
+        f()
+    }
+}
+
+/// The default TLS config: rustls with `ring`, trusting the platform's
+/// roots.
+fn default_tls() -> Result<rustls::ClientConfig, rustls::Error> {
+    use rustls_platform_verifier::BuilderVerifierExt as _;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_platform_verifier()?
+        .with_no_client_auth())
+}
+
+/// A request under construction: reqwest's own
+/// [`reqwest::RequestBuilder`], and the [`CallOptions`] of the call, from
+/// [`Client::request`] and the like. [`send`](RequestBuilder::send) sends
+/// it through the humus client.
+///
+/// The common reqwest methods are here under their reqwest names; any
+/// other (`json`, `query`, `form` with reqwest's features, `multipart`)
+/// through [`map`](RequestBuilder::map).
+#[derive(Debug)]
+#[must_use = "a request does nothing until it is sent"]
+pub struct RequestBuilder {
+    client: Client,
+    inner: reqwest::RequestBuilder,
+    options: CallOptions,
+}
+
+impl RequestBuilder {
+    /// Adds a header ([`reqwest::RequestBuilder::header`]).
+    pub fn header<K, V>(self, key: K, value: V) -> RequestBuilder
+    where
+        http::HeaderName: TryFrom<K>,
+        <http::HeaderName as TryFrom<K>>::Error: Into<http::Error>,
+        http::HeaderValue: TryFrom<V>,
+        <http::HeaderValue as TryFrom<V>>::Error: Into<http::Error>,
+    {
+        self.map(|b| b.header(key, value))
+    }
+
+    /// Adds headers ([`reqwest::RequestBuilder::headers`]).
+    pub fn headers(self, headers: http::HeaderMap) -> RequestBuilder {
+        self.map(|b| b.headers(headers))
+    }
+
+    /// Sets basic authentication ([`reqwest::RequestBuilder::basic_auth`]).
+    pub fn basic_auth<U: fmt::Display, P: fmt::Display>(
+        self,
+        username: U,
+        password: Option<P>,
+    ) -> RequestBuilder {
+        self.map(|b| b.basic_auth(username, password))
+    }
+
+    /// Sets a bearer token ([`reqwest::RequestBuilder::bearer_auth`]).
+    pub fn bearer_auth<T: fmt::Display>(self, token: T) -> RequestBuilder {
+        self.map(|b| b.bearer_auth(token))
+    }
+
+    /// Sets the body ([`reqwest::RequestBuilder::body`]). A body of bytes
+    /// or a string is sent again by each retry; a stream
+    /// (`reqwest::Body::wrap_stream`, or [`reqwest::Body::wrap`] of a body) is
+    /// sent once.
+    pub fn body<T: Into<reqwest::Body>>(self, body: T) -> RequestBuilder {
+        self.map(|b| b.body(body))
+    }
+
+    /// Sets the call's timeout, when shorter than
+    /// [`Settings::timeout`] ([`reqwest::RequestBuilder::timeout`]).
+    pub fn timeout(self, timeout: Duration) -> RequestBuilder {
+        self.map(|b| b.timeout(timeout))
+    }
+
+    /// Applies any reqwest builder method: `.map(|b| b.json(&order))`.
+    pub fn map(
+        mut self,
+        f: impl FnOnce(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
+    ) -> RequestBuilder {
+        self.inner = f(self.inner);
+        self
+    }
+
+    /// Opts this request in to retries (`true`, such as a POST with an
+    /// idempotency key) or out of them (`false`), whatever its method.
+    pub fn retry(mut self, retry: bool) -> RequestBuilder {
+        self.options.retry = Some(retry);
+        self
+    }
+
+    /// Sets the call's OpenTelemetry context, instead of the current one.
+    pub fn context(mut self, cx: Context) -> RequestBuilder {
+        self.options.context = Some(cx);
+        self
+    }
+
+    /// Builds the [`reqwest::Request`] and its options, to send later with
+    /// [`Client::execute_with`].
+    ///
+    /// # Errors
+    ///
+    /// [`Kind::Request`] with reqwest's error, for a request reqwest cannot
+    /// build (a bad URL or header).
+    pub fn build(self) -> Result<(reqwest::Request, CallOptions), Error> {
+        let request = self
+            .inner
+            .build()
+            .map_err(|e| Error::new(Kind::Request, e))?;
+        Ok((request, self.options))
+    }
+
+    /// Sends the request through the humus client ([`Client::execute_with`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::execute_with`], and [`build`](RequestBuilder::build)'s.
+    pub fn send(self) -> impl Future<Output = Result<reqwest::Response, Error>> + Send + use<> {
+        let client = self.client.clone();
+        let call = self
+            .build()
+            .map(|(request, options)| client.execute_with(request, options));
+        async move { call?.await }
+    }
+}

@@ -1,0 +1,399 @@
+//! `Settings`: one HTTP dependency's client settings, their defaults and a
+//! check per field.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::Url;
+
+use super::Classify;
+use crate::grpc::client::{
+    InvalidValue, check_backoff_base, check_backoff_max, check_breaker, check_max_attempts,
+    check_retry_budget, check_timeout, check_tls,
+};
+use crate::{circuit, retry};
+
+/// The settings of one HTTP dependency's [`Client`](super::Client): plain
+/// values, a [`Default`] with the defaults below, and a public check per
+/// field that has a valid range, which a service's configuration layer
+/// runs on each value it reads (so a bad value names the variable it came
+/// from, and the service exits 78). [`Client::new`](super::Client::new)
+/// runs every check again, and reports every bad field at once
+/// ([`NewError`]).
+///
+/// | field | default | check |
+/// |---|---|---|
+/// | [`base_url`](Settings::base_url) | none (empty: `new` rejects it) | [`check_base_url`] |
+/// | [`tls`](Settings::tls) | `None`: the platform's roots, for an `https` base URL | [`check_tls`] |
+/// | [`timeout`](Settings::timeout) | 10 s | [`check_timeout`] |
+/// | [`attempt_timeout`](Settings::attempt_timeout) | 5 s | [`check_attempt_timeout`] |
+/// | [`max_attempts`](Settings::max_attempts) | 3 | [`check_max_attempts`] |
+/// | [`retry_budget`](Settings::retry_budget) | 10 tokens, ratio 0.1 (gRFC A6) | [`check_retry_budget`] |
+/// | [`backoff_base`](Settings::backoff_base) | 100 ms | [`check_backoff_base`] |
+/// | [`backoff_max`](Settings::backoff_max) | 5 s | [`check_backoff_max`] |
+/// | [`classify`](Settings::classify) | [`default_classify`](super::default_classify) | none (set in code) |
+/// | [`breaker`](Settings::breaker) | window 20, 1 probe, open 10 s, probe timeout 30 s | [`check_breaker`] |
+/// | [`breaker_policy`](Settings::breaker_policy) | open after 5 failures in a row or half of 20 or more; close after 3 good probes | none (set in code) |
+/// | [`forward_scenario`](Settings::forward_scenario) | `false` | none |
+///
+/// The defaults are the gRPC client's, so both kinds of dependency behave
+/// alike; `attempt_timeout`, which the gRPC client has not, leaves room for
+/// a retry within the default timeout.
+#[derive(Clone)]
+pub struct Settings {
+    /// The dependency's base URL: `http` or `https`, a host, an optional
+    /// port and path, no credentials, query or fragment
+    /// (`https://payments:8443/v1`). Every request's URL is on its origin;
+    /// [`Client::get`](super::Client::get) and the rest append their path
+    /// to it. It names the failure-injection point, `http:<host>:<port>`,
+    /// with the scheme's port when the URL has none.
+    pub base_url: String,
+
+    /// The rustls config the client connects with over `https`; `None`
+    /// trusts the platform's roots (with rustls' `ring` provider). Given,
+    /// it trusts exactly the roots it holds; for mTLS it carries the client
+    /// certificate. reqwest sets its ALPN protocols (`h2`, `http/1.1`).
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+
+    /// How long one call may take: every attempt, every wait between them,
+    /// and reading the body of the response it returns (reqwest's own
+    /// timer enforces it, so a body read past it fails with reqwest's
+    /// timeout error). A request's own timeout
+    /// ([`reqwest::RequestBuilder::timeout`]) wins when it is shorter.
+    pub timeout: Duration,
+
+    /// How long one attempt may wait for its response's headers, an
+    /// injected delay included. An attempt it cuts short is retried as a
+    /// transport error is.
+    pub attempt_timeout: Duration,
+
+    /// The most attempts one call makes: 1 turns retries off.
+    pub max_attempts: u32,
+
+    /// The retry budget shared by every call of the client (gRFC A6's
+    /// retry throttling), as the gRPC client's.
+    pub retry_budget: retry::BudgetConfig,
+
+    /// The backoff's base: the wait before retry `n` is drawn from 0 up to
+    /// the smaller of [`backoff_max`](Settings::backoff_max) and
+    /// `backoff_base · 2ⁿ⁻¹` (full jitter).
+    pub backoff_base: Duration,
+
+    /// The backoff's ceiling, and the longest `Retry-After` a call waits
+    /// for: a longer one ends the call with its attempt's response. Must
+    /// not be below [`backoff_base`](Settings::backoff_base).
+    pub backoff_max: Duration,
+
+    /// How each attempt's result counts, for retries and for the breaker.
+    pub classify: Classify,
+
+    /// The breaker's settings from configuration.
+    pub breaker: circuit::Config,
+
+    /// When the breaker opens and closes. Set in code.
+    pub breaker_policy: circuit::Policy,
+
+    /// Whether a failure scenario in a call's baggage is sent on to the
+    /// dependency; by default the client strips it.
+    pub forward_scenario: bool,
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field("base_url", &self.base_url)
+            .field("tls", &self.tls.as_ref().map(|_| "rustls::ClientConfig"))
+            .field("timeout", &self.timeout)
+            .field("attempt_timeout", &self.attempt_timeout)
+            .field("max_attempts", &self.max_attempts)
+            .field("retry_budget", &self.retry_budget)
+            .field("backoff_base", &self.backoff_base)
+            .field("backoff_max", &self.backoff_max)
+            .field("classify", &self.classify)
+            .field("breaker", &self.breaker)
+            .field("breaker_policy", &self.breaker_policy)
+            .field("forward_scenario", &self.forward_scenario)
+            .finish()
+    }
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        let grpc = crate::grpc::client::Settings::default();
+        Settings {
+            base_url: String::new(),
+            tls: None,
+            timeout: grpc.timeout,
+            attempt_timeout: Duration::from_secs(5),
+            max_attempts: grpc.max_attempts,
+            retry_budget: grpc.retry_budget,
+            backoff_base: grpc.backoff_base,
+            backoff_max: grpc.backoff_max,
+            classify: Classify::default(),
+            breaker: grpc.breaker,
+            breaker_policy: grpc.breaker_policy,
+            forward_scenario: false,
+        }
+    }
+}
+
+/// Checks a base URL: an absolute `http` or `https` URL with a host, and no
+/// credentials, query or fragment.
+///
+/// ```
+/// use humus::http::client::check_base_url;
+/// assert!(check_base_url("https://payments:8443/v1").is_ok());
+/// assert!(check_base_url("payments:8443").is_err());
+/// ```
+///
+/// # Errors
+///
+/// [`InvalidValue`] saying what is wrong (and not naming the field).
+pub fn check_base_url(base_url: &str) -> Result<(), InvalidValue> {
+    parse_base_url(base_url).map(|_| ())
+}
+
+pub(super) fn parse_base_url(base_url: &str) -> Result<Url, InvalidValue> {
+    if base_url.is_empty() {
+        return Err(InvalidValue::new(
+            "is empty, want an http or https URL such as https://payments:8443",
+        ));
+    }
+    let url = Url::parse(base_url).map_err(|e| {
+        InvalidValue::new(format!(
+            "{base_url:?} is not an absolute URL ({e}), want one such as https://payments:8443"
+        ))
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(InvalidValue::new(format!(
+            "{base_url:?} has the scheme {:?}, want http or https",
+            url.scheme()
+        )));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(InvalidValue::new(format!("{base_url:?} has no host")));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(InvalidValue::new(format!(
+            "{:?} holds credentials, which would be recorded in every span: set them on each request (basic_auth, bearer_auth)",
+            redacted(&url)
+        )));
+    }
+    if url.query().is_some() {
+        return Err(InvalidValue::new(format!(
+            "{base_url:?} has a query, want none (give it on each request)"
+        )));
+    }
+    if url.fragment().is_some() {
+        return Err(InvalidValue::new(format!(
+            "{base_url:?} has a fragment, want none"
+        )));
+    }
+    Ok(url)
+}
+
+/// `url` with its user name and password, if any, replaced by `REDACTED`
+/// (what `url.full` records).
+pub(super) fn redacted(url: &Url) -> String {
+    if url.username().is_empty() && url.password().is_none() {
+        return url.as_str().to_owned();
+    }
+    let mut url = url.clone();
+    let _ = url.set_username("REDACTED");
+    if url.password().is_some() {
+        let _ = url.set_password(Some("REDACTED"));
+    }
+    url.into()
+}
+
+/// Checks an attempt's timeout: more than zero.
+///
+/// # Errors
+///
+/// [`InvalidValue`] for zero.
+pub fn check_attempt_timeout(attempt_timeout: Duration) -> Result<(), InvalidValue> {
+    check_timeout(attempt_timeout)
+}
+
+/// Why [`Client::new`](super::Client::new) refused its settings: every bad
+/// field, each named by its [`Settings`] field name. As for the gRPC
+/// client, this is a fault in the code (a service's main exits 1 on it):
+/// each value read from configuration should have passed its check where
+/// it was read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewError {
+    problems: Vec<(&'static str, String)>,
+}
+
+impl NewError {
+    pub(super) fn one(field: &'static str, problem: impl fmt::Display) -> NewError {
+        NewError {
+            problems: vec![(field, problem.to_string())],
+        }
+    }
+
+    /// The names of the bad fields, in the order of [`Settings`].
+    pub fn fields(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.problems.iter().map(|(field, _)| *field)
+    }
+}
+
+impl fmt::Display for NewError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("invalid http client settings: ")?;
+        for (i, (field, problem)) in self.problems.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{field} {problem}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for NewError {}
+
+impl Settings {
+    /// Runs every field's check, and the checks that take two fields; the
+    /// parsed base URL.
+    pub(super) fn check(&self) -> Result<Url, NewError> {
+        let mut problems = Vec::new();
+        let mut put = |field: &'static str, r: Result<(), InvalidValue>| {
+            if let Err(e) = r {
+                problems.push((field, e.to_string()));
+            }
+        };
+        let url = parse_base_url(&self.base_url);
+        put("base_url", url.as_ref().map(|_| ()).map_err(Clone::clone));
+        if let Some(tls) = &self.tls {
+            put("tls", check_tls(tls));
+        }
+        put("timeout", check_timeout(self.timeout));
+        put(
+            "attempt_timeout",
+            check_attempt_timeout(self.attempt_timeout),
+        );
+        put("max_attempts", check_max_attempts(self.max_attempts));
+        put("retry_budget", check_retry_budget(&self.retry_budget));
+        put("backoff_base", check_backoff_base(self.backoff_base));
+        put("backoff_max", check_backoff_max(self.backoff_max));
+        if self.backoff_max < self.backoff_base {
+            put(
+                "backoff_max",
+                Err(InvalidValue::new(format!(
+                    "{:?} is below backoff_base {:?}",
+                    self.backoff_max, self.backoff_base
+                ))),
+            );
+        }
+        put("breaker", check_breaker(&self.breaker));
+        match url {
+            Ok(url) if problems.is_empty() => Ok(url),
+            _ => Err(NewError { problems }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls() {
+        for ok in [
+            "http://payments:8080",
+            "https://payments:8443/v1",
+            "https://payments",
+            "http://127.0.0.1:1/",
+            "http://[::1]:8080/api/",
+        ] {
+            assert_eq!(check_base_url(ok), Ok(()), "{ok}");
+        }
+        for (bad, says) in [
+            ("", "empty"),
+            ("payments:8443", "scheme \"payments\""),
+            ("/v1", "not an absolute URL"),
+            ("ftp://payments", "want http or https"),
+            ("https://user:secret@payments", "credentials"),
+            ("https://payments?x=1", "query"),
+            ("https://payments#top", "fragment"),
+            ("https://pay ments", "not an absolute URL"),
+            ("https://payments:99999", "not an absolute URL"),
+        ] {
+            let err = check_base_url(bad).unwrap_err().to_string();
+            assert!(err.contains(says), "{bad:?}: {err}");
+            assert!(!err.contains("secret"), "{err} leaks the password");
+        }
+    }
+
+    #[test]
+    fn credentials_are_redacted() {
+        let url = Url::parse("https://user:secret@payments:8443/x").unwrap();
+        assert_eq!(redacted(&url), "https://REDACTED:REDACTED@payments:8443/x");
+        let url = Url::parse("https://payments:8443/x?q=1").unwrap();
+        assert_eq!(redacted(&url), "https://payments:8443/x?q=1");
+    }
+
+    #[test]
+    fn every_field_has_a_check() {
+        assert!(check_attempt_timeout(Duration::ZERO).is_err());
+        assert!(check_attempt_timeout(Duration::from_millis(1)).is_ok());
+        let s = Settings {
+            base_url: "http://payments:8080".into(),
+            ..Settings::default()
+        };
+        assert!(s.check().is_ok());
+        assert_eq!(s.timeout, Duration::from_secs(10));
+        assert_eq!(s.attempt_timeout, Duration::from_secs(5));
+        assert_eq!(s.max_attempts, 3);
+        assert!(!s.forward_scenario);
+    }
+
+    #[test]
+    fn every_bad_field_is_named_once_in_one_error() {
+        let mut tls = crate::testing::Ca::new().client_config();
+        tls.max_fragment_size = Some(1);
+        let s = Settings {
+            base_url: "payments:8443".into(),
+            tls: Some(Arc::new(tls)),
+            timeout: Duration::ZERO,
+            attempt_timeout: Duration::ZERO,
+            max_attempts: 0,
+            retry_budget: retry::BudgetConfig {
+                max_tokens: 0,
+                token_ratio: 0.1,
+            },
+            backoff_base: Duration::from_secs(2),
+            backoff_max: Duration::from_secs(1),
+            breaker: circuit::Config {
+                probes: 0,
+                ..Settings::default().breaker
+            },
+            ..Settings::default()
+        };
+        let err = s.check().unwrap_err();
+        assert_eq!(
+            err.fields().collect::<Vec<_>>(),
+            [
+                "base_url",
+                "tls",
+                "timeout",
+                "attempt_timeout",
+                "max_attempts",
+                "retry_budget",
+                "backoff_max",
+                "breaker"
+            ]
+        );
+        let text = err.to_string();
+        assert!(
+            text.starts_with("invalid http client settings: base_url "),
+            "{text}"
+        );
+        assert!(
+            text.contains("backoff_max 1s is below backoff_base 2s"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,196 @@
+//! [`ContextLayer`] and its [`ContextService`].
+
+use std::fmt;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+
+use http::header::HeaderName;
+use opentelemetry::Context;
+use opentelemetry::baggage::BaggageExt as _;
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::trace::TraceContextExt as _;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use super::future::ResponseFuture;
+use crate::Setup;
+use crate::fault::{Injector, baggage_without, record_strip};
+use crate::grpc::deadline::Inherited;
+use crate::telemetry::{HeaderExtractor, HeaderInjector, join_repeated};
+
+type TrustFn = Arc<dyn Fn(&http::Request<()>) -> bool + Send + Sync>;
+
+/// A tower [`Layer`] for HTTP servers (axum's `Router::layer`, hyper's
+/// services) that hands each handler its caller's trace context and
+/// baggage, with the failure scenario stripped from callers
+/// `trust_scenario` does not trust; see the [module](super) docs.
+#[derive(Clone)]
+pub struct ContextLayer {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    injector: Injector,
+    propagator: Arc<dyn TextMapPropagator + Send + Sync>,
+    /// The propagator's header names, parsed once.
+    fields: Vec<HeaderName>,
+    trust: Option<TrustFn>,
+}
+
+impl fmt::Debug for ContextLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ContextLayer")
+            .field("injector", &self.shared.injector)
+            .field("propagator", &self.shared.propagator)
+            .field("trust_scenario", &self.shared.trust.as_ref().map(|_| "fn"))
+            .finish()
+    }
+}
+
+impl ContextLayer {
+    /// The layer of `setup`'s service: its telemetry's propagator reads
+    /// (and rewrites) the headers, its failure injector's decoder finds
+    /// scenarios. It trusts no caller's scenario until
+    /// [`trust_scenario`](ContextLayer::trust_scenario) says otherwise.
+    pub fn new(setup: &Setup) -> ContextLayer {
+        let propagator = setup.telemetry().shared_propagator();
+        let fields = propagator
+            .fields()
+            .filter_map(|f| HeaderName::try_from(f).ok())
+            .collect();
+        ContextLayer {
+            shared: Arc::new(Shared {
+                injector: setup.faults().clone(),
+                propagator,
+                fields,
+                trust: None,
+            }),
+        }
+    }
+
+    /// Sets the function that decides whether a request's scenario reaches
+    /// the handler: `true` keeps it, `false` strips it. It sees the request
+    /// as it arrived (its method, URI, headers and extensions, such as a
+    /// TLS acceptor's peer certificates; not its body), and is asked only
+    /// about a request that carries a scenario, valid or not, when failure
+    /// injection is on. It is the user's code: a panic in it is handled as
+    /// the server handles a panic of a handler.
+    ///
+    /// Default: none, which trusts no caller.
+    pub fn trust_scenario(
+        self,
+        trust: impl Fn(&http::Request<()>) -> bool + Send + Sync + 'static,
+    ) -> ContextLayer {
+        let shared = Shared {
+            injector: self.shared.injector.clone(),
+            propagator: Arc::clone(&self.shared.propagator),
+            fields: self.shared.fields.clone(),
+            trust: Some(Arc::new(trust)),
+        };
+        ContextLayer {
+            shared: Arc::new(shared),
+        }
+    }
+}
+
+impl<S> Layer<S> for ContextLayer {
+    type Service = ContextService<S>;
+
+    fn layer(&self, inner: S) -> ContextService<S> {
+        ContextService {
+            inner,
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+/// The service of [`ContextLayer`]: gives each request its caller's
+/// context (stripped when untrusted), then calls the inner service with
+/// that context current.
+pub struct ContextService<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+impl<S: fmt::Debug> fmt::Debug for ContextService<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ContextService")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Clone> Clone for ContextService<S> {
+    fn clone(&self) -> Self {
+        ContextService {
+            inner: self.inner.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<S, B> Service<http::Request<B>> for ContextService<S>
+where
+    S: Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let (mut request, cx) = self.shared.context_of(request);
+        request.extensions_mut().insert(cx.clone());
+        let future = {
+            let _guard = cx.clone().attach();
+            self.inner.call(request)
+        };
+        ResponseFuture::new(Inherited::new(None, cx).scope(future))
+    }
+}
+
+impl Shared {
+    /// The request (its headers stripped when untrusted) and the context
+    /// its handler runs in.
+    fn context_of<B>(&self, mut request: http::Request<B>) -> (http::Request<B>, Context) {
+        let on = self.injector.is_on();
+        if on {
+            join_repeated(request.headers_mut(), &self.fields);
+        }
+        let caller = self
+            .propagator
+            .extract_with_context(&Context::new(), &HeaderExtractor(request.headers()));
+        let outer = request
+            .extensions()
+            .get::<Context>()
+            .cloned()
+            .unwrap_or_else(Context::current);
+        let mut caller = caller;
+        if on && self.injector.carries_scenario(&caller) {
+            let (parts, body) = request.into_parts();
+            let head = http::Request::from_parts(parts, ());
+            let trusted = self.trust.as_ref().is_some_and(|trust| trust(&head));
+            let (parts, ()) = head.into_parts();
+            request = http::Request::from_parts(parts, body);
+            if !trusted && let Some(baggage) = self.injector.strip_baggage(caller.baggage()) {
+                caller = caller.with_baggage(baggage);
+                let headers = request.headers_mut();
+                for field in &self.fields {
+                    headers.remove(field);
+                }
+                self.propagator
+                    .inject_context(&caller, &mut HeaderInjector(headers));
+                record_strip(&outer.span());
+            }
+        }
+        let cx = if outer.has_active_span() {
+            outer.with_baggage(baggage_without(caller.baggage(), |_| false))
+        } else {
+            caller
+        };
+        (request, cx)
+    }
+}

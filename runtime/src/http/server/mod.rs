@@ -1,0 +1,46 @@
+//! The HTTP server's trust boundary and propagation: a tower layer for
+//! axum and hyper servers ([`ContextLayer`]).
+//!
+//! For each request it:
+//!
+//! 1. extracts the caller's trace context and baggage from the headers,
+//!    with the [`Setup`](crate::Setup)'s propagator;
+//! 2. when failure injection is on and the baggage carries a scenario,
+//!    asks `trust_scenario` about the request (default: no caller is
+//!    trusted) and, for an untrusted one, strips the scenario from the
+//!    context and from the request's headers, with a `humus.fit.strip`
+//!    event (every other baggage member, and the trace context, arrive
+//!    untouched);
+//! 3. hands the handler that context: in the request's extensions (an
+//!    [`opentelemetry::Context`]), and as the current context and the
+//!    [`Inherited`](crate::grpc::deadline::Inherited) scope (with no
+//!    deadline: an HTTP request carries none) while the handler's future
+//!    runs. So the outbound calls the handler makes, HTTP
+//!    ([`http::client`](crate::http::client)) or gRPC
+//!    ([`grpc::client`](crate::grpc::client)), both of which take the
+//!    current context, continue the caller's trace and carry its baggage
+//!    (and its scenario, when trusted).
+//!
+//! When an outer layer (a tracing layer's server span) put an
+//! `opentelemetry::Context` with a span in the request's extensions, or
+//! made one current, that span stays the handler's parent and gets the
+//! `humus.fit.strip` event; its baggage is replaced by the caller's, as
+//! stripped.
+//!
+//! ```
+//! use axum::{Router, routing::get};
+//! use humus::http::server::ContextLayer;
+//!
+//! let setup = humus::Setup::default();
+//! // Trust the scenarios of requests from the test harness's own header
+//! // (behind a gateway that strips it from the internet's requests).
+//! let layer = ContextLayer::new(&setup)
+//!     .trust_scenario(|request| request.headers().contains_key("x-chaos-harness"));
+//! let app: Router = Router::new().route("/pay", get(|| async { "ok" })).layer(layer);
+//! # let _ = app;
+//! ```
+
+pub mod future;
+mod layer;
+
+pub use layer::{ContextLayer, ContextService};

@@ -1,0 +1,526 @@
+//! The HTTP client against an in-process axum server on 127.0.0.1, on
+//! paused time: the default classification, which requests are retried,
+//! the breaker, the budget's decisions, and the telemetry.
+
+mod http_support;
+
+use std::time::Duration;
+
+use http_support::*;
+use humus::circuit::{self, State};
+use humus::http::client::{Client, Kind, Settings};
+use humus::telemetry::names::*;
+use humus::testing::Telemetry;
+use opentelemetry::trace::{SpanKind, Status};
+use tokio::time::Instant;
+
+fn settings() -> Settings {
+    Settings::default()
+}
+
+fn decisions(telemetry: &Telemetry) -> Vec<(String, f64)> {
+    let mut d: Vec<(String, f64)> = telemetry
+        .metrics(CLIENT_SCOPE)
+        .into_iter()
+        .filter(|p| p.name == HUMUS_RETRY_DECISIONS)
+        .map(|p| {
+            (
+                p.attribute(HUMUS_RETRY_DECISION)
+                    .unwrap()
+                    .as_str()
+                    .into_owned(),
+                p.value.as_f64(),
+            )
+        })
+        .collect();
+    d.sort_by(|a, b| a.0.cmp(&b.0));
+    d
+}
+
+fn calls(telemetry: &Telemetry, outcome: &str) -> f64 {
+    telemetry
+        .metrics(CLIENT_SCOPE)
+        .into_iter()
+        .filter(|p| p.name == HUMUS_CIRCUIT_CALLS && p.has(&[(HUMUS_CIRCUIT_OUTCOME, outcome)]))
+        .map(|p| p.value.as_f64())
+        .sum()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_get_is_retried_on_502_503_504_until_max_attempts() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = client(&setup(&telemetry, false), &upstream, settings());
+    upstream.script([Reply::status(502), Reply::status(503), Reply::status(504)]);
+    let response = client.get("/rates").send().await.unwrap();
+    assert_eq!(response.status(), 504);
+    assert_eq!(upstream.seen().len(), 3);
+    assert_eq!(
+        decisions(&telemetry),
+        [("exhausted".to_owned(), 1.0), ("retried".to_owned(), 2.0)]
+    );
+    assert_eq!(calls(&telemetry, "failure"), 3.0);
+
+    upstream.script([Reply::status(503)]);
+    let response = client.get("/rates").send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.text().await.unwrap(), "ok");
+    assert_eq!(upstream.seen().len(), 5);
+}
+
+#[tokio::test(start_paused = true)]
+async fn other_5xx_count_against_the_dependency_and_4xx_for_it_neither_retried() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = client(&setup(&telemetry, false), &upstream, settings());
+    upstream.script([Reply::status(500), Reply::status(404), Reply::status(429)]);
+    for want in [500, 404, 429] {
+        assert_eq!(client.get("/x").send().await.unwrap().status(), want);
+    }
+    assert_eq!(upstream.seen().len(), 3);
+    assert_eq!(calls(&telemetry, "failure"), 1.0);
+    assert_eq!(calls(&telemetry, "success"), 2.0);
+    assert_eq!(decisions(&telemetry), [("stopped".to_owned(), 3.0)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_is_waited_in_both_forms() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = client(&setup(&telemetry, false), &upstream, settings());
+
+    upstream.script([Reply::retry_after(429, "3")]);
+    let started = Instant::now();
+    assert_eq!(client.get("/x").send().await.unwrap().status(), 200);
+    assert_eq!(started.elapsed(), Duration::from_secs(3));
+
+    // An HTTP-date about 4 s ahead (whole seconds, on the wall clock).
+    let at = std::time::SystemTime::now() + Duration::from_secs(4);
+    upstream.script([Reply::retry_after(503, &httpdate::fmt_http_date(at))]);
+    let started = Instant::now();
+    assert_eq!(client.get("/x").send().await.unwrap().status(), 200);
+    let waited = started.elapsed();
+    assert!(
+        waited > Duration::from_secs(2) && waited <= Duration::from_secs(4),
+        "{waited:?}"
+    );
+    assert_eq!(upstream.seen().len(), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_longer_than_backoff_max_ends_the_call() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = client(&setup(&telemetry, false), &upstream, settings());
+    upstream.script([Reply::retry_after(503, "60")]);
+    let started = Instant::now();
+    let response = client.get("/x").send().await.unwrap();
+    assert_eq!(response.status(), 503);
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    assert_eq!(upstream.seen().len(), 1);
+    assert_eq!(decisions(&telemetry), [("stopped".to_owned(), 1.0)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn only_idempotent_methods_are_retried_unless_a_request_opts_in_or_out() {
+    let upstream = Upstream::start().await;
+    let client = client(&setup(&Telemetry::new(), false), &upstream, settings());
+
+    for (method, want) in [
+        (http::Method::POST, 1),
+        (http::Method::PATCH, 1),
+        (http::Method::PUT, 2),
+        (http::Method::DELETE, 2),
+        (http::Method::HEAD, 2),
+        (http::Method::OPTIONS, 2),
+    ] {
+        let before = upstream.seen().len();
+        upstream.script([Reply::status(503)]);
+        let status = client
+            .request(method.clone(), "/x")
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(upstream.seen().len() - before, want, "{method}");
+        assert_eq!(status, if want == 1 { 503 } else { 200 }, "{method}");
+        upstream.script([]);
+        // Drain what a POST left in the script.
+        if want == 1 {
+            let _ = client.get("/drain").send().await.unwrap();
+        }
+    }
+
+    let before = upstream.seen().len();
+    upstream.script([Reply::status(503)]);
+    let response = client
+        .post("/charges")
+        .header("idempotency-key", "c-1")
+        .body("{\"amount\":5}")
+        .retry(true)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let seen = upstream.seen();
+    assert_eq!(seen.len() - before, 2);
+    // The body is sent again in full.
+    assert_eq!(seen[seen.len() - 1].body, seen[seen.len() - 2].body);
+    assert_eq!(&seen[seen.len() - 1].body[..], b"{\"amount\":5}");
+
+    let before = upstream.seen().len();
+    upstream.script([Reply::status(503)]);
+    let status = client.get("/x").retry(false).send().await.unwrap().status();
+    assert_eq!(status, 503);
+    assert_eq!(upstream.seen().len() - before, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_that_cannot_be_sent_again_is_sent_once() {
+    let upstream = Upstream::start().await;
+    let client = client(&setup(&Telemetry::new(), false), &upstream, settings());
+    upstream.script([Reply::status(503)]);
+    let body = reqwest::Body::wrap(http_body_util::Full::new(bytes::Bytes::from_static(
+        b"chunk",
+    )));
+    let response = client.put("/upload").body(body).send().await.unwrap();
+    assert_eq!(response.status(), 503);
+    let seen = upstream.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(&seen[0].body[..], b"chunk");
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_response_is_retried_and_counted_as_a_failure_and_the_breaker_opens_then_recovers() {
+    // A port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let telemetry = Telemetry::new();
+    let client = Client::new(
+        &setup(&telemetry, false),
+        Settings {
+            base_url: format!("http://127.0.0.1:{port}"),
+            ..settings()
+        },
+    )
+    .unwrap()
+    .with_backoff_source(|_| 0);
+    let err = client.get("/x").send().await.unwrap_err();
+    assert_eq!(err.kind(), Kind::Transport, "{err}");
+    assert!(
+        err.reqwest().is_some_and(reqwest::Error::is_connect),
+        "{err:?}"
+    );
+    assert_eq!(calls(&telemetry, "failure"), 3.0);
+    // Two more attempts of the next call open the breaker (five in a row),
+    // and the budget refuses its third (5 of 10 tokens left);
+    let err = client.get("/x").send().await.unwrap_err();
+    assert_eq!(err.kind(), Kind::Transport, "{err}");
+    // the next call is rejected: nothing is sent.
+    let err = client.get("/x").send().await.unwrap_err();
+    assert_eq!(err.kind(), Kind::Rejected, "{err}");
+    assert!(err.rejected().is_some());
+    assert_eq!(client.breaker_state(), State::Open);
+    assert_eq!(calls(&telemetry, "failure"), 5.0);
+    assert_eq!(calls(&telemetry, "rejected"), 1.0);
+
+    // The dependency comes up; after the open time, probes close it.
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
+    tokio::spawn(async move {
+        let app = axum::Router::new().fallback(|| async { "ok" });
+        axum::serve(listener, app).await.unwrap();
+    });
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    for _ in 0..3 {
+        assert_eq!(client.get("/x").send().await.unwrap().status(), 200);
+    }
+    assert_eq!(client.breaker_state(), State::Closed);
+    // The transitions' log records carry the gRPC client's names.
+    let logs = telemetry.logs();
+    let states: Vec<String> = logs
+        .iter()
+        .filter(|l| l.record.event_name() == Some(HUMUS_CIRCUIT_TRANSITION_EVENT))
+        .map(|l| {
+            l.record
+                .attributes_iter()
+                .find(|(k, _)| k.as_str() == HUMUS_CIRCUIT_STATE)
+                .map(|(_, v)| format!("{v:?}"))
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(states.len(), 3, "{states:?}");
+    assert!(
+        states[0].contains("open") && states[2].contains("closed"),
+        "{states:?}"
+    );
+    let open = logs
+        .iter()
+        .find(|l| l.record.event_name() == Some(HUMUS_CIRCUIT_TRANSITION_EVENT))
+        .unwrap();
+    let keys: Vec<String> = open
+        .record
+        .attributes_iter()
+        .map(|(k, _)| k.as_str().to_owned())
+        .collect();
+    for key in [
+        SERVER_ADDRESS,
+        SERVER_PORT,
+        HUMUS_CIRCUIT_STATE,
+        HUMUS_CIRCUIT_PREVIOUS_STATE,
+        HUMUS_CIRCUIT_CONSECUTIVE_FAILURES,
+    ] {
+        assert!(keys.iter().any(|k| k == key), "{key} in {keys:?}");
+    }
+    let transitions = telemetry
+        .metrics(CLIENT_SCOPE)
+        .into_iter()
+        .filter(|p| p.name == HUMUS_CIRCUIT_TRANSITIONS)
+        .count();
+    assert_eq!(transitions, 3);
+    let state = telemetry
+        .metrics(CLIENT_SCOPE)
+        .into_iter()
+        .find(|p| {
+            p.name == HUMUS_CIRCUIT_STATE_INSTRUMENT && p.has(&[(HUMUS_CIRCUIT_STATE, "closed")])
+        })
+        .unwrap();
+    assert!(state.has(&[
+        (SERVER_ADDRESS, "127.0.0.1"),
+        (SERVER_PORT, &port.to_string())
+    ]));
+    assert_eq!(state.value.as_f64(), 1.0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_retry_budget_throttles_retries() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = client(
+        &setup(&telemetry, false),
+        &upstream,
+        Settings {
+            max_attempts: 2,
+            retry_budget: humus::retry::BudgetConfig {
+                max_tokens: 4,
+                token_ratio: 0.1,
+            },
+            breaker_policy: circuit::Policy::consecutive(1000),
+            ..settings()
+        },
+    );
+    upstream.script((0..20).map(|_| Reply::status(503)));
+    for _ in 0..6 {
+        let _ = client.get("/x").send().await.unwrap();
+    }
+    let d = decisions(&telemetry);
+    assert!(d.iter().any(|(k, n)| k == "throttled" && *n > 0.0), "{d:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_span_follows_the_http_client_conventions() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = client(&setup(&telemetry, false), &upstream, settings());
+    upstream.script([Reply::status(503)]);
+    let url = format!("http://user:secret@{}/rates?c=EUR", upstream.addr);
+    // reqwest's builder would move the credentials into a header: a
+    // request made by hand keeps them in its URL.
+    let request = reqwest::Request::new(http::Method::GET, url.parse().unwrap());
+    assert_eq!(client.execute(request).await.unwrap().status(), 200);
+
+    let spans = spans_of_kind(&telemetry, SpanKind::Client);
+    assert_eq!(spans.len(), 2);
+    let port = upstream.addr.port().to_string();
+    for (i, span) in spans.iter().enumerate() {
+        assert_eq!(span.name, "GET");
+        assert_eq!(span.instrumentation_scope.name(), HTTP_SCOPE);
+        assert_eq!(attr(span, HTTP_REQUEST_METHOD).as_deref(), Some("GET"));
+        assert_eq!(attr(span, SERVER_ADDRESS).as_deref(), Some("127.0.0.1"));
+        assert_eq!(attr(span, SERVER_PORT), Some(port.clone()));
+        let full = attr(span, URL_FULL).unwrap();
+        assert_eq!(
+            full,
+            format!("http://REDACTED:REDACTED@127.0.0.1:{port}/rates?c=EUR")
+        );
+        let resend = attr(span, HTTP_REQUEST_RESEND_COUNT);
+        assert_eq!(resend, (i == 1).then(|| "1".to_owned()));
+    }
+    assert_eq!(
+        attr(&spans[0], HTTP_RESPONSE_STATUS_CODE).as_deref(),
+        Some("503")
+    );
+    assert_eq!(attr(&spans[0], ERROR_TYPE).as_deref(), Some("503"));
+    assert!(matches!(spans[0].status, Status::Error { .. }));
+    assert_eq!(
+        attr(&spans[1], HTTP_RESPONSE_STATUS_CODE).as_deref(),
+        Some("200")
+    );
+    assert_eq!(attr(&spans[1], ERROR_TYPE), None);
+    assert_eq!(spans[1].status, Status::Unset);
+
+    // Each attempt sent its own span's trace context.
+    let seen = upstream.seen();
+    for (span, seen) in spans.iter().zip(&seen) {
+        let traceparent = seen.headers["traceparent"].to_str().unwrap().to_owned();
+        assert!(
+            traceparent.contains(&span.span_context.span_id().to_string()),
+            "{traceparent}"
+        );
+    }
+
+    let points: Vec<_> = telemetry
+        .metrics(HTTP_SCOPE)
+        .into_iter()
+        .filter(|p| p.name == HTTP_CLIENT_REQUEST_DURATION)
+        .collect();
+    assert_eq!(points.len(), 2, "{points:?}");
+    assert!(points.iter().all(|p| p.unit == "s"
+        && p.has(&[
+            (HTTP_REQUEST_METHOD, "GET"),
+            (SERVER_ADDRESS, "127.0.0.1"),
+            (SERVER_PORT, &port)
+        ])));
+    assert!(
+        points
+            .iter()
+            .any(|p| p.has(&[(HTTP_RESPONSE_STATUS_CODE, "503"), (ERROR_TYPE, "503")]))
+    );
+    assert!(
+        points
+            .iter()
+            .any(|p| p.has(&[(HTTP_RESPONSE_STATUS_CODE, "200")])
+                && p.attribute(ERROR_TYPE).is_none())
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rejected_call_has_a_span_of_humus_own_scope_and_sends_nothing() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = client(
+        &setup(&telemetry, false),
+        &upstream,
+        Settings {
+            max_attempts: 1,
+            breaker_policy: circuit::Policy::consecutive(1),
+            ..settings()
+        },
+    );
+    upstream.script([Reply::status(500)]);
+    assert_eq!(client.get("/x").send().await.unwrap().status(), 500);
+    let err = client.get("/x").send().await.unwrap_err();
+    assert_eq!(err.kind(), Kind::Rejected);
+    assert_eq!(upstream.seen().len(), 1);
+    let rejected: Vec<_> = telemetry
+        .spans()
+        .into_iter()
+        .filter(|s| s.instrumentation_scope.name() == CLIENT_SCOPE)
+        .collect();
+    assert_eq!(rejected.len(), 1);
+    assert_eq!(rejected[0].name, "GET");
+    assert_eq!(
+        attr(&rejected[0], ERROR_TYPE).as_deref(),
+        Some(HTTP_REJECTED_ERROR_TYPE)
+    );
+    assert_eq!(calls(&telemetry, "rejected"), 1.0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_to_another_origin_is_refused_and_counts_nothing() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = client(&setup(&telemetry, false), &upstream, settings());
+    let request = client
+        .reqwest()
+        .get("http://127.0.0.1:1/x")
+        .build()
+        .unwrap();
+    let err = client.execute(request).await.unwrap_err();
+    assert_eq!(err.kind(), Kind::Request);
+    assert!(err.to_string().contains("not on the origin"), "{err}");
+    assert!(telemetry.spans().is_empty());
+    assert_eq!(
+        calls(&telemetry, "failure") + calls(&telemetry, "success"),
+        0.0
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_call_timeout_bounds_every_attempt_and_wait() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = client(
+        &setup(&telemetry, false),
+        &upstream,
+        Settings {
+            timeout: Duration::from_secs(4),
+            ..settings()
+        },
+    );
+    // A 503 asking for 5 s: the wait would end after the deadline.
+    upstream.script([Reply::retry_after(503, "5")]);
+    let started = Instant::now();
+    let response = client.get("/x").send().await.unwrap();
+    assert_eq!(response.status(), 503);
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    assert_eq!(decisions(&telemetry), [("expired".to_owned(), 1.0)]);
+}
+
+#[test]
+fn new_names_every_bad_field() {
+    let err = Client::new(
+        &humus::Setup::new(),
+        Settings {
+            base_url: "ftp://x".into(),
+            max_attempts: 0,
+            ..settings()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.fields().collect::<Vec<_>>(),
+        ["base_url", "max_attempts"]
+    );
+}
+
+#[test]
+fn the_point_has_the_schemes_port_when_the_url_has_none() {
+    let setup = humus::Setup::new();
+    let point = |url: &str| {
+        Client::new(
+            &setup,
+            Settings {
+                base_url: url.into(),
+                ..settings()
+            },
+        )
+        .unwrap()
+        .point()
+        .to_owned()
+    };
+    assert_eq!(point("https://payments"), "http:payments:443");
+    assert_eq!(point("http://payments/v1"), "http:payments:80");
+    assert_eq!(point("https://payments:8443"), "http:payments:8443");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_made_while_serving_an_rpc_ends_by_its_deadline() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = client(&setup(&telemetry, false), &upstream, settings());
+    upstream.script([Reply::retry_after(503, "3")]);
+    let served = humus::grpc::deadline::Inherited::new(
+        Some(Instant::now() + Duration::from_secs(2)),
+        opentelemetry::Context::new(),
+    );
+    let response = served
+        .scope(async { client.get("/x").send().await })
+        .await
+        .unwrap();
+    // The 3 s wait would end after the served RPC's deadline.
+    assert_eq!(response.status(), 503);
+    assert_eq!(decisions(&telemetry), [("expired".to_owned(), 1.0)]);
+}

@@ -1,0 +1,225 @@
+//! The HTTP server's context layer on an axum front whose handler calls an
+//! upstream through the humus HTTP client: the caller's trace context and
+//! baggage reach the handler and its outbound calls; a scenario from a
+//! caller `trust_scenario` does not trust is stripped first.
+
+mod http_support;
+
+use std::sync::{Arc, Mutex};
+
+use axum::extract::Request;
+use http_support::*;
+use humus::fault::names as fit;
+use humus::http::client::Settings;
+use humus::http::server::ContextLayer;
+use humus::testing::Telemetry;
+use opentelemetry::Context;
+use opentelemetry::baggage::BaggageExt;
+use opentelemetry::trace::{SpanKind, TraceContextExt, Tracer, TracerProvider};
+
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const PARENT_ID: &str = "00f067aa0ba902b7";
+
+/// What the front's handler saw, and the front's address.
+struct Front {
+    url: String,
+    seen: Arc<Mutex<Vec<Option<String>>>>,
+}
+
+/// Starts the front: `layer` around a handler that records the scenario
+/// member it sees and calls `upstream` through a humus client (forwarding
+/// scenarios, so what the upstream sees is what the handler had); an
+/// outer layer puts a server span's context in the request when `span`.
+async fn front(
+    telemetry: &Telemetry,
+    faults: bool,
+    upstream: &Upstream,
+    trust: Option<fn(&http::Request<()>) -> bool>,
+    span: bool,
+) -> Front {
+    let setup = setup(telemetry, faults);
+    let client = client(
+        &setup,
+        upstream,
+        Settings {
+            forward_scenario: true,
+            max_attempts: 1,
+            ..Settings::default()
+        },
+    );
+    let seen: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+    let record = Arc::clone(&seen);
+    let handler = move |request: Request| {
+        let client = client.clone();
+        let record = Arc::clone(&record);
+        async move {
+            let cx = Context::current();
+            // A gRPC client's call made here inherits the same context.
+            let inherited = humus::grpc::deadline::Inherited::current().unwrap();
+            assert_eq!(
+                inherited.context().span().span_context().trace_id(),
+                cx.span().span_context().trace_id()
+            );
+            let from_extensions = request.extensions().get::<Context>().cloned().unwrap();
+            assert_eq!(
+                cx.span().span_context().trace_id(),
+                from_extensions.span().span_context().trace_id()
+            );
+            record
+                .lock()
+                .unwrap()
+                .push(cx.baggage().get(KEY).map(|v| v.as_str().to_owned()));
+            match client.get("/charge").send().await {
+                Ok(response) => response.status().as_u16().to_string(),
+                Err(e) => format!("error: {e}"),
+            }
+        }
+    };
+    let mut layer = ContextLayer::new(&setup);
+    if let Some(trust) = trust {
+        layer = layer.trust_scenario(trust);
+    }
+    let tracer = telemetry.tracer_provider().tracer("test.server");
+    let router = axum::Router::new().fallback(handler).layer(layer);
+    let router = if span {
+        router.layer(tower::util::MapRequestLayer::new(move |mut r: Request| {
+            let span = tracer
+                .span_builder("GET /pay")
+                .with_kind(SpanKind::Server)
+                .start(&tracer);
+            r.extensions_mut().insert(Context::new().with_span(span));
+            r
+        }))
+    } else {
+        router
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    Front { url, seen }
+}
+
+/// The edge: a GET with a traceparent and the given baggage headers.
+async fn edge(front: &Front, baggage: &[&str], trusted: bool) -> String {
+    let mut request = bare_reqwest()
+        .get(format!("{}/pay", front.url))
+        .header("traceparent", format!("00-{TRACE_ID}-{PARENT_ID}-01"));
+    for b in baggage {
+        request = request.header("baggage", *b);
+    }
+    if trusted {
+        request = request.header("x-trusted", "1");
+    }
+    request.send().await.unwrap().text().await.unwrap()
+}
+
+fn scenario_header(point: &str) -> String {
+    let cx = context(Some(&abort_at(point)));
+    let mut headers = http::HeaderMap::new();
+    opentelemetry::propagation::TextMapPropagator::inject_context(
+        &opentelemetry_sdk::propagation::BaggagePropagator::new(),
+        &cx,
+        &mut humus::telemetry::HeaderInjector(&mut headers),
+    );
+    headers["baggage"].to_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn an_untrusted_scenario_is_stripped_and_the_rest_reaches_the_handler_and_its_calls() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let front = front(&telemetry, true, &upstream, None, true).await;
+    // The scenario would abort the front's call if it were kept.
+    let baggage = scenario_header(&upstream.point());
+    assert_eq!(edge(&front, &[&baggage], false).await, "200");
+    assert_eq!(*front.seen.lock().unwrap(), [None]);
+    let seen = &upstream.seen()[0];
+    assert_eq!(seen.member("tenant").as_deref(), Some("acme"));
+    assert_eq!(seen.member(KEY), None);
+    // The outer server span got the strip event, and is the parent of the
+    // handler's outbound attempt.
+    let spans = telemetry.spans();
+    let server = spans
+        .iter()
+        .find(|s| s.span_kind == SpanKind::Server)
+        .unwrap();
+    assert_eq!(events(server, fit::STRIP).len(), 1);
+    let attempt = spans
+        .iter()
+        .find(|s| s.span_kind == SpanKind::Client)
+        .unwrap();
+    assert_eq!(attempt.parent_span_id, server.span_context.span_id());
+}
+
+#[tokio::test]
+async fn a_trusted_scenario_reaches_the_handler_and_fails_its_call() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let trust: fn(&http::Request<()>) -> bool = |r| r.headers().contains_key("x-trusted");
+    let front = front(&telemetry, true, &upstream, Some(trust), false).await;
+    let baggage = scenario_header(&upstream.point());
+    let answer = edge(&front, &[&baggage], true).await;
+    assert!(answer.contains("injected failure"), "{answer}");
+    assert!(upstream.seen().is_empty());
+    // The same request without the trusted header is stripped.
+    assert_eq!(edge(&front, &[&baggage], false).await, "200");
+    let seen = front.seen.lock().unwrap().clone();
+    assert!(seen[0].is_some() && seen[1].is_none(), "{seen:?}");
+}
+
+#[tokio::test]
+async fn the_callers_trace_continues_in_the_handlers_calls() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let front = front(&telemetry, false, &upstream, None, false).await;
+    assert_eq!(edge(&front, &["tenant=acme"], false).await, "200");
+    let seen = &upstream.seen()[0];
+    let traceparent = seen.headers["traceparent"].to_str().unwrap();
+    assert!(traceparent.contains(TRACE_ID), "{traceparent}");
+    assert!(!traceparent.contains(PARENT_ID), "{traceparent}");
+    assert_eq!(seen.member("tenant").as_deref(), Some("acme"));
+    let attempt = &spans_of_kind(&telemetry, SpanKind::Client)[0];
+    assert_eq!(attempt.parent_span_id.to_string(), PARENT_ID);
+    assert_eq!(attempt.span_context.trace_id().to_string(), TRACE_ID);
+}
+
+#[tokio::test]
+async fn with_injection_off_nothing_is_stripped() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let front = front(&telemetry, false, &upstream, None, true).await;
+    let baggage = scenario_header("http:elsewhere:1");
+    assert_eq!(edge(&front, &[&baggage], false).await, "200");
+    assert!(front.seen.lock().unwrap()[0].is_some());
+    assert!(upstream.seen()[0].member(KEY).is_some());
+    let spans = telemetry.spans();
+    let server = spans
+        .iter()
+        .find(|s| s.span_kind == SpanKind::Server)
+        .unwrap();
+    assert!(events(server, fit::STRIP).is_empty());
+}
+
+#[tokio::test]
+async fn a_scenario_in_a_second_baggage_header_is_stripped_too() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let front = front(&telemetry, true, &upstream, None, false).await;
+    let baggage = scenario_header(&upstream.point());
+    let scenario_only = baggage
+        .split(',')
+        .find(|m| m.starts_with(KEY))
+        .unwrap()
+        .to_owned();
+    // In either order: the scenario is found, and the tenant is kept.
+    for baggage in [
+        ["tenant=acme", &scenario_only],
+        [&scenario_only, "tenant=acme"],
+    ] {
+        assert_eq!(edge(&front, &baggage, false).await, "200");
+    }
+    assert_eq!(*front.seen.lock().unwrap(), [None, None]);
+    for seen in upstream.seen() {
+        assert_eq!(seen.member("tenant").as_deref(), Some("acme"));
+    }
+}
