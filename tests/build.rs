@@ -20,6 +20,11 @@ const DPKG_STATUS: &str = "/var/lib/dpkg/status";
 
 fn main() -> Result<(), humus_build::Error> {
     humus_build::configure().compile_protos(&["proto/ledger/v1/ledger.proto"], &["proto"])?;
+    // Names that could clash with humus-build's own (tests/names.rs).
+    humus_build::configure().compile_protos(&["proto/names/v1/names.proto"], &["proto"])?;
+    humus_build::configure()
+        .build_client(false)
+        .compile_protos(&["proto/names/v1/maker.proto"], &["proto"])?;
 
     println!("cargo::rustc-check-cfg=cfg(grpc_proto)");
     println!("cargo::rerun-if-env-changed=HUMUS_GRPC_PROTO");

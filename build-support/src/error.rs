@@ -20,11 +20,14 @@ enum Kind {
     Compile(protox::Error, Option<String>),
     /// One or more `humus.v1.policy` annotations are wrong.
     Annotations(Vec<Problem>),
+    /// Two RPCs of a service would have the same Rust name.
+    Names(Vec<Problem>),
     /// Generating or writing the Rust code failed.
     Generate(io::Error),
 }
 
-/// One mistake in a `humus.v1.policy` annotation.
+/// One mistake in a `humus.v1.policy` annotation, or one clash of two
+/// RPCs' Rust names.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
     pub(crate) file: String,
@@ -87,17 +90,23 @@ impl Error {
         }
     }
 
+    pub(crate) fn names(problems: Vec<Problem>) -> Error {
+        Error {
+            kind: Kind::Names(problems),
+        }
+    }
+
     pub(crate) fn generate(error: io::Error) -> Error {
         Error {
             kind: Kind::Generate(error),
         }
     }
 
-    /// The annotation mistakes, in file order; empty when the build failed
-    /// for another reason.
+    /// The annotation mistakes, or the RPC name clashes, in file order;
+    /// empty when the build failed for another reason.
     pub fn problems(&self) -> &[Problem] {
         match &self.kind {
-            Kind::Annotations(problems) => problems,
+            Kind::Annotations(problems) | Kind::Names(problems) => problems,
             _ => &[],
         }
     }
@@ -134,6 +143,18 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
+            Kind::Names(problems) => {
+                let count = problems.len();
+                write!(
+                    f,
+                    "{count} RPC name clash{} in the generated Rust code:",
+                    if count == 1 { "" } else { "es" }
+                )?;
+                for problem in problems {
+                    write!(f, "\n  {problem}")?;
+                }
+                Ok(())
+            }
             Kind::Generate(error) => write!(f, "generating Rust code: {error}"),
         }
     }
@@ -149,7 +170,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.kind {
             Kind::Compile(error, _) => Some(error),
-            Kind::Annotations(_) => None,
+            Kind::Annotations(_) | Kind::Names(_) => None,
             Kind::Generate(error) => Some(error),
         }
     }

@@ -9,7 +9,7 @@
 //! `&'static Method` known at compile time: no lookup by string at run
 //! time, whoever declared the policy.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use proc_macro2::TokenStream;
 use prost_build::{Method, Service, ServiceGenerator};
@@ -26,6 +26,33 @@ pub(crate) struct HumusOptions {
     pub(crate) policies: Policies,
     pub(crate) proto_path: String,
     pub(crate) disable_comments: HashSet<String>,
+    /// Per package, the module names prost gives its top-level messages
+    /// (`ledger_humus` for a message `LedgerHumus`), each with the
+    /// message's name.
+    pub(crate) message_modules: HashMap<String, HashMap<String, String>>,
+}
+
+impl HumusOptions {
+    /// The humus module's name for service `service_name` of `package`:
+    /// `<service>_humus`, or `<service>_humus_` when prost's module of a
+    /// message of the package takes `<service>_humus` (then also that
+    /// message's name). prost's snake-case names never end in `_` but for
+    /// `self_`, `super_`, `crate_` and `extern_`, so the second cannot clash.
+    pub(crate) fn module_name(
+        &self,
+        package: &str,
+        service_name: &str,
+    ) -> (String, Option<String>) {
+        let name = module_name(service_name);
+        match self
+            .message_modules
+            .get(package)
+            .and_then(|modules| modules.get(&name))
+        {
+            Some(message) => (name + "_", Some(message.clone())),
+            None => (name, None),
+        }
+    }
 }
 
 /// prost's service generator: tonic's (when client or server stubs are
@@ -74,6 +101,11 @@ fn service_full_name(service: &Service) -> String {
 
 /// The module name tonic would use, with `_humus` instead of `_client`.
 pub(crate) fn module_name(service_name: &str) -> String {
+    naive_snake(service_name) + "_humus"
+}
+
+/// A service's name in snake case as tonic makes its module names.
+fn naive_snake(service_name: &str) -> String {
     let mut name = String::new();
     let mut chars = service_name.chars().peekable();
     while let Some(c) = chars.next() {
@@ -82,7 +114,6 @@ pub(crate) fn module_name(service_name: &str) -> String {
             name.push('_');
         }
     }
-    name.push_str("_humus");
     name
 }
 
@@ -198,39 +229,73 @@ fn kind_of(method: &Method) -> (&'static str, &'static str) {
     }
 }
 
+/// The Rust names tonic-prost-build and prost give the RPCs of `service`
+/// clash with the fixed names of the typed client: an inherent `new`,
+/// `client` or `into_client` is left out when an RPC takes its name (the
+/// `From` and `AsRef` impls stay).
+fn taken_by_rpcs(service: &Service) -> HashSet<&str> {
+    service
+        .methods
+        .iter()
+        .map(|method| method.name.trim_start_matches("r#"))
+        .collect()
+}
+
+/// The name of the `#[macro_export]` macro `#[humus::client]` calls back:
+/// unique per service in a crate (the full name, made an identifier, and
+/// its hash, so `a.b_c.D` and `a_b.c.D` differ).
+fn callback_macro_name(full_service: &str) -> String {
+    let mut hash: u32 = 0x811c_9dc5; // FNV-1a
+    for byte in full_service.bytes() {
+        hash ^= u32::from(byte);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    format!(
+        "__humus_client_{}_{hash:08x}",
+        full_service.replace('.', "_")
+    )
+}
+
 /// The humus module of one service.
 fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
     let full_service = service_full_name(service);
-    let module = format_ident!("{}", module_name(&service.name));
-    let alias = format_ident!("{}Client", service.name);
+    let (module_text, renamed) = options.module_name(&service.package, &service.name);
+    let module = format_ident!("{}", module_text);
+    let alias = format_ident!("{}HumusClient", service.name);
     let service_docs = if options.disable_comments.contains(&full_service) {
         TokenStream::new()
     } else {
         doc_comments(&service.comments.leading)
     };
+    let taken = taken_by_rpcs(service);
 
     let mut statics = Vec::new();
     let mut consts = Vec::new();
     let mut calls = Vec::new();
     let mut descriptors = Vec::new();
     let mut descriptor_list = Vec::new();
+    let mut callback_methods = Vec::new();
     for method in &service.methods {
         let full_name = format!("/{full_service}/{}", method.proto_name);
         let point = format!("grpc:{full_service}/{}", method.proto_name);
         let (kind, kind_text) = kind_of(method);
         let kind = format_ident!("{}", kind);
-        let policy = options
+        let declared = options
             .policies
             .get(&(full_service.clone(), method.proto_name.clone()));
-        let policy_source = if policy.is_some() {
+        let policy_source = if declared.is_some() {
             "declared by its `humus.v1.policy` option"
         } else {
             "the client's defaults (no `humus.v1.policy` option)"
         };
-        let policy = policy_tokens(policy.unwrap_or(&Policy::default()));
+        let proto_never_retry = declared.is_some_and(|policy| policy.never_retry);
+        let policy = policy_tokens(declared.unwrap_or(&Policy::default()));
         let static_ident = format_ident!("{}", static_name(method));
         let ident: syn::Ident =
             syn::parse_str(&method.name).expect("prost makes method names valid identifiers");
+        let rust_name = &method.name;
+        let proto_name = &method.proto_name;
+        callback_methods.push(quote!((#rust_name, #proto_name, #proto_never_retry)));
         let static_doc = format!(
             " The descriptor of `{full_name}`: {kind_text}, fault point `{point}`, policy {policy_source}."
         );
@@ -251,14 +316,15 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
             const #ident: ::humus::codegen::Override = ::humus::codegen::Override::NONE;
         });
         let descriptor_doc = format!(
-            " The descriptor `{full_name}` is called with: [`{static_ident}`] with `P`'s changes."
+            " The descriptor `{full_name}` is called with: [`{static_ident}`](static@{static_ident}) \
+             with `P`'s changes."
         );
         descriptors.push(quote! {
             #[doc = #descriptor_doc]
             pub const #static_ident: &'static ::humus::codegen::Method =
-                &::humus::codegen::merge(&#static_ident, P::#ident);
+                &::humus::codegen::merge(&#static_ident, <P as Policy>::#ident);
         });
-        descriptor_list.push(quote!(Self::#static_ident));
+        descriptor_list.push(quote!(Client::<Self>::#static_ident));
 
         let method_docs = if options
             .disable_comments
@@ -283,12 +349,13 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
         } else {
             " The status of the call's last attempt."
         };
+        let descriptor = quote!(Self::#static_ident);
         let signature_and_body = match (method.client_streaming, method.server_streaming) {
             (false, false) => quote! {
                 (&self, request: impl ::humus::codegen::IntoRequest<#request>)
                     -> ::core::result::Result<::humus::codegen::Response<#response>, ::humus::codegen::Status>
                 {
-                    self.client.unary(Self::#static_ident, request.into_request()).await
+                    self.client.unary(#descriptor, request.into_request()).await
                 }
             },
             (false, true) => quote! {
@@ -298,14 +365,14 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
                         ::humus::codegen::Status,
                     >
                 {
-                    self.client.server_streaming(Self::#static_ident, request.into_request()).await
+                    self.client.server_streaming(#descriptor, request.into_request()).await
                 }
             },
             (true, false) => quote! {
                 (&self, request: impl ::humus::codegen::IntoStreamingRequest<Message = #request>)
                     -> ::core::result::Result<::humus::codegen::Response<#response>, ::humus::codegen::Status>
                 {
-                    self.client.client_streaming(Self::#static_ident, request.into_streaming_request()).await
+                    self.client.client_streaming(#descriptor, request.into_streaming_request()).await
                 }
             },
             (true, true) => quote! {
@@ -315,7 +382,7 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
                         ::humus::codegen::Status,
                     >
                 {
-                    self.client.streaming(Self::#static_ident, request.into_streaming_request()).await
+                    self.client.streaming(#descriptor, request.into_streaming_request()).await
                 }
             },
         };
@@ -333,30 +400,97 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
         });
     }
 
-    let module_doc =
+    let mut module_doc =
         format!(" The typed humus client of `{full_service}` and its method descriptors.");
+    if let Some(taken_by) = renamed {
+        module_doc.push_str(&format!(
+            " Named `{module_text}` because prost's module of message `{taken_by}` takes the \
+             name without the trailing `_`."
+        ));
+    }
     let policy_doc = format!(
         " What a typed client of `{full_service}` changes in its methods' policies, one \
          associated constant per method, each changing nothing by default (the \
          `.proto`'s policy). `#[humus::client]` implements it to declare changes in Rust."
+    );
+    let descriptors_doc = format!(
+        " The descriptors of `{full_service}`'s methods under a policy type: each \
+         method's static with the type's changes, merged at compile time. Implemented \
+         for every [`Policy`], and only there."
     );
     let proto_policy_doc = format!(" The policy `{full_service}`'s `.proto` declares.");
     let client_doc = format!(
         " A typed client of `{full_service}` over a humus client: one method per RPC, \
          each calling with its descriptor from `P`."
     );
-    let alias_doc = format!(" The typed client of `{full_service}` with the `.proto`'s policy.");
+    let alias_doc =
+        format!(" The typed humus client of `{full_service}` with the `.proto`'s policy.");
     let separator = (!service_docs.is_empty()).then(|| quote!(#[doc = ""]));
 
+    let constructor = (!taken.contains("new")).then(|| {
+        quote! {
+            /// A typed client that calls through `client` (also `From`).
+            pub fn new(client: ::humus::codegen::Client) -> Self {
+                Client { client, policy: ::core::marker::PhantomData }
+            }
+        }
+    });
+    let client_accessor = (!taken.contains("client")).then(|| {
+        quote! {
+            /// The humus client calls go through (also `AsRef`).
+            pub fn client(&self) -> &::humus::codegen::Client {
+                &self.client
+            }
+        }
+    });
+    let into_client = (!taken.contains("into_client")).then(|| {
+        quote! {
+            /// The humus client calls go through (also `From`).
+            pub fn into_client(self) -> ::humus::codegen::Client {
+                self.client
+            }
+        }
+    });
+
+    let methods_list = (!service
+        .methods
+        .iter()
+        .any(|method| static_name(method) == "METHODS"))
+    .then(|| {
+        quote! {
+            /// Every method's descriptor with `P`'s changes, in `.proto`
+            /// order ([`Descriptors::METHODS`]). Evaluating it checks `P`'s
+            /// changes against the `.proto` at compile time.
+            pub const METHODS: &'static [&'static ::humus::codegen::Method] =
+                <P as Descriptors>::METHODS;
+        }
+    });
+    let callback = format_ident!("{}", callback_macro_name(&full_service));
+    let client_name = alias.to_string();
     quote! {
         #[doc = #module_doc]
+        // An RPC's name is the `.proto`'s, not a Rust convention's
+        // (`IntoClient`, `New`).
+        #[allow(clippy::wrong_self_convention, clippy::new_ret_no_self)]
         pub mod #module {
             #(#statics)*
 
             #[doc = #policy_doc]
-            pub trait Policy: 'static {
+            pub trait Policy: ::core::marker::Sized + 'static {
                 #(#consts)*
             }
+
+            #[doc = #descriptors_doc]
+            pub trait Descriptors: Policy {
+                /// Every method's descriptor with the policy type's changes, in
+                /// `.proto` order (as `Client::<P>::METHODS`, unless an RPC
+                /// named `Methods` takes that name). Evaluating it checks the
+                /// changes against the `.proto` at compile time.
+                const METHODS: &'static [&'static ::humus::codegen::Method] =
+                    &[#(#descriptor_list),*];
+            }
+
+            impl<P: Policy> Descriptors for P {}
 
             #[doc = #proto_policy_doc]
             #[derive(Clone, Copy, Debug)]
@@ -376,34 +510,38 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
             pub type #alias = Client<ProtoPolicy>;
 
             impl<P: Policy> Client<P> {
-                /// A typed client that calls through `client`.
-                pub fn new(client: ::humus::codegen::Client) -> Self {
-                    Client { client, policy: ::core::marker::PhantomData }
-                }
+                #constructor
+                #client_accessor
+                #into_client
 
-                /// The humus client calls go through.
-                pub fn client(&self) -> &::humus::codegen::Client {
-                    &self.client
-                }
-
-                /// The humus client calls go through.
-                pub fn into_client(self) -> ::humus::codegen::Client {
-                    self.client
-                }
+                #methods_list
 
                 #(#descriptors)*
-
-                /// Every method's descriptor, in `.proto` order. Evaluating it
-                /// checks `P`'s changes against the `.proto` at compile time.
-                pub const METHODS: &'static [&'static ::humus::codegen::Method] =
-                    &[#(#descriptor_list),*];
 
                 #(#calls)*
             }
 
+            impl<P: Policy> ::core::convert::From<::humus::codegen::Client> for Client<P> {
+                fn from(client: ::humus::codegen::Client) -> Self {
+                    Client { client, policy: ::core::marker::PhantomData }
+                }
+            }
+
+            impl<P: Policy> ::core::convert::From<Client<P>> for ::humus::codegen::Client {
+                fn from(client: Client<P>) -> Self {
+                    client.client
+                }
+            }
+
+            impl<P: Policy> ::core::convert::AsRef<::humus::codegen::Client> for Client<P> {
+                fn as_ref(&self) -> &::humus::codegen::Client {
+                    &self.client
+                }
+            }
+
             impl<P: Policy> ::core::clone::Clone for Client<P> {
                 fn clone(&self) -> Self {
-                    Client { client: self.client.clone(), policy: ::core::marker::PhantomData }
+                    Client { client: ::core::clone::Clone::clone(&self.client), policy: ::core::marker::PhantomData }
                 }
             }
 
@@ -414,6 +552,25 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
                         .finish()
                 }
             }
+
+            // `#[humus::client(service = this module)]` expands through this
+            // macro, which hands it the service's methods and the `.proto`'s
+            // never_retry ones, so its errors point at the user's tokens.
+            #[doc(hidden)]
+            #[macro_export]
+            macro_rules! #callback {
+                ($($input:tt)*) => {
+                    ::humus::codegen::client_expand! {
+                        service = #full_service,
+                        client = #client_name,
+                        methods = [#(#callback_methods),*],
+                        $($input)*
+                    }
+                };
+            }
+
+            #[doc(hidden)]
+            pub use #callback as __humus_client;
         }
     }
 }

@@ -15,7 +15,7 @@
 //! pub mod pb {
 //!     include!(concat!(env!("OUT_DIR"), "/ledger.v1.rs"));
 //! }
-//! let ledger = pb::ledger_humus::LedgerClient::new(humus_client);
+//! let ledger = pb::ledger_humus::LedgerHumusClient::new(humus_client);
 //! let reply = ledger.transfer(request).await?;
 //! ```
 //!
@@ -29,13 +29,34 @@
 //! |---|---|
 //! | `pub static TRANSFER: humus Method` | one per RPC: full name `/ledger.v1.Ledger/Transfer`, fault point `grpc:ledger.v1.Ledger/Transfer`, kind, and the policy the `.proto` declares, all compile-time constants |
 //! | `pub trait Policy` | one associated `const transfer: Override` per RPC: what a policy type changes in that method's policy, nothing by default |
+//! | `pub trait Descriptors` | implemented for every `Policy`: `METHODS`, every method's descriptor with the policy type's changes |
 //! | `pub enum ProtoPolicy {}` | the `Policy` that changes nothing: the `.proto`'s policy |
-//! | `pub struct Client<P: Policy = ProtoPolicy>` | the typed client: `new(humus client)`, one `async fn` per RPC of all four kinds carrying the proto comments as docs; `Client::<P>::TRANSFER`, the `&'static Method` each call passes (the static with `P`'s changes, merged at compile time), and `Client::<P>::METHODS`, all of them |
-//! | `pub type LedgerClient = Client<ProtoPolicy>` | the typed client with the `.proto`'s policy |
+//! | `pub struct Client<P: Policy = ProtoPolicy>` | the typed client: `new(humus client)` (and `From`), one `async fn` per RPC of all four kinds carrying the proto comments as docs; `Client::<P>::TRANSFER`, the `&'static Method` each call passes (the static with `P`'s changes, merged at compile time), and `Client::<P>::METHODS`, all of them |
+//! | `pub type LedgerHumusClient = Client<ProtoPolicy>` | the typed client with the `.proto`'s policy |
 //!
-//! `#[humus::client(service = path::to::ledger_humus)]` implements `Policy`
-//! for a type of its own to change methods' policies in Rust; its client
-//! is `Client<ThatType>`, with the same methods.
+//! `#[humus::client(service = path::to::ledger_humus)] trait Ledger`
+//! implements `Policy` for a type of its own (`LedgerPolicy`) to change
+//! methods' policies in Rust; its client is `LedgerHumusClient =
+//! Client<LedgerPolicy>`, with the same methods.
+//!
+//! ## Names
+//!
+//! None of these names can be one prost or tonic gives an item of the
+//! `.proto`, so a module can use tonic's `ledger_client::LedgerClient` and
+//! `ledger_server::Ledger` next to `ledger_humus::LedgerHumusClient`, and
+//! any RPC name works:
+//!
+//! - an RPC whose Rust name is `new`, `client` or `into_client` takes that
+//!   method of the typed client (which is then built with `From`, and gives
+//!   its humus client with `AsRef` and `From`); one named `Methods` takes
+//!   `Client::<P>::METHODS` (the list is then `Descriptors::METHODS`);
+//! - when a top-level message's module (prost's, for its nested types) is
+//!   `ledger_humus`, as for a message `LedgerHumus`, the humus module of
+//!   `Ledger` is `ledger_humus_` (prost's snake-case names never end in
+//!   `_` but for a few keywords);
+//! - two RPCs of one service with the same Rust name (`GetFoo` and
+//!   `get_foo`) fail the build with an error naming the file, service and
+//!   both methods, as tonic's stubs could not compile either.
 //!
 //! # The `humus.v1.policy` method option
 //!
@@ -78,6 +99,8 @@
 
 mod error;
 mod generate;
+mod misspelled;
+mod names;
 mod policy;
 
 use std::collections::{BTreeSet, HashSet};
@@ -328,7 +351,10 @@ impl Builder {
     /// # Errors
     ///
     /// - protox's own message when a `.proto` does not compile (a syntax
-    ///   error, an unknown type, a missing import);
+    ///   error, an unknown type, a missing import), but for a misspelled
+    ///   field in a `humus.v1.policy` option (`never_retyr`), which is a
+    ///   problem naming the field, its line, the method and the nearest
+    ///   field;
     /// - every bad `humus.v1.policy` annotation, each with its file, line,
     ///   service and method (see [`Error::problems`]);
     /// - an I/O error writing the output.
@@ -343,12 +369,9 @@ impl Builder {
         resolver.add(protox::file::GoogleFileResolver::new());
         let mut compiler = protox::Compiler::with_file_resolver(resolver);
         compiler.include_imports(true).include_source_info(true);
-        compiler
-            .open_files(protos.iter().map(AsRef::as_ref))
-            .map_err(|error| {
-                let path = error.file().and_then(|name| shown_path(name, includes));
-                Error::compile(error, path)
-            })?;
+        if let Err(error) = compiler.open_files(protos.iter().map(AsRef::as_ref)) {
+            return Err(misspelled_or(error, includes));
+        }
 
         let pool = compiler.descriptor_pool();
         let paths: std::collections::HashMap<String, PathBuf> = compiler
@@ -356,14 +379,20 @@ impl Builder {
             .filter_map(|file| Some((file.name().to_owned(), file.path()?.to_path_buf())))
             .collect();
         let source = |name: &str| std::fs::read_to_string(paths.get(name)?).ok();
-        let policies = policy::read(&pool, &source).map_err(|mut problems| {
+        let shown = |mut problems: Vec<Problem>| {
             for problem in &mut problems {
                 if let Some(path) = shown_path(&problem.file, includes) {
                     problem.file = path;
                 }
             }
-            Error::annotations(problems)
-        })?;
+            problems
+        };
+        let policies =
+            policy::read(&pool, &source).map_err(|problems| Error::annotations(shown(problems)))?;
+        let clashes = names::rpc_clashes(&pool);
+        if !clashes.is_empty() {
+            return Err(Error::names(shown(clashes)));
+        }
 
         if let Some(path) = &self.file_descriptor_set_path {
             std::fs::write(path, compiler.encode_file_descriptor_set()).map_err(Error::generate)?;
@@ -392,6 +421,7 @@ impl Builder {
             policies,
             proto_path: self.proto_path.clone(),
             disable_comments: self.disable_comments.clone(),
+            message_modules: names::message_modules(&fds),
         });
         let mut config = prost_build::Config::new();
         config.type_attribute(".", "#[allow(clippy::all)]");
@@ -418,6 +448,30 @@ fn shown_path<P: AsRef<Path>>(name: &str, includes: &[P]) -> Option<String> {
         .map(|include| include.as_ref().join(name))
         .find(|path| path.is_file())
         .map(|path| path.display().to_string())
+}
+
+/// The error of a file protox could not compile: the misspelled fields of
+/// its `humus.v1.policy` options when it has any (protox names neither the
+/// field nor the method), else protox's own.
+fn misspelled_or<P: AsRef<Path>>(error: protox::Error, includes: &[P]) -> Error {
+    let Some(name) = error.file().map(str::to_owned) else {
+        return Error::compile(error, None);
+    };
+    let path = shown_path(&name, includes);
+    let source = includes
+        .iter()
+        .find_map(|include| std::fs::read_to_string(include.as_ref().join(&name)).ok());
+    match source.map(|source| misspelled::find(&name, &source)) {
+        Some(mut problems) if !problems.is_empty() => {
+            for problem in &mut problems {
+                if let Some(path) = &path {
+                    problem.file.clone_from(path);
+                }
+            }
+            Error::annotations(problems)
+        }
+        _ => Error::compile(error, path),
+    }
 }
 
 /// The files to generate code for: the requested ones and what they

@@ -109,7 +109,7 @@ fn a_good_proto_generates_messages_stubs_and_the_humus_client() {
     assert!(code.contains("kind: ::humus::codegen::RpcKind::ServerStreaming"));
     assert!(code.contains("kind: ::humus::codegen::RpcKind::ClientStreaming"));
     assert!(code.contains("kind: ::humus::codegen::RpcKind::Streaming"));
-    assert!(code.contains("pub type LedgerClient = Client<ProtoPolicy>;"));
+    assert!(code.contains("pub type LedgerHumusClient = Client<ProtoPolicy>;"));
     // Proto comments become docs, made safe for rustdoc.
     assert!(code.contains("/// Charges a card: never twice."));
     assert!(
@@ -245,11 +245,101 @@ fn a_proto_that_does_not_compile_fails_with_protox_message() {
     assert!(error.to_string().contains("Nope"), "{error}");
 
     let error = error_of(
-        "unknown-option-field",
-        &ledger("  rpc Pay(Req) returns (Resp) { option (humus.v1.policy).never_retri = true; }"),
+        "unknown-option",
+        &ledger("  rpc Pay(Req) returns (Resp) { option (humus.v1.polcy).never_retry = true; }"),
     );
     assert!(error.is_compile());
-    assert!(error.to_string().contains("never_retri"), "{error}");
+    assert!(error.to_string().contains("humus.v1.polcy"), "{error}");
+}
+
+#[test]
+fn a_misspelled_field_in_braces_names_the_field_line_method_and_fix() {
+    let error = error_of(
+        "misspelled-brace",
+        &ledger(
+            r#"  rpc Pay(Req) returns (Resp) {
+    option (humus.v1.policy) = {
+      never_retyr: true
+    };
+  }"#,
+        ),
+    );
+    assert!(!error.is_compile());
+    assert_eq!(
+        text_of("misspelled-brace", &error),
+        "1 bad humus.v1.policy annotation:\n  ledger.proto:9: ledger.v1.Ledger/Pay: unknown field \
+         `never_retyr` in the humus.v1.policy option (humus.v1.MethodPolicy has `never_retry`, \
+         `classify`); did you mean `never_retry`?"
+    );
+}
+
+#[test]
+fn a_misspelled_field_in_a_dotted_path_names_the_field_line_method_and_fix() {
+    let error = error_of(
+        "misspelled-dotted",
+        &ledger(
+            "  rpc Pay(Req) returns (Resp);\n  rpc Charge(Req) returns (Resp) {\n    \
+             option (humus.v1.policy).never_retyr = true;\n  }",
+        ),
+    );
+    let [problem] = error.problems() else {
+        panic!("one problem: {error}");
+    };
+    assert_eq!(problem.line(), Some(9));
+    assert_eq!(problem.service(), "ledger.v1.Ledger");
+    assert_eq!(problem.method(), "Charge");
+    assert!(
+        problem.message().starts_with("unknown field `never_retyr`")
+            && problem.message().ends_with("did you mean `never_retry`?"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_misspelled_field_in_a_classify_entry_names_the_field_line_method_and_fix() {
+    let error = error_of(
+        "misspelled-entry",
+        &ledger(
+            r#"  rpc Transfer(Req) returns (Resp) {
+    option (humus.v1.policy) = {
+      classify: { code: "ABORTED" retry: "RETRY" breaker: "SUCCESS" }
+      classify: {
+        code: "UNAVAILABLE"
+        retyr: "RETRY" breaker: "FAILURE"
+      }
+    };
+  }
+  rpc Pay(Req) returns (Resp) {
+    option (humus.v1.policy).classify = { code: "ABORTED" retry: "STOP" breakr: "FAILURE" };
+  }"#,
+        ),
+    );
+    let found: Vec<String> = error
+        .problems()
+        .iter()
+        .map(|p| {
+            format!(
+                "{}:{}: {}/{}: {}",
+                p.file().rsplit('/').next().unwrap(),
+                p.line().unwrap(),
+                p.service(),
+                p.method(),
+                p.message()
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            "ledger.proto:12: ledger.v1.Ledger/Transfer: unknown field `retyr` in the \
+             humus.v1.policy option (humus.v1.CodeRule has `code`, `retry`, `breaker`); did you \
+             mean `retry`?",
+            "ledger.proto:17: ledger.v1.Ledger/Pay: unknown field `breakr` in the \
+             humus.v1.policy option (humus.v1.CodeRule has `code`, `retry`, `breaker`); did you \
+             mean `breaker`?",
+        ],
+        "{error}"
+    );
 }
 
 #[test]
@@ -509,4 +599,83 @@ fn errors_name_the_file_as_the_build_gave_it() {
         );
         assert!(!text.contains(" payments/v1/payments.proto"), "{text}");
     }
+}
+
+/// The generated Rust of one `ledger.proto` holding `text`.
+fn generated(name: &str, text: &str) -> String {
+    let dir = workspace(name, &[("ledger.proto", text)]);
+    compile(&dir, "ledger.proto").unwrap();
+    fs::read_to_string(dir.join("out/ledger.v1.rs")).unwrap()
+}
+
+#[test]
+fn a_message_whose_module_is_the_humus_modules_name_moves_it() {
+    let code = generated(
+        "message-module",
+        &ledger("  rpc Pay(Req) returns (Resp);\n}\nmessage LedgerHumus {\n  message Inner {}\n"),
+    );
+    // prost's module of the message, and the humus module beside it.
+    assert!(code.contains("pub mod ledger_humus {"), "{code}");
+    assert!(code.contains("pub mod ledger_humus_ {"), "{code}");
+    assert!(code.contains("because prost's module of message `LedgerHumus`"));
+    // Without the clash, the usual name.
+    let code = generated(
+        "no-message-module",
+        &ledger("  rpc Pay(Req) returns (Resp);"),
+    );
+    assert!(code.contains("pub mod ledger_humus {"));
+    assert!(!code.contains("ledger_humus_"));
+}
+
+#[test]
+fn rpcs_named_like_the_clients_items_take_their_names() {
+    let code = generated(
+        "rpc-names",
+        &ledger(
+            "  rpc Methods(Req) returns (Resp);\n  rpc Client(Req) returns (Resp);\n  \
+             rpc IntoClient(Req) returns (Resp);\n  rpc New(Req) returns (Resp);",
+        ),
+    );
+    // The RPCs' descriptors and methods.
+    assert!(code.contains("pub const METHODS: &'static ::humus::codegen::Method ="));
+    assert!(code.contains("pub async fn client("));
+    assert!(code.contains("pub async fn into_client("));
+    assert!(code.contains("pub async fn new("));
+    // Not the fixed items they would clash with; From, AsRef and
+    // Descriptors::METHODS remain.
+    assert!(!code.contains("<P as Descriptors>::METHODS"), "{code}");
+    assert!(!code.contains("pub fn client(&self)"));
+    assert!(!code.contains("pub fn into_client(self)"));
+    assert!(!code.contains("pub fn new(client"));
+    assert!(code.contains("From<::humus::codegen::Client> for Client<P>"));
+    assert!(code.contains("AsRef<::humus::codegen::Client> for Client<P>"));
+    assert!(code.contains("const METHODS: &'static [&'static ::humus::codegen::Method]"));
+
+    let code = generated("rpc-plain-names", &ledger("  rpc Pay(Req) returns (Resp);"));
+    assert!(code.contains("<P as Descriptors>::METHODS"));
+    assert!(code.contains("pub fn client(&self)"));
+    assert!(code.contains("pub fn into_client(self)"));
+    assert!(code.contains("pub fn new(client"));
+}
+
+#[test]
+fn two_rpcs_with_one_rust_name_fail_the_build() {
+    let error = error_of(
+        "snake-clash",
+        &ledger(
+            "  rpc GetFoo(Req) returns (Resp);\n  rpc Pay(Req) returns (Resp);\n  rpc get_foo(Req) returns (Resp);",
+        ),
+    );
+    assert!(!error.is_compile());
+    let [problem] = error.problems() else {
+        panic!("one problem: {error}");
+    };
+    assert_eq!(problem.line(), Some(9));
+    assert_eq!(problem.method(), "get_foo");
+    assert_eq!(
+        text_of("snake-clash", &error),
+        "1 RPC name clash in the generated Rust code:\n  ledger.proto:9: ledger.v1.Ledger/get_foo: \
+         RPCs `GetFoo` and `get_foo` are both `get_foo` in Rust, so the generated clients \
+         would define it twice; rename one of them"
+    );
 }

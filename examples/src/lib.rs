@@ -27,7 +27,7 @@ pub mod pb {
     /// `ledger.v1`.
     pub mod ledger {
         /// `ledger.v1`: the ledger's messages, tonic stubs and typed humus
-        /// client (`ledger_humus::LedgerClient`).
+        /// client (`ledger_humus::LedgerHumusClient`).
         pub mod v1 {
             include!(concat!(env!("OUT_DIR"), "/ledger.v1.rs"));
         }

@@ -192,14 +192,14 @@ pub trait Ledger {
 /// deadline, with nothing copied here.
 #[derive(Clone, Debug)]
 pub struct Wallet {
-    ledger: Ledger,
+    ledger: LedgerHumusClient,
 }
 
 impl Wallet {
     /// Handlers that call the ledger through `ledger`.
     pub fn new(ledger: Client) -> Wallet {
         Wallet {
-            ledger: Ledger::new(ledger),
+            ledger: LedgerHumusClient::new(ledger),
         }
     }
 }
@@ -463,9 +463,9 @@ mod tests {
         use crate::pb::ledger::v1::ledger_humus;
         // From the .proto's option.
         assert!(ledger_humus::CHARGE.policy.never_retry);
-        assert!(Ledger::CHARGE.policy.never_retry);
+        assert!(LedgerHumusClient::CHARGE.policy.never_retry);
         // From #[humus::client].
-        let transfer = Ledger::TRANSFER;
+        let transfer = LedgerHumusClient::TRANSFER;
         assert_eq!(transfer.full_name, "/ledger.v1.Ledger/Transfer");
         assert_eq!(transfer.point, "grpc:ledger.v1.Ledger/Transfer");
         assert!(!transfer.policy.never_retry);

@@ -4,6 +4,7 @@
 //! build shows them all.
 
 use proc_macro2::{Span, TokenStream};
+use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream, Parser};
 use syn::punctuated::Punctuated;
 use syn::{Attribute, Expr, Ident, Token, TraitItem, Visibility};
@@ -44,6 +45,8 @@ pub(crate) struct Client {
     pub(crate) service: syn::Path,
     /// The policy type's name.
     pub(crate) policy: Ident,
+    /// The typed client type's name.
+    pub(crate) client: Ident,
     /// The trait's attributes (its docs), kept on the generated alias.
     pub(crate) attrs: Vec<Attribute>,
     pub(crate) vis: Visibility,
@@ -71,9 +74,101 @@ pub(crate) struct Rule {
     pub(crate) breaker: Ident,
 }
 
-/// Parses the attribute's arguments and the trait; `None` when there is
-/// nothing to expand (no service path, or not a trait).
-pub(crate) fn parse(cx: &Ctxt, args: TokenStream, item: TokenStream) -> Option<Client> {
+/// What the generated service module tells the attribute about the
+/// service, through its callback macro.
+#[derive(Debug)]
+pub(crate) struct Service {
+    /// `package.Service`.
+    pub(crate) full_name: String,
+    /// The typed client with the `.proto`'s policy, e.g. `LedgerHumusClient`.
+    pub(crate) proto_client: String,
+    pub(crate) methods: Vec<ServiceMethod>,
+}
+
+/// One RPC of the service.
+#[derive(Debug)]
+pub(crate) struct ServiceMethod {
+    /// The Rust name, as the typed client's method (`charge`, `r#type`).
+    pub(crate) rust: String,
+    /// `package.Service/Method`, as the `.proto` spells them.
+    pub(crate) path: String,
+    /// Whether the `.proto` declares it `never_retry`.
+    pub(crate) never_retry: bool,
+}
+
+impl Parse for Service {
+    /// `service = "..", client = "..", methods = [("charge", "Charge", true), ..],`
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        fn key(input: ParseStream<'_>, name: &str) -> syn::Result<()> {
+            let ident: Ident = input.parse()?;
+            if ident != name {
+                return Err(syn::Error::new(ident.span(), format!("expected `{name}`")));
+            }
+            input.parse::<Token![=]>()?;
+            Ok(())
+        }
+        key(input, "service")?;
+        let full_name = input.parse::<syn::LitStr>()?.value();
+        input.parse::<Token![,]>()?;
+        key(input, "client")?;
+        let proto_client = input.parse::<syn::LitStr>()?.value();
+        input.parse::<Token![,]>()?;
+        key(input, "methods")?;
+        let list;
+        syn::bracketed!(list in input);
+        let mut methods = Vec::new();
+        while !list.is_empty() {
+            let entry;
+            syn::parenthesized!(entry in list);
+            let rust = entry.parse::<syn::LitStr>()?.value();
+            entry.parse::<Token![,]>()?;
+            let proto = entry.parse::<syn::LitStr>()?.value();
+            entry.parse::<Token![,]>()?;
+            let never_retry = entry.parse::<syn::LitBool>()?.value;
+            methods.push(ServiceMethod {
+                rust,
+                path: format!("{full_name}/{proto}"),
+                never_retry,
+            });
+            if !list.is_empty() {
+                list.parse::<Token![,]>()?;
+            }
+        }
+        input.parse::<Token![,]>()?;
+        Ok(Service {
+            full_name,
+            proto_client,
+            methods,
+        })
+    }
+}
+
+/// The `service = path` argument alone, when it is there and a path: where
+/// the attribute finds the service's callback macro.
+pub(crate) fn service_path(args: &TokenStream) -> Option<syn::Path> {
+    let pairs = Punctuated::<syn::MetaNameValue, Token![,]>::parse_terminated
+        .parse2(args.clone())
+        .ok()?;
+    let mut paths = pairs.iter().filter(|pair| pair.path.is_ident("service"));
+    let first = paths.next()?;
+    if paths.next().is_some() {
+        return None;
+    }
+    match &first.value {
+        syn::Expr::Path(path) => Some(path.path.clone()),
+        _ => None,
+    }
+}
+
+/// Parses the attribute's arguments and the trait, checking the methods
+/// against `service` when the service module described it; `None` when
+/// there is nothing to expand (no service path, or not a trait).
+pub(crate) fn parse(
+    cx: &Ctxt,
+    args: TokenStream,
+    item: TokenStream,
+    service: Option<&Service>,
+) -> Option<Client> {
     let args = parse_args(cx, args);
     let item = match syn::parse2::<syn::ItemTrait>(item) {
         Ok(item) => item,
@@ -102,15 +197,28 @@ pub(crate) fn parse(cx: &Ctxt, args: TokenStream, item: TokenStream) -> Option<C
             cx.error(ident.span(), format!("`{ident}` is declared twice"));
             continue;
         }
-        methods.push(parse_method(cx, ident, &function.attrs));
+        let found = match service {
+            Some(service) => match find_method(service, &ident) {
+                Some(found) => Some(found),
+                None => {
+                    cx.error(ident.span(), not_a_method(service, &ident));
+                    continue;
+                }
+            },
+            None => None,
+        };
+        methods.push(parse_method(cx, ident, &function.attrs, found));
     }
 
-    let (service, policy) = args?;
+    let (service_path, policy, client) = args?;
     let policy =
         policy.unwrap_or_else(|| Ident::new(&format!("{}Policy", item.ident), item.ident.span()));
+    let client = client
+        .unwrap_or_else(|| Ident::new(&format!("{}HumusClient", item.ident), item.ident.span()));
     Some(Client {
-        service,
+        service: service_path,
         policy,
+        client,
         attrs: item.attrs,
         vis: item.vis,
         ident: item.ident,
@@ -118,8 +226,85 @@ pub(crate) fn parse(cx: &Ctxt, args: TokenStream, item: TokenStream) -> Option<C
     })
 }
 
-/// `service = path::to::ledger_humus` and an optional `policy = Name`.
-fn parse_args(cx: &Ctxt, args: TokenStream) -> Option<(syn::Path, Option<Ident>)> {
+/// The `RPC` of `service` the trait's `fn ident();` names, if any.
+fn find_method<'a>(service: &'a Service, ident: &Ident) -> Option<&'a ServiceMethod> {
+    let name = ident.unraw().to_string();
+    service
+        .methods
+        .iter()
+        .find(|method| method.rust.trim_start_matches("r#") == name)
+}
+
+/// "`refnud` is not a method of `ledger.v1.Ledger`; ..." with the service's
+/// methods and the nearest one.
+fn not_a_method(service: &Service, ident: &Ident) -> String {
+    let given = ident.unraw().to_string();
+    let names: Vec<&str> = service
+        .methods
+        .iter()
+        .map(|method| method.rust.trim_start_matches("r#"))
+        .collect();
+    let mut message = format!("`{given}` is not a method of `{}`", service.full_name);
+    if names.is_empty() {
+        message.push_str("; the service has no methods");
+        return message;
+    }
+    let listed = names
+        .iter()
+        .map(|name| format!("`{name}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    message.push_str(&format!("; its methods are {listed}"));
+    if let Some(nearest) = nearest(&given, &names) {
+        message.push_str(&format!(". Did you mean `{nearest}`?"));
+    }
+    message
+}
+
+/// The name in `known` nearest to `given`, if one is near enough to be a
+/// misspelling (an edit distance of at most a third of its length).
+pub(crate) fn nearest<'a>(given: &str, known: &[&'a str]) -> Option<&'a str> {
+    known
+        .iter()
+        .map(|name| (distance(given, name), *name))
+        .filter(|(d, name)| *d <= name.len().max(given.len()).div_ceil(3))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, name)| name)
+}
+
+/// The optimal string alignment distance (Levenshtein with transpositions).
+fn distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut rows = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in rows.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in rows[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (rows[i - 1][j] + 1)
+                .min(rows[i][j - 1] + 1)
+                .min(rows[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(rows[i - 2][j - 2] + 1);
+            }
+            rows[i][j] = best;
+        }
+    }
+    rows[a.len()][b.len()]
+}
+
+/// The arguments: `service = path::to::ledger_humus`, an optional
+/// `policy = Name` and an optional `client = Name`.
+type Args = (syn::Path, Option<Ident>, Option<Ident>);
+
+/// `service = path::to::ledger_humus` and optional `policy = Name`,
+/// `client = Name`.
+fn parse_args(cx: &Ctxt, args: TokenStream) -> Option<Args> {
     let pairs = match Punctuated::<syn::MetaNameValue, Token![,]>::parse_terminated.parse2(args) {
         Ok(pairs) => pairs,
         Err(error) => {
@@ -130,6 +315,7 @@ fn parse_args(cx: &Ctxt, args: TokenStream) -> Option<(syn::Path, Option<Ident>)
     let mut service: Option<syn::Path> = None;
     let mut service_given = false;
     let mut policy: Option<Ident> = None;
+    let mut client: Option<Ident> = None;
     for pair in &pairs {
         let key = pair
             .path
@@ -170,14 +356,32 @@ fn parse_args(cx: &Ctxt, args: TokenStream) -> Option<(syn::Path, Option<Ident>)
                     policy = Some(ident);
                 }
             }
+            "client" => {
+                let ident = match &pair.value {
+                    syn::Expr::Path(path) => path.path.get_ident().cloned(),
+                    _ => None,
+                };
+                let Some(ident) = ident else {
+                    cx.error_spanned_by(
+                        &pair.value,
+                        "`client` names the generated client type, e.g. `client = LedgerHumusClient`",
+                    );
+                    continue;
+                };
+                if client.is_some() {
+                    cx.error_spanned_by(&pair.path, "`client` is given twice");
+                } else {
+                    client = Some(ident);
+                }
+            }
             _ => cx.error_spanned_by(
                 &pair.path,
-                "unknown argument; expected `service = path::to::<service>_humus` and optionally `policy = Name`",
+                "unknown argument; expected `service = path::to::<service>_humus` and optionally `policy = Name`, `client = Name`",
             ),
         }
     }
     match service {
-        Some(service) => Some((service, policy)),
+        Some(service) => Some((service, policy, client)),
         None if service_given => None,
         None => {
             cx.error(
@@ -305,7 +509,12 @@ impl Parse for Opt {
     }
 }
 
-fn parse_method(cx: &Ctxt, ident: Ident, attrs: &[Attribute]) -> Method {
+fn parse_method(
+    cx: &Ctxt,
+    ident: Ident,
+    attrs: &[Attribute],
+    found: Option<&ServiceMethod>,
+) -> Method {
     let mut never_retry: Option<Ident> = None;
     let mut classify: Option<(Ident, Vec<RawRule>)> = None;
     let mut classify_fn: Option<Expr> = None;
@@ -357,7 +566,8 @@ fn parse_method(cx: &Ctxt, ident: Ident, attrs: &[Attribute]) -> Method {
         }
     }
 
-    let table = classify.map(|(_, rules)| check_table(cx, &ident, never_retry.is_some(), rules));
+    let table =
+        classify.map(|(_, rules)| check_table(cx, &ident, never_retry.is_some(), found, rules));
     Method {
         ident,
         never_retry: never_retry.is_some(),
@@ -368,7 +578,13 @@ fn parse_method(cx: &Ctxt, ident: Ident, attrs: &[Attribute]) -> Method {
 
 /// Checks the names and the consistency of a classify table, keeping the
 /// entries that are right.
-fn check_table(cx: &Ctxt, method: &Ident, never_retry: bool, rules: Vec<RawRule>) -> Vec<Rule> {
+fn check_table(
+    cx: &Ctxt,
+    method: &Ident,
+    never_retry: bool,
+    found: Option<&ServiceMethod>,
+    rules: Vec<RawRule>,
+) -> Vec<Rule> {
     let mut table: Vec<Rule> = Vec::new();
     let mut seen: Vec<String> = Vec::new();
     for rule in rules {
@@ -407,6 +623,15 @@ fn check_table(cx: &Ctxt, method: &Ident, never_retry: bool, rules: Vec<RawRule>
                     rule.retry.span(),
                     format!(
                         "`{method}` is `never_retry`, so no entry can retry it; use `Stop`, or drop `never_retry`"
+                    ),
+                );
+            } else if let Some(found) = found.filter(|found| found.never_retry) {
+                ok = false;
+                cx.error(
+                    rule.retry.span(),
+                    format!(
+                        "`{method}` is `never_retry` in its .proto (`{}` is never sent twice), so no entry can retry it; use `Stop`",
+                        found.path
                     ),
                 );
             }

@@ -1,79 +1,82 @@
 //! Generating the code of a checked `#[humus::client]` (see `attr.rs`).
 //!
-//! For `#[humus::client(service = S)] pub trait Ledger { ... }`:
+//! `#[humus::client(service = S)] pub trait Ledger { ... }` first becomes
+//! `S::__humus_client! { args = { .. }, item = { .. } }`: the service
+//! module's callback macro, which calls `humus::codegen::client_expand!`
+//! with the service's name, its methods and those the `.proto` declares
+//! `never_retry`. So a method the service lacks and a table that retries
+//! a `never_retry` method are errors of this macro at the user's token,
+//! and the expansion is:
 //!
 //! ```text
-//! pub type Ledger = S::Client<LedgerPolicy>;
+//! pub type LedgerHumusClient = S::Client<LedgerPolicy>;
 //! pub enum LedgerPolicy {}
 //! impl S::Policy for LedgerPolicy {
 //!     const charge: Override = Override { never_retry: true, .. };   // user's span
 //! }
-//! const _: &[&Method] = S::Client::<LedgerPolicy>::METHODS;          // checks now
 //! ```
 //!
-//! Each associated constant carries the user's method ident and span, so a
-//! method the service lacks fails with "not a member of trait" right on
-//! the user's token; a classify function is bound to a `ClassifyFn` at the
-//! user's expression, so a wrong signature fails there; evaluating
-//! `METHODS` runs `humus::codegen::merge`, which fails the build when a
-//! table retries a method the `.proto` declares `never_retry`.
+//! A classify function is bound to a `ClassifyFn` at the user's
+//! expression, so a wrong signature fails there.
 
-use proc_macro2::{Group, Span, TokenStream, TokenTree};
-use quote::{ToTokens, format_ident, quote, quote_spanned};
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::parse::ParseStream;
 use syn::spanned::Spanned;
 
-use crate::attr::{Client, Method};
+use crate::attr::{Client, Method, Service};
 
-pub(crate) fn expand(client: &Client) -> TokenStream {
+/// The input of `client_expand!`: what the service module says of the
+/// service, then `args = { .. }, item = { .. }` from the attribute.
+pub(crate) fn callback_input(
+    input: ParseStream<'_>,
+) -> syn::Result<(Service, TokenStream, TokenStream)> {
+    fn group(input: ParseStream<'_>, name: &str) -> syn::Result<TokenStream> {
+        let ident: syn::Ident = input.parse()?;
+        if ident != name {
+            return Err(syn::Error::new(ident.span(), format!("expected `{name}`")));
+        }
+        input.parse::<syn::Token![=]>()?;
+        let content;
+        syn::braced!(content in input);
+        content.parse()
+    }
+    let service: Service = input.parse()?;
+    let args = group(input, "args")?;
+    input.parse::<syn::Token![,]>()?;
+    let item = group(input, "item")?;
+    Ok((service, args, item))
+}
+
+pub(crate) fn expand(client: &Client, service: Option<&Service>) -> TokenStream {
     let Client {
-        service,
+        service: path,
         policy,
+        client,
         attrs,
         vis,
         ident,
         methods,
     } = client;
-    let service_span = service.span();
-    let policy_trait = quote_spanned!(service_span=> #service::Policy);
-    let client_type = quote_spanned!(service_span=> #service::Client);
+    let service_span = path.span();
+    let policy_trait = quote_spanned!(service_span=> #path::Policy);
+    let client_type = quote_spanned!(service_span=> #path::Client);
     let items = methods.iter().map(method_item);
+    let proto_client = service
+        .map(|service| format!(", as `{}` has the `.proto`'s", service.proto_client))
+        .unwrap_or_default();
     let alias_doc = format!(
         " A typed client with the policy of the `.proto`, changed as \
-         [`{policy}`] declares (`#[humus::client]`)."
+         [`{policy}`] declares (`#[humus::client]` on `{ident}`){proto_client}."
     );
     let policy_doc =
-        format!(" The per-method policy changes `#[humus::client]` declares for [`{ident}`].");
+        format!(" The per-method policy changes `#[humus::client]` declares for [`{client}`].");
     let separator = (!attrs.is_empty()).then(|| quote!(#[doc = ""]));
-    // Evaluating a method's descriptor now checks its table against the
-    // `.proto`. Only a table entry that retries can conflict, so each method
-    // with one gets a check of its own descriptor alone, spanned at its own
-    // first `Retry`: a conflict then points at the method that has it.
-    let checks = methods.iter().filter_map(|method| {
-        let rule = method
-            .table
-            .as_ref()?
-            .iter()
-            .find(|rule| rule.retry == "Retry")?;
-        let span = rule.retry.span();
-        let service = respan(service.to_token_stream(), span);
-        let descriptor = format_ident!(
-            "{}",
-            method
-                .ident
-                .to_string()
-                .trim_start_matches("r#")
-                .to_ascii_uppercase(),
-            span = span
-        );
-        Some(quote_spanned! {span=>
-            const _: &::humus::codegen::Method = #service::Client::<#policy>::#descriptor;
-        })
-    });
     quote! {
         #(#attrs)*
         #separator
         #[doc = #alias_doc]
-        #vis type #ident = #client_type<#policy>;
+        #vis type #client = #client_type<#policy>;
 
         #[doc = #policy_doc]
         #[derive(Clone, Copy, Debug)]
@@ -82,26 +85,7 @@ pub(crate) fn expand(client: &Client) -> TokenStream {
         impl #policy_trait for #policy {
             #(#items)*
         }
-
-        #(#checks)*
     }
-}
-
-/// `tokens` with every token at `span`.
-fn respan(tokens: TokenStream, span: Span) -> TokenStream {
-    tokens
-        .into_iter()
-        .map(|mut token| {
-            if let TokenTree::Group(group) = &token {
-                let mut inner = Group::new(group.delimiter(), respan(group.stream(), span));
-                inner.set_span(span);
-                token = TokenTree::Group(inner);
-            } else {
-                token.set_span(span);
-            }
-            token
-        })
-        .collect()
 }
 
 fn method_item(method: &Method) -> TokenStream {

@@ -37,7 +37,7 @@ use proc_macro::TokenStream;
 ///     fn balance();
 /// }
 ///
-/// let ledger = Ledger::new(humus_client);
+/// let ledger = LedgerHumusClient::new(humus_client);
 /// ledger.charge(request).await?;
 /// ```
 ///
@@ -47,6 +47,8 @@ use proc_macro::TokenStream;
 ///   `<service in snake case>_humus` in the package's module.
 /// - `policy = Name` (optional): the name of the generated policy type;
 ///   default `<Trait>Policy`.
+/// - `client = Name` (optional): the name of the generated client type;
+///   default `<Trait>HumusClient`.
 ///
 /// # The trait
 ///
@@ -67,15 +69,22 @@ use proc_macro::TokenStream;
 ///
 /// # What it generates
 ///
-/// The trait becomes `type Ledger = service::Client<LedgerPolicy>` (the
-/// generated client: `Ledger::new(client)`, one `async fn` per RPC) and an
-/// uninhabited `enum LedgerPolicy` implementing the service's `Policy`.
-/// Every descriptor is a constant: no policy is looked up at run time.
+/// The trait becomes `type LedgerHumusClient = service::Client<LedgerPolicy>`
+/// (the generated client: `LedgerHumusClient::new(client)`, one `async fn`
+/// per RPC) and an uninhabited `enum LedgerPolicy` implementing the
+/// service's `Policy`. The trait's own name is not defined, so it may be
+/// the service's (`Ledger`) in a module that also uses tonic's
+/// `ledger_server::Ledger` and `ledger_client::LedgerClient`. Every
+/// descriptor is a constant: no policy is looked up at run time.
+///
+/// The attribute expands through a macro the service module defines
+/// (`__humus_client`), which hands it the service's methods and what the
+/// `.proto` declares, so it checks the trait against them.
 ///
 /// # Compile errors
 ///
 /// Each at the offending token, all of one attribute at once: a method the
-/// service does not have, an unknown status code, verdict or outcome, a
+/// service does not have (listing the service's methods), an unknown status code, verdict or outcome, a
 /// code listed twice, a retry of `Ok`, a retry entry on a `never_retry`
 /// method (declared here or in the `.proto`), a classify function of the
 /// wrong type, an option given twice, a trait item that is not `fn name();`.
@@ -85,10 +94,42 @@ use proc_macro::TokenStream;
 /// client (`humus::design::client`).
 #[proc_macro_attribute]
 pub fn client(args: TokenStream, item: TokenStream) -> TokenStream {
+    let args = proc_macro2::TokenStream::from(args);
+    let item = proc_macro2::TokenStream::from(item);
+    // The service module's callback macro knows the service's methods: it
+    // calls `client_expand!` with them and these tokens, which checks and
+    // expands everything. Without a usable `service` path, every mistake
+    // that can be found without it is reported here.
+    if let Some(service) = attr::service_path(&args) {
+        let span = syn::spanned::Spanned::span(&service);
+        let callback = quote::quote_spanned!(span=> #service::__humus_client!);
+        return quote::quote! {
+            #callback { args = { #args }, item = { #item } }
+        }
+        .into();
+    }
     let cx = ctxt::Ctxt::default();
-    let mut out = match attr::parse(&cx, args.into(), item.into()) {
-        Some(client) => expand::expand(&client),
+    let mut out = match attr::parse(&cx, args, item, None) {
+        Some(client) => expand::expand(&client, None),
         None => proc_macro2::TokenStream::new(),
+    };
+    out.extend(cx.into_compile_errors());
+    out.into()
+}
+
+/// The second half of [`macro@client`], called by the service module's
+/// callback macro with what the module knows of the service. Not for direct
+/// use.
+#[doc(hidden)]
+#[proc_macro]
+pub fn client_expand(input: TokenStream) -> TokenStream {
+    let cx = ctxt::Ctxt::default();
+    let mut out = match syn::parse::Parser::parse2(expand::callback_input, input.into()) {
+        Ok((service, args, item)) => match attr::parse(&cx, args, item, Some(&service)) {
+            Some(client) => expand::expand(&client, Some(&service)),
+            None => proc_macro2::TokenStream::new(),
+        },
+        Err(error) => error.to_compile_error(),
     };
     out.extend(cx.into_compile_errors());
     out.into()

@@ -12,6 +12,7 @@ pub use crate::grpc::client::{
 };
 pub use crate::retry::Verdict;
 pub use futures_util::Stream;
+pub use humus_macros::client_expand;
 pub use tonic::{Code, IntoRequest, IntoStreamingRequest, Request, Response, Status};
 
 /// What a typed client's policy type changes in one method's policy; the

@@ -14,6 +14,21 @@ pub mod pb {
     }
 }
 
+/// Names that could clash with humus-build's own
+/// (`proto/names/v1/{names,maker}.proto`).
+// tonic's server trait has the RPC named `New` as `fn new(&self, ..)`.
+#[allow(missing_docs, clippy::new_ret_no_self, clippy::wrong_self_convention)]
+pub mod names {
+    /// Package `names.v1`.
+    pub mod v1 {
+        include!(concat!(env!("OUT_DIR"), "/names.v1.rs"));
+        /// Package `names.v1.maker`.
+        pub mod maker {
+            include!(concat!(env!("OUT_DIR"), "/names.v1.maker.rs"));
+        }
+    }
+}
+
 /// Debian's `grpc-proto` files, generated with humus-build: they compile.
 /// Only when the package is installed (`build.rs` sets `--cfg grpc_proto`).
 #[cfg(grpc_proto)]

@@ -80,17 +80,17 @@ fn each_kind_is_known() {
 
 #[test]
 fn the_generated_client_calls_with_the_proto_policy() {
-    let methods = ledger_humus::LedgerClient::METHODS;
+    let methods = ledger_humus::LedgerHumusClient::METHODS;
     assert_eq!(methods.len(), 6);
-    let transfer = ledger_humus::LedgerClient::TRANSFER;
+    let transfer = ledger_humus::LedgerHumusClient::TRANSFER;
     assert_eq!(transfer.policy.table, &[ABORTED_RETRY]);
-    assert!(ledger_humus::LedgerClient::CHARGE.policy.never_retry);
+    assert!(ledger_humus::LedgerHumusClient::CHARGE.policy.never_retry);
 }
 
 #[test]
 fn the_attribute_declares_the_same_policy_as_the_proto() {
-    let from_proto = ledger_humus::LedgerClient::METHODS;
-    let from_rust = Ledger::METHODS;
+    let from_proto = ledger_humus::LedgerHumusClient::METHODS;
+    let from_rust = LedgerHumusClient::METHODS;
     assert_eq!(from_proto.len(), from_rust.len());
     for (proto, rust) in from_proto.iter().zip(from_rust) {
         assert_eq!(
@@ -109,13 +109,16 @@ fn the_attribute_declares_the_same_policy_as_the_proto() {
             rust.policy.classify.is_some()
         );
     }
-    assert_eq!(Ledger::CHARGE.point, "grpc:ledger.v1.PlainLedger/Charge");
+    assert_eq!(
+        LedgerHumusClient::CHARGE.point,
+        "grpc:ledger.v1.PlainLedger/Charge"
+    );
 }
 
 #[test]
 fn the_attribute_changes_only_what_it_sets() {
     // balance: a table and a function, over no .proto policy.
-    let balance = Custom::BALANCE;
+    let balance = CustomHumusClient::BALANCE;
     assert_eq!(
         balance.policy.table,
         &[
@@ -137,14 +140,17 @@ fn the_attribute_changes_only_what_it_sets() {
         Outcome::Ignored
     );
     // charge: the .proto's never_retry stays; the table is the attribute's.
-    assert!(Custom::CHARGE.policy.never_retry);
-    assert_eq!(Custom::CHARGE.policy.table[0].retry, Verdict::Stop);
+    assert!(CustomHumusClient::CHARGE.policy.never_retry);
+    assert_eq!(
+        CustomHumusClient::CHARGE.policy.table[0].retry,
+        Verdict::Stop
+    );
     // entries: never_retry added.
-    assert!(Custom::ENTRIES.policy.never_retry);
+    assert!(CustomHumusClient::ENTRIES.policy.never_retry);
     // transfer: not named, so the .proto's table.
-    assert_eq!(Custom::TRANSFER.policy.table, &[ABORTED_RETRY]);
+    assert_eq!(CustomHumusClient::TRANSFER.policy.table, &[ABORTED_RETRY]);
     // sync: named with nothing set.
-    assert!(!Custom::SYNC.policy.never_retry);
-    assert!(Custom::SYNC.policy.table.is_empty());
+    assert!(!CustomHumusClient::SYNC.policy.never_retry);
+    assert!(CustomHumusClient::SYNC.policy.table.is_empty());
     let _: fn() -> Option<Everything> = || None;
 }

@@ -17,7 +17,7 @@ use humus_tests::grpc_proto::helloworld::{HelloRequest, greeter_humus};
 
 #[test]
 fn descriptors_name_methods_as_grpc_does() {
-    let unary = test_service_humus::TestServiceClient::UNARY_CALL;
+    let unary = test_service_humus::TestServiceHumusClient::UNARY_CALL;
     assert_eq!(unary.full_name, "/grpc.testing.TestService/UnaryCall");
     assert_eq!(unary.point, "grpc:grpc.testing.TestService/UnaryCall");
     assert_eq!(unary.kind, RpcKind::Unary);
@@ -33,7 +33,7 @@ fn descriptors_name_methods_as_grpc_does() {
         test_service_humus::STREAMING_OUTPUT_CALL.kind,
         RpcKind::ServerStreaming
     );
-    assert_eq!(test_service_humus::TestServiceClient::METHODS.len(), 8);
+    assert_eq!(test_service_humus::TestServiceHumusClient::METHODS.len(), 8);
 
     assert_eq!(
         health_humus::CHECK.full_name,
@@ -48,7 +48,7 @@ fn descriptors_name_methods_as_grpc_does() {
         greeter_humus::SAY_HELLO.point,
         "grpc:helloworld.Greeter/SayHello"
     );
-    assert_eq!(channelz_humus::ChannelzClient::METHODS.len(), 7);
+    assert_eq!(channelz_humus::ChannelzHumusClient::METHODS.len(), 7);
     assert_eq!(
         load_balancer_stats_service_humus::GET_CLIENT_STATS.full_name,
         "/grpc.testing.LoadBalancerStatsService/GetClientStats"
@@ -61,10 +61,10 @@ fn descriptors_name_methods_as_grpc_does() {
 
 #[test]
 fn nothing_is_annotated_so_every_method_has_the_defaults() {
-    let all = test_service_humus::TestServiceClient::METHODS
+    let all = test_service_humus::TestServiceHumusClient::METHODS
         .iter()
-        .chain(health_humus::HealthClient::METHODS)
-        .chain(channelz_humus::ChannelzClient::METHODS);
+        .chain(health_humus::HealthHumusClient::METHODS)
+        .chain(channelz_humus::ChannelzHumusClient::METHODS);
     for method in all {
         assert!(!method.policy.never_retry, "{}", method.full_name);
         assert!(method.policy.table.is_empty(), "{}", method.full_name);
@@ -75,16 +75,16 @@ fn nothing_is_annotated_so_every_method_has_the_defaults() {
 /// The typed clients take the generated messages (compiled, not run).
 #[allow(dead_code)]
 async fn calls(client: humus::grpc::client::Client) -> Result<(), tonic::Status> {
-    let greeter = greeter_humus::GreeterClient::new(client.clone());
+    let greeter = greeter_humus::GreeterHumusClient::new(client.clone());
     let _reply = greeter.say_hello(HelloRequest::default()).await?;
-    let health = health_humus::HealthClient::new(client.clone());
+    let health = health_humus::HealthHumusClient::new(client.clone());
     let _status = health.check(HealthCheckRequest::default()).await?;
     let mut watch = health
         .watch(HealthCheckRequest::default())
         .await?
         .into_inner();
     let _next = watch.message().await?;
-    let test = test_service_humus::TestServiceClient::new(client);
+    let test = test_service_humus::TestServiceHumusClient::new(client);
     let _empty = test.empty_call(testing::Empty::default()).await?;
     let _sum = test
         .streaming_input_call(tokio_stream::iter(vec![

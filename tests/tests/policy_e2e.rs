@@ -91,8 +91,8 @@ macro_rules! calls {
     };
 }
 
-calls!(ledger_humus::LedgerClient);
-calls!(Ledger);
+calls!(ledger_humus::LedgerHumusClient);
+calls!(LedgerHumusClient);
 
 /// A server scripted by `script` on a fresh host, and a typed client `C`
 /// of it with `settings`.
@@ -137,8 +137,8 @@ async fn never_retry_scenario<C: Calls>() {
 
 #[tokio::test(start_paused = true)]
 async fn a_never_retry_charge_sends_one_attempt_while_the_others_retry() {
-    never_retry_scenario::<ledger_humus::LedgerClient>().await;
-    never_retry_scenario::<Ledger>().await;
+    never_retry_scenario::<ledger_humus::LedgerHumusClient>().await;
+    never_retry_scenario::<LedgerHumusClient>().await;
 }
 
 /// The client-wide classify counts Aborted as a breaker failure and stops;
@@ -186,8 +186,8 @@ async fn classify_table_scenario<C: Calls>() {
 
 #[tokio::test(start_paused = true)]
 async fn a_classify_table_turns_aborted_into_a_retry_and_a_breaker_success() {
-    classify_table_scenario::<ledger_humus::LedgerClient>().await;
-    classify_table_scenario::<Ledger>().await;
+    classify_table_scenario::<ledger_humus::LedgerHumusClient>().await;
+    classify_table_scenario::<LedgerHumusClient>().await;
 }
 
 /// Without a table (a client declaring nothing over the unannotated
@@ -197,9 +197,9 @@ async fn a_classify_table_turns_aborted_into_a_retry_and_a_breaker_success() {
 async fn without_the_table_aborted_is_not_retried() {
     #[humus::client(service = plain_ledger_humus)]
     pub trait Bare {}
-    calls!(Bare);
+    calls!(BareHumusClient);
 
-    let (ledger, fake, _server) = start::<Bare>(
+    let (ledger, fake, _server) = start::<BareHumusClient>(
         |fake| fake.answer("Transfer", &[Code::Aborted, Code::Ok]),
         settings(),
     );
@@ -213,7 +213,7 @@ async fn without_the_table_aborted_is_not_retried() {
 /// is retried as a unary call is.
 #[tokio::test(start_paused = true)]
 async fn the_streaming_methods_of_a_generated_client_work() {
-    let (ledger, fake, _server) = start::<ledger_humus::LedgerClient>(
+    let (ledger, fake, _server) = start::<ledger_humus::LedgerHumusClient>(
         |fake| fake.answer("Entries", &[Code::Unavailable, Code::Ok]),
         settings(),
     );

@@ -172,8 +172,8 @@ mod metadata;
 pub mod names;
 mod providers;
 
-pub(crate) use client::DURATION_BOUNDARIES;
 pub use self::http::{HTTP_CANCELED_ERROR_TYPE, HttpAttempt, http_method_name};
+pub(crate) use client::DURATION_BOUNDARIES;
 pub use client::{Attempt, BreakerRegistration, ClientRecorder, code_name};
 pub(crate) use headers::join_repeated;
 pub use headers::{HeaderExtractor, HeaderInjector};

@@ -25,7 +25,7 @@ use tonic::{Request, Response, Status};
 /// tonic's generated client over a raw `Channel`.
 pub type TonicClient = test_service_client::TestServiceClient<tonic::transport::Channel>;
 /// humus's typed client.
-pub type HumusClient = test_service_humus::TestServiceClient;
+pub type HumusClient = test_service_humus::TestServiceHumusClient;
 
 /// How the dependency answers every unary call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

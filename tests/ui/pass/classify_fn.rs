@@ -33,9 +33,9 @@ pub trait Ledger {
 
 fn main() {
     let trailer = Default::default();
-    let balance = Ledger::BALANCE.policy.classify.expect("set");
+    let balance = LedgerHumusClient::BALANCE.policy.classify.expect("set");
     assert_eq!(balance("/x/y", None, &trailer).breaker, Outcome::Ignored);
-    let entries = Ledger::ENTRIES.policy.classify.expect("set");
+    let entries = LedgerHumusClient::ENTRIES.policy.classify.expect("set");
     assert_eq!(entries("/x/y", None, &trailer).retry, Verdict::Success);
-    assert!(Ledger::TRANSFER.policy.classify.is_none());
+    assert!(LedgerHumusClient::TRANSFER.policy.classify.is_none());
 }

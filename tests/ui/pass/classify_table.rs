@@ -16,7 +16,7 @@ pub trait Ledger {
 }
 
 fn main() {
-    let table = Ledger::TRANSFER.policy.table;
+    let table = LedgerHumusClient::TRANSFER.policy.table;
     assert_eq!(table.len(), 5);
     assert_eq!(table[0].code, Code::Aborted);
     assert_eq!(table[0].retry, Verdict::Retry);

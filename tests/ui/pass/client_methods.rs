@@ -12,7 +12,7 @@ pub trait Ledger {
 
 #[allow(dead_code)]
 async fn calls(client: humus::grpc::client::Client) -> Result<(), tonic::Status> {
-    let ledger = Ledger::new(client);
+    let ledger = LedgerHumusClient::new(client);
     let _ = ledger.clone();
     let _ = format!("{ledger:?}");
     ledger.charge(ChargeRequest::default()).await?;

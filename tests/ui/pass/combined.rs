@@ -30,13 +30,13 @@ mod clients {
 }
 
 fn main() {
-    use clients::{WalletLedger, WalletLedgerPolicy};
-    let charge = WalletLedger::CHARGE;
+    use clients::{WalletLedgerHumusClient, WalletLedgerPolicy};
+    let charge = WalletLedgerHumusClient::CHARGE;
     assert!(charge.policy.never_retry);
     assert_eq!(charge.policy.table.len(), 1);
     assert!(charge.policy.classify.is_some());
-    assert!(WalletLedger::BALANCE.policy.table.is_empty());
+    assert!(WalletLedgerHumusClient::BALANCE.policy.table.is_empty());
     // Transfer keeps the .proto's table.
-    assert_eq!(WalletLedger::TRANSFER.policy.table.len(), 1);
+    assert_eq!(WalletLedgerHumusClient::TRANSFER.policy.table.len(), 1);
     let _: Option<WalletLedgerPolicy> = None;
 }

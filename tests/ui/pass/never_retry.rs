@@ -8,6 +8,6 @@ pub trait Ledger {
 }
 
 fn main() {
-    assert!(Ledger::CHARGE.policy.never_retry);
-    assert!(!Ledger::TRANSFER.policy.never_retry);
+    assert!(LedgerHumusClient::CHARGE.policy.never_retry);
+    assert!(!LedgerHumusClient::TRANSFER.policy.never_retry);
 }
