@@ -3,26 +3,31 @@
 # generated with plain tonic-prost-build (fed by protox, as a build without
 # a system protoc does), for the same .proto files: Debian's grpc-proto set
 # (grpc/testing/test.proto and its imports, health, reflection, channelz,
-# helloworld).
+# helloworld), or with `googleapis` a googleapis subset (the folders of
+# build-support/tests/googleapis.rs: 152 services, 1493 methods) from npm's
+# google-proto-files unpacked at target/google-proto-files/package (as
+# .ci/run does).
 #
 # Each timed build is a clean build of that crate alone, dependencies
 # already built: compile its build.rs, run it, compile the generated code.
 # Runs alternate between the two crates; the figure is the median.
 #
-#   tests/bench/build_time.sh [runs]      (default 5 runs per crate)
+#   tests/bench/build_time.sh [runs] [grpc-proto|googleapis]
+#                                  (default 5 runs per crate, grpc-proto)
 #
 # The first run builds the dependencies once into
-# target/bench-codegen/target (a few minutes on two cores).
+# target/bench-codegen/target (a few minutes on two cores). The googleapis
+# set takes minutes per build: too long for CI, which runs
+# build-support/tests/googleapis.rs over it instead (generation only).
 set -euo pipefail
 
 runs="${1:-5}"
+set_name="${2:-grpc-proto}"
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 work="$repo/target/bench-codegen"
-protos="/usr/share/grpc-proto"
-[ -f "$protos/grpc/testing/test.proto" ] || {
-  echo "install Debian's grpc-proto package first" >&2
-  exit 1
-}
+[ "$set_name" = grpc-proto ] || work="$work-$set_name"
+# One target folder for both sets: the dependencies are built once.
+target="$repo/target/bench-codegen/target"
 
 mkdir -p "$work/humus-gen/src" "$work/tonic-gen/src"
 cat >"$work/Cargo.toml" <<EOF
@@ -32,13 +37,52 @@ members = ["humus-gen", "tonic-gen"]
 EOF
 [ -f "$work/Cargo.lock" ] || cp "$repo/Cargo.lock" "$work/Cargo.lock"
 
-files='&[
+case "$set_name" in
+grpc-proto)
+  protos="/usr/share/grpc-proto"
+  [ -f "$protos/grpc/testing/test.proto" ] || {
+    echo "install Debian's grpc-proto package first" >&2
+    exit 1
+  }
+  files='&[
         "grpc/testing/test.proto",
         "grpc/health/v1/health.proto",
         "grpc/reflection/v1/reflection.proto",
         "grpc/channelz/v1/channelz.proto",
         "grpc/examples/helloworld.proto",
     ]'
+  ;;
+googleapis)
+  tree="${HUMUS_GOOGLEAPIS:-$repo/target/google-proto-files/package}"
+  [ -f "$tree/google/longrunning/operations.proto" ] || {
+    echo "unpack npm's google-proto-files at $tree first (see .ci/run)" >&2
+    exit 1
+  }
+  # The tree's google/protobuf is newer than protox's parser reads; the
+  # well-known types come from protox (and prost-types) instead.
+  protos="$work/include"
+  mkdir -p "$protos/google"
+  for entry in "$tree"/google/*; do
+    [ "$(basename "$entry")" = protobuf ] || ln -sfn "$entry" "$protos/google/"
+  done
+  # The folders of build-support/tests/googleapis.rs.
+  files="&["
+  for folder in google/cloud/compute/v1 google/longrunning google/iam/v1 \
+    google/pubsub/v1 google/spanner/v1 google/firestore/v1 google/bigtable/v2 \
+    google/bigtable/admin/v2 google/logging/v2 google/cloud/kms/v1 \
+    google/cloud/secretmanager/v1 google/storage/v2 google/cloud/tasks/v2 \
+    google/cloud/dialogflow/v2; do
+    for file in "$protos/$folder"/*.proto; do
+      files="$files\"${file#"$protos"/}\", "
+    done
+  done
+  files="$files]"
+  ;;
+*)
+  echo "unknown set $set_name: grpc-proto or googleapis" >&2
+  exit 1
+  ;;
+esac
 lib='#![allow(missing_docs, clippy::all)]
 pub mod pb {
     include!(concat!(env!("OUT_DIR"), "/all.rs"));
@@ -100,7 +144,7 @@ EOF
 echo "$lib" >"$work/tonic-gen/src/lib.rs"
 
 cd "$work"
-export CARGO_TARGET_DIR="$work/target" CARGO_TERM_COLOR=never
+export CARGO_TARGET_DIR="$target" CARGO_TERM_COLOR=never
 echo "warming up (dependencies)..." >&2
 cargo build --offline -q -p humus-gen -p tonic-gen
 
