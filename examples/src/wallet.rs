@@ -67,7 +67,7 @@ pub const ENV_LEDGER_BACKOFF_BASE: &str = "LEDGER_BACKOFF_BASE";
 pub const ENV_LEDGER_BACKOFF_MAX: &str = "LEDGER_BACKOFF_MAX";
 /// `LEDGER_BREAKER_OPEN_FOR`: how long the ledger client's breaker stays
 /// open (default: the client's, 10s; checked by
-/// [`client::check_breaker`]).
+/// [`client::check_open_for`]).
 pub const ENV_LEDGER_BREAKER_OPEN_FOR: &str = "LEDGER_BREAKER_OPEN_FOR";
 /// `WALLET_FAULT_INJECTION`: `on` to carry out the failure scenarios that
 /// callers on loopback put in their baggage (default `off`).
@@ -133,12 +133,7 @@ impl Settings {
             });
             ledger.breaker.open_for =
                 vars.or(ENV_LEDGER_BREAKER_OPEN_FOR, d.breaker.open_for, |raw| {
-                    let open_for = parse::duration(raw)?;
-                    let breaker = circuit::Config {
-                        open_for,
-                        ..d.breaker
-                    };
-                    parse::checked(breaker, client::check_breaker).map(|b| b.open_for)
+                    parse::checked(parse::duration(raw)?, |t| client::check_open_for(*t))
                 });
             let fault_injection = vars.or(ENV_FAULT_INJECTION, false, parse::on_off);
             Settings {
@@ -551,5 +546,19 @@ mod tests {
                 ENV_LEDGER_BREAKER_OPEN_FOR
             ]
         );
+    }
+
+    #[test]
+    fn a_bad_breaker_open_for_names_its_variable_only() {
+        let env = Env::from_pairs([
+            (ENV_LEDGER_ADDR, "ledger:9090"),
+            (ENV_LEDGER_BREAKER_OPEN_FOR, "0s"),
+        ]);
+        let err = Settings::from_env(&env).unwrap_err().to_string();
+        assert!(
+            err.contains("LEDGER_BREAKER_OPEN_FOR: is zero, want a duration more than zero"),
+            "{err}"
+        );
+        assert!(!err.contains("open_for"), "{err}");
     }
 }

@@ -65,7 +65,7 @@ pub use decide::{CallState, Ended, classify_attempt};
 pub use method::{CodeRule, Method, MethodPolicy, RpcKind};
 pub use settings::{
     InvalidValue, NewError, Settings, check_addr, check_backoff_base, check_backoff_max,
-    check_breaker, check_max_attempts, check_retry_budget, check_server_name, check_timeout,
-    check_tls,
+    check_breaker, check_max_attempts, check_open_for, check_probe_timeout, check_probes,
+    check_retry_budget, check_server_name, check_timeout, check_tls, check_window,
 };
 pub use stream::Streaming;

@@ -28,7 +28,7 @@ use crate::{circuit, retry};
 /// | [`backoff_base`](Settings::backoff_base) | 100 ms | [`check_backoff_base`] |
 /// | [`backoff_max`](Settings::backoff_max) | 5 s | [`check_backoff_max`] |
 /// | [`classify`](Settings::classify) | [`default_classify`](super::default_classify) | none (set in code) |
-/// | [`breaker`](Settings::breaker) | window 20, 1 probe, open 10 s, probe timeout 30 s | [`check_breaker`] |
+/// | [`breaker`](Settings::breaker) | window 20, 1 probe, open 10 s, probe timeout 30 s | one per field: [`check_window`], [`check_probes`], [`check_open_for`], [`check_probe_timeout`]; all four: [`check_breaker`] |
 /// | [`breaker_policy`](Settings::breaker_policy) | open after 5 failures in a row or half of 20 or more; close after 3 good probes | none (set in code) |
 /// | [`forward_scenario`](Settings::forward_scenario) | `false` | none |
 ///
@@ -393,32 +393,82 @@ pub fn check_retry_budget(budget: &retry::BudgetConfig) -> Result<(), InvalidVal
         .map_err(|e| InvalidValue::new(format!("has {}: {e}", e.field())))
 }
 
-/// Checks a breaker config: `window` and `probes` from 1 to
-/// [`circuit::MAX_COUNT`], `open_for` and `probe_timeout` more than zero.
+/// Checks a breaker config: each field with its own check
+/// ([`check_window`], [`check_probes`], [`check_open_for`],
+/// [`check_probe_timeout`]). A service that reads the fields from
+/// configuration runs each field's check on its value instead, so the
+/// message names the variable.
 ///
 /// # Errors
 ///
 /// [`InvalidValue`] naming every bad part of the config.
 pub fn check_breaker(config: &circuit::Config) -> Result<(), InvalidValue> {
-    let mut problems = Vec::new();
-    for (part, n) in [("window", config.window), ("probes", config.probes)] {
-        if !(1..=circuit::MAX_COUNT).contains(&n) {
-            problems.push(format!("{part} {n}, want 1..={}", circuit::MAX_COUNT));
-        }
-    }
-    for (part, d) in [
-        ("open_for", config.open_for),
-        ("probe_timeout", config.probe_timeout),
-    ] {
-        if d.is_zero() {
-            problems.push(format!("{part} zero, want more than zero"));
-        }
-    }
+    let problems: Vec<String> = [
+        ("window", check_window(config.window)),
+        ("probes", check_probes(config.probes)),
+        ("open_for", check_open_for(config.open_for)),
+        ("probe_timeout", check_probe_timeout(config.probe_timeout)),
+    ]
+    .into_iter()
+    .filter_map(|(part, checked)| checked.err().map(|e| format!("{part} {e}")))
+    .collect();
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(InvalidValue::new(format!("has {}", problems.join(", "))))
+        Err(InvalidValue::new(problems.join("; ")))
     }
+}
+
+/// Checks a count of the breaker's: from 1 to [`circuit::MAX_COUNT`].
+fn count(n: usize, unit: &str) -> Result<(), InvalidValue> {
+    if (1..=circuit::MAX_COUNT).contains(&n) {
+        Ok(())
+    } else {
+        Err(InvalidValue::new(format!(
+            "is {n}, want 1 to {} {unit}",
+            circuit::MAX_COUNT
+        )))
+    }
+}
+
+/// Checks the breaker's window ([`circuit::Config::window`]): a count of
+/// results from 1 to [`circuit::MAX_COUNT`].
+///
+/// # Errors
+///
+/// [`InvalidValue`] for 0 or more than [`circuit::MAX_COUNT`].
+pub fn check_window(window: usize) -> Result<(), InvalidValue> {
+    count(window, "results")
+}
+
+/// Checks how many probes the half-open breaker lets through at once
+/// ([`circuit::Config::probes`]): from 1 to [`circuit::MAX_COUNT`].
+///
+/// # Errors
+///
+/// [`InvalidValue`] for 0 or more than [`circuit::MAX_COUNT`].
+pub fn check_probes(probes: usize) -> Result<(), InvalidValue> {
+    count(probes, "probes")
+}
+
+/// Checks how long the breaker stays open ([`circuit::Config::open_for`]):
+/// more than zero.
+///
+/// # Errors
+///
+/// [`InvalidValue`] for zero.
+pub fn check_open_for(open_for: Duration) -> Result<(), InvalidValue> {
+    positive(open_for)
+}
+
+/// Checks how long a probe holds its slot
+/// ([`circuit::Config::probe_timeout`]): more than zero.
+///
+/// # Errors
+///
+/// [`InvalidValue`] for zero.
+pub fn check_probe_timeout(probe_timeout: Duration) -> Result<(), InvalidValue> {
+    positive(probe_timeout)
 }
 
 /// Checks the backoff's base: more than zero.
@@ -605,10 +655,42 @@ mod tests {
         })
         .unwrap_err()
         .to_string();
-        assert!(
-            err.contains("window 0") && err.contains("open_for zero"),
-            "{err}"
+        assert_eq!(
+            err,
+            "window is 0, want 1 to 65536 results; \
+             open_for is zero, want a duration more than zero"
         );
+    }
+
+    #[test]
+    fn each_breaker_field_has_its_own_check() {
+        let d = Settings::default().breaker;
+        assert!(check_window(d.window).is_ok() && check_probes(d.probes).is_ok());
+        assert!(check_open_for(d.open_for).is_ok() && check_probe_timeout(d.probe_timeout).is_ok());
+        for n in [1, circuit::MAX_COUNT] {
+            assert!(check_window(n).is_ok() && check_probes(n).is_ok(), "{n}");
+        }
+        let too_many = circuit::MAX_COUNT + 1;
+        assert_eq!(
+            check_window(0).unwrap_err().to_string(),
+            "is 0, want 1 to 65536 results"
+        );
+        assert_eq!(
+            check_window(too_many).unwrap_err().to_string(),
+            "is 65537, want 1 to 65536 results"
+        );
+        assert_eq!(
+            check_probes(0).unwrap_err().to_string(),
+            "is 0, want 1 to 65536 probes"
+        );
+        assert!(check_probes(too_many).is_err());
+        for check in [check_open_for, check_probe_timeout] {
+            assert_eq!(
+                check(Duration::ZERO).unwrap_err().to_string(),
+                "is zero, want a duration more than zero"
+            );
+            assert!(check(Duration::from_nanos(1)).is_ok());
+        }
     }
 
     #[test]
