@@ -403,8 +403,6 @@ impl Ticket<'_> {
         OwnedTicket {
             breaker: self.breaker.clone(),
             tag,
-            #[cfg(test)]
-            epoch: self.epoch,
         }
     }
 
@@ -471,8 +469,6 @@ impl fmt::Debug for Ticket<'_> {
 pub struct OwnedTicket {
     breaker: Breaker,
     tag: Tag,
-    #[cfg(test)]
-    epoch: u64,
 }
 
 impl OwnedTicket {
@@ -709,7 +705,7 @@ mod tests {
                             }
                         }
                         if held.len() > rng.usize(0..3) {
-                            let ticket: Ticket = held.swap_remove(rng.usize(0..held.len()));
+                            let ticket: Ticket<'_> = held.swap_remove(rng.usize(0..held.len()));
                             if ticket.tag.is_probe() {
                                 *in_flight.lock().unwrap().get_mut(&ticket.epoch).unwrap() -= 1;
                             }
