@@ -282,7 +282,7 @@ async fn a_late_result_never_moves_a_newer_state() {
 
 /// Reopens the breaker while `_probe` is in flight (its slot freed by the
 /// move), and waits until it is half-open again.
-async fn call_failure_then_wait(b: &humus::circuit::Breaker, _probe: &humus::circuit::Ticket) {
+async fn call_failure_then_wait(b: &humus::circuit::Breaker, _probe: &humus::circuit::Ticket<'_>) {
     advance(PROBE_TIMEOUT).await;
     let failing = admit(b); // the timeout freed the slot
     assert!(failing.done(Outcome::Failure));

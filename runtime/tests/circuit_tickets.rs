@@ -11,7 +11,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use circuit_support::{admit, breaker, call, standard};
-use humus::circuit::{Breaker, Outcome, State, Ticket};
+use humus::circuit::{Breaker, Outcome, OwnedTicket, State, Ticket};
 use tokio::time::advance;
 
 const OPEN_FOR: Duration = Duration::from_secs(10);
@@ -29,7 +29,9 @@ async fn half_open() -> (Breaker, std::sync::Arc<circuit_support::Log>) {
 #[test]
 fn tickets_are_send_and_sync() {
     fn assert_send_sync<T: Send + Sync + 'static>() {}
-    assert_send_sync::<Ticket>();
+    assert_send_sync::<OwnedTicket>();
+    fn assert_send_sync_borrowed<'a, T: Send + Sync + 'a>() {}
+    assert_send_sync_borrowed::<Ticket<'_>>();
     assert_send_sync::<Breaker>();
 }
 
@@ -111,7 +113,8 @@ async fn a_dropped_future_frees_its_slot() {
 #[tokio::test(start_paused = true)]
 async fn a_ticket_can_be_settled_on_another_thread() {
     let (b, log) = half_open().await;
-    let probe = admit(&b);
+    // The hand-off: the ticket takes a handle of its own on the breaker.
+    let probe: OwnedTicket = admit(&b).into_owned();
     let settled = std::thread::spawn(move || probe.done(Outcome::Success))
         .join()
         .unwrap();

@@ -116,12 +116,12 @@ impl Breaker {
     /// If the policy's `probe` function or `observe` panics; the panic
     /// continues and the breaker stays consistent.
     #[inline]
-    pub fn allow(&self) -> Result<Ticket, Rejected> {
+    pub fn allow(&self) -> Result<Ticket<'_>, Rejected> {
         // Closed with nothing to deliver: admit without the lock.
         let gate = self.inner.gate.load(Ordering::Acquire);
         if gate & 1 == 1 {
             return Ok(Ticket {
-                inner: Arc::clone(&self.inner),
+                breaker: self,
                 tag: Tag(gate),
                 #[cfg(test)]
                 epoch: gate >> 1,
@@ -149,7 +149,7 @@ impl Breaker {
     }
 
     #[cold]
-    fn allow_slow(&self) -> Result<Ticket, Rejected> {
+    fn allow_slow(&self) -> Result<Ticket<'_>, Rejected> {
         let inner = &self.inner;
         let mut core = inner.lock();
         loop {
@@ -189,7 +189,7 @@ impl Breaker {
             let epoch = core.epoch;
             drop(core);
             return Ok(Ticket {
-                inner: Arc::clone(inner),
+                breaker: self,
                 tag,
                 #[cfg(test)]
                 epoch,
@@ -369,23 +369,43 @@ impl Drop for Unwinding<'_> {
 /// # }
 /// ```
 ///
-/// A ticket is `Send` and `Sync`, so a response stream can carry it to
-/// whichever thread reads the end of the stream. A ticket never settled
+/// A ticket borrows the [`Breaker`] it came from (`'a`), so admitting a
+/// call costs no reference count. [`into_owned`](Ticket::into_owned) turns
+/// it into an [`OwnedTicket`] with a handle of its own, for a hand-off
+/// that outlives the borrow. A ticket is `Send` and `Sync`, so a response
+/// stream can carry it to whichever thread reads the end of the stream.
+/// A ticket never settled
 /// costs nothing while closed; a half-open probe holds its slot for at most
 /// [`Config::probe_timeout`].
 ///
 /// Design: [calls and tickets](crate::design::circuit_breaker#calls-and-tickets) (dropping is releasing;
 /// settling twice cannot compile).
 #[must_use = "a ticket dropped at once settles the call without a result; call `done` after the call"]
-pub struct Ticket {
-    inner: Arc<Inner>,
+pub struct Ticket<'a> {
+    breaker: &'a Breaker,
     tag: Tag,
     /// The state it was admitted in, for the stress test.
     #[cfg(test)]
     epoch: u64,
 }
 
-impl Ticket {
+impl Ticket<'_> {
+    /// The same ticket, holding a handle of its own on the breaker instead
+    /// of borrowing the caller's: the hand-off to something that outlives
+    /// the borrow, such as a response stream or another thread, which
+    /// settles it later.
+    ///
+    /// A ticket from [`Breaker::allow`] borrows the breaker, which costs
+    /// nothing; this clones the breaker's handle (one reference count) once.
+    pub fn into_owned(mut self) -> OwnedTicket {
+        // What is left of `self` holds nothing to settle.
+        let tag = std::mem::replace(&mut self.tag, Tag::SETTLED);
+        OwnedTicket {
+            breaker: self.breaker.clone(),
+            tag,
+        }
+    }
+
     /// Settles the ticket with the outcome of its call, and reports whether
     /// the result reached the state the call was admitted in.
     ///
@@ -407,7 +427,7 @@ impl Ticket {
     /// change.
     #[inline]
     pub fn done(mut self, outcome: Outcome) -> bool {
-        let current = self.inner.settle(self.tag, outcome);
+        let current = self.breaker.inner.settle(self.tag, outcome);
         // Settled: nothing left for `Drop` to free. (If `settle` panics, the
         // tag stays, and `Drop` frees the slot if it is still held.)
         self.tag = Tag::SETTLED;
@@ -422,18 +442,66 @@ impl Ticket {
     }
 }
 
-impl Drop for Ticket {
+impl Drop for Ticket<'_> {
     #[inline]
     fn drop(&mut self) {
         if self.tag.is_probe() {
-            self.inner.release(self.tag);
+            self.breaker.inner.release(self.tag);
         }
     }
 }
 
-impl fmt::Debug for Ticket {
+impl fmt::Debug for Ticket<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Ticket")
+            .field("probe", &self.tag.is_probe())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A [`Ticket`] with a handle of its own on its breaker, from
+/// [`Ticket::into_owned`]: for a call whose result is known only after the
+/// code that admitted it has returned, such as the end of a response
+/// stream. It is settled as a `Ticket` is, with [`done`](OwnedTicket::done)
+/// or, counting nothing, [`release`](OwnedTicket::release) or `Drop`; it is
+/// `Send`, `Sync` and `'static`.
+#[must_use = "a ticket dropped at once settles the call without a result; call `done` after the call"]
+pub struct OwnedTicket {
+    breaker: Breaker,
+    tag: Tag,
+}
+
+impl OwnedTicket {
+    /// Settles the ticket with the outcome of its call, and reports whether
+    /// the result reached the state the call was admitted in, as
+    /// [`Ticket::done`] does.
+    ///
+    /// # Panics
+    ///
+    /// As [`Ticket::done`]: if the policy or `observe` panics.
+    pub fn done(mut self, outcome: Outcome) -> bool {
+        let current = self.breaker.inner.settle(self.tag, outcome);
+        self.tag = Tag::SETTLED;
+        current
+    }
+
+    /// Settles the ticket without a result, as [`Ticket::release`] does.
+    pub fn release(self) {
+        drop(self);
+    }
+}
+
+impl Drop for OwnedTicket {
+    fn drop(&mut self) {
+        if self.tag.is_probe() {
+            self.breaker.inner.release(self.tag);
+        }
+    }
+}
+
+impl fmt::Debug for OwnedTicket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedTicket")
             .field("probe", &self.tag.is_probe())
             .finish_non_exhaustive()
     }
@@ -637,7 +705,7 @@ mod tests {
                             }
                         }
                         if held.len() > rng.usize(0..3) {
-                            let ticket: Ticket = held.swap_remove(rng.usize(0..held.len()));
+                            let ticket: Ticket<'_> = held.swap_remove(rng.usize(0..held.len()));
                             if ticket.tag.is_probe() {
                                 *in_flight.lock().unwrap().get_mut(&ticket.epoch).unwrap() -= 1;
                             }

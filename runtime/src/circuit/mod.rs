@@ -75,7 +75,10 @@
 //! `done` and `release` take the ticket by value, so settling twice does
 //! not compile. A result known only later, such as the end of a response
 //! stream, is settled by whatever holds the ticket then: moving the ticket
-//! into the stream is the hand-off (see the second example).
+//! into the stream is the hand-off (see the second example). A ticket from
+//! `allow` borrows the breaker, which costs nothing per call;
+//! [`Ticket::into_owned`] gives it a handle of its own (one reference
+//! count), an [`OwnedTicket`], for a hand-off that outlives the borrow.
 //!
 //! # Counts and policy
 //!
@@ -232,12 +235,12 @@
 //! use std::collections::VecDeque;
 //! use std::time::Duration;
 //!
-//! use humus::circuit::{Breaker, Config, Outcome, Policy, State, Ticket};
+//! use humus::circuit::{Breaker, Config, OwnedTicket, Outcome, Policy, State};
 //!
 //! // A streamed response body that settles its ticket once, when it ends.
 //! struct Body {
 //!     chunks: VecDeque<Result<&'static str, &'static str>>,
-//!     ticket: Option<Ticket>, // dropped with the body if never settled
+//!     ticket: Option<OwnedTicket>, // dropped with the body if never settled
 //! }
 //!
 //! impl Body {
@@ -262,7 +265,7 @@
 //!     let ticket = breaker.allow().map_err(|rejected| rejected.to_string())?;
 //!     Ok(Body {
 //!         chunks: VecDeque::from([Ok("first chunk, "), Err("connection reset")]),
-//!         ticket: Some(ticket), // the hand-off
+//!         ticket: Some(ticket.into_owned()), // the hand-off
 //!     })
 //! }
 //!
@@ -306,7 +309,7 @@ mod core;
 mod lock;
 mod policy;
 
-pub use breaker::{Breaker, Rejected, Ticket};
+pub use breaker::{Breaker, OwnedTicket, Rejected, Ticket};
 pub use config::{Config, ConfigError, MAX_COUNT};
 pub use policy::Policy;
 

@@ -102,7 +102,7 @@ pub fn call(breaker: &Breaker, outcome: Outcome) -> bool {
 }
 
 /// Admits a call, or panics with the rejection.
-pub fn admit(breaker: &Breaker) -> Ticket {
+pub fn admit(breaker: &Breaker) -> Ticket<'_> {
     breaker.allow().expect("admitted")
 }
 

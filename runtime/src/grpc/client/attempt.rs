@@ -20,7 +20,7 @@ use super::connection::{Connection, closing, never_processed, transport_status};
 use super::hooks::{AttemptSpan, Hooks, call_context};
 use super::stream::{End, Holder, Settle, Streaming, deadline_exceeded};
 use super::{CallState, Ended, Method, classify_attempt};
-use crate::circuit::{Outcome, Rejected, Ticket};
+use crate::circuit::{Outcome, OwnedTicket, Rejected, Ticket};
 use crate::fault::InjectedError;
 use crate::retry::{self, Attempted, Decision, Next};
 
@@ -194,7 +194,7 @@ impl<'a> Call<'a> {
     }
 
     /// Admits the next attempt through the breaker.
-    fn allow(&mut self) -> Result<Ticket, Status> {
+    fn allow(&mut self) -> Result<Ticket<'a>, Status> {
         self.attempt += 1;
         if self.inner.conn.is_closed() {
             return Err(closing());
@@ -212,7 +212,7 @@ impl<'a> Call<'a> {
     /// again (a request stream it read): a Retry then becomes Stop.
     fn settle(
         &self,
-        ticket: Ticket,
+        ticket: Ticket<'_>,
         status: Option<&Status>,
         trailer: &MetadataMap,
         resendable: bool,
@@ -525,8 +525,14 @@ where
                     .decision(),
                 );
                 let (headers, stream, extensions) = response.into_parts();
-                let settle =
-                    stream_settle(inner, method, call.hooks.cx.clone(), ticket, span, deadline);
+                let settle = stream_settle(
+                    inner,
+                    method,
+                    call.hooks.cx.clone(),
+                    ticket.into_owned(),
+                    span,
+                    deadline,
+                );
                 let stream = Streaming::new(stream, settle, deadline, inner.conn.closed_flag());
                 return Ok(tonic::Response::from_parts(headers, stream, extensions));
             }
@@ -607,7 +613,7 @@ fn stream_settle(
     inner: &Arc<Inner>,
     method: &'static Method,
     cx: Context,
-    ticket: Ticket,
+    ticket: OwnedTicket,
     span: AttemptSpan,
     deadline: Option<Instant>,
 ) -> Settle {
