@@ -110,7 +110,7 @@ impl Dependency {
 }
 
 /// The tonic service of a shared [`Dependency`].
-struct Service(Arc<Dependency>);
+pub struct Service(pub Arc<Dependency>);
 
 #[tonic::async_trait]
 impl TestService for Service {
@@ -207,6 +207,12 @@ pub async fn serve(dependency: Arc<Dependency>) -> SocketAddr {
             .serve_with_incoming(incoming),
     );
     addr
+}
+
+/// The generated tonic server of `dependency`, for a server of the bench's
+/// own (the server bench's tonic and humus servers).
+pub fn test_service(dependency: Arc<Dependency>) -> TestServiceServer<Service> {
+    TestServiceServer::new(Service(dependency))
 }
 
 /// tonic's generated client over a raw, lazily connected `Channel` to `addr`.
