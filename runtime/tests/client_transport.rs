@@ -111,6 +111,8 @@ async fn a_dependency_down_at_start_fails_calls_unavailable_until_it_comes_up() 
         );
     }
     let _carts = start_carts(&host, &ca, &carts);
+    // The next dial is due 1 s after the failed one (the connection backoff).
+    tokio::time::sleep(SECOND).await;
     let cart: Response<Cart> = client.unary(&GET_CART, get("c-1")).await.unwrap();
     assert_eq!(cart.get_ref().served_by, "carts");
     assert_eq!(
@@ -570,6 +572,7 @@ async fn a_server_that_restarts() {
         .unwrap_err();
     assert_eq!(err.code(), Code::Unavailable, "down: {err:?}");
     let _carts = start_carts(&host, &ca, &carts);
+    tokio::time::sleep(SECOND).await;
     let _: Response<Cart> = client.unary(&GET_CART, get("c-4")).await.unwrap();
     assert_eq!(carts.arrivals(&GET_CART), 3);
     assert_eq!(host.accepted("carts:9090"), 2);
@@ -598,6 +601,7 @@ async fn a_server_that_crashes_and_comes_back() {
         .unwrap_err();
     assert_eq!(err.code(), Code::Unavailable, "{err:?}");
     let _carts = start_carts(&host, &ca, &carts);
+    tokio::time::sleep(SECOND).await;
     let _: Response<Cart> = client.unary(&GET_CART, get("c-3")).await.unwrap();
     assert_eq!(carts.arrivals(&GET_CART), 2);
 }
@@ -917,4 +921,128 @@ async fn a_call_polled_back_after_a_poll_without_budget_still_ends_at_stop() {
     });
     assert_eq!(ended.unwrap_err().code(), Code::Cancelled);
     assert_eq!(start.elapsed(), SECOND);
+}
+
+/// gRPC's connection backoff: with the breaker off, 50 calls to an address
+/// that refuses connections over 2.6 s make at most 3 dials (at 0, 1 s,
+/// then 1.6 s ± 20 % later), each call failing `Unavailable` at once with
+/// the last dial's error and when the next dial is due; a dependency that
+/// comes back is reached by the first call after the backoff, with one
+/// more dial.
+#[tokio::test(start_paused = true)]
+async fn failed_dials_back_off_and_calls_meanwhile_fail_at_once() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            max_attempts: 1,
+            breaker_policy: humus::circuit::Policy::new(|_| false, |_| humus::circuit::State::Closed),
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let start = Instant::now();
+    for n in 0..50 {
+        let called = Instant::now();
+        let err = client
+            .unary::<_, Cart>(&GET_CART, get("c"))
+            .await
+            .unwrap_err();
+        assert_eq!(called.elapsed(), Duration::ZERO, "call {n} waited");
+        assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+        assert!(err.message().contains("nothing listens on carts:9090"), "{err:?}");
+        if n == 1 {
+            assert!(
+                err.message()
+                    .ends_with("(the connection is backing off: the next dial is due in 948ms)"),
+                "{err:?}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(52)).await;
+    }
+    assert!(start.elapsed() >= Duration::from_millis(2600));
+    let dials = host.dials("carts:9090");
+    assert!((2..=3).contains(&dials), "{dials} dials");
+
+    let _carts = start_carts(&host, &ca, &carts);
+    let up = Instant::now();
+    let mut failed = 0;
+    loop {
+        match client.unary::<_, Cart>(&GET_CART, get("c")).await {
+            Ok(_) => break,
+            Err(err) => {
+                assert!(err.message().contains("backing off"), "{err:?}");
+                failed += 1;
+                assert!(failed < 1000);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(up.elapsed() < Duration::from_secs(4), "{:?}", up.elapsed());
+    assert_eq!(host.dials("carts:9090"), dials + 1, "reached at the next dial");
+    assert_eq!(carts.arrivals(&GET_CART), 1);
+}
+
+/// A dial that succeeds resets the backoff: after failures have grown it,
+/// a connection that was up and went away is dialled again at once, and
+/// if that dial fails, the next is due 1 s later, not longer.
+#[tokio::test(start_paused = true)]
+async fn a_successful_dial_resets_the_backoff() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            max_attempts: 1,
+            breaker_policy: humus::circuit::Policy::new(|_| false, |_| humus::circuit::State::Closed),
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    // Three failed dials: at 0, 1 s and 2.6 s ± 0.32 s.
+    for _ in 0..300 {
+        let _ = client.unary::<_, Cart>(&GET_CART, get("c")).await;
+        if host.dials("carts:9090") == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(host.dials("carts:9090"), 3);
+    let running = start_carts(&host, &ca, &carts);
+    tokio::time::sleep(4 * SECOND).await;
+    let _: Response<Cart> = client.unary(&GET_CART, get("c")).await.unwrap();
+    assert_eq!(host.dials("carts:9090"), 4);
+    running.crash().await;
+    // The connection went away: the next call dials at once, and fails.
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get("c"))
+        .await
+        .unwrap_err();
+    assert_eq!(host.dials("carts:9090"), 5, "{err:?}");
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get("c"))
+        .await
+        .unwrap_err();
+    assert!(
+        err.message().ends_with("the next dial is due in 1s)"),
+        "the backoff starts over: {err:?}"
+    );
+}
+
+/// The readiness check keeps dialling on its own schedule: a check made
+/// while calls are backing off dials at once.
+#[tokio::test(start_paused = true)]
+async fn a_readiness_check_dials_while_calls_back_off() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get("c"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable);
+    let dials = host.dials("carts:9090");
+    let _carts = start_carts(&host, &ca, &carts);
+    let ready = client.connected();
+    assert!(ready.check().await, "the check dialled");
+    assert_eq!(host.dials("carts:9090"), dials + 1);
+    let _: Response<Cart> = client.unary(&GET_CART, get("c")).await.unwrap();
 }

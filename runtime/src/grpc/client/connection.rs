@@ -38,6 +38,7 @@ use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustls_pki_types::ServerName;
 use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
 use tonic::Status;
 
 use super::Settings;
@@ -58,10 +59,20 @@ pub(crate) fn closing() -> Status {
 /// fails so, and the next call dials again.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// grpc-go's connection backoff, which a readiness check waits out
-/// between failed dials: 1 s, growing 1.6 times to 120 s, ±20 % jitter.
-const CHECK_BACKOFF_BASE: Duration = Duration::from_secs(1);
-const CHECK_BACKOFF_MAX: Duration = Duration::from_secs(120);
+/// gRPC's connection backoff (`connection-backoff.md` in gRPC's docs):
+/// after a failed dial, the next is due 1 s after the failed one started,
+/// then 1.6 times longer each time, ±20 % jitter, up to 120 s. Calls
+/// made meanwhile fail at once; a readiness check waits the same between
+/// its own dials.
+const BACKOFF_BASE: Duration = Duration::from_secs(1);
+const BACKOFF_MULTIPLIER: f64 = 1.6;
+const BACKOFF_JITTER: f64 = 0.2;
+const BACKOFF_MAX: Duration = Duration::from_secs(120);
+
+/// `d`, ±[`BACKOFF_JITTER`] at random.
+fn jittered(d: Duration) -> Duration {
+    d.mul_f64(1.0 - BACKOFF_JITTER + 2.0 * BACKOFF_JITTER * fastrand::f64())
+}
 
 /// What a dial needs, apart from the connection's link (so that hyper's
 /// task, whose IO holds this, does not keep the link alive).
@@ -177,6 +188,16 @@ impl Dialer {
     }
 }
 
+/// Whether a dial heeds the connection backoff.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Backoff {
+    /// A call's: fails at once while the connection backs off.
+    Respect,
+    /// A readiness check's: dials whenever no dial is under way, and
+    /// waits between its own failed dials.
+    Ignore,
+}
+
 /// hyper's handle on one HTTP/2 connection, for tonic's request bodies.
 type SendRequest = http2::SendRequest<tonic::body::Body>;
 
@@ -197,24 +218,50 @@ enum Link {
     Dialing(Dial),
     /// An HTTP/2 connection, usable until hyper reports it closed.
     Up(SendRequest),
+    /// The last dial failed with `error`: calls fail at once until
+    /// `retry_at`, when the next call dials again.
+    Failed {
+        error: Arc<io::Error>,
+        retry_at: Instant,
+    },
+}
+
+/// The link and the connection backoff, under one lock.
+struct LinkState {
+    link: Link,
+    /// The backoff the last failed dial waited, before jitter; `None`
+    /// since the last dial that succeeded (and before the first).
+    backoff: Option<Duration>,
+}
+
+impl LinkState {
+    /// The wait after the dial starting now, if it fails (the first after
+    /// a success is exactly [`BACKOFF_BASE`]; later ones grow, jittered),
+    /// and that wait before jitter.
+    fn next_backoff(&self) -> (Duration, Duration) {
+        match self.backoff {
+            None => (BACKOFF_BASE, BACKOFF_BASE),
+            Some(last) => {
+                let next = last.mul_f64(BACKOFF_MULTIPLIER).min(BACKOFF_MAX);
+                (jittered(next), next)
+            }
+        }
+    }
 }
 
 impl Dialer {
     /// One HTTP/2 connection: a [`Gated`] dial, hyper's handshake on it,
     /// the connection's task spawned, and the server's settings received
     /// (the server's preface, which gRPC's clients wait for before they
-    /// call a connection ready): in [`CONNECT_TIMEOUT`] at most. Latches
+    /// call a connection ready): within `within` at most. Latches
     /// `ready`.
-    async fn open(self: Arc<Self>) -> io::Result<SendRequest> {
+    async fn open(self: Arc<Self>, within: Duration) -> io::Result<SendRequest> {
         let addr = self.addr.clone();
-        let opened = tokio::time::timeout(CONNECT_TIMEOUT, self.clone().open_now()).await;
+        let opened = tokio::time::timeout(within, self.clone().open_now()).await;
         let send = opened.unwrap_or_else(|_| {
             Err(io::Error::new(
                 io::ErrorKind::TimedOut,
-                format!(
-                    "dial {addr}: no HTTP/2 connection within {}s",
-                    CONNECT_TIMEOUT.as_secs()
-                ),
+                format!("dial {addr}: no HTTP/2 connection within {within:?}"),
             ))
         })?;
         if self.is_closed() {
@@ -261,18 +308,30 @@ impl Dialer {
 
 /// Where a dial's task sets the link: `Down` unless set otherwise, even if
 /// the task panics or is dropped, so that the next call dials again.
-struct Landing(Weak<Mutex<Link>>);
+struct Landing(Weak<Mutex<LinkState>>);
 
 impl Landing {
     /// Sets the link, if the dial is still the connection's (a close sets
-    /// it `Down`, and a dropped connection has none).
+    /// it `Down`, and a dropped connection has none); the backoff starts
+    /// over.
     fn set(&self, to: Link) {
-        if let Some(link) = self.0.upgrade() {
-            let mut link = lock(&link);
-            if matches!(*link, Link::Dialing(_)) {
-                *link = to;
+        self.land(to, None);
+    }
+
+    fn land(&self, to: Link, backoff: Option<Duration>) {
+        if let Some(state) = self.0.upgrade() {
+            let mut state = lock(&state);
+            if matches!(state.link, Link::Dialing(_)) {
+                state.link = to;
+                state.backoff = backoff;
             }
         }
+    }
+
+    /// The dial failed with `error`: the next is due at `retry_at`, and the
+    /// wait after it, if it fails too, grows from `backoff`.
+    fn fail(&self, error: Arc<io::Error>, retry_at: Instant, backoff: Duration) {
+        self.land(Link::Failed { error, retry_at }, Some(backoff));
     }
 }
 
@@ -285,6 +344,18 @@ impl Drop for Landing {
 /// The status of a call whose connection could not be dialled.
 fn dial_status(err: &Arc<io::Error>) -> Status {
     let mut status = Status::unavailable(err.to_string());
+    status.set_source(err.clone());
+    status
+}
+
+/// The status of a call made while the connection backs off: the last
+/// dial's error, and when the next dial is due (`left`, to the
+/// millisecond).
+fn backing_off_status(err: &Arc<io::Error>, left: Duration) -> Status {
+    let left = Duration::from_millis(u64::try_from(left.as_millis()).unwrap_or(u64::MAX));
+    let mut status = Status::unavailable(format!(
+        "{err} (the connection is backing off: the next dial is due in {left:?})"
+    ));
     status.set_source(err.clone());
     status
 }
@@ -459,7 +530,7 @@ pub(crate) struct Connection {
     /// The scheme and authority of every request.
     origin: Uri,
     /// Shared with a dial's task while it runs, which sets it when done.
-    link: Arc<Mutex<Link>>,
+    link: Arc<Mutex<LinkState>>,
     /// Keeps the calls' deadline timers from waking parked threads; its
     /// task starts with the first dial.
     anchor: Arc<Anchor>,
@@ -512,7 +583,10 @@ impl Connection {
                 io_tasks: Mutex::new(Vec::new()),
             }),
             origin,
-            link: Arc::new(Mutex::new(Link::Down)),
+            link: Arc::new(Mutex::new(LinkState {
+                link: Link::Down,
+                backoff: None,
+            })),
             anchor: Arc::default(),
         }
     }
@@ -531,7 +605,7 @@ impl Connection {
     /// Outside a tokio runtime when it must dial (tokio's panic); and with
     /// the panic of the dial's task, if it panicked.
     pub(crate) async fn grpc(&self) -> Result<tonic::client::Grpc<Sender>, Status> {
-        let send = self.send_request().await?;
+        let send = self.send_request(Backoff::Respect).await?;
         Ok(tonic::client::Grpc::with_origin(
             Sender(send),
             self.origin.clone(),
@@ -539,27 +613,37 @@ impl Connection {
     }
 
     /// hyper's handle on the connection, dialled first if need be
-    /// ([`Connection::grpc`]).
-    async fn send_request(&self) -> Result<SendRequest, Status> {
+    /// ([`Connection::grpc`]). While the connection backs off after a
+    /// failed dial, fails at once with that dial's error, unless
+    /// `backoff` is [`Backoff::Ignore`] (a readiness check's dial).
+    async fn send_request(&self, backoff: Backoff) -> Result<SendRequest, Status> {
         let dial = {
-            let mut link = lock(&self.link);
+            let mut state = lock(&self.link);
             if self.dialer.is_closed() {
                 return Err(closing());
             }
-            match &*link {
+            match &state.link {
                 Link::Up(send) if !send.is_closed() => {
                     let send = send.clone();
-                    drop(link);
+                    drop(state);
                     self.anchor.touch();
                     return Ok(send);
                 }
                 Link::Dialing(dial) => dial.clone(),
+                Link::Failed { error, retry_at }
+                    if backoff == Backoff::Respect && Instant::now() < *retry_at =>
+                {
+                    return Err(backing_off_status(
+                        error,
+                        retry_at.saturating_duration_since(Instant::now()),
+                    ));
+                }
                 _ => {
                     // At the first dial, and again if the runtime that ran
                     // the anchor's task is gone (and with it the connection).
                     self.anchor.spawn();
-                    let dial = self.dial();
-                    *link = Link::Dialing(dial.clone());
+                    let dial = self.dial(state.next_backoff());
+                    state.link = Link::Dialing(dial.clone());
                     dial
                 }
             }
@@ -569,17 +653,28 @@ impl Connection {
     }
 
     /// Starts a dial, in a task of its own, which sets the link when done
-    /// (unless the connection was closed or dropped meanwhile).
-    fn dial(&self) -> Dial {
+    /// (unless the connection was closed or dropped meanwhile): `Up`, or
+    /// `Failed` until `wait` after the dial's start, the wait after the
+    /// next failure growing from `backoff`. The dial may take
+    /// [`CONNECT_TIMEOUT`], or `wait` if that is longer (as gRPC's
+    /// connection backoff has it).
+    fn dial(&self, (wait, backoff): (Duration, Duration)) -> Dial {
         let dialer = self.dialer.clone();
         let link = Arc::downgrade(&self.link);
+        let started = Instant::now();
         let task = tokio::spawn(async move {
             let landing = Landing(link);
-            let opened = dialer.clone().open().await.map_err(Arc::new);
-            if let Ok(send) = &opened
-                && !dialer.is_closed()
-            {
-                landing.set(Link::Up(send.clone()));
+            let opened = dialer
+                .clone()
+                .open(CONNECT_TIMEOUT.max(wait))
+                .await
+                .map_err(Arc::new);
+            match &opened {
+                Ok(send) if !dialer.is_closed() => landing.set(Link::Up(send.clone())),
+                Err(error) if !dialer.is_closed() => {
+                    landing.fail(error.clone(), started + wait, backoff);
+                }
+                _ => {}
             }
             opened
         });
@@ -633,7 +728,7 @@ impl Connection {
         }
         // The calls and dials to come see the flag; dropping the handle
         // lets hyper's task end once the IO has failed.
-        let link = std::mem::replace(&mut *lock(&self.link), Link::Down);
+        let link = std::mem::replace(&mut lock(&self.link).link, Link::Down);
         drop(link);
     }
 
@@ -647,7 +742,7 @@ impl Connection {
         let conn = Arc::clone(self);
         async move {
             let mut ready = conn.dialer.ready.subscribe();
-            let mut backoff = CHECK_BACKOFF_BASE;
+            let mut backoff = BACKOFF_BASE;
             loop {
                 if conn.dialer.is_closed() {
                     return false;
@@ -657,17 +752,16 @@ impl Connection {
                 }
                 tokio::select! {
                     () = conn.closed() => return false,
-                    dialled = conn.send_request() => if dialled.is_ok() {
+                    dialled = conn.send_request(Backoff::Ignore) => if dialled.is_ok() {
                         return !conn.dialer.is_closed();
                     },
                 }
-                let jitter = 0.8 + 0.4 * fastrand::f64();
                 tokio::select! {
                     () = conn.closed() => return false,
-                    () = tokio::time::sleep(backoff.mul_f64(jitter)) => {}
+                    () = tokio::time::sleep(jittered(backoff)) => {}
                     _ = ready.changed() => {}
                 }
-                backoff = backoff.mul_f64(1.6).min(CHECK_BACKOFF_MAX);
+                backoff = backoff.mul_f64(BACKOFF_MULTIPLIER).min(BACKOFF_MAX);
             }
         }
     }
