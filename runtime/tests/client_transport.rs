@@ -936,7 +936,10 @@ async fn failed_dials_back_off_and_calls_meanwhile_fail_at_once() {
         &setup(&host),
         Settings {
             max_attempts: 1,
-            breaker_policy: humus::circuit::Policy::new(|_| false, |_| humus::circuit::State::Closed),
+            breaker_policy: humus::circuit::Policy::new(
+                |_| false,
+                |_| humus::circuit::State::Closed,
+            ),
             ..carts_settings(&ca)
         },
     )
@@ -950,7 +953,10 @@ async fn failed_dials_back_off_and_calls_meanwhile_fail_at_once() {
             .unwrap_err();
         assert_eq!(called.elapsed(), Duration::ZERO, "call {n} waited");
         assert_eq!(err.code(), Code::Unavailable, "{err:?}");
-        assert!(err.message().contains("nothing listens on carts:9090"), "{err:?}");
+        assert!(
+            err.message().contains("nothing listens on carts:9090"),
+            "{err:?}"
+        );
         if n == 1 {
             assert!(
                 err.message()
@@ -979,7 +985,11 @@ async fn failed_dials_back_off_and_calls_meanwhile_fail_at_once() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(up.elapsed() < Duration::from_secs(4), "{:?}", up.elapsed());
-    assert_eq!(host.dials("carts:9090"), dials + 1, "reached at the next dial");
+    assert_eq!(
+        host.dials("carts:9090"),
+        dials + 1,
+        "reached at the next dial"
+    );
     assert_eq!(carts.arrivals(&GET_CART), 1);
 }
 
@@ -993,7 +1003,10 @@ async fn a_successful_dial_resets_the_backoff() {
         &setup(&host),
         Settings {
             max_attempts: 1,
-            breaker_policy: humus::circuit::Policy::new(|_| false, |_| humus::circuit::State::Closed),
+            breaker_policy: humus::circuit::Policy::new(
+                |_| false,
+                |_| humus::circuit::State::Closed,
+            ),
             ..carts_settings(&ca)
         },
     )
@@ -1045,4 +1058,121 @@ async fn a_readiness_check_dials_while_calls_back_off() {
     assert!(ready.check().await, "the check dialled");
     assert_eq!(host.dials("carts:9090"), dials + 1);
     let _: Response<Cart> = client.unary(&GET_CART, get("c")).await.unwrap();
+}
+
+/// A plain-text client of `addr` on `host`, with `settings` over the
+/// defaults.
+fn plain_client(host: &Host, addr: &str, settings: Settings) -> Client {
+    Client::new(
+        &setup(host),
+        Settings {
+            addr: addr.into(),
+            tls: None,
+            ..settings
+        },
+    )
+    .unwrap()
+}
+
+/// A proxy's error page (HTTP 503, `text/plain` as Envoy sends it, or HTML
+/// as nginx does) is `Unavailable` without its body being read as gRPC:
+/// retried, and counted against the dependency (here its breaker opens
+/// after 3 failures in a row and rejects the next call).
+#[tokio::test(start_paused = true)]
+async fn a_proxys_503_page_is_unavailable_retried_and_counted() {
+    for (content_type, body) in [
+        (
+            "text/plain",
+            "upstream connect error or disconnect/reset before headers",
+        ),
+        (
+            "text/html",
+            "<html><body><h1>503 Service Temporarily Unavailable</h1></body></html>",
+        ),
+    ] {
+        let host = Host::new();
+        let _proxy = h2_server(&host, "carts:9090", move |_, respond| {
+            answer_http(respond, 503, Some(content_type), body);
+        });
+        let client = plain_client(
+            &host,
+            "carts:9090",
+            Settings {
+                breaker_policy: humus::circuit::Policy::consecutive(3),
+                ..Settings::default()
+            },
+        );
+        let err = client
+            .unary::<_, Cart>(&GET_CART, get("c"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+        assert_eq!(
+            err.message(),
+            format!(
+                "the server answered HTTP 503 Service Unavailable with content-type \"{content_type}\", not a gRPC response (a proxy's error page?)"
+            )
+        );
+        let err = client
+            .unary::<_, Cart>(&GET_CART, get("c"))
+            .await
+            .unwrap_err();
+        assert!(
+            err.message().starts_with("circuit"),
+            "three attempts failed, the breaker is open: {err:?}"
+        );
+    }
+}
+
+/// gRPC's mapping of the other HTTP statuses a non-gRPC answer may have,
+/// body or not.
+#[tokio::test(start_paused = true)]
+async fn a_non_grpc_answer_maps_its_http_status() {
+    let cases = [
+        (400, Some("text/plain"), "bad request", Code::Internal),
+        (
+            401,
+            Some("text/html"),
+            "<p>log in</p>",
+            Code::Unauthenticated,
+        ),
+        (403, None, "", Code::PermissionDenied),
+        (
+            404,
+            Some("text/html"),
+            "<h1>404 Not Found</h1>",
+            Code::Unimplemented,
+        ),
+        (429, Some("text/plain"), "slow down", Code::Unavailable),
+        (
+            502,
+            Some("text/html"),
+            "<h1>502 Bad Gateway</h1>",
+            Code::Unavailable,
+        ),
+        (504, None, "", Code::Unavailable),
+        (500, Some("text/plain"), "oops", Code::Unknown),
+        (200, Some("text/html"), "<h1>it works</h1>", Code::Unknown),
+        (503, Some("application/grpc"), "", Code::Unavailable),
+    ];
+    for (status, content_type, body, code) in cases {
+        let host = Host::new();
+        let _server = h2_server(&host, "carts:9090", move |_, respond| {
+            answer_http(respond, status, content_type, body);
+        });
+        let client = plain_client(
+            &host,
+            "carts:9090",
+            Settings {
+                max_attempts: 1,
+                ..Settings::default()
+            },
+        );
+        let err = client
+            .unary::<_, Cart>(&GET_CART, get("c"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), code, "HTTP {status} {content_type:?}: {err:?}");
+        assert!(err.message().contains(&format!("HTTP {status}")), "{err:?}");
+    }
 }

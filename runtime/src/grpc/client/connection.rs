@@ -33,7 +33,7 @@ use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
 use futures_util::task::AtomicWaker;
 use http::Uri;
-use http::header::{HeaderValue, USER_AGENT};
+use http::header::{CONTENT_TYPE, HeaderValue, USER_AGENT};
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustls_pki_types::ServerName;
@@ -391,7 +391,92 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for Sender {
         }
         // On a connection that has just closed, the request fails unsent
         // (hyper's `Canceled`): a transparent retry, on a new connection.
-        Box::pin(self.0.send_request(request))
+        let sent = self.0.send_request(request);
+        Box::pin(async move { sent.await.map(grpc_response) })
+    }
+}
+
+/// `response` as tonic reads it: a gRPC response, or a non-gRPC one (a
+/// proxy's error page: an HTTP 503 with a `text/plain` or HTML body)
+/// turned into a trailers-only response whose `grpc-status` is gRPC's
+/// mapping of the HTTP status, before anything reads the body (which
+/// would be taken for gRPC frames).
+///
+/// A response is gRPC's when it has a `grpc-status` (a trailers-only
+/// response, kept as it is whatever its HTTP status), or when its HTTP
+/// status is 200 and its content-type is `application/grpc` (or
+/// `application/grpc+proto`, `application/grpc;…`). Any other is mapped:
+/// 400 `Internal`, 401 `Unauthenticated`, 403 `PermissionDenied`, 404
+/// `Unimplemented`, 429, 502, 503 and 504 `Unavailable`, any other status
+/// (200 with another content-type included) `Unknown`; the message says
+/// the HTTP status and the content-type. Its body is never read.
+///
+/// Source: gRPC's "HTTP to gRPC Status Code Mapping"
+/// (`http-grpc-status-mapping.md`), and gRPC over HTTP/2
+/// (`PROTOCOL-HTTP2.md`, "Responses").
+fn grpc_response<B>(mut response: http::Response<B>) -> http::Response<B> {
+    let headers = response.headers();
+    if headers.contains_key(GRPC_STATUS) {
+        return response;
+    }
+    let content_type = headers.get(CONTENT_TYPE);
+    let is_grpc = content_type.is_some_and(|v| is_grpc_content_type(v.as_bytes()));
+    let http = response.status();
+    if is_grpc && http == http::StatusCode::OK {
+        return response;
+    }
+    let code = http_to_grpc(http);
+    let reason = http.canonical_reason().unwrap_or("");
+    let what = match content_type {
+        None => "no content-type".to_owned(),
+        Some(v) => format!("content-type {:?}", String::from_utf8_lossy(v.as_bytes())),
+    };
+    let message = if is_grpc {
+        format!(
+            "the server answered HTTP {} {reason} with no grpc-status",
+            http.as_u16()
+        )
+    } else {
+        format!(
+            "the server answered HTTP {} {reason} with {what}, not a gRPC response (a proxy's error page?)",
+            http.as_u16()
+        )
+    };
+    let message = percent_encoding::utf8_percent_encode(&message, GRPC_MESSAGE_ESCAPED).to_string();
+    let headers = response.headers_mut();
+    headers.insert(GRPC_STATUS, HeaderValue::from(code as i32));
+    if let Ok(message) = HeaderValue::from_str(&message) {
+        headers.insert(GRPC_MESSAGE, message);
+    }
+    response
+}
+
+const GRPC_STATUS: &str = "grpc-status";
+const GRPC_MESSAGE: &str = "grpc-message";
+
+/// What a `grpc-message` percent-encodes: every byte outside visible ASCII
+/// and space, and `%` (gRPC over HTTP/2, "Responses").
+const GRPC_MESSAGE_ESCAPED: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS.add(b'%');
+
+/// Whether `content_type` is gRPC's: `application/grpc`, alone or followed
+/// by `+` (a message format) or `;` (parameters), in any case.
+fn is_grpc_content_type(content_type: &[u8]) -> bool {
+    const GRPC: &[u8] = b"application/grpc";
+    content_type.len() >= GRPC.len()
+        && content_type[..GRPC.len()].eq_ignore_ascii_case(GRPC)
+        && matches!(content_type.get(GRPC.len()), None | Some(b'+' | b';'))
+}
+
+/// gRPC's mapping of an HTTP status with no gRPC status.
+fn http_to_grpc(status: http::StatusCode) -> tonic::Code {
+    use tonic::Code;
+    match status.as_u16() {
+        400 => Code::Internal,
+        401 => Code::Unauthenticated,
+        403 => Code::PermissionDenied,
+        404 => Code::Unimplemented,
+        429 | 502 | 503 | 504 => Code::Unavailable,
+        _ => Code::Unknown,
     }
 }
 
@@ -930,6 +1015,56 @@ mod tests {
             read(&[&[0, 0, 0, 4, 0, 0, 0, 0, 1]]),
             [Some(false)],
             "stream 1"
+        );
+    }
+
+    #[test]
+    fn a_non_grpc_response_gets_the_mapped_status_and_a_grpc_one_is_kept() {
+        let answer = |status: u16, content_type: Option<&str>| {
+            let mut r = http::Response::builder().status(status);
+            if let Some(ct) = content_type {
+                r = r.header(CONTENT_TYPE, ct);
+            }
+            grpc_response(r.body(()).unwrap())
+        };
+        let status_of = |r: &http::Response<()>| Status::from_header_map(r.headers());
+        for grpc in [
+            "application/grpc",
+            "application/grpc+proto",
+            "Application/GRPC; x=1",
+        ] {
+            assert!(status_of(&answer(200, Some(grpc))).is_none(), "{grpc}");
+        }
+        let page = status_of(&answer(503, Some("text/html"))).unwrap();
+        assert_eq!(page.code(), tonic::Code::Unavailable);
+        assert_eq!(
+            page.message(),
+            "the server answered HTTP 503 Service Unavailable with content-type \"text/html\", not a gRPC response (a proxy's error page?)"
+        );
+        assert_eq!(
+            status_of(&answer(200, Some("application/grpcx")))
+                .unwrap()
+                .code(),
+            tonic::Code::Unknown
+        );
+        assert_eq!(
+            status_of(&answer(404, None)).unwrap().code(),
+            tonic::Code::Unimplemented
+        );
+        let grpc_503 = status_of(&answer(503, Some("application/grpc"))).unwrap();
+        assert!(
+            grpc_503.message().ends_with("with no grpc-status"),
+            "{grpc_503:?}"
+        );
+        // A trailers-only response keeps its own status.
+        let mut theirs = http::Response::new(());
+        *theirs.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+        theirs
+            .headers_mut()
+            .insert(GRPC_STATUS, HeaderValue::from(5));
+        assert_eq!(
+            status_of(&grpc_response(theirs)).unwrap().code(),
+            tonic::Code::NotFound
         );
     }
 
