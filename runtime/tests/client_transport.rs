@@ -1176,3 +1176,26 @@ async fn a_non_grpc_answer_maps_its_http_status() {
         assert!(err.message().contains(&format!("HTTP {status}")), "{err:?}");
     }
 }
+
+/// A response over the decoding limit (4 MiB) ends the call
+/// `ResourceExhausted`, as other gRPC clients answer it (tonic says
+/// `OutOfRange`, which the default classification counts as the
+/// dependency working): not retried, counted as a failure.
+#[tokio::test(start_paused = true)]
+async fn a_response_over_the_size_limit_is_resource_exhausted() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_get_cart(|_, _| async move { Ok(Response::new(cart(&"x".repeat(5 << 20), 0))) });
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get("c"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert!(
+        err.message()
+            .starts_with("the response message is larger than the limit: found 52"),
+        "{err:?}"
+    );
+    assert_eq!(carts.arrivals(&GET_CART), 1, "not retried");
+}

@@ -885,9 +885,21 @@ pub(super) fn host_of(addr: &str) -> &str {
 /// `Cancelled`, ...). A status the server sent has no source, and is
 /// returned as it is.
 ///
+/// A response message over the decoding limit (tonic's `OutOfRange`, which
+/// the default classification would count as the dependency working)
+/// becomes `ResourceExhausted`, as grpc-go, gRPC's C core and grpc-java
+/// answer it, with tonic's status as its source.
+///
 /// Source: gRPC over HTTP/2 (`PROTOCOL-HTTP2.md`, "Errors"), and grpc-go,
 /// which fails calls on a broken or unusable connection with `Unavailable`.
 pub(crate) fn transport_status(status: Status) -> Status {
+    if let Some(sizes) = too_large(&status) {
+        let mut exhausted = Status::resource_exhausted(format!(
+            "the response message is larger than the limit: {sizes}"
+        ));
+        exhausted.set_source(Arc::new(status));
+        return exhausted;
+    }
     if status.code() == tonic::Code::Unavailable || !connection_failed(&status) {
         return status;
     }
@@ -895,6 +907,17 @@ pub(crate) fn transport_status(status: Status) -> Status {
         Status::unavailable(format!("the connection broke: {}", status.message()));
     unavailable.set_source(Arc::new(status));
     unavailable
+}
+
+/// The sizes in tonic's status for a message over its decoding limit
+/// (`OutOfRange`, `Error, decoded message length too large: found …`).
+fn too_large(status: &Status) -> Option<&str> {
+    if status.code() != tonic::Code::OutOfRange {
+        return None;
+    }
+    status
+        .message()
+        .strip_prefix("Error, decoded message length too large: ")
 }
 
 /// Whether `status` came of a failed connection ([`transport_status`]).
