@@ -10,6 +10,7 @@ use std::time::Duration;
 use client_support::*;
 use humus::grpc::client::{Client, Settings};
 use humus::testing::{Ca, Host};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tonic::{Code, Response};
 
@@ -1091,7 +1092,7 @@ async fn a_proxys_503_page_is_unavailable_retried_and_counted() {
         ),
     ] {
         let host = Host::new();
-        let _proxy = h2_server(&host, "carts:9090", move |_, respond| {
+        let _proxy = h2_server(&host, "carts:9090", move |_, _, respond| {
             answer_http(respond, 503, Some(content_type), body);
         });
         let client = plain_client(
@@ -1157,7 +1158,7 @@ async fn a_non_grpc_answer_maps_its_http_status() {
     ];
     for (status, content_type, body, code) in cases {
         let host = Host::new();
-        let _server = h2_server(&host, "carts:9090", move |_, respond| {
+        let _server = h2_server(&host, "carts:9090", move |_, _, respond| {
             answer_http(respond, status, content_type, body);
         });
         let client = plain_client(
@@ -1198,4 +1199,292 @@ async fn a_response_over_the_size_limit_is_resource_exhausted() {
         "{err:?}"
     );
     assert_eq!(carts.arrivals(&GET_CART), 1, "not retried");
+}
+
+// ---- transparent resends ----------------------------------------------
+
+/// A carts on a raw HTTP/2 server that refuses its first stream
+/// (`REFUSED_STREAM`: never processed) and answers the next with a cart;
+/// the `traceparent` each request carried.
+fn carts_that_refuse_the_first_stream(
+    host: &Host,
+) -> (JoinHandle<()>, Arc<std::sync::Mutex<Vec<String>>>) {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let server = h2_server(host, "carts:9090", move |n, headers, mut respond| {
+        let parent = headers
+            .get("traceparent")
+            .map(|v| v.to_str().unwrap().to_owned());
+        log.lock().unwrap().push(parent.unwrap_or_default());
+        if n == 1 {
+            respond.send_reset(h2::Reason::REFUSED_STREAM);
+        } else {
+            answer_grpc(respond, &cart("c", 0));
+        }
+    });
+    (server, seen)
+}
+
+/// The spans of GetCart and the `rpc.client.call.duration` points, by code.
+fn resend_telemetry(
+    capture: &humus::testing::Telemetry,
+) -> (Vec<opentelemetry_sdk::trace::SpanData>, Vec<(String, f64)>) {
+    use humus::telemetry::names::*;
+    let spans: Vec<_> = capture
+        .spans()
+        .into_iter()
+        .filter(|s| s.name == "test.carts.v1.Carts/GetCart")
+        .collect();
+    let points = capture
+        .metrics(RPC_SCOPE)
+        .into_iter()
+        .filter(|p| p.name == RPC_CLIENT_CALL_DURATION)
+        .map(|p| {
+            let code = p
+                .attribute(RPC_RESPONSE_STATUS_CODE)
+                .unwrap()
+                .as_str()
+                .into_owned();
+            (code, p.value.as_f64())
+        })
+        .collect();
+    (spans, points)
+}
+
+/// Asserts what a call resent once transparently leaves: two sibling spans
+/// under the caller's (the refused send `UNAVAILABLE`, the resend `OK`),
+/// each with its own duration point, each request carrying its own span's
+/// trace context; one attempt for the breaker and the retries.
+fn assert_one_transparent_resend(
+    capture: &humus::testing::Telemetry,
+    parent: &opentelemetry::trace::SpanContext,
+    traceparents: &[String],
+) {
+    use humus::telemetry::names::*;
+    use opentelemetry::trace::Status as SpanStatus;
+    let (mut spans, mut points) = resend_telemetry(capture);
+    spans.sort_by_key(|s| s.start_time);
+    assert_eq!(spans.len(), 2, "a span per send: {spans:#?}");
+    for span in &spans {
+        assert_eq!(span.parent_span_id, parent.span_id(), "siblings");
+        assert_eq!(span.span_context.trace_id(), parent.trace_id());
+    }
+    assert!(
+        matches!(spans[0].status, SpanStatus::Error { .. }),
+        "{:?}",
+        spans[0].status
+    );
+    assert_eq!(spans[1].status, SpanStatus::Unset);
+    assert_eq!(traceparents.len(), 2);
+    for (span, sent) in spans.iter().zip(traceparents) {
+        assert!(
+            sent.contains(&span.span_context.span_id().to_string()),
+            "{sent} carries {:?}",
+            span.span_context.span_id()
+        );
+    }
+    points.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        points,
+        [("OK".to_owned(), 1.0), ("UNAVAILABLE".to_owned(), 1.0)]
+    );
+    let humus_points = capture.metrics(CLIENT_SCOPE);
+    let count = |name: &str, attributes: &[(&str, &str)]| -> f64 {
+        humus_points
+            .iter()
+            .filter(|p| p.name == name && p.has(attributes))
+            .map(|p| p.value.as_f64())
+            .sum()
+    };
+    assert_eq!(
+        count(HUMUS_CIRCUIT_CALLS, &[]),
+        1.0,
+        "one attempt for the breaker"
+    );
+    assert_eq!(
+        count(
+            HUMUS_RETRY_DECISIONS,
+            &[(HUMUS_RETRY_DECISION, "succeeded")]
+        ),
+        1.0
+    );
+}
+
+/// A client of carts on `host` in plain text recording to `capture`, with
+/// one attempt per call: only a transparent resend sends twice.
+fn traced_client(host: &Host, capture: &humus::testing::Telemetry) -> Client {
+    Client::new(
+        &setup(host).with_telemetry(capture.telemetry()),
+        Settings {
+            addr: "carts:9090".into(),
+            max_attempts: 1,
+            ..Settings::default()
+        },
+    )
+    .unwrap()
+}
+
+/// The caller's context: a span of its own.
+fn caller(capture: &humus::testing::Telemetry) -> opentelemetry::Context {
+    use opentelemetry::trace::{TraceContextExt as _, Tracer as _, TracerProvider as _};
+    let span = capture.tracer_provider().tracer("caller").start("caller");
+    opentelemetry::Context::new().with_span(span)
+}
+
+/// A stream the server refused (`REFUSED_STREAM`) is sent again at once,
+/// in the same attempt (`max_attempts` 1), as a span of its own.
+#[tokio::test(start_paused = true)]
+async fn a_refused_stream_is_resent_as_a_span_of_its_own() {
+    use opentelemetry::trace::TraceContextExt as _;
+    let (host, capture) = (Host::new(), humus::testing::Telemetry::new());
+    let (_server, traceparents) = carts_that_refuse_the_first_stream(&host);
+    let client = traced_client(&host, &capture);
+    let cx = caller(&capture);
+    let mut request = get("c");
+    request.extensions_mut().insert(cx.clone());
+    let got: Response<Cart> = client.unary(&GET_CART, request).await.unwrap();
+    assert_eq!(got.get_ref().id, "c");
+    assert_one_transparent_resend(
+        &capture,
+        cx.span().span_context(),
+        &traceparents.lock().unwrap(),
+    );
+}
+
+/// A method that is never sent twice is still resent transparently: the
+/// server never saw the refused request, so nothing is sent twice.
+#[tokio::test(start_paused = true)]
+async fn a_never_retry_method_is_resent_when_the_server_never_saw_it() {
+    use opentelemetry::trace::TraceContextExt as _;
+    static CHARGE: humus::grpc::client::Method = humus::grpc::client::Method {
+        policy: humus::grpc::client::MethodPolicy {
+            never_retry: true,
+            ..humus::grpc::client::MethodPolicy::DEFAULT
+        },
+        ..GET_CART
+    };
+    let (host, capture) = (Host::new(), humus::testing::Telemetry::new());
+    let (_server, traceparents) = carts_that_refuse_the_first_stream(&host);
+    let client = Client::new(
+        &setup(&host).with_telemetry(capture.telemetry()),
+        Settings {
+            addr: "carts:9090".into(),
+            ..Settings::default()
+        },
+    )
+    .unwrap();
+    let cx = caller(&capture);
+    let mut request = get("c");
+    request.extensions_mut().insert(cx.clone());
+    let _: Response<Cart> = client.unary(&CHARGE, request).await.unwrap();
+    assert_one_transparent_resend(
+        &capture,
+        cx.span().span_context(),
+        &traceparents.lock().unwrap(),
+    );
+}
+
+/// A server whose first connection answers the client's first request
+/// with a GOAWAY whose last stream id (0) is below it (HTTP/2's "never
+/// processed"), written frame by frame; later connections are served by
+/// h2, answering with a cart. The `traceparent` of every request h2 saw.
+fn carts_that_goaway_below_the_first_stream(
+    host: &Host,
+) -> (JoinHandle<()>, Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let mut listener = host.listen("carts:9090");
+    let server = tokio::spawn(async move {
+        let mut first = listener.accept().await;
+        let first = tokio::spawn(async move {
+            // SETTINGS, empty.
+            first.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).await.unwrap();
+            let mut preface = [0; 24];
+            first.read_exact(&mut preface).await.unwrap();
+            assert_eq!(&preface, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+            loop {
+                let mut head = [0; 9];
+                if first.read_exact(&mut head).await.is_err() {
+                    return;
+                }
+                let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+                let mut payload = vec![0; len];
+                first.read_exact(&mut payload).await.unwrap();
+                match (head[3], head[4] & 1) {
+                    // The client's SETTINGS: acknowledged.
+                    (4, 0) => first.write_all(&[0, 0, 0, 4, 1, 0, 0, 0, 0]).await.unwrap(),
+                    // HEADERS of stream 1: GOAWAY, last stream 0, NO_ERROR.
+                    (1, _) => {
+                        first
+                            .write_all(&[0, 0, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0])
+                            .await
+                            .unwrap();
+                    }
+                    _ => {}
+                }
+            }
+        });
+        let rest = {
+            let log = log.clone();
+            tokio::spawn(async move {
+                loop {
+                    let conn = listener.accept().await;
+                    let log = log.clone();
+                    tokio::spawn(async move {
+                        let Ok(mut h2) = h2::server::handshake(conn).await else {
+                            return;
+                        };
+                        while let Some(Ok((request, respond))) = h2.accept().await {
+                            let parent = request.headers().get("traceparent");
+                            log.lock().unwrap().push(
+                                parent
+                                    .map(|v| v.to_str().unwrap().to_owned())
+                                    .unwrap_or_default(),
+                            );
+                            answer_grpc(respond, &cart("c", 0));
+                        }
+                    });
+                }
+            })
+        };
+        let _ = first.await;
+        rest.await.unwrap();
+    });
+    (server, seen)
+}
+
+/// A request past the last stream id of the server's GOAWAY was never
+/// processed: it is sent again at once over a new connection, in the same
+/// attempt, as a span of its own.
+#[tokio::test(start_paused = true)]
+async fn a_request_past_a_goaways_last_stream_is_resent_as_a_span_of_its_own() {
+    use opentelemetry::trace::TraceContextExt as _;
+    let (host, capture) = (Host::new(), humus::testing::Telemetry::new());
+    let (_server, traceparents) = carts_that_goaway_below_the_first_stream(&host);
+    let client = traced_client(&host, &capture);
+    let cx = caller(&capture);
+    let mut request = get("c");
+    request.extensions_mut().insert(cx.clone());
+    let got: Response<Cart> = client.unary(&GET_CART, request).await.unwrap();
+    assert_eq!(got.get_ref().id, "c");
+    assert_eq!(host.dials("carts:9090"), 2, "resent over a new connection");
+    let (mut spans, _) = resend_telemetry(&capture);
+    spans.sort_by_key(|s| s.start_time);
+    assert_eq!(spans.len(), 2, "{spans:#?}");
+    let seen = traceparents.lock().unwrap();
+    assert_eq!(seen.len(), 1, "h2 saw the resend only");
+    assert!(seen[0].contains(&spans[1].span_context.span_id().to_string()));
+    // The rest is as for a refused stream, but for the first request's
+    // traceparent, which only the raw server saw.
+    let parent = cx.span().span_context().clone();
+    for span in &spans {
+        assert_eq!(span.parent_span_id, parent.span_id(), "siblings");
+    }
+    let (_, mut points) = resend_telemetry(&capture);
+    points.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        points,
+        [("OK".to_owned(), 1.0), ("UNAVAILABLE".to_owned(), 1.0)]
+    );
 }

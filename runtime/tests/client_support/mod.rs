@@ -607,12 +607,12 @@ pub const SECOND: Duration = Duration::from_secs(1);
 
 /// A raw HTTP/2 server on `host` at `addr`, in plain text: h2's server,
 /// with `answer` given the number of each request (1, 2, …, across
-/// connections) and its response handle, to answer as it likes (an HTTP
+/// connections), its headers and its response handle, to answer as it likes (an HTTP
 /// error page, a stream reset, a hand-made gRPC response). Stops when the
 /// returned task is aborted or dropped with the test's runtime.
 pub fn h2_server<F>(host: &Host, addr: &str, answer: F) -> JoinHandle<()>
 where
-    F: Fn(usize, h2::server::SendResponse<bytes::Bytes>) + Send + Sync + 'static,
+    F: Fn(usize, &http::HeaderMap, h2::server::SendResponse<bytes::Bytes>) + Send + Sync + 'static,
 {
     let mut listener = host.listen(addr);
     let answer = Arc::new(answer);
@@ -625,9 +625,9 @@ where
                 let Ok(mut h2) = h2::server::handshake(conn).await else {
                     return;
                 };
-                while let Some(Ok((_request, respond))) = h2.accept().await {
+                while let Some(Ok((request, respond))) = h2.accept().await {
                     let n = n.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-                    answer(n, respond);
+                    answer(n, request.headers(), respond);
                 }
             });
         }
