@@ -1488,3 +1488,227 @@ async fn a_request_past_a_goaways_last_stream_is_resent_as_a_span_of_its_own() {
         [("OK".to_owned(), 1.0), ("UNAVAILABLE".to_owned(), 1.0)]
     );
 }
+
+// ---- TLS --------------------------------------------------------------
+
+/// The TLS server name and the `:authority` are two settings: a client of
+/// 10.0.0.7:9090 may require a certificate for carts and send `:authority
+/// carts-api`.
+#[tokio::test(start_paused = true)]
+async fn the_server_name_and_the_authority_are_two_settings() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let _carts = serve_tls(
+        &host,
+        &ca,
+        "10.0.0.7:9090",
+        "carts",
+        tonic::transport::Server::builder(),
+        carts.clone(),
+    );
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            addr: "10.0.0.7:9090".into(),
+            server_name: Some("carts".into()),
+            authority: Some("carts-api".into()),
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let _: Response<Cart> = client.unary(&GET_CART, get("c")).await.unwrap();
+    // The authority alone, in plain text.
+    let plain = Host::new();
+    let _plain = serve_plain(&plain, "10.0.0.7:9090", carts.clone());
+    let client = Client::new(
+        &setup(&plain),
+        Settings {
+            addr: "10.0.0.7:9090".into(),
+            authority: Some("carts-api:443".into()),
+            ..Settings::default()
+        },
+    )
+    .unwrap();
+    let _: Response<Cart> = client.unary(&GET_CART, get("c")).await.unwrap();
+    assert_eq!(carts.authorities(), ["carts-api", "carts-api:443"]);
+}
+
+/// Mutual TLS: a server that verifies its clients' certificates accepts a
+/// client whose config presents one from its CA, and refuses one that
+/// presents none.
+#[tokio::test(start_paused = true)]
+async fn mutual_tls_with_a_client_certificate_the_server_verifies() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let _carts = serve_tls_config(
+        &host,
+        "carts:9090",
+        ca.mtls_server_config(&ca.issue("carts")),
+        carts.clone(),
+    );
+    let orders = ca.issue_client("orders");
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            tls: Some(Arc::new(orders.client_config(&ca))),
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let _: Response<Cart> = client.unary(&GET_CART, get("c")).await.unwrap();
+    let anonymous = Client::new(
+        &setup(&host),
+        Settings {
+            max_attempts: 1,
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let err = anonymous
+        .unary::<_, Cart>(&GET_CART, get("c"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert_eq!(
+        carts.arrivals(&GET_CART),
+        1,
+        "the anonymous call reached nothing"
+    );
+}
+
+/// The client dials with a copy of the caller's rustls config, `h2` its
+/// only ALPN protocol: the config given is the same and unchanged after.
+#[tokio::test(start_paused = true)]
+async fn the_callers_tls_config_is_unchanged_after_dialling() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let _carts = start_carts(&host, &ca, &carts);
+    let mut config = ca.client_config();
+    config.alpn_protocols = vec![b"acme/1".to_vec()];
+    let config = Arc::new(config);
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            tls: Some(config.clone()),
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let _: Response<Cart> = client.unary(&GET_CART, get("c")).await.unwrap();
+    let given = client.settings().tls.as_ref().unwrap();
+    assert!(Arc::ptr_eq(given, &config));
+    assert_eq!(config.alpn_protocols, [b"acme/1".to_vec()]);
+}
+
+/// A TLS server that does not select `h2` in ALPN (it offers none, or only
+/// HTTP/1.1, when it answers with TLS's `no_application_protocol` alert)
+/// is refused at the dial with an error that says so.
+#[tokio::test(start_paused = true)]
+async fn a_tls_server_that_does_not_select_h2_is_refused() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let mut config = ca.issue("carts").server_config();
+    config.alpn_protocols = vec![];
+    let _carts = serve_tls_config(&host, "carts:9090", config, carts.clone());
+    let settings = Settings {
+        max_attempts: 1,
+        ..carts_settings(&ca)
+    };
+    let client = Client::new(&setup(&host), settings.clone()).unwrap();
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get("c"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert!(
+        err.message()
+            .contains("the server chose no ALPN protocol, where gRPC needs h2"),
+        "{err:?}"
+    );
+    assert_eq!(carts.arrivals(&GET_CART), 0);
+
+    // Only HTTP/1.1: rustls's server refuses the handshake with its alert,
+    // written to the wire before the connection closes.
+    let host = Host::new();
+    let mut listener = host.listen("carts:9090");
+    let mut config = ca.issue("carts").server_config();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let config = Arc::new(config);
+    let _server = tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        loop {
+            let mut conn = listener.accept().await;
+            let mut tls = rustls::ServerConnection::new(config.clone()).unwrap();
+            let mut buf = vec![0; 16 * 1024];
+            loop {
+                let n = conn.read(&mut buf).await.unwrap_or(0);
+                if n == 0 {
+                    break;
+                }
+                tls.read_tls(&mut &buf[..n]).unwrap();
+                if tls.process_new_packets().is_err() {
+                    let mut alert = Vec::new();
+                    while tls.wants_write() {
+                        tls.write_tls(&mut alert).unwrap();
+                    }
+                    conn.write_all(&alert).await.unwrap();
+                    tokio::time::sleep(SECOND).await;
+                    break;
+                }
+            }
+        }
+    });
+    let client = Client::new(&setup(&host), settings).unwrap();
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get("c"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert!(
+        err.message().contains("the server offers no h2 in ALPN"),
+        "{err:?}"
+    );
+}
+
+/// A plain-text client of a TLS server, and a TLS client of a plain-text
+/// server: each error says what is probably wrong, and names
+/// `Settings::tls`.
+#[tokio::test(start_paused = true)]
+async fn a_tls_mismatch_says_how_to_fix_it() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let _carts = start_carts(&host, &ca, &carts);
+    let plain = Client::new(
+        &setup(&host),
+        Settings {
+            addr: "carts:9090".into(),
+            max_attempts: 1,
+            ..Settings::default()
+        },
+    )
+    .unwrap();
+    let err = plain
+        .unary::<_, Cart>(&GET_CART, get("c"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert!(
+        err.message()
+            .contains("the server probably speaks TLS: set Settings::tls"),
+        "{err:?}"
+    );
+
+    let host = Host::new();
+    let _carts = serve_plain(&host, "carts:9090", carts.clone());
+    let tls = Client::new(
+        &setup(&host),
+        Settings {
+            max_attempts: 1,
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let err = tls.unary::<_, Cart>(&GET_CART, get("c")).await.unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert!(
+        err.message()
+            .contains("the server probably speaks plain text: set Settings::tls to None"),
+        "{err:?}"
+    );
+    assert_eq!(carts.arrivals(&GET_CART), 0);
+}

@@ -499,6 +499,30 @@ where
     spawn(host, addr, builder, svc, incoming)
 }
 
+/// Serves `svc` on `host` at `addr` over TLS with `config` (a server
+/// config of the test's own: mutual TLS, another ALPN list).
+pub fn serve_tls_config<S>(host: &Host, addr: &str, config: rustls::ServerConfig, svc: S) -> Running
+where
+    S: tower_service::Service<
+            http::Request<Body>,
+            Response = http::Response<Body>,
+            Error = Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let incoming = host.listen(addr).tls(acceptor);
+    spawn(
+        host,
+        addr,
+        tonic::transport::Server::builder(),
+        svc,
+        incoming,
+    )
+}
+
 /// Serves `svc` on `host` at `addr` in plain text.
 pub fn serve_plain<S>(host: &Host, addr: &str, svc: S) -> Running
 where

@@ -107,19 +107,26 @@ impl Dialer {
         let tls = connector.connect(name.clone(), io).await.map_err(|err| {
             io::Error::new(
                 err.kind(),
-                format!("TLS handshake with {}: {err}", self.addr),
+                format!("TLS handshake with {}: {err}{}", self.addr, tls_hint(&err)),
             )
         })?;
-        if tls.get_ref().1.alpn_protocol() != Some(b"h2") {
-            return Err(io::Error::new(
+        match tls.get_ref().1.alpn_protocol() {
+            Some(b"h2") => Ok(Box::new(tls)),
+            chose => Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!(
-                    "TLS handshake with {}: the server did not choose h2 in ALPN",
-                    self.addr
-                ),
-            ));
+                match chose {
+                    None => format!(
+                        "TLS handshake with {}: the server chose no ALPN protocol, where gRPC needs h2 (it serves no HTTP/2 over TLS: is it a gRPC server?)",
+                        self.addr
+                    ),
+                    Some(other) => format!(
+                        "TLS handshake with {}: the server chose {:?} in ALPN, where gRPC needs h2",
+                        self.addr,
+                        String::from_utf8_lossy(other)
+                    ),
+                },
+            )),
         }
-        Ok(Box::new(tls))
     }
 
     fn is_closed(&self) -> bool {
@@ -198,6 +205,24 @@ enum Backoff {
     Ignore,
 }
 
+/// What a failed TLS handshake probably means, when rustls's error says it:
+/// a server in plain text (its bytes are no TLS record), or one that
+/// offers no `h2` in ALPN; else nothing.
+fn tls_hint(err: &io::Error) -> &'static str {
+    match err
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<rustls::Error>())
+    {
+        Some(rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType)) => {
+            ": the server probably speaks plain text: set Settings::tls to None"
+        }
+        Some(rustls::Error::AlertReceived(rustls::AlertDescription::NoApplicationProtocol)) => {
+            ": the server offers no h2 in ALPN (it serves no HTTP/2 over TLS: is it a gRPC server?)"
+        }
+        _ => "",
+    }
+}
+
 /// hyper's handle on one HTTP/2 connection, for tonic's request bodies.
 type SendRequest = http2::SendRequest<tonic::body::Body>;
 
@@ -273,6 +298,7 @@ impl Dialer {
 
     async fn open_now(self: Arc<Self>) -> io::Result<SendRequest> {
         let addr = self.addr.clone();
+        let plain_text = self.tls.is_none();
         let (heard, preface) = oneshot::channel();
         let io = self.connect_gated(heard).await?;
         let (send, connection) = http2::Builder::new(TokioExecutor::new())
@@ -290,17 +316,26 @@ impl Dialer {
         tokio::spawn(async move {
             let _ = connection.await;
         });
+        // In plain text, the likeliest cause of either failure is a server
+        // that speaks TLS (it closes, or answers with a TLS alert).
+        let hint = if plain_text {
+            ": the server probably speaks TLS: set Settings::tls to a TLS config that trusts its certificate"
+        } else {
+            ""
+        };
         match preface.await {
             Ok(true) => Ok(send),
             Ok(false) => Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!(
-                    "dial {addr}: the server does not speak HTTP/2 (its first bytes are no settings frame)"
+                    "dial {addr}: the server does not speak HTTP/2 (its first bytes are no settings frame){hint}"
                 ),
             )),
             Err(_) => Err(io::Error::new(
                 io::ErrorKind::ConnectionAborted,
-                format!("dial {addr}: the connection closed before the server's HTTP/2 settings"),
+                format!(
+                    "dial {addr}: the connection closed before the server's HTTP/2 settings{hint}"
+                ),
             )),
         }
     }
@@ -644,7 +679,11 @@ impl Connection {
     /// `settings` must have passed their checks.
     pub(crate) fn new(host: Arc<dyn Host>, settings: &Settings) -> Connection {
         let addr_host = host_of(&settings.addr);
-        let authority = settings.server_name.as_deref().unwrap_or(&settings.addr);
+        let authority = settings
+            .authority
+            .as_deref()
+            .or(settings.server_name.as_deref())
+            .unwrap_or(&settings.addr);
         let tls = settings.tls.as_ref().map(|config| {
             let mut config = rustls::ClientConfig::clone(config);
             config.alpn_protocols = vec![b"h2".to_vec()];
@@ -654,9 +693,9 @@ impl Connection {
             (tokio_rustls::TlsConnector::from(Arc::new(config)), name)
         });
         let scheme = if tls.is_some() { "https" } else { "http" };
-        let origin: Uri = format!("{scheme}://{authority}")
-            .parse()
-            .expect("check_addr and check_server_name accept only valid authorities");
+        let origin: Uri = format!("{scheme}://{authority}").parse().expect(
+            "check_addr, check_server_name and check_authority accept only valid authorities",
+        );
         Connection {
             dialer: Arc::new(Dialer {
                 host,

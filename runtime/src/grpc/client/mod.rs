@@ -64,8 +64,8 @@ pub use client::Client;
 pub use decide::{CallState, Ended, classify_attempt};
 pub use method::{CodeRule, Method, MethodPolicy, RpcKind};
 pub use settings::{
-    InvalidValue, NewError, Settings, check_addr, check_backoff_base, check_backoff_max,
-    check_breaker, check_max_attempts, check_retry_budget, check_server_name, check_timeout,
-    check_tls,
+    InvalidValue, NewError, Settings, check_addr, check_authority, check_backoff_base,
+    check_backoff_max, check_breaker, check_max_attempts, check_retry_budget, check_server_name,
+    check_timeout, check_tls,
 };
 pub use stream::Streaming;
