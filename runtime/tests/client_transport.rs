@@ -1712,3 +1712,35 @@ async fn a_tls_mismatch_says_how_to_fix_it() {
     );
     assert_eq!(carts.arrivals(&GET_CART), 0);
 }
+
+/// A call polled outside a tokio runtime panics saying so (rather than
+/// deep in a timer of tokio's): the requirement is under `# Panics`.
+#[test]
+fn a_call_outside_a_tokio_runtime_panics_saying_why() {
+    let ca = Ca::new();
+    let client = Client::new(&setup(&Host::new()), carts_settings(&ca)).unwrap();
+    for stream in [false, true] {
+        let client = client.clone();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            let waker = futures_util::task::noop_waker();
+            let mut cx = std::task::Context::from_waker(&waker);
+            if stream {
+                let call = client.server_streaming::<_, Cart>(&WATCH_CART, get("c"));
+                let _ = std::pin::pin!(call).poll(&mut cx);
+            } else {
+                let call = client.unary::<_, Cart>(&GET_CART, get("c"));
+                let _ = std::pin::pin!(call).poll(&mut cx);
+            }
+        }))
+        .unwrap_err();
+        let message = panicked
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panicked.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_default();
+        assert!(
+            message.contains("a call was polled outside a tokio runtime"),
+            "{message}"
+        );
+    }
+}

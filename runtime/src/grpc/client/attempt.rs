@@ -377,6 +377,18 @@ fn grpc_timeout_key() -> tonic::metadata::AsciiMetadataKey {
     KEY.clone()
 }
 
+/// Panics, saying why, when the call is polled outside a tokio runtime
+/// (tokio's own panic, deep in a timer, would not say what to do).
+fn require_runtime() {
+    if tokio::runtime::Handle::try_current().is_err() {
+        panic!(
+            "humus::grpc::client::Client: a call was polled outside a tokio runtime; \
+             its deadline, dials and connection run on tokio: await it on a runtime \
+             built with its time and I/O drivers (tokio::main, or Builder::enable_all)"
+        );
+    }
+}
+
 pub(super) async fn unary<Req, Resp>(
     inner: &Arc<Inner>,
     method: &'static Method,
@@ -386,6 +398,7 @@ where
     Req: prost::Message + Send + 'static,
     Resp: prost::Message + Default + Send + 'static,
 {
+    require_runtime();
     let deadline = deadline(
         Instant::now(),
         Some(inner.settings.timeout),
@@ -501,6 +514,7 @@ where
     Req: prost::Message + Send + 'static,
     Resp: prost::Message + Default + Send + 'static,
 {
+    require_runtime();
     let deadline = deadline(Instant::now(), None, &metadata);
     let metadata = caller_metadata(metadata);
     let path = PathAndQuery::from_static(method.full_name);
