@@ -1744,3 +1744,74 @@ fn a_call_outside_a_tokio_runtime_panics_saying_why() {
         );
     }
 }
+
+/// The two TLS mistakes over real TCP on loopback, where a peer's close and
+/// its alert race the client's reads: a plain-text client of a TLS server,
+/// and a TLS client of a plain-text HTTP/2 server, each told to fix
+/// `Settings::tls`. Bounded: every call ends within 5 s.
+#[tokio::test]
+async fn a_tls_mismatch_over_loopback_says_how_to_fix_it() {
+    let ca = Ca::new();
+    // A TLS server: its handshake fails on a plain-text client's bytes.
+    let tls_server = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let tls_addr = tls_server.local_addr().unwrap().to_string();
+    let acceptor = ca.issue("127.0.0.1").acceptor();
+    let tls_task = tokio::spawn(async move {
+        loop {
+            let (conn, _) = tls_server.accept().await.unwrap();
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let _ = acceptor.accept(conn).await;
+            });
+        }
+    });
+    // A plain-text HTTP/2 server (h2's): a ClientHello is no preface.
+    let plain_server = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let plain_addr = plain_server.local_addr().unwrap().to_string();
+    let plain_task = tokio::spawn(async move {
+        loop {
+            let (conn, _) = plain_server.accept().await.unwrap();
+            tokio::spawn(async move {
+                let handshake: Result<h2::server::Connection<_, bytes::Bytes>, _> =
+                    h2::server::handshake(conn).await;
+                if let Ok(mut h2) = handshake {
+                    while let Some(Ok(_)) = h2.accept().await {}
+                }
+            });
+        }
+    });
+    let cases = [
+        (
+            Settings {
+                addr: tls_addr,
+                ..Settings::default()
+            },
+            "the server probably speaks TLS: set Settings::tls",
+        ),
+        (
+            Settings {
+                addr: plain_addr,
+                ..carts_settings(&ca)
+            },
+            "the server probably speaks plain text: set Settings::tls to None",
+        ),
+    ];
+    for (settings, says) in cases {
+        let client = Client::new(
+            &humus::Setup::new(),
+            Settings {
+                max_attempts: 1,
+                ..settings
+            },
+        )
+        .unwrap();
+        let err = tokio::time::timeout(5 * SECOND, client.unary::<_, Cart>(&GET_CART, get("c")))
+            .await
+            .expect("the call ends")
+            .unwrap_err();
+        assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+        assert!(err.message().contains(says), "{err:?}");
+    }
+    tls_task.abort();
+    plain_task.abort();
+}
