@@ -230,11 +230,26 @@ async fn a_client_stream_counts_once_at_its_one_response() {
 
 /// A request stream no attempt has read is sent whole by the next one:
 /// the first open fails at the dial (carts is not up yet), the second
-/// reaches carts.
+/// reaches carts (its retry waits out the connection's 1 s backoff: a
+/// pushback of 1 s stands in for a long enough retry backoff).
 #[tokio::test(start_paused = true)]
 async fn a_client_stream_never_read_is_sent_by_the_next_attempt() {
     let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
-    let client = client(&host, &ca, Policy::consecutive(5));
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            breaker_policy: Policy::consecutive(5),
+            classify: Classify::new(|method, status, trailer| {
+                let mut c = default_classify(method, status, trailer);
+                if c.retry == humus::retry::Verdict::Retry {
+                    c.retry_after = Some(Duration::from_secs(1));
+                }
+                c
+            }),
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
     let call = {
         let client = client.clone();
         tokio::spawn(async move {

@@ -10,6 +10,7 @@ use std::time::Duration;
 use client_support::*;
 use humus::grpc::client::{Client, Settings};
 use humus::testing::{Ca, Host};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tonic::{Code, Response};
 
@@ -111,6 +112,8 @@ async fn a_dependency_down_at_start_fails_calls_unavailable_until_it_comes_up() 
         );
     }
     let _carts = start_carts(&host, &ca, &carts);
+    // The next dial is due 1 s after the failed one (the connection backoff).
+    tokio::time::sleep(SECOND).await;
     let cart: Response<Cart> = client.unary(&GET_CART, get("c-1")).await.unwrap();
     assert_eq!(cart.get_ref().served_by, "carts");
     assert_eq!(
@@ -570,6 +573,7 @@ async fn a_server_that_restarts() {
         .unwrap_err();
     assert_eq!(err.code(), Code::Unavailable, "down: {err:?}");
     let _carts = start_carts(&host, &ca, &carts);
+    tokio::time::sleep(SECOND).await;
     let _: Response<Cart> = client.unary(&GET_CART, get("c-4")).await.unwrap();
     assert_eq!(carts.arrivals(&GET_CART), 3);
     assert_eq!(host.accepted("carts:9090"), 2);
@@ -598,6 +602,7 @@ async fn a_server_that_crashes_and_comes_back() {
         .unwrap_err();
     assert_eq!(err.code(), Code::Unavailable, "{err:?}");
     let _carts = start_carts(&host, &ca, &carts);
+    tokio::time::sleep(SECOND).await;
     let _: Response<Cart> = client.unary(&GET_CART, get("c-3")).await.unwrap();
     assert_eq!(carts.arrivals(&GET_CART), 2);
 }
@@ -917,4 +922,896 @@ async fn a_call_polled_back_after_a_poll_without_budget_still_ends_at_stop() {
     });
     assert_eq!(ended.unwrap_err().code(), Code::Cancelled);
     assert_eq!(start.elapsed(), SECOND);
+}
+
+/// gRPC's connection backoff: with the breaker off, 50 calls to an address
+/// that refuses connections over 2.6 s make at most 3 dials (at 0, 1 s,
+/// then 1.6 s ± 20 % later), each call failing `Unavailable` at once with
+/// the last dial's error and when the next dial is due; a dependency that
+/// comes back is reached by the first call after the backoff, with one
+/// more dial.
+#[tokio::test(start_paused = true)]
+async fn failed_dials_back_off_and_calls_meanwhile_fail_at_once() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            max_attempts: 1,
+            breaker_policy: humus::circuit::Policy::new(
+                |_| false,
+                |_| humus::circuit::State::Closed,
+            ),
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let start = Instant::now();
+    for n in 0..50 {
+        let called = Instant::now();
+        let err = client
+            .unary::<_, Cart>(&GET_CART, get("c"))
+            .await
+            .unwrap_err();
+        assert_eq!(called.elapsed(), Duration::ZERO, "call {n} waited");
+        assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+        assert!(
+            err.message().contains("nothing listens on carts:9090"),
+            "{err:?}"
+        );
+        if n == 1 {
+            assert!(
+                err.message()
+                    .ends_with("(the connection is backing off: the next dial is due in 948ms)"),
+                "{err:?}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(52)).await;
+    }
+    assert!(start.elapsed() >= Duration::from_millis(2600));
+    let dials = host.dials("carts:9090");
+    assert!((2..=3).contains(&dials), "{dials} dials");
+
+    let _carts = start_carts(&host, &ca, &carts);
+    let up = Instant::now();
+    let mut failed = 0;
+    loop {
+        match client.unary::<_, Cart>(&GET_CART, get("c")).await {
+            Ok(_) => break,
+            Err(err) => {
+                assert!(err.message().contains("backing off"), "{err:?}");
+                failed += 1;
+                assert!(failed < 1000);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(up.elapsed() < Duration::from_secs(4), "{:?}", up.elapsed());
+    assert_eq!(
+        host.dials("carts:9090"),
+        dials + 1,
+        "reached at the next dial"
+    );
+    assert_eq!(carts.arrivals(&GET_CART), 1);
+}
+
+/// A dial that succeeds resets the backoff: after failures have grown it,
+/// a connection that was up and went away is dialled again at once, and
+/// if that dial fails, the next is due 1 s later, not longer.
+#[tokio::test(start_paused = true)]
+async fn a_successful_dial_resets_the_backoff() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            max_attempts: 1,
+            breaker_policy: humus::circuit::Policy::new(
+                |_| false,
+                |_| humus::circuit::State::Closed,
+            ),
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    // Three failed dials: at 0, 1 s and 2.6 s ± 0.32 s.
+    for _ in 0..300 {
+        let _ = client.unary::<_, Cart>(&GET_CART, get("c")).await;
+        if host.dials("carts:9090") == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(host.dials("carts:9090"), 3);
+    let running = start_carts(&host, &ca, &carts);
+    tokio::time::sleep(4 * SECOND).await;
+    let _: Response<Cart> = client.unary(&GET_CART, get("c")).await.unwrap();
+    assert_eq!(host.dials("carts:9090"), 4);
+    running.crash().await;
+    // The connection went away: the next call dials at once, and fails.
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get("c"))
+        .await
+        .unwrap_err();
+    assert_eq!(host.dials("carts:9090"), 5, "{err:?}");
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get("c"))
+        .await
+        .unwrap_err();
+    assert!(
+        err.message().ends_with("the next dial is due in 1s)"),
+        "the backoff starts over: {err:?}"
+    );
+}
+
+/// The readiness check keeps dialling on its own schedule: a check made
+/// while calls are backing off dials at once.
+#[tokio::test(start_paused = true)]
+async fn a_readiness_check_dials_while_calls_back_off() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get("c"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable);
+    let dials = host.dials("carts:9090");
+    let _carts = start_carts(&host, &ca, &carts);
+    let ready = client.connected();
+    assert!(ready.check().await, "the check dialled");
+    assert_eq!(host.dials("carts:9090"), dials + 1);
+    let _: Response<Cart> = client.unary(&GET_CART, get("c")).await.unwrap();
+}
+
+/// A plain-text client of `addr` on `host`, with `settings` over the
+/// defaults.
+fn plain_client(host: &Host, addr: &str, settings: Settings) -> Client {
+    Client::new(
+        &setup(host),
+        Settings {
+            addr: addr.into(),
+            tls: None,
+            ..settings
+        },
+    )
+    .unwrap()
+}
+
+/// A proxy's error page (HTTP 503, `text/plain` as Envoy sends it, or HTML
+/// as nginx does) is `Unavailable` without its body being read as gRPC:
+/// retried, and counted against the dependency (here its breaker opens
+/// after 3 failures in a row and rejects the next call).
+#[tokio::test(start_paused = true)]
+async fn a_proxys_503_page_is_unavailable_retried_and_counted() {
+    for (content_type, body) in [
+        (
+            "text/plain",
+            "upstream connect error or disconnect/reset before headers",
+        ),
+        (
+            "text/html",
+            "<html><body><h1>503 Service Temporarily Unavailable</h1></body></html>",
+        ),
+    ] {
+        let host = Host::new();
+        let _proxy = h2_server(&host, "carts:9090", move |_, _, respond| {
+            answer_http(respond, 503, Some(content_type), body);
+        });
+        let client = plain_client(
+            &host,
+            "carts:9090",
+            Settings {
+                breaker_policy: humus::circuit::Policy::consecutive(3),
+                ..Settings::default()
+            },
+        );
+        let err = client
+            .unary::<_, Cart>(&GET_CART, get("c"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+        assert_eq!(
+            err.message(),
+            format!(
+                "the server answered HTTP 503 Service Unavailable with content-type \"{content_type}\", not a gRPC response (a proxy's error page?)"
+            )
+        );
+        let err = client
+            .unary::<_, Cart>(&GET_CART, get("c"))
+            .await
+            .unwrap_err();
+        assert!(
+            err.message().starts_with("circuit"),
+            "three attempts failed, the breaker is open: {err:?}"
+        );
+    }
+}
+
+/// gRPC's mapping of the other HTTP statuses a non-gRPC answer may have,
+/// body or not.
+#[tokio::test(start_paused = true)]
+async fn a_non_grpc_answer_maps_its_http_status() {
+    let cases = [
+        (400, Some("text/plain"), "bad request", Code::Internal),
+        (
+            401,
+            Some("text/html"),
+            "<p>log in</p>",
+            Code::Unauthenticated,
+        ),
+        (403, None, "", Code::PermissionDenied),
+        (
+            404,
+            Some("text/html"),
+            "<h1>404 Not Found</h1>",
+            Code::Unimplemented,
+        ),
+        (429, Some("text/plain"), "slow down", Code::Unavailable),
+        (
+            502,
+            Some("text/html"),
+            "<h1>502 Bad Gateway</h1>",
+            Code::Unavailable,
+        ),
+        (504, None, "", Code::Unavailable),
+        (500, Some("text/plain"), "oops", Code::Unknown),
+        (200, Some("text/html"), "<h1>it works</h1>", Code::Unknown),
+        (503, Some("application/grpc"), "", Code::Unavailable),
+    ];
+    for (status, content_type, body, code) in cases {
+        let host = Host::new();
+        let _server = h2_server(&host, "carts:9090", move |_, _, respond| {
+            answer_http(respond, status, content_type, body);
+        });
+        let client = plain_client(
+            &host,
+            "carts:9090",
+            Settings {
+                max_attempts: 1,
+                ..Settings::default()
+            },
+        );
+        let err = client
+            .unary::<_, Cart>(&GET_CART, get("c"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), code, "HTTP {status} {content_type:?}: {err:?}");
+        assert!(err.message().contains(&format!("HTTP {status}")), "{err:?}");
+    }
+}
+
+/// A response over the decoding limit (4 MiB) ends the call
+/// `ResourceExhausted`, as other gRPC clients answer it (tonic says
+/// `OutOfRange`, which the default classification counts as the
+/// dependency working): not retried, counted as a failure.
+#[tokio::test(start_paused = true)]
+async fn a_response_over_the_size_limit_is_resource_exhausted() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_get_cart(|_, _| async move { Ok(Response::new(cart(&"x".repeat(5 << 20), 0))) });
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get("c"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert!(
+        err.message()
+            .starts_with("the response message is larger than the limit: found 52"),
+        "{err:?}"
+    );
+    assert_eq!(carts.arrivals(&GET_CART), 1, "not retried");
+}
+
+// ---- transparent resends ----------------------------------------------
+
+/// A carts on a raw HTTP/2 server that refuses its first stream
+/// (`REFUSED_STREAM`: never processed) and answers the next with a cart;
+/// the `traceparent` each request carried.
+fn carts_that_refuse_the_first_stream(
+    host: &Host,
+) -> (JoinHandle<()>, Arc<std::sync::Mutex<Vec<String>>>) {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let server = h2_server(host, "carts:9090", move |n, headers, mut respond| {
+        let parent = headers
+            .get("traceparent")
+            .map(|v| v.to_str().unwrap().to_owned());
+        log.lock().unwrap().push(parent.unwrap_or_default());
+        if n == 1 {
+            respond.send_reset(h2::Reason::REFUSED_STREAM);
+        } else {
+            answer_grpc(respond, &cart("c", 0));
+        }
+    });
+    (server, seen)
+}
+
+/// The spans of GetCart and the `rpc.client.call.duration` points, by code.
+fn resend_telemetry(
+    capture: &humus::testing::Telemetry,
+) -> (Vec<opentelemetry_sdk::trace::SpanData>, Vec<(String, f64)>) {
+    use humus::telemetry::names::*;
+    let spans: Vec<_> = capture
+        .spans()
+        .into_iter()
+        .filter(|s| s.name == "test.carts.v1.Carts/GetCart")
+        .collect();
+    let points = capture
+        .metrics(RPC_SCOPE)
+        .into_iter()
+        .filter(|p| p.name == RPC_CLIENT_CALL_DURATION)
+        .map(|p| {
+            let code = p
+                .attribute(RPC_RESPONSE_STATUS_CODE)
+                .unwrap()
+                .as_str()
+                .into_owned();
+            (code, p.value.as_f64())
+        })
+        .collect();
+    (spans, points)
+}
+
+/// Asserts what a call resent once transparently leaves: two sibling spans
+/// under the caller's (the refused send `UNAVAILABLE`, the resend `OK`),
+/// each with its own duration point, each request carrying its own span's
+/// trace context; one attempt for the breaker and the retries.
+fn assert_one_transparent_resend(
+    capture: &humus::testing::Telemetry,
+    parent: &opentelemetry::trace::SpanContext,
+    traceparents: &[String],
+) {
+    use humus::telemetry::names::*;
+    use opentelemetry::trace::Status as SpanStatus;
+    let (mut spans, mut points) = resend_telemetry(capture);
+    spans.sort_by_key(|s| s.start_time);
+    assert_eq!(spans.len(), 2, "a span per send: {spans:#?}");
+    for span in &spans {
+        assert_eq!(span.parent_span_id, parent.span_id(), "siblings");
+        assert_eq!(span.span_context.trace_id(), parent.trace_id());
+    }
+    assert!(
+        matches!(spans[0].status, SpanStatus::Error { .. }),
+        "{:?}",
+        spans[0].status
+    );
+    assert_eq!(spans[1].status, SpanStatus::Unset);
+    assert_eq!(traceparents.len(), 2);
+    for (span, sent) in spans.iter().zip(traceparents) {
+        assert!(
+            sent.contains(&span.span_context.span_id().to_string()),
+            "{sent} carries {:?}",
+            span.span_context.span_id()
+        );
+    }
+    points.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        points,
+        [("OK".to_owned(), 1.0), ("UNAVAILABLE".to_owned(), 1.0)]
+    );
+    let humus_points = capture.metrics(CLIENT_SCOPE);
+    let count = |name: &str, attributes: &[(&str, &str)]| -> f64 {
+        humus_points
+            .iter()
+            .filter(|p| p.name == name && p.has(attributes))
+            .map(|p| p.value.as_f64())
+            .sum()
+    };
+    assert_eq!(
+        count(HUMUS_CIRCUIT_CALLS, &[]),
+        1.0,
+        "one attempt for the breaker"
+    );
+    assert_eq!(
+        count(
+            HUMUS_RETRY_DECISIONS,
+            &[(HUMUS_RETRY_DECISION, "succeeded")]
+        ),
+        1.0
+    );
+}
+
+/// A client of carts on `host` in plain text recording to `capture`, with
+/// one attempt per call: only a transparent resend sends twice.
+fn traced_client(host: &Host, capture: &humus::testing::Telemetry) -> Client {
+    Client::new(
+        &setup(host).with_telemetry(capture.telemetry()),
+        Settings {
+            addr: "carts:9090".into(),
+            max_attempts: 1,
+            ..Settings::default()
+        },
+    )
+    .unwrap()
+}
+
+/// The caller's context: a span of its own.
+fn caller(capture: &humus::testing::Telemetry) -> opentelemetry::Context {
+    use opentelemetry::trace::{TraceContextExt as _, Tracer as _, TracerProvider as _};
+    let span = capture.tracer_provider().tracer("caller").start("caller");
+    opentelemetry::Context::new().with_span(span)
+}
+
+/// A stream the server refused (`REFUSED_STREAM`) is sent again at once,
+/// in the same attempt (`max_attempts` 1), as a span of its own.
+#[tokio::test(start_paused = true)]
+async fn a_refused_stream_is_resent_as_a_span_of_its_own() {
+    use opentelemetry::trace::TraceContextExt as _;
+    let (host, capture) = (Host::new(), humus::testing::Telemetry::new());
+    let (_server, traceparents) = carts_that_refuse_the_first_stream(&host);
+    let client = traced_client(&host, &capture);
+    let cx = caller(&capture);
+    let mut request = get("c");
+    request.extensions_mut().insert(cx.clone());
+    let got: Response<Cart> = client.unary(&GET_CART, request).await.unwrap();
+    assert_eq!(got.get_ref().id, "c");
+    assert_one_transparent_resend(
+        &capture,
+        cx.span().span_context(),
+        &traceparents.lock().unwrap(),
+    );
+}
+
+/// A method that is never sent twice is still resent transparently: the
+/// server never saw the refused request, so nothing is sent twice.
+#[tokio::test(start_paused = true)]
+async fn a_never_retry_method_is_resent_when_the_server_never_saw_it() {
+    use opentelemetry::trace::TraceContextExt as _;
+    static CHARGE: humus::grpc::client::Method = humus::grpc::client::Method {
+        policy: humus::grpc::client::MethodPolicy {
+            never_retry: true,
+            ..humus::grpc::client::MethodPolicy::DEFAULT
+        },
+        ..GET_CART
+    };
+    let (host, capture) = (Host::new(), humus::testing::Telemetry::new());
+    let (_server, traceparents) = carts_that_refuse_the_first_stream(&host);
+    let client = Client::new(
+        &setup(&host).with_telemetry(capture.telemetry()),
+        Settings {
+            addr: "carts:9090".into(),
+            ..Settings::default()
+        },
+    )
+    .unwrap();
+    let cx = caller(&capture);
+    let mut request = get("c");
+    request.extensions_mut().insert(cx.clone());
+    let _: Response<Cart> = client.unary(&CHARGE, request).await.unwrap();
+    assert_one_transparent_resend(
+        &capture,
+        cx.span().span_context(),
+        &traceparents.lock().unwrap(),
+    );
+}
+
+/// A server whose first connection answers the client's first request
+/// with a GOAWAY whose last stream id (0) is below it (HTTP/2's "never
+/// processed"), written frame by frame; later connections are served by
+/// h2, answering with a cart. The `traceparent` of every request h2 saw.
+fn carts_that_goaway_below_the_first_stream(
+    host: &Host,
+) -> (JoinHandle<()>, Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let mut listener = host.listen("carts:9090");
+    let server = tokio::spawn(async move {
+        let mut first = listener.accept().await;
+        let first = tokio::spawn(async move {
+            // SETTINGS, empty.
+            first.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).await.unwrap();
+            let mut preface = [0; 24];
+            first.read_exact(&mut preface).await.unwrap();
+            assert_eq!(&preface, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+            loop {
+                let mut head = [0; 9];
+                if first.read_exact(&mut head).await.is_err() {
+                    return;
+                }
+                let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+                let mut payload = vec![0; len];
+                first.read_exact(&mut payload).await.unwrap();
+                match (head[3], head[4] & 1) {
+                    // The client's SETTINGS: acknowledged.
+                    (4, 0) => first.write_all(&[0, 0, 0, 4, 1, 0, 0, 0, 0]).await.unwrap(),
+                    // HEADERS of stream 1: GOAWAY, last stream 0, NO_ERROR.
+                    (1, _) => {
+                        first
+                            .write_all(&[0, 0, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0])
+                            .await
+                            .unwrap();
+                    }
+                    _ => {}
+                }
+            }
+        });
+        let rest = {
+            let log = log.clone();
+            tokio::spawn(async move {
+                loop {
+                    let conn = listener.accept().await;
+                    let log = log.clone();
+                    tokio::spawn(async move {
+                        let Ok(mut h2) = h2::server::handshake(conn).await else {
+                            return;
+                        };
+                        while let Some(Ok((request, respond))) = h2.accept().await {
+                            let parent = request.headers().get("traceparent");
+                            log.lock().unwrap().push(
+                                parent
+                                    .map(|v| v.to_str().unwrap().to_owned())
+                                    .unwrap_or_default(),
+                            );
+                            answer_grpc(respond, &cart("c", 0));
+                        }
+                    });
+                }
+            })
+        };
+        let _ = first.await;
+        rest.await.unwrap();
+    });
+    (server, seen)
+}
+
+/// A request past the last stream id of the server's GOAWAY was never
+/// processed: it is sent again at once over a new connection, in the same
+/// attempt, as a span of its own.
+#[tokio::test(start_paused = true)]
+async fn a_request_past_a_goaways_last_stream_is_resent_as_a_span_of_its_own() {
+    use opentelemetry::trace::TraceContextExt as _;
+    let (host, capture) = (Host::new(), humus::testing::Telemetry::new());
+    let (_server, traceparents) = carts_that_goaway_below_the_first_stream(&host);
+    let client = traced_client(&host, &capture);
+    let cx = caller(&capture);
+    let mut request = get("c");
+    request.extensions_mut().insert(cx.clone());
+    let got: Response<Cart> = client.unary(&GET_CART, request).await.unwrap();
+    assert_eq!(got.get_ref().id, "c");
+    assert_eq!(host.dials("carts:9090"), 2, "resent over a new connection");
+    let (mut spans, _) = resend_telemetry(&capture);
+    spans.sort_by_key(|s| s.start_time);
+    assert_eq!(spans.len(), 2, "{spans:#?}");
+    let seen = traceparents.lock().unwrap();
+    assert_eq!(seen.len(), 1, "h2 saw the resend only");
+    assert!(seen[0].contains(&spans[1].span_context.span_id().to_string()));
+    // The rest is as for a refused stream, but for the first request's
+    // traceparent, which only the raw server saw.
+    let parent = cx.span().span_context().clone();
+    for span in &spans {
+        assert_eq!(span.parent_span_id, parent.span_id(), "siblings");
+    }
+    let (_, mut points) = resend_telemetry(&capture);
+    points.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        points,
+        [("OK".to_owned(), 1.0), ("UNAVAILABLE".to_owned(), 1.0)]
+    );
+}
+
+// ---- TLS --------------------------------------------------------------
+
+/// The TLS server name and the `:authority` are two settings: a client of
+/// 10.0.0.7:9090 may require a certificate for carts and send `:authority
+/// carts-api`.
+#[tokio::test(start_paused = true)]
+async fn the_server_name_and_the_authority_are_two_settings() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let _carts = serve_tls(
+        &host,
+        &ca,
+        "10.0.0.7:9090",
+        "carts",
+        tonic::transport::Server::builder(),
+        carts.clone(),
+    );
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            addr: "10.0.0.7:9090".into(),
+            server_name: Some("carts".into()),
+            authority: Some("carts-api".into()),
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let _: Response<Cart> = client.unary(&GET_CART, get("c")).await.unwrap();
+    // The authority alone, in plain text.
+    let plain = Host::new();
+    let _plain = serve_plain(&plain, "10.0.0.7:9090", carts.clone());
+    let client = Client::new(
+        &setup(&plain),
+        Settings {
+            addr: "10.0.0.7:9090".into(),
+            authority: Some("carts-api:443".into()),
+            ..Settings::default()
+        },
+    )
+    .unwrap();
+    let _: Response<Cart> = client.unary(&GET_CART, get("c")).await.unwrap();
+    assert_eq!(carts.authorities(), ["carts-api", "carts-api:443"]);
+}
+
+/// Mutual TLS: a server that verifies its clients' certificates accepts a
+/// client whose config presents one from its CA, and refuses one that
+/// presents none.
+#[tokio::test(start_paused = true)]
+async fn mutual_tls_with_a_client_certificate_the_server_verifies() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let _carts = serve_tls_config(
+        &host,
+        "carts:9090",
+        ca.mtls_server_config(&ca.issue("carts")),
+        carts.clone(),
+    );
+    let orders = ca.issue_client("orders");
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            tls: Some(Arc::new(orders.client_config(&ca))),
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let _: Response<Cart> = client.unary(&GET_CART, get("c")).await.unwrap();
+    let anonymous = Client::new(
+        &setup(&host),
+        Settings {
+            max_attempts: 1,
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let err = anonymous
+        .unary::<_, Cart>(&GET_CART, get("c"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert_eq!(
+        carts.arrivals(&GET_CART),
+        1,
+        "the anonymous call reached nothing"
+    );
+}
+
+/// The client dials with a copy of the caller's rustls config, `h2` its
+/// only ALPN protocol: the config given is the same and unchanged after.
+#[tokio::test(start_paused = true)]
+async fn the_callers_tls_config_is_unchanged_after_dialling() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let _carts = start_carts(&host, &ca, &carts);
+    let mut config = ca.client_config();
+    config.alpn_protocols = vec![b"acme/1".to_vec()];
+    let config = Arc::new(config);
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            tls: Some(config.clone()),
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let _: Response<Cart> = client.unary(&GET_CART, get("c")).await.unwrap();
+    let given = client.settings().tls.as_ref().unwrap();
+    assert!(Arc::ptr_eq(given, &config));
+    assert_eq!(config.alpn_protocols, [b"acme/1".to_vec()]);
+}
+
+/// A TLS server that does not select `h2` in ALPN (it offers none, or only
+/// HTTP/1.1, when it answers with TLS's `no_application_protocol` alert)
+/// is refused at the dial with an error that says so.
+#[tokio::test(start_paused = true)]
+async fn a_tls_server_that_does_not_select_h2_is_refused() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let mut config = ca.issue("carts").server_config();
+    config.alpn_protocols = vec![];
+    let _carts = serve_tls_config(&host, "carts:9090", config, carts.clone());
+    let settings = Settings {
+        max_attempts: 1,
+        ..carts_settings(&ca)
+    };
+    let client = Client::new(&setup(&host), settings.clone()).unwrap();
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get("c"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert!(
+        err.message()
+            .contains("the server chose no ALPN protocol, where gRPC needs h2"),
+        "{err:?}"
+    );
+    assert_eq!(carts.arrivals(&GET_CART), 0);
+
+    // Only HTTP/1.1: rustls's server refuses the handshake with its alert,
+    // written to the wire before the connection closes.
+    let host = Host::new();
+    let mut listener = host.listen("carts:9090");
+    let mut config = ca.issue("carts").server_config();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let config = Arc::new(config);
+    let _server = tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        loop {
+            let mut conn = listener.accept().await;
+            let mut tls = rustls::ServerConnection::new(config.clone()).unwrap();
+            let mut buf = vec![0; 16 * 1024];
+            loop {
+                let n = conn.read(&mut buf).await.unwrap_or(0);
+                if n == 0 {
+                    break;
+                }
+                tls.read_tls(&mut &buf[..n]).unwrap();
+                if tls.process_new_packets().is_err() {
+                    let mut alert = Vec::new();
+                    while tls.wants_write() {
+                        tls.write_tls(&mut alert).unwrap();
+                    }
+                    conn.write_all(&alert).await.unwrap();
+                    tokio::time::sleep(SECOND).await;
+                    break;
+                }
+            }
+        }
+    });
+    let client = Client::new(&setup(&host), settings).unwrap();
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get("c"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert!(
+        err.message().contains("the server offers no h2 in ALPN"),
+        "{err:?}"
+    );
+}
+
+/// A plain-text client of a TLS server, and a TLS client of a plain-text
+/// server: each error says what is probably wrong, and names
+/// `Settings::tls`.
+#[tokio::test(start_paused = true)]
+async fn a_tls_mismatch_says_how_to_fix_it() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let _carts = start_carts(&host, &ca, &carts);
+    let plain = Client::new(
+        &setup(&host),
+        Settings {
+            addr: "carts:9090".into(),
+            max_attempts: 1,
+            ..Settings::default()
+        },
+    )
+    .unwrap();
+    let err = plain
+        .unary::<_, Cart>(&GET_CART, get("c"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert!(
+        err.message()
+            .contains("the server probably speaks TLS: set Settings::tls"),
+        "{err:?}"
+    );
+
+    let host = Host::new();
+    let _carts = serve_plain(&host, "carts:9090", carts.clone());
+    let tls = Client::new(
+        &setup(&host),
+        Settings {
+            max_attempts: 1,
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let err = tls.unary::<_, Cart>(&GET_CART, get("c")).await.unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert!(
+        err.message()
+            .contains("the server probably speaks plain text: set Settings::tls to None"),
+        "{err:?}"
+    );
+    assert_eq!(carts.arrivals(&GET_CART), 0);
+}
+
+/// A call polled outside a tokio runtime panics saying so (rather than
+/// deep in a timer of tokio's): the requirement is under `# Panics`.
+#[test]
+fn a_call_outside_a_tokio_runtime_panics_saying_why() {
+    let ca = Ca::new();
+    let client = Client::new(&setup(&Host::new()), carts_settings(&ca)).unwrap();
+    for stream in [false, true] {
+        let client = client.clone();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            let waker = futures_util::task::noop_waker();
+            let mut cx = std::task::Context::from_waker(&waker);
+            if stream {
+                let call = client.server_streaming::<_, Cart>(&WATCH_CART, get("c"));
+                let _ = std::pin::pin!(call).poll(&mut cx);
+            } else {
+                let call = client.unary::<_, Cart>(&GET_CART, get("c"));
+                let _ = std::pin::pin!(call).poll(&mut cx);
+            }
+        }))
+        .unwrap_err();
+        let message = panicked
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panicked.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_default();
+        assert!(
+            message.contains("a call was polled outside a tokio runtime"),
+            "{message}"
+        );
+    }
+}
+
+/// The two TLS mistakes over real TCP on loopback, where a peer's close and
+/// its alert race the client's reads: a plain-text client of a TLS server,
+/// and a TLS client of a plain-text HTTP/2 server, each told to fix
+/// `Settings::tls`. Bounded: every call ends within 5 s.
+#[tokio::test]
+async fn a_tls_mismatch_over_loopback_says_how_to_fix_it() {
+    let ca = Ca::new();
+    // A TLS server: its handshake fails on a plain-text client's bytes.
+    let tls_server = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let tls_addr = tls_server.local_addr().unwrap().to_string();
+    let acceptor = ca.issue("127.0.0.1").acceptor();
+    let tls_task = tokio::spawn(async move {
+        loop {
+            let (conn, _) = tls_server.accept().await.unwrap();
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let _ = acceptor.accept(conn).await;
+            });
+        }
+    });
+    // A plain-text HTTP/2 server (h2's): a ClientHello is no preface.
+    let plain_server = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let plain_addr = plain_server.local_addr().unwrap().to_string();
+    let plain_task = tokio::spawn(async move {
+        loop {
+            let (conn, _) = plain_server.accept().await.unwrap();
+            tokio::spawn(async move {
+                let handshake: Result<h2::server::Connection<_, bytes::Bytes>, _> =
+                    h2::server::handshake(conn).await;
+                if let Ok(mut h2) = handshake {
+                    while let Some(Ok(_)) = h2.accept().await {}
+                }
+            });
+        }
+    });
+    let cases = [
+        (
+            Settings {
+                addr: tls_addr,
+                ..Settings::default()
+            },
+            "the server probably speaks TLS: set Settings::tls",
+        ),
+        (
+            Settings {
+                addr: plain_addr,
+                ..carts_settings(&ca)
+            },
+            "the server probably speaks plain text: set Settings::tls to None",
+        ),
+    ];
+    for (settings, says) in cases {
+        let client = Client::new(
+            &humus::Setup::new(),
+            Settings {
+                max_attempts: 1,
+                ..settings
+            },
+        )
+        .unwrap();
+        let err = tokio::time::timeout(5 * SECOND, client.unary::<_, Cart>(&GET_CART, get("c")))
+            .await
+            .expect("the call ends")
+            .unwrap_err();
+        assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+        assert!(err.message().contains(says), "{err:?}");
+    }
+    tls_task.abort();
+    plain_task.abort();
 }

@@ -96,6 +96,55 @@ impl Ca {
         }
     }
 
+    /// Issues a client certificate for `name` (for mutual TLS: a server
+    /// that verifies its clients against this CA accepts it), signed by
+    /// this CA. Its [`Issued::client_config`] presents it.
+    ///
+    /// # Panics
+    ///
+    /// If `name` is neither a DNS name nor an IP address: a test's bug.
+    pub fn issue_client(&self, name: &str) -> Issued {
+        let key = KeyPair::generate().expect("rcgen generates a key");
+        let mut params = CertificateParams::new(vec![name.to_owned()])
+            .unwrap_or_else(|err| panic!("testing::Ca: cannot issue for {name:?}: {err}"));
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.use_authority_key_identifier_extension = true;
+        let cert = params
+            .signed_by(&key, &self.issuer)
+            .expect("rcgen signs the certificate");
+        Issued {
+            chain: vec![cert.der().clone(), self.root.clone()],
+            chain_pem: format!("{}{}", cert.pem(), self.root_pem),
+            key: key.serialize_der(),
+            key_pem: key.serialize_pem(),
+        }
+    }
+
+    /// A server TLS config serving `server`'s certificate, with `h2` in
+    /// ALPN, that requires every client to present a certificate this CA
+    /// issued ([`Ca::issue_client`]): mutual TLS.
+    ///
+    /// # Panics
+    ///
+    /// Never for certificates this CA issued.
+    pub fn mtls_server_config(&self, server: &Issued) -> rustls::ServerConfig {
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(self.roots()),
+            provider(),
+        )
+        .build()
+        .expect("the CA is a valid root");
+        let mut config = rustls::ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .expect("ring supports TLS 1.2 and 1.3")
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(server.chain(), server.key())
+            .expect("the key matches the certificate");
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        config
+    }
+
     /// The CA's certificate: the root to trust.
     pub fn root(&self) -> CertificateDer<'static> {
         self.root.clone()
@@ -181,6 +230,21 @@ impl Issued {
             .expect("the key matches the certificate");
         config.alpn_protocols = vec![b"h2".to_vec()];
         config
+    }
+
+    /// A client TLS config that trusts `ca` and presents this certificate
+    /// (one from [`Ca::issue_client`]), for mutual TLS.
+    ///
+    /// # Panics
+    ///
+    /// Never for a certificate a [`Ca`] issued.
+    pub fn client_config(&self, ca: &Ca) -> rustls::ClientConfig {
+        rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .expect("ring supports TLS 1.2 and 1.3")
+            .with_root_certificates(ca.roots())
+            .with_client_auth_cert(self.chain(), self.key())
+            .expect("the key matches the certificate")
     }
 
     /// A TLS acceptor of [`server_config`](Issued::server_config), for

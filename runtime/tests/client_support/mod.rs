@@ -499,6 +499,30 @@ where
     spawn(host, addr, builder, svc, incoming)
 }
 
+/// Serves `svc` on `host` at `addr` over TLS with `config` (a server
+/// config of the test's own: mutual TLS, another ALPN list).
+pub fn serve_tls_config<S>(host: &Host, addr: &str, config: rustls::ServerConfig, svc: S) -> Running
+where
+    S: tower_service::Service<
+            http::Request<Body>,
+            Response = http::Response<Body>,
+            Error = Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let incoming = host.listen(addr).tls(acceptor);
+    spawn(
+        host,
+        addr,
+        tonic::transport::Server::builder(),
+        svc,
+        incoming,
+    )
+}
+
 /// Serves `svc` on `host` at `addr` in plain text.
 pub fn serve_plain<S>(host: &Host, addr: &str, svc: S) -> Running
 where
@@ -602,3 +626,78 @@ pub async fn settle() {
 }
 
 pub const SECOND: Duration = Duration::from_secs(1);
+
+// ---- raw HTTP/2 servers (h2's, no gRPC) --------------------------------
+
+/// A raw HTTP/2 server on `host` at `addr`, in plain text: h2's server,
+/// with `answer` given the number of each request (1, 2, …, across
+/// connections), its headers and its response handle, to answer as it likes (an HTTP
+/// error page, a stream reset, a hand-made gRPC response). Stops when the
+/// returned task is aborted or dropped with the test's runtime.
+pub fn h2_server<F>(host: &Host, addr: &str, answer: F) -> JoinHandle<()>
+where
+    F: Fn(usize, &http::HeaderMap, h2::server::SendResponse<bytes::Bytes>) + Send + Sync + 'static,
+{
+    let mut listener = host.listen(addr);
+    let answer = Arc::new(answer);
+    let n = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    tokio::spawn(async move {
+        loop {
+            let conn = listener.accept().await;
+            let (answer, n) = (answer.clone(), n.clone());
+            tokio::spawn(async move {
+                let Ok(mut h2) = h2::server::handshake(conn).await else {
+                    return;
+                };
+                while let Some(Ok((request, respond))) = h2.accept().await {
+                    let n = n.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                    answer(n, request.headers(), respond);
+                }
+            });
+        }
+    })
+}
+
+/// Answers `respond` with an HTTP `status`, a `content-type` if given,
+/// and `body`.
+pub fn answer_http(
+    mut respond: h2::server::SendResponse<bytes::Bytes>,
+    status: u16,
+    content_type: Option<&str>,
+    body: &'static str,
+) {
+    let mut response = http::Response::builder().status(status);
+    if let Some(ct) = content_type {
+        response = response.header("content-type", ct);
+    }
+    let Ok(mut send) = respond.send_response(response.body(()).unwrap(), body.is_empty()) else {
+        return;
+    };
+    if !body.is_empty() {
+        let _ = send.send_data(bytes::Bytes::from_static(body.as_bytes()), true);
+    }
+}
+
+/// Answers `respond` with a gRPC response of one `message`, status OK.
+pub fn answer_grpc<M: prost::Message>(
+    mut respond: h2::server::SendResponse<bytes::Bytes>,
+    message: &M,
+) {
+    let response = http::Response::builder()
+        .status(200)
+        .header("content-type", "application/grpc")
+        .body(())
+        .unwrap();
+    let Ok(mut send) = respond.send_response(response, false) else {
+        return;
+    };
+    let body = message.encode_to_vec();
+    let mut frame = Vec::with_capacity(5 + body.len());
+    frame.push(0);
+    frame.extend_from_slice(&u32::try_from(body.len()).unwrap().to_be_bytes());
+    frame.extend_from_slice(&body);
+    let _ = send.send_data(frame.into(), false);
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+    let _ = send.send_trailers(trailers);
+}

@@ -256,6 +256,17 @@ impl<'a> Call<'a> {
         next
     }
 
+    /// The send of `span` never reached the server (`status`, a transparent
+    /// resend follows): its span ends with that status, with its own
+    /// `rpc.client.call.duration` point, and the resend gets a span of its
+    /// own, a sibling under the call's context. Nothing is classified: the
+    /// attempt goes on.
+    fn resend(&self, span: &mut AttemptSpan, status: &Status) {
+        let next = self.hooks.attempt_start(self.attempt);
+        self.hooks
+            .attempt_end(std::mem::replace(span, next), Some(status));
+    }
+
     /// Waits before the next attempt; `Err` if the connection closes first.
     async fn wait(&self, after: std::time::Duration) -> Result<(), Status> {
         tokio::select! {
@@ -366,6 +377,18 @@ fn grpc_timeout_key() -> tonic::metadata::AsciiMetadataKey {
     KEY.clone()
 }
 
+/// Panics, saying why, when the call is polled outside a tokio runtime
+/// (tokio's own panic, deep in a timer, would not say what to do).
+fn require_runtime() {
+    if tokio::runtime::Handle::try_current().is_err() {
+        panic!(
+            "humus::grpc::client::Client: a call was polled outside a tokio runtime; \
+             its deadline, dials and connection run on tokio: await it on a runtime \
+             built with its time and I/O drivers (tokio::main, or Builder::enable_all)"
+        );
+    }
+}
+
 pub(super) async fn unary<Req, Resp>(
     inner: &Arc<Inner>,
     method: &'static Method,
@@ -375,6 +398,7 @@ where
     Req: prost::Message + Send + 'static,
     Resp: prost::Message + Default + Send + 'static,
 {
+    require_runtime();
     let deadline = deadline(
         Instant::now(),
         Some(inner.settings.timeout),
@@ -390,10 +414,10 @@ where
     let mut call = Call::new(inner, method, cx, deadline);
     loop {
         let ticket = call.allow()?;
-        let span = call.hooks.attempt_start(call.attempt);
+        let mut span = call.hooks.attempt_start(call.attempt);
         let attempt = bounded(inner, deadline, async {
             call.hooks.inject_fault(&span, deadline).await?;
-            send_unary::<Resp>(inner, &path, || call.metadata(&metadata, &span), &body).await
+            send_unary::<Resp>(&call, &path, &metadata, &mut span, &body).await
         });
         let result = match attempt.await {
             Cut::Returned(result) => result,
@@ -418,12 +442,14 @@ where
 }
 
 /// One unary attempt over the connection, sent again at once if the request
-/// never reached the server. `metadata` builds each send's metadata (moved
-/// into the request: one copy of the caller's map per send).
+/// never reached the server. Each send's metadata is the caller's `base`
+/// with what [`Call::metadata`] adds (moved into the request: one copy of
+/// the caller's map per send).
 async fn send_unary<Resp>(
-    inner: &Inner,
+    call: &Call<'_>,
     path: &PathAndQuery,
-    mut metadata: impl FnMut() -> MetadataMap,
+    base: &MetadataMap,
+    span: &mut AttemptSpan,
     body: &bytes::Bytes,
 ) -> Result<tonic::Response<Resp>, Status>
 where
@@ -432,15 +458,21 @@ where
     let mut resent = 0;
     loop {
         // Again for a resend: the connection that failed it has gone.
-        let mut grpc = inner.conn.grpc().await?;
-        let request =
-            tonic::Request::from_parts(metadata(), tonic::Extensions::default(), body.clone());
+        let mut grpc = call.inner.conn.grpc().await?;
+        let request = tonic::Request::from_parts(
+            call.metadata(base, span),
+            tonic::Extensions::default(),
+            body.clone(),
+        );
         match grpc
             .unary(request, path.clone(), PreEncoded::<Resp>::new())
             .await
             .map_err(transport_status)
         {
-            Err(status) if resent < TRANSPARENT_RETRIES && never_processed(&status) => resent += 1,
+            Err(status) if resent < TRANSPARENT_RETRIES && never_processed(&status) => {
+                resent += 1;
+                call.resend(span, &status);
+            }
             result => return result,
         }
     }
@@ -482,17 +514,17 @@ where
     Req: prost::Message + Send + 'static,
     Resp: prost::Message + Default + Send + 'static,
 {
+    require_runtime();
     let deadline = deadline(Instant::now(), None, &metadata);
     let metadata = caller_metadata(metadata);
     let path = PathAndQuery::from_static(method.full_name);
     let mut call = Call::new(inner, method, cx, deadline);
     loop {
         let ticket = call.allow()?;
-        let span = call.hooks.attempt_start(call.attempt);
+        let mut span = call.hooks.attempt_start(call.attempt);
         let attempt = bounded(inner, deadline, async {
             call.hooks.inject_fault(&span, deadline).await?;
-            send_open::<S, Req, Resp>(inner, &path, || call.metadata(&metadata, &span), &outbound)
-                .await
+            send_open::<S, Req, Resp>(&call, &path, &metadata, &mut span, &outbound).await
         });
         let result = match attempt.await {
             Cut::Returned(result) => result,
@@ -553,12 +585,13 @@ where
 }
 
 /// One attempt to open a stream, sent again at once if the request never
-/// reached the server and its request stream is still unread. `metadata`
-/// builds each send's metadata.
+/// reached the server and its request stream is still unread, each send
+/// in a span of its own ([`send_unary`]).
 async fn send_open<S, Req, Resp>(
-    inner: &Inner,
+    call: &Call<'_>,
     path: &PathAndQuery,
-    mut metadata: impl FnMut() -> MetadataMap,
+    base: &MetadataMap,
+    span: &mut AttemptSpan,
     outbound: &Outbound<S>,
 ) -> Result<tonic::Response<tonic::Streaming<Resp>>, Status>
 where
@@ -569,11 +602,11 @@ where
     let mut resent = 0;
     loop {
         // Again for a resend: the connection that failed it has gone.
-        let mut grpc = inner.conn.grpc().await?;
+        let mut grpc = call.inner.conn.grpc().await?;
         let result = match outbound {
             Outbound::One(body) => {
                 let request = tonic::Request::from_parts(
-                    metadata(),
+                    call.metadata(base, span),
                     tonic::Extensions::default(),
                     body.clone(),
                 );
@@ -582,7 +615,7 @@ where
             }
             Outbound::Many(held) => {
                 let request = tonic::Request::from_parts(
-                    metadata(),
+                    call.metadata(base, span),
                     tonic::Extensions::default(),
                     held.lend(),
                 );
@@ -601,6 +634,7 @@ where
                     && never_processed(&status) =>
             {
                 resent += 1;
+                call.resend(span, &status);
             }
             result => return result,
         }

@@ -178,9 +178,12 @@ impl Client {
     ///
     /// # Panics
     ///
-    /// If `method.full_name` is not a valid HTTP path, which generated
-    /// descriptors never are; and whatever a classify or breaker policy
-    /// function panics with (nothing is caught).
+    /// When polled outside a tokio runtime, or on one without its time and
+    /// I/O drivers (`Builder::enable_all`): the client's timers, dials and
+    /// connection task run on tokio. If `method.full_name` is not a valid
+    /// HTTP path, which generated descriptors never are; and whatever a
+    /// classify or breaker policy function panics with (nothing is
+    /// caught).
     ///
     /// Design: [retries](crate::design::client#retries), [classification](crate::design::client#classification),
     /// [the circuit breaker](crate::design::client#the-circuit-breaker).

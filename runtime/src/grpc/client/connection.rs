@@ -33,11 +33,12 @@ use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
 use futures_util::task::AtomicWaker;
 use http::Uri;
-use http::header::{HeaderValue, USER_AGENT};
+use http::header::{CONTENT_TYPE, HeaderValue, USER_AGENT};
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustls_pki_types::ServerName;
 use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
 use tonic::Status;
 
 use super::Settings;
@@ -58,10 +59,20 @@ pub(crate) fn closing() -> Status {
 /// fails so, and the next call dials again.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// grpc-go's connection backoff, which a readiness check waits out
-/// between failed dials: 1 s, growing 1.6 times to 120 s, ±20 % jitter.
-const CHECK_BACKOFF_BASE: Duration = Duration::from_secs(1);
-const CHECK_BACKOFF_MAX: Duration = Duration::from_secs(120);
+/// gRPC's connection backoff (`connection-backoff.md` in gRPC's docs):
+/// after a failed dial, the next is due 1 s after the failed one started,
+/// then 1.6 times longer each time, ±20 % jitter, up to 120 s. Calls
+/// made meanwhile fail at once; a readiness check waits the same between
+/// its own dials.
+const BACKOFF_BASE: Duration = Duration::from_secs(1);
+const BACKOFF_MULTIPLIER: f64 = 1.6;
+const BACKOFF_JITTER: f64 = 0.2;
+const BACKOFF_MAX: Duration = Duration::from_secs(120);
+
+/// `d`, ±[`BACKOFF_JITTER`] at random.
+fn jittered(d: Duration) -> Duration {
+    d.mul_f64(1.0 - BACKOFF_JITTER + 2.0 * BACKOFF_JITTER * fastrand::f64())
+}
 
 /// What a dial needs, apart from the connection's link (so that hyper's
 /// task, whose IO holds this, does not keep the link alive).
@@ -96,19 +107,26 @@ impl Dialer {
         let tls = connector.connect(name.clone(), io).await.map_err(|err| {
             io::Error::new(
                 err.kind(),
-                format!("TLS handshake with {}: {err}", self.addr),
+                format!("TLS handshake with {}: {err}{}", self.addr, tls_hint(&err)),
             )
         })?;
-        if tls.get_ref().1.alpn_protocol() != Some(b"h2") {
-            return Err(io::Error::new(
+        match tls.get_ref().1.alpn_protocol() {
+            Some(b"h2") => Ok(Box::new(tls)),
+            chose => Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!(
-                    "TLS handshake with {}: the server did not choose h2 in ALPN",
-                    self.addr
-                ),
-            ));
+                match chose {
+                    None => format!(
+                        "TLS handshake with {}: the server chose no ALPN protocol, where gRPC needs h2 (it serves no HTTP/2 over TLS: is it a gRPC server?)",
+                        self.addr
+                    ),
+                    Some(other) => format!(
+                        "TLS handshake with {}: the server chose {:?} in ALPN, where gRPC needs h2",
+                        self.addr,
+                        String::from_utf8_lossy(other)
+                    ),
+                },
+            )),
         }
-        Ok(Box::new(tls))
     }
 
     fn is_closed(&self) -> bool {
@@ -177,6 +195,34 @@ impl Dialer {
     }
 }
 
+/// Whether a dial heeds the connection backoff.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Backoff {
+    /// A call's: fails at once while the connection backs off.
+    Respect,
+    /// A readiness check's: dials whenever no dial is under way, and
+    /// waits between its own failed dials.
+    Ignore,
+}
+
+/// What a failed TLS handshake probably means, when rustls's error says it:
+/// a server in plain text (its bytes are no TLS record), or one that
+/// offers no `h2` in ALPN; else nothing.
+fn tls_hint(err: &io::Error) -> &'static str {
+    match err
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<rustls::Error>())
+    {
+        Some(rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType)) => {
+            ": the server probably speaks plain text: set Settings::tls to None"
+        }
+        Some(rustls::Error::AlertReceived(rustls::AlertDescription::NoApplicationProtocol)) => {
+            ": the server offers no h2 in ALPN (it serves no HTTP/2 over TLS: is it a gRPC server?)"
+        }
+        _ => "",
+    }
+}
+
 /// hyper's handle on one HTTP/2 connection, for tonic's request bodies.
 type SendRequest = http2::SendRequest<tonic::body::Body>;
 
@@ -197,24 +243,50 @@ enum Link {
     Dialing(Dial),
     /// An HTTP/2 connection, usable until hyper reports it closed.
     Up(SendRequest),
+    /// The last dial failed with `error`: calls fail at once until
+    /// `retry_at`, when the next call dials again.
+    Failed {
+        error: Arc<io::Error>,
+        retry_at: Instant,
+    },
+}
+
+/// The link and the connection backoff, under one lock.
+struct LinkState {
+    link: Link,
+    /// The backoff the last failed dial waited, before jitter; `None`
+    /// since the last dial that succeeded (and before the first).
+    backoff: Option<Duration>,
+}
+
+impl LinkState {
+    /// The wait after the dial starting now, if it fails (the first after
+    /// a success is exactly [`BACKOFF_BASE`]; later ones grow, jittered),
+    /// and that wait before jitter.
+    fn next_backoff(&self) -> (Duration, Duration) {
+        match self.backoff {
+            None => (BACKOFF_BASE, BACKOFF_BASE),
+            Some(last) => {
+                let next = last.mul_f64(BACKOFF_MULTIPLIER).min(BACKOFF_MAX);
+                (jittered(next), next)
+            }
+        }
+    }
 }
 
 impl Dialer {
     /// One HTTP/2 connection: a [`Gated`] dial, hyper's handshake on it,
     /// the connection's task spawned, and the server's settings received
     /// (the server's preface, which gRPC's clients wait for before they
-    /// call a connection ready): in [`CONNECT_TIMEOUT`] at most. Latches
+    /// call a connection ready): within `within` at most. Latches
     /// `ready`.
-    async fn open(self: Arc<Self>) -> io::Result<SendRequest> {
+    async fn open(self: Arc<Self>, within: Duration) -> io::Result<SendRequest> {
         let addr = self.addr.clone();
-        let opened = tokio::time::timeout(CONNECT_TIMEOUT, self.clone().open_now()).await;
+        let opened = tokio::time::timeout(within, self.clone().open_now()).await;
         let send = opened.unwrap_or_else(|_| {
             Err(io::Error::new(
                 io::ErrorKind::TimedOut,
-                format!(
-                    "dial {addr}: no HTTP/2 connection within {}s",
-                    CONNECT_TIMEOUT.as_secs()
-                ),
+                format!("dial {addr}: no HTTP/2 connection within {within:?}"),
             ))
         })?;
         if self.is_closed() {
@@ -226,6 +298,7 @@ impl Dialer {
 
     async fn open_now(self: Arc<Self>) -> io::Result<SendRequest> {
         let addr = self.addr.clone();
+        let plain_text = self.tls.is_none();
         let (heard, preface) = oneshot::channel();
         let io = self.connect_gated(heard).await?;
         let (send, connection) = http2::Builder::new(TokioExecutor::new())
@@ -243,17 +316,26 @@ impl Dialer {
         tokio::spawn(async move {
             let _ = connection.await;
         });
+        // In plain text, the likeliest cause of either failure is a server
+        // that speaks TLS (it closes, or answers with a TLS alert).
+        let hint = if plain_text {
+            ": the server probably speaks TLS: set Settings::tls to a TLS config that trusts its certificate"
+        } else {
+            ""
+        };
         match preface.await {
             Ok(true) => Ok(send),
             Ok(false) => Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!(
-                    "dial {addr}: the server does not speak HTTP/2 (its first bytes are no settings frame)"
+                    "dial {addr}: the server does not speak HTTP/2 (its first bytes are no settings frame){hint}"
                 ),
             )),
             Err(_) => Err(io::Error::new(
                 io::ErrorKind::ConnectionAborted,
-                format!("dial {addr}: the connection closed before the server's HTTP/2 settings"),
+                format!(
+                    "dial {addr}: the connection closed before the server's HTTP/2 settings{hint}"
+                ),
             )),
         }
     }
@@ -261,18 +343,30 @@ impl Dialer {
 
 /// Where a dial's task sets the link: `Down` unless set otherwise, even if
 /// the task panics or is dropped, so that the next call dials again.
-struct Landing(Weak<Mutex<Link>>);
+struct Landing(Weak<Mutex<LinkState>>);
 
 impl Landing {
     /// Sets the link, if the dial is still the connection's (a close sets
-    /// it `Down`, and a dropped connection has none).
+    /// it `Down`, and a dropped connection has none); the backoff starts
+    /// over.
     fn set(&self, to: Link) {
-        if let Some(link) = self.0.upgrade() {
-            let mut link = lock(&link);
-            if matches!(*link, Link::Dialing(_)) {
-                *link = to;
+        self.land(to, None);
+    }
+
+    fn land(&self, to: Link, backoff: Option<Duration>) {
+        if let Some(state) = self.0.upgrade() {
+            let mut state = lock(&state);
+            if matches!(state.link, Link::Dialing(_)) {
+                state.link = to;
+                state.backoff = backoff;
             }
         }
+    }
+
+    /// The dial failed with `error`: the next is due at `retry_at`, and the
+    /// wait after it, if it fails too, grows from `backoff`.
+    fn fail(&self, error: Arc<io::Error>, retry_at: Instant, backoff: Duration) {
+        self.land(Link::Failed { error, retry_at }, Some(backoff));
     }
 }
 
@@ -285,6 +379,18 @@ impl Drop for Landing {
 /// The status of a call whose connection could not be dialled.
 fn dial_status(err: &Arc<io::Error>) -> Status {
     let mut status = Status::unavailable(err.to_string());
+    status.set_source(err.clone());
+    status
+}
+
+/// The status of a call made while the connection backs off: the last
+/// dial's error, and when the next dial is due (`left`, to the
+/// millisecond).
+fn backing_off_status(err: &Arc<io::Error>, left: Duration) -> Status {
+    let left = Duration::from_millis(u64::try_from(left.as_millis()).unwrap_or(u64::MAX));
+    let mut status = Status::unavailable(format!(
+        "{err} (the connection is backing off: the next dial is due in {left:?})"
+    ));
     status.set_source(err.clone());
     status
 }
@@ -320,7 +426,92 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for Sender {
         }
         // On a connection that has just closed, the request fails unsent
         // (hyper's `Canceled`): a transparent retry, on a new connection.
-        Box::pin(self.0.send_request(request))
+        let sent = self.0.send_request(request);
+        Box::pin(async move { sent.await.map(grpc_response) })
+    }
+}
+
+/// `response` as tonic reads it: a gRPC response, or a non-gRPC one (a
+/// proxy's error page: an HTTP 503 with a `text/plain` or HTML body)
+/// turned into a trailers-only response whose `grpc-status` is gRPC's
+/// mapping of the HTTP status, before anything reads the body (which
+/// would be taken for gRPC frames).
+///
+/// A response is gRPC's when it has a `grpc-status` (a trailers-only
+/// response, kept as it is whatever its HTTP status), or when its HTTP
+/// status is 200 and its content-type is `application/grpc` (or
+/// `application/grpc+proto`, `application/grpc;…`). Any other is mapped:
+/// 400 `Internal`, 401 `Unauthenticated`, 403 `PermissionDenied`, 404
+/// `Unimplemented`, 429, 502, 503 and 504 `Unavailable`, any other status
+/// (200 with another content-type included) `Unknown`; the message says
+/// the HTTP status and the content-type. Its body is never read.
+///
+/// Source: gRPC's "HTTP to gRPC Status Code Mapping"
+/// (`http-grpc-status-mapping.md`), and gRPC over HTTP/2
+/// (`PROTOCOL-HTTP2.md`, "Responses").
+fn grpc_response<B>(mut response: http::Response<B>) -> http::Response<B> {
+    let headers = response.headers();
+    if headers.contains_key(GRPC_STATUS) {
+        return response;
+    }
+    let content_type = headers.get(CONTENT_TYPE);
+    let is_grpc = content_type.is_some_and(|v| is_grpc_content_type(v.as_bytes()));
+    let http = response.status();
+    if is_grpc && http == http::StatusCode::OK {
+        return response;
+    }
+    let code = http_to_grpc(http);
+    let reason = http.canonical_reason().unwrap_or("");
+    let what = match content_type {
+        None => "no content-type".to_owned(),
+        Some(v) => format!("content-type {:?}", String::from_utf8_lossy(v.as_bytes())),
+    };
+    let message = if is_grpc {
+        format!(
+            "the server answered HTTP {} {reason} with no grpc-status",
+            http.as_u16()
+        )
+    } else {
+        format!(
+            "the server answered HTTP {} {reason} with {what}, not a gRPC response (a proxy's error page?)",
+            http.as_u16()
+        )
+    };
+    let message = percent_encoding::utf8_percent_encode(&message, GRPC_MESSAGE_ESCAPED).to_string();
+    let headers = response.headers_mut();
+    headers.insert(GRPC_STATUS, HeaderValue::from(code as i32));
+    if let Ok(message) = HeaderValue::from_str(&message) {
+        headers.insert(GRPC_MESSAGE, message);
+    }
+    response
+}
+
+const GRPC_STATUS: &str = "grpc-status";
+const GRPC_MESSAGE: &str = "grpc-message";
+
+/// What a `grpc-message` percent-encodes: every byte outside visible ASCII
+/// and space, and `%` (gRPC over HTTP/2, "Responses").
+const GRPC_MESSAGE_ESCAPED: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS.add(b'%');
+
+/// Whether `content_type` is gRPC's: `application/grpc`, alone or followed
+/// by `+` (a message format) or `;` (parameters), in any case.
+fn is_grpc_content_type(content_type: &[u8]) -> bool {
+    const GRPC: &[u8] = b"application/grpc";
+    content_type.len() >= GRPC.len()
+        && content_type[..GRPC.len()].eq_ignore_ascii_case(GRPC)
+        && matches!(content_type.get(GRPC.len()), None | Some(b'+' | b';'))
+}
+
+/// gRPC's mapping of an HTTP status with no gRPC status.
+fn http_to_grpc(status: http::StatusCode) -> tonic::Code {
+    use tonic::Code;
+    match status.as_u16() {
+        400 => Code::Internal,
+        401 => Code::Unauthenticated,
+        403 => Code::PermissionDenied,
+        404 => Code::Unimplemented,
+        429 | 502 | 503 | 504 => Code::Unavailable,
+        _ => Code::Unknown,
     }
 }
 
@@ -459,7 +650,7 @@ pub(crate) struct Connection {
     /// The scheme and authority of every request.
     origin: Uri,
     /// Shared with a dial's task while it runs, which sets it when done.
-    link: Arc<Mutex<Link>>,
+    link: Arc<Mutex<LinkState>>,
     /// Keeps the calls' deadline timers from waking parked threads; its
     /// task starts with the first dial.
     anchor: Arc<Anchor>,
@@ -488,7 +679,11 @@ impl Connection {
     /// `settings` must have passed their checks.
     pub(crate) fn new(host: Arc<dyn Host>, settings: &Settings) -> Connection {
         let addr_host = host_of(&settings.addr);
-        let authority = settings.server_name.as_deref().unwrap_or(&settings.addr);
+        let authority = settings
+            .authority
+            .as_deref()
+            .or(settings.server_name.as_deref())
+            .unwrap_or(&settings.addr);
         let tls = settings.tls.as_ref().map(|config| {
             let mut config = rustls::ClientConfig::clone(config);
             config.alpn_protocols = vec![b"h2".to_vec()];
@@ -498,9 +693,9 @@ impl Connection {
             (tokio_rustls::TlsConnector::from(Arc::new(config)), name)
         });
         let scheme = if tls.is_some() { "https" } else { "http" };
-        let origin: Uri = format!("{scheme}://{authority}")
-            .parse()
-            .expect("check_addr and check_server_name accept only valid authorities");
+        let origin: Uri = format!("{scheme}://{authority}").parse().expect(
+            "check_addr, check_server_name and check_authority accept only valid authorities",
+        );
         Connection {
             dialer: Arc::new(Dialer {
                 host,
@@ -512,7 +707,10 @@ impl Connection {
                 io_tasks: Mutex::new(Vec::new()),
             }),
             origin,
-            link: Arc::new(Mutex::new(Link::Down)),
+            link: Arc::new(Mutex::new(LinkState {
+                link: Link::Down,
+                backoff: None,
+            })),
             anchor: Arc::default(),
         }
     }
@@ -531,7 +729,7 @@ impl Connection {
     /// Outside a tokio runtime when it must dial (tokio's panic); and with
     /// the panic of the dial's task, if it panicked.
     pub(crate) async fn grpc(&self) -> Result<tonic::client::Grpc<Sender>, Status> {
-        let send = self.send_request().await?;
+        let send = self.send_request(Backoff::Respect).await?;
         Ok(tonic::client::Grpc::with_origin(
             Sender(send),
             self.origin.clone(),
@@ -539,27 +737,37 @@ impl Connection {
     }
 
     /// hyper's handle on the connection, dialled first if need be
-    /// ([`Connection::grpc`]).
-    async fn send_request(&self) -> Result<SendRequest, Status> {
+    /// ([`Connection::grpc`]). While the connection backs off after a
+    /// failed dial, fails at once with that dial's error, unless
+    /// `backoff` is [`Backoff::Ignore`] (a readiness check's dial).
+    async fn send_request(&self, backoff: Backoff) -> Result<SendRequest, Status> {
         let dial = {
-            let mut link = lock(&self.link);
+            let mut state = lock(&self.link);
             if self.dialer.is_closed() {
                 return Err(closing());
             }
-            match &*link {
+            match &state.link {
                 Link::Up(send) if !send.is_closed() => {
                     let send = send.clone();
-                    drop(link);
+                    drop(state);
                     self.anchor.touch();
                     return Ok(send);
                 }
                 Link::Dialing(dial) => dial.clone(),
+                Link::Failed { error, retry_at }
+                    if backoff == Backoff::Respect && Instant::now() < *retry_at =>
+                {
+                    return Err(backing_off_status(
+                        error,
+                        retry_at.saturating_duration_since(Instant::now()),
+                    ));
+                }
                 _ => {
                     // At the first dial, and again if the runtime that ran
                     // the anchor's task is gone (and with it the connection).
                     self.anchor.spawn();
-                    let dial = self.dial();
-                    *link = Link::Dialing(dial.clone());
+                    let dial = self.dial(state.next_backoff());
+                    state.link = Link::Dialing(dial.clone());
                     dial
                 }
             }
@@ -569,17 +777,28 @@ impl Connection {
     }
 
     /// Starts a dial, in a task of its own, which sets the link when done
-    /// (unless the connection was closed or dropped meanwhile).
-    fn dial(&self) -> Dial {
+    /// (unless the connection was closed or dropped meanwhile): `Up`, or
+    /// `Failed` until `wait` after the dial's start, the wait after the
+    /// next failure growing from `backoff`. The dial may take
+    /// [`CONNECT_TIMEOUT`], or `wait` if that is longer (as gRPC's
+    /// connection backoff has it).
+    fn dial(&self, (wait, backoff): (Duration, Duration)) -> Dial {
         let dialer = self.dialer.clone();
         let link = Arc::downgrade(&self.link);
+        let started = Instant::now();
         let task = tokio::spawn(async move {
             let landing = Landing(link);
-            let opened = dialer.clone().open().await.map_err(Arc::new);
-            if let Ok(send) = &opened
-                && !dialer.is_closed()
-            {
-                landing.set(Link::Up(send.clone()));
+            let opened = dialer
+                .clone()
+                .open(CONNECT_TIMEOUT.max(wait))
+                .await
+                .map_err(Arc::new);
+            match &opened {
+                Ok(send) if !dialer.is_closed() => landing.set(Link::Up(send.clone())),
+                Err(error) if !dialer.is_closed() => {
+                    landing.fail(error.clone(), started + wait, backoff);
+                }
+                _ => {}
             }
             opened
         });
@@ -633,7 +852,7 @@ impl Connection {
         }
         // The calls and dials to come see the flag; dropping the handle
         // lets hyper's task end once the IO has failed.
-        let link = std::mem::replace(&mut *lock(&self.link), Link::Down);
+        let link = std::mem::replace(&mut lock(&self.link).link, Link::Down);
         drop(link);
     }
 
@@ -647,7 +866,7 @@ impl Connection {
         let conn = Arc::clone(self);
         async move {
             let mut ready = conn.dialer.ready.subscribe();
-            let mut backoff = CHECK_BACKOFF_BASE;
+            let mut backoff = BACKOFF_BASE;
             loop {
                 if conn.dialer.is_closed() {
                     return false;
@@ -657,17 +876,16 @@ impl Connection {
                 }
                 tokio::select! {
                     () = conn.closed() => return false,
-                    dialled = conn.send_request() => if dialled.is_ok() {
+                    dialled = conn.send_request(Backoff::Ignore) => if dialled.is_ok() {
                         return !conn.dialer.is_closed();
                     },
                 }
-                let jitter = 0.8 + 0.4 * fastrand::f64();
                 tokio::select! {
                     () = conn.closed() => return false,
-                    () = tokio::time::sleep(backoff.mul_f64(jitter)) => {}
+                    () = tokio::time::sleep(jittered(backoff)) => {}
                     _ = ready.changed() => {}
                 }
-                backoff = backoff.mul_f64(1.6).min(CHECK_BACKOFF_MAX);
+                backoff = backoff.mul_f64(BACKOFF_MULTIPLIER).min(BACKOFF_MAX);
             }
         }
     }
@@ -706,9 +924,21 @@ pub(super) fn host_of(addr: &str) -> &str {
 /// `Cancelled`, ...). A status the server sent has no source, and is
 /// returned as it is.
 ///
+/// A response message over the decoding limit (tonic's `OutOfRange`, which
+/// the default classification would count as the dependency working)
+/// becomes `ResourceExhausted`, as grpc-go, gRPC's C core and grpc-java
+/// answer it, with tonic's status as its source.
+///
 /// Source: gRPC over HTTP/2 (`PROTOCOL-HTTP2.md`, "Errors"), and grpc-go,
 /// which fails calls on a broken or unusable connection with `Unavailable`.
 pub(crate) fn transport_status(status: Status) -> Status {
+    if let Some(sizes) = too_large(&status) {
+        let mut exhausted = Status::resource_exhausted(format!(
+            "the response message is larger than the limit: {sizes}"
+        ));
+        exhausted.set_source(Arc::new(status));
+        return exhausted;
+    }
     if status.code() == tonic::Code::Unavailable || !connection_failed(&status) {
         return status;
     }
@@ -716,6 +946,17 @@ pub(crate) fn transport_status(status: Status) -> Status {
         Status::unavailable(format!("the connection broke: {}", status.message()));
     unavailable.set_source(Arc::new(status));
     unavailable
+}
+
+/// The sizes in tonic's status for a message over its decoding limit
+/// (`OutOfRange`, `Error, decoded message length too large: found …`).
+fn too_large(status: &Status) -> Option<&str> {
+    if status.code() != tonic::Code::OutOfRange {
+        return None;
+    }
+    status
+        .message()
+        .strip_prefix("Error, decoded message length too large: ")
 }
 
 /// Whether `status` came of a failed connection ([`transport_status`]).
@@ -836,6 +1077,56 @@ mod tests {
             read(&[&[0, 0, 0, 4, 0, 0, 0, 0, 1]]),
             [Some(false)],
             "stream 1"
+        );
+    }
+
+    #[test]
+    fn a_non_grpc_response_gets_the_mapped_status_and_a_grpc_one_is_kept() {
+        let answer = |status: u16, content_type: Option<&str>| {
+            let mut r = http::Response::builder().status(status);
+            if let Some(ct) = content_type {
+                r = r.header(CONTENT_TYPE, ct);
+            }
+            grpc_response(r.body(()).unwrap())
+        };
+        let status_of = |r: &http::Response<()>| Status::from_header_map(r.headers());
+        for grpc in [
+            "application/grpc",
+            "application/grpc+proto",
+            "Application/GRPC; x=1",
+        ] {
+            assert!(status_of(&answer(200, Some(grpc))).is_none(), "{grpc}");
+        }
+        let page = status_of(&answer(503, Some("text/html"))).unwrap();
+        assert_eq!(page.code(), tonic::Code::Unavailable);
+        assert_eq!(
+            page.message(),
+            "the server answered HTTP 503 Service Unavailable with content-type \"text/html\", not a gRPC response (a proxy's error page?)"
+        );
+        assert_eq!(
+            status_of(&answer(200, Some("application/grpcx")))
+                .unwrap()
+                .code(),
+            tonic::Code::Unknown
+        );
+        assert_eq!(
+            status_of(&answer(404, None)).unwrap().code(),
+            tonic::Code::Unimplemented
+        );
+        let grpc_503 = status_of(&answer(503, Some("application/grpc"))).unwrap();
+        assert!(
+            grpc_503.message().ends_with("with no grpc-status"),
+            "{grpc_503:?}"
+        );
+        // A trailers-only response keeps its own status.
+        let mut theirs = http::Response::new(());
+        *theirs.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+        theirs
+            .headers_mut()
+            .insert(GRPC_STATUS, HeaderValue::from(5));
+        assert_eq!(
+            status_of(&grpc_response(theirs)).unwrap().code(),
+            tonic::Code::NotFound
         );
     }
 

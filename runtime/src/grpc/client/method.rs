@@ -34,7 +34,11 @@ pub struct CodeRule {
 #[derive(Clone, Copy, Debug)]
 pub struct MethodPolicy {
     /// The method is never sent twice: a `Retry` verdict becomes `Stop`,
-    /// and the breaker outcome stays what the classifier said.
+    /// and the breaker outcome stays what the classifier said. A request
+    /// the server never saw is still sent again within its attempt
+    /// (gRPC's transparent retry: a stream the server refused with
+    /// `REFUSED_STREAM`, one past the last stream of its GOAWAY, one the
+    /// connection closed before sending), as that sends nothing twice.
     pub never_retry: bool,
     /// Code → (verdict, outcome), consulted before the classify function.
     pub table: &'static [CodeRule],

@@ -44,6 +44,54 @@
 //! by `max_attempts`, the budget and the deadline, and wait the larger of
 //! the backoff and the server's pushback. Streams retry their open only,
 //! and count in the breaker once, when they end ([`Streaming`]).
+//!
+//! # The connection and its backoff
+//!
+//! Every call goes over one HTTP/2 connection, dialled when the first call
+//! (or readiness check) needs it and again when it goes away (a GOAWAY, a
+//! broken socket), at once. A dial is done once TLS is and the server's
+//! HTTP/2 settings have arrived, within 20 s (or the backoff, if longer).
+//! A dial that fails starts gRPC's connection backoff: the next dial is
+//! due 1 s after the failed one started, then 1.6 times later each time
+//! (±20 % jitter), up to 120 s, and a dial that succeeds starts it over.
+//! Meanwhile calls do not dial and do not wait: each attempt fails at once
+//! `Unavailable`, with the last dial's error and when the next dial is
+//! due, and is classified as any `Unavailable` is. So a dependency that
+//! refuses connections costs it a dial per backoff, however many calls
+//! are made, and one that comes back is reached by the first call after
+//! the backoff. The readiness check ([`Client::connected`]) dials on its
+//! own schedule, whatever the calls' backoff.
+//!
+//! # What the server's answer means
+//!
+//! A response whose HTTP status is 200 and whose content-type is
+//! `application/grpc` (or `application/grpc+…`) is read as gRPC, and so is
+//! a trailers-only response (one with a `grpc-status`). Any other answer,
+//! such as a proxy's error page (an HTTP 503 with a `text/plain` or HTML
+//! body, as Envoy or nginx sends), ends the attempt with gRPC's mapping of
+//! its HTTP status, its body unread: 400 `Internal`, 401
+//! `Unauthenticated`, 403 `PermissionDenied`, 404 `Unimplemented`, 429,
+//! 502, 503 and 504 `Unavailable` (retried, and counted against the
+//! dependency), any other `Unknown`. A response message over the decoding
+//! limit (4 MiB) ends `ResourceExhausted`. A request the server never saw
+//! (a stream it refused with `REFUSED_STREAM`, one past the last stream of
+//! its GOAWAY, one the connection closed before sending) is sent again at
+//! once, up to 3 times, within the same attempt and whatever the method's
+//! retry policy ([`MethodPolicy::never_retry`] included), each send with
+//! a span and a `rpc.client.call.duration` point of its own.
+//!
+//! # TLS: the certificate's name and the `:authority`
+//!
+//! [`Settings::tls`] is the rustls config the client dials with (a copy of
+//! it, with `h2` as its only ALPN protocol, which the server must choose);
+//! `None` is plain text. Two settings name the server, apart:
+//! [`Settings::server_name`] is the name its certificate is checked for
+//! (otherwise the host of [`Settings::addr`]), and [`Settings::authority`]
+//! is the `:authority` of every call (otherwise the server name, else the
+//! address). A client of `10.0.0.7:9090` may so require a certificate for
+//! `carts` and send `:authority carts-api`. A dial that fails because one
+//! side speaks TLS and the other does not says so, and names
+//! [`Settings::tls`].
 
 mod anchor;
 mod attempt;
@@ -64,8 +112,8 @@ pub use client::Client;
 pub use decide::{CallState, Ended, classify_attempt};
 pub use method::{CodeRule, Method, MethodPolicy, RpcKind};
 pub use settings::{
-    InvalidValue, NewError, Settings, check_addr, check_backoff_base, check_backoff_max,
-    check_breaker, check_max_attempts, check_open_for, check_probe_timeout, check_probes,
-    check_retry_budget, check_server_name, check_timeout, check_tls, check_window,
+    InvalidValue, NewError, Settings, check_addr, check_authority, check_backoff_base,
+    check_backoff_max, check_breaker, check_max_attempts, check_open_for, check_probe_timeout,
+    check_probes, check_retry_budget, check_server_name, check_timeout, check_tls, check_window,
 };
 pub use stream::Streaming;

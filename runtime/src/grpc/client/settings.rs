@@ -22,6 +22,7 @@ use crate::{circuit, retry};
 /// | [`addr`](Settings::addr) | none (empty: `new` rejects it) | [`check_addr`]; with [`tls`](Settings::tls) and no [`server_name`](Settings::server_name), its host must be a DNS name or an IP address |
 /// | [`tls`](Settings::tls) | `None`: plain text | [`check_tls`] |
 /// | [`server_name`](Settings::server_name) | `None`: the host of `addr` | [`check_server_name`] |
+/// | [`authority`](Settings::authority) | `None`: `server_name` if set, else `addr` | [`check_authority`] |
 /// | [`timeout`](Settings::timeout) | 10 s | [`check_timeout`] |
 /// | [`max_attempts`](Settings::max_attempts) | 3 | [`check_max_attempts`] |
 /// | [`retry_budget`](Settings::retry_budget) | 10 tokens, ratio 0.1 (gRFC A6) | [`check_retry_budget`] |
@@ -44,6 +45,7 @@ pub struct Settings {
     /// The dependency's address, `host:port` with no scheme: `carts:9090`,
     /// `10.0.0.7:9090`, `[::1]:9090`. The [`Host`](crate::Host) resolves
     /// the name at each dial. It is also every call's `:authority`, unless
+    /// [`authority`](Settings::authority) or
     /// [`server_name`](Settings::server_name) is set.
     pub addr: String,
 
@@ -59,14 +61,24 @@ pub struct Settings {
     #[serde(skip)]
     pub tls: Option<Arc<rustls::ClientConfig>>,
 
-    /// Overrides the name the server's certificate is checked for and the
-    /// `:authority` of every call, both of which are otherwise the host of
-    /// [`addr`](Settings::addr) and `addr` itself: a client of
-    /// `10.0.0.7:9090` with the server name `carts` sends `:authority
-    /// carts` and requires a certificate for `carts`. (rustls has no server
-    /// name in its config, so this stands for Go's `tls.Config.ServerName`
-    /// and `grpc.WithAuthority`.)
+    /// The name the server's certificate is checked for (and sent in TLS's
+    /// SNI), otherwise the host of [`addr`](Settings::addr): a client of
+    /// `10.0.0.7:9090` with the server name `carts` requires a certificate
+    /// for `carts`. Unless [`authority`](Settings::authority) says another,
+    /// it is also every call's `:authority`, as in grpc-go, where a TLS
+    /// config's server name is the channel's authority. (rustls has no
+    /// server name in its config, so this stands for Go's
+    /// `tls.Config.ServerName`.)
     pub server_name: Option<String>,
+
+    /// The `:authority` of every call, otherwise
+    /// [`server_name`](Settings::server_name) if set, else
+    /// [`addr`](Settings::addr): a client of `10.0.0.7:9090` with the server
+    /// name `carts` and the authority `carts-api` requires a certificate
+    /// for `carts` and sends `:authority carts-api` (for a proxy or a
+    /// virtual host that routes by it). It changes nothing of what is
+    /// dialled or checked. (grpc-go's `grpc.WithAuthority`.)
+    pub authority: Option<String>,
 
     /// How long a unary call may take, every attempt and every wait between
     /// them included. A caller's earlier deadline (the request's
@@ -126,6 +138,7 @@ impl fmt::Debug for Settings {
             .field("addr", &self.addr)
             .field("tls", &self.tls.as_ref().map(|_| "rustls::ClientConfig"))
             .field("server_name", &self.server_name)
+            .field("authority", &self.authority)
             .field("timeout", &self.timeout)
             .field("max_attempts", &self.max_attempts)
             .field("retry_budget", &self.retry_budget)
@@ -145,6 +158,7 @@ impl Default for Settings {
             addr: String::new(),
             tls: None,
             server_name: None,
+            authority: None,
             timeout: Duration::from_secs(10),
             max_attempts: 3,
             retry_budget: retry::BudgetConfig::DEFAULT,
@@ -333,6 +347,37 @@ pub fn check_server_name(name: &str) -> Result<(), InvalidValue> {
         )));
     }
     Ok(())
+}
+
+/// Checks an `:authority` override: `host` or `host:port` (a DNS name, an
+/// IP address, an IPv6 address in brackets), with no user info, as a URI's
+/// authority.
+///
+/// ```
+/// use humus::grpc::client::check_authority;
+/// assert!(check_authority("carts-api").is_ok());
+/// assert!(check_authority("carts-api:443").is_ok());
+/// assert!(check_authority("user@carts").is_err());
+/// ```
+///
+/// # Errors
+///
+/// [`InvalidValue`] saying what is wrong.
+pub fn check_authority(authority: &str) -> Result<(), InvalidValue> {
+    if authority.is_empty() {
+        return Err(InvalidValue::new("is empty, want host or host:port"));
+    }
+    if authority.contains('@') {
+        return Err(InvalidValue::new(format!(
+            "{authority:?} holds user info ('@'), which gRPC's :authority never carries"
+        )));
+    }
+    match format!("http://{authority}").parse::<http::Uri>() {
+        Ok(uri) if uri.authority().map(http::uri::Authority::as_str) == Some(authority) => Ok(()),
+        _ => Err(InvalidValue::new(format!(
+            "{authority:?} is not a valid URI authority, want host or host:port"
+        ))),
+    }
 }
 
 /// With TLS and no server name, the host of `addr` is the name the
@@ -559,6 +604,9 @@ impl Settings {
         } else if self.tls.is_some() && check_addr(&self.addr).is_ok() {
             put("addr", check_tls_host(&self.addr));
         }
+        if let Some(authority) = &self.authority {
+            put("authority", check_authority(authority));
+        }
         put("timeout", check_timeout(self.timeout));
         put("max_attempts", check_max_attempts(self.max_attempts));
         put("retry_budget", check_retry_budget(&self.retry_budget));
@@ -699,6 +747,25 @@ mod tests {
         assert!(check_server_name("10.0.0.7").is_ok());
         assert!(check_server_name("not a name").is_err());
         assert!(check_server_name("").is_err());
+    }
+
+    #[test]
+    fn authorities() {
+        for ok in ["carts-api", "carts-api:443", "10.0.0.7", "[::1]:9090"] {
+            assert_eq!(check_authority(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "user@carts", "carts api", "carts/x", "carts?x"] {
+            assert!(check_authority(bad).is_err(), "{bad:?}");
+        }
+        let s = Settings {
+            addr: "carts:9090".into(),
+            authority: Some("a b".into()),
+            ..Settings::default()
+        };
+        assert_eq!(
+            s.check().unwrap_err().fields().collect::<Vec<_>>(),
+            ["authority"]
+        );
     }
 
     #[test]
