@@ -28,7 +28,8 @@ use tonic::server::NamedService;
 
 const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/interop/shutdown_client.py");
 
-const HOW: &str = "pip install grpcio, then HUMUS_INTEROP=1 cargo test -p humus-tests --test server_interop";
+const HOW: &str =
+    "pip install grpcio, then HUMUS_INTEROP=1 cargo test -p humus-tests --test server_interop";
 
 /// Whether Python's grpcio is importable; without it the test skips, or
 /// fails under `HUMUS_INTEROP=1`.
@@ -67,9 +68,8 @@ impl NamedService for TestService {
 impl Service<http::Request<Body>> for TestService {
     type Response = http::Response<Body>;
     type Error = Infallible;
-    type Future = std::pin::Pin<
-        Box<dyn Future<Output = Result<http::Response<Body>, Infallible>> + Send>,
-    >;
+    type Future =
+        std::pin::Pin<Box<dyn Future<Output = Result<http::Response<Body>, Infallible>> + Send>>;
 
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         Poll::Ready(Ok(()))
@@ -79,7 +79,9 @@ impl Service<http::Request<Body>> for TestService {
         let calls = self.calls.clone();
         Box::pin(async move {
             if req.uri().path() != "/grpc.testing.TestService/EmptyCall" {
-                let (parts, ()) = tonic::Status::unimplemented("").into_http::<()>().into_parts();
+                let (parts, ()) = tonic::Status::unimplemented("")
+                    .into_http::<()>()
+                    .into_parts();
                 return Ok(http::Response::from_parts(parts, Body::empty()));
             }
             let handler = EmptyCall(calls);
@@ -94,9 +96,8 @@ struct EmptyCall(Arc<AtomicUsize>);
 
 impl tonic::server::UnaryService<()> for EmptyCall {
     type Response = ();
-    type Future = std::pin::Pin<
-        Box<dyn Future<Output = Result<tonic::Response<()>, tonic::Status>> + Send>,
-    >;
+    type Future =
+        std::pin::Pin<Box<dyn Future<Output = Result<tonic::Response<()>, tonic::Status>> + Send>>;
 
     fn call(&mut self, request: tonic::Request<()>) -> Self::Future {
         self.0.fetch_add(1, Ordering::SeqCst);

@@ -329,11 +329,12 @@ async fn serve_connection(
     conn: Arc<ConnSettings>,
     mut stopping: watch::Receiver<bool>,
 ) {
-    let tcp =
-        (accepted.remote_addr.is_some() || accepted.local_addr.is_some()).then(|| TcpConnectInfo {
+    let tcp = (accepted.remote_addr.is_some() || accepted.local_addr.is_some()).then_some(
+        TcpConnectInfo {
             local_addr: accepted.local_addr,
             remote_addr: accepted.remote_addr,
-        });
+        },
+    );
     let (io, peer): (BoxIo, _) = match &conn.tls {
         None => (accepted.io, None),
         Some(acceptor) => {
