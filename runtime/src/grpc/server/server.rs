@@ -45,8 +45,12 @@ const CLOSE_FLUSH: Duration = Duration::from_millis(100);
 /// [`Host`](crate::Host); see the [module](super) docs.
 ///
 /// ```no_run
-/// # async fn f(greeter: impl tonic::codegen::Service<http::Request<tonic::body::Body>, Error = std::convert::Infallible, Response = http::Response<tonic::body::Body>> + tonic::server::NamedService + Clone + Send + Sync + 'static)
-/// # where <_ as tonic::codegen::Service<http::Request<tonic::body::Body>>>::Future: Send + 'static {
+/// # async fn f<S>(greeter: S) -> Result<(), Box<dyn std::error::Error>>
+/// # where
+/// #     S: tonic::codegen::Service<http::Request<tonic::body::Body>, Error = std::convert::Infallible, Response = http::Response<tonic::body::Body>>
+/// #         + tonic::server::NamedService + Clone + Send + Sync + 'static,
+/// #     S::Future: Send + 'static,
+/// # {
 /// # let _ = &greeter;
 /// use humus::grpc::server::{Health, Server, Settings};
 ///
@@ -56,7 +60,7 @@ const CLOSE_FLUSH: Duration = Duration::from_millis(100);
 ///     .add_service(greeter)
 ///     .health(Health::new());
 /// server.serve(async { let _ = tokio::signal::ctrl_c().await; }).await?;
-/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # Ok(())
 /// # }
 /// ```
 pub struct Server {
