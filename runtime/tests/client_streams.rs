@@ -57,34 +57,35 @@ async fn collect(stream: &mut Streaming<Cart>) -> (Vec<u32>, Option<Code>) {
     (items, None)
 }
 
+/// An open that failed before the server answered (here: carts is not up,
+/// so the dial fails) is classified as a unary attempt and retried; the
+/// stream that then opens counts once, at its end.
 #[tokio::test(start_paused = true)]
 async fn a_failed_open_is_retried_and_the_stream_counts_once_at_its_end() {
     let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
-    carts.on_watch_cart(|s, req| async move {
-        if s.n < 3 {
-            return Err(Status::unavailable("starting"));
-        }
-        let updates = (1..=3).map(move |n| Ok(cart(&req.id, n)));
-        Ok(Response::new(futures_util::stream::iter(updates)))
-    });
-    let _carts = start_carts(&host, &ca, &carts);
     let (policy, seen) = recording();
     let client = client(&host, &ca, policy);
-    let response = client
-        .server_streaming(&WATCH_CART, get("c-1"))
-        .await
-        .unwrap();
-    assert_eq!(carts.arrivals(&WATCH_CART), 3);
+    let call = {
+        let client = client.clone();
+        tokio::spawn(async move { client.server_streaming(&WATCH_CART, get("c-1")).await })
+    };
+    while counted(&seen) == (0, 0) {
+        tokio::task::yield_now().await;
+    }
     assert_eq!(
         counted(&seen),
-        (0, 2),
-        "two failed opens; the open stream counts nothing yet"
+        (0, 1),
+        "the failed open counts as a failure"
     );
+    let _carts = start_carts(&host, &ca, &carts);
+    let response = call.await.unwrap().unwrap();
+    assert_eq!(carts.arrivals(&WATCH_CART), 1);
+    assert_eq!(counted(&seen), (0, 1), "the open stream counts nothing yet");
     let mut stream = response.into_inner();
     assert_eq!(collect(&mut stream).await, (vec![1, 2, 3], None));
-    assert_eq!(counted(&seen), (1, 2), "counted once, at its end");
+    assert_eq!(counted(&seen), (1, 1), "counted once, at its end");
     assert!(stream.next().await.is_none());
-    assert_eq!(counted(&seen), (1, 2));
+    assert_eq!(counted(&seen), (1, 1));
 }
 
 #[tokio::test(start_paused = true)]

@@ -1,6 +1,7 @@
 //! The `Client`: one dependency, one connection, one budget, one breaker.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,9 +11,9 @@ use tokio::time::Instant;
 use super::attempt::{self, Outbound};
 use super::codec::encode_once;
 use super::connection::Connection;
-use super::hooks::call_context;
 use super::stream::Holder;
 use super::{Method, NewError, Settings, Streaming};
+use crate::grpc::deadline::Inherited;
 use crate::{Setup, circuit, fault, health, retry, telemetry};
 
 /// A resilient gRPC client of one dependency ([design](crate::design::client)).
@@ -187,16 +188,16 @@ impl Client {
     ///
     /// Design: [retries](crate::design::client#retries), [classification](crate::design::client#classification),
     /// [the circuit breaker](crate::design::client#the-circuit-breaker).
-    pub async fn unary<Req, Resp>(
+    pub fn unary<Req, Resp>(
         &self,
         method: &'static Method,
         request: tonic::Request<Req>,
-    ) -> Result<tonic::Response<Resp>, tonic::Status>
+    ) -> impl Future<Output = Result<tonic::Response<Resp>, tonic::Status>> + Send + '_
     where
         Req: prost::Message + Send + 'static,
         Resp: prost::Message + Default + Send + 'static,
     {
-        super::attempt::unary(&self.inner, method, request).await
+        attempt::unary(&self.inner, method, request)
     }
 
     /// Opens a server-streaming call of `method`.
@@ -217,27 +218,22 @@ impl Client {
     /// As [`unary`](Client::unary).
     ///
     /// Design: [streams](crate::design::client#streams).
-    pub async fn server_streaming<Req, Resp>(
+    pub fn server_streaming<Req, Resp>(
         &self,
         method: &'static Method,
         request: tonic::Request<Req>,
-    ) -> Result<tonic::Response<Streaming<Resp>>, tonic::Status>
+    ) -> impl Future<Output = Result<tonic::Response<Streaming<Resp>>, tonic::Status>> + Send + '_
     where
         Req: prost::Message + Send + 'static,
         Resp: prost::Message + Default + Send + 'static,
     {
-        let (metadata, extensions, message) = request.into_parts();
-        let cx = call_context(&extensions);
-        let body = encode_once(&message);
-        drop(message);
+        let request = request.map(|message| Outbound::One(encode_once(&message)));
         attempt::open::<futures_util::stream::Empty<Req>, Req, Resp>(
             &self.inner,
             method,
-            metadata,
-            cx,
-            Outbound::One(body),
+            request,
+            false,
         )
-        .await
     }
 
     /// Makes a client-streaming call of `method`: it streams the
@@ -259,31 +255,35 @@ impl Client {
     /// As [`unary`](Client::unary).
     ///
     /// Design: [streams](crate::design::client#streams).
-    pub async fn client_streaming<S, Req, Resp>(
+    pub fn client_streaming<S, Req, Resp>(
         &self,
         method: &'static Method,
         request: tonic::Request<S>,
-    ) -> Result<tonic::Response<Resp>, tonic::Status>
+    ) -> impl Future<Output = Result<tonic::Response<Resp>, tonic::Status>> + Send + '_
     where
         S: Stream<Item = Req> + Send + 'static,
         Req: prost::Message + Send + 'static,
         Resp: prost::Message + Default + Send + 'static,
     {
-        let (headers, mut stream, extensions) = self.streaming(method, request).await?.into_parts();
-        let message = match stream.message().await {
-            Ok(Some(message)) => message,
-            Ok(None) => return Err(tonic::Status::internal("Missing response message.")),
-            Err(status) => return Err(status),
-        };
-        let mut metadata = headers.into_headers();
-        if let Some(trailers) = stream.trailers().await? {
-            metadata.extend(trailers.into_headers());
+        let open = self.streaming_counted::<S, Req, Resp>(method, request, true);
+        async move {
+            let (headers, mut stream, extensions) = open.await?.into_parts();
+            let message = match stream.message().await {
+                Ok(Some(message)) => message,
+                // Counted as INTERNAL by the stream's end: see `Streaming`.
+                Ok(None) => return Err(super::stream::missing_response()),
+                Err(status) => return Err(status),
+            };
+            let mut metadata = headers.into_headers();
+            if let Some(trailers) = stream.trailers().await? {
+                metadata.extend(trailers.into_headers());
+            }
+            Ok(tonic::Response::from_parts(
+                tonic::metadata::MetadataMap::from_headers(metadata),
+                message,
+                extensions,
+            ))
         }
-        Ok(tonic::Response::from_parts(
-            tonic::metadata::MetadataMap::from_headers(metadata),
-            message,
-            extensions,
-        ))
     }
 
     /// Opens a bidirectional-streaming call of `method`.
@@ -302,31 +302,40 @@ impl Client {
     /// As [`unary`](Client::unary).
     ///
     /// Design: [streams](crate::design::client#streams).
-    pub async fn streaming<S, Req, Resp>(
+    pub fn streaming<S, Req, Resp>(
         &self,
         method: &'static Method,
         request: tonic::Request<S>,
-    ) -> Result<tonic::Response<Streaming<Resp>>, tonic::Status>
+    ) -> impl Future<Output = Result<tonic::Response<Streaming<Resp>>, tonic::Status>> + Send + '_
     where
         S: Stream<Item = Req> + Send + 'static,
         Req: prost::Message + Send + 'static,
         Resp: prost::Message + Default + Send + 'static,
     {
-        let (metadata, extensions, stream) = request.into_parts();
-        let cx = call_context(&extensions);
-        attempt::open::<S, Req, Resp>(
-            &self.inner,
-            method,
-            metadata,
-            cx,
-            Outbound::Many(Holder::new(Box::pin(stream))),
-        )
-        .await
+        self.streaming_counted(method, request, false)
+    }
+
+    /// [`streaming`](Client::streaming); `one_response` for a
+    /// client-streaming call, whose stream must carry one message.
+    fn streaming_counted<S, Req, Resp>(
+        &self,
+        method: &'static Method,
+        request: tonic::Request<S>,
+        one_response: bool,
+    ) -> impl Future<Output = Result<tonic::Response<Streaming<Resp>>, tonic::Status>> + Send + '_
+    where
+        S: Stream<Item = Req> + Send + 'static,
+        Req: prost::Message + Send + 'static,
+        Resp: prost::Message + Default + Send + 'static,
+    {
+        let request = request.map(|stream| Outbound::Many(Holder::new(Box::pin(stream))));
+        attempt::open::<S, Req, Resp>(&self.inner, method, request, one_response)
     }
 }
 
-/// The deadline of a call started `now`: the earlier of `timeout` (none for
-/// a stream) and the request's own `grpc-timeout`.
+/// The deadline of a call made `now`: the earliest of `timeout` (none for
+/// a stream), the request's own `grpc-timeout` and the deadline inherited
+/// from the RPC being served ([`Inherited::current`]).
 pub(super) fn deadline(
     now: Instant,
     timeout: Option<Duration>,
@@ -339,10 +348,8 @@ pub(super) fn deadline(
         .and_then(|v| parse_grpc_timeout(v.as_bytes()))
         .and_then(|d| now.checked_add(d));
     let ours = timeout.and_then(|d| now.checked_add(d));
-    match (own, ours) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
+    let inherited = Inherited::current_deadline();
+    [own, ours, inherited].into_iter().flatten().min()
 }
 
 pub(super) use crate::grpc::deadline::{GRPC_TIMEOUT, parse_grpc_timeout};
