@@ -122,7 +122,7 @@ pub fn classify_attempt(
 }
 
 /// How close before its deadline a dropped call still counts as ended by
-/// the deadline: 10 ms.
+/// the deadline: 20 ms.
 ///
 /// A call's future dropped at or after its deadline, such as the handler a
 /// tonic server drops at the served RPC's `grpc-timeout`, ended by the
@@ -137,7 +137,7 @@ pub fn classify_attempt(
 /// outcome is the same whichever timer fires first. The slack covers the
 /// server's ticks and the time between its receiving the request and the
 /// handler making the call, on a loaded machine.
-pub const DEADLINE_SLACK: Duration = Duration::from_millis(10);
+pub const DEADLINE_SLACK: Duration = Duration::from_millis(20);
 
 /// Why a call made no further attempt: the [`Decision`] of the retry loop
 /// after its last attempt, carried as the source of the call's [`Status`]
