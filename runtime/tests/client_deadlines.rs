@@ -476,6 +476,8 @@ mod dropped {
     /// when its future is first polled: a future made inside `cx.attach()`
     /// and inside an inherited scope, awaited outside both, keeps them.
     #[tokio::test(start_paused = true)]
+    // The scope's future yields the call's future, unawaited, on purpose.
+    #[allow(clippy::async_yields_async)]
     async fn the_context_and_deadline_are_taken_when_the_call_is_made() {
         let w = world();
         let tracer = w.capture.tracer_provider().tracer("caller");

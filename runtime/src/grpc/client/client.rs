@@ -152,16 +152,22 @@ impl Client {
     /// sent in up to [`max_attempts`](Settings::max_attempts) attempts, as
     /// the classification of each decides (the method's
     /// [policy](super::MethodPolicy), then [`Settings::classify`]), bounded
-    /// by the retry budget and the call's deadline: the earlier of
-    /// [`Settings::timeout`] and the request's own `grpc-timeout`
-    /// ([`tonic::Request::set_timeout`](https://docs.rs/tonic/0.14/tonic/struct.Request.html#method.set_timeout)), which covers every attempt and
-    /// every wait between them. Each attempt passes the circuit breaker
+    /// by the retry budget and the call's deadline: the earliest of
+    /// [`Settings::timeout`], the request's own `grpc-timeout`
+    /// ([`tonic::Request::set_timeout`](https://docs.rs/tonic/0.14/tonic/struct.Request.html#method.set_timeout)) and the deadline inherited from the
+    /// RPC being served ([`Inherited`](crate::grpc::deadline::Inherited)), which covers every attempt and
+    /// every wait between them. The deadline and the call's context are
+    /// taken when this method is called, not when the future is first
+    /// polled. Each attempt passes the circuit breaker
     /// first; a rejection ends the call at once with `Unavailable`, the
     /// rejection's message, and the [`circuit::Rejected`] as its source
     /// (so a caller can tell nothing was sent). The wait before a retry is
     /// the larger of the backoff and the server's pushback; a pushback
     /// longer than [`Settings::backoff_max`] ends the call. A caller who
-    /// drops the returned future gives up: nothing is counted.
+    /// drops the returned future before the deadline gives up: nothing is
+    /// counted; dropped at the deadline (within [`DEADLINE_SLACK`](super::DEADLINE_SLACK)), the
+    /// call counts as the deadline, a failure (see the
+    /// [module docs](super#deadlines)).
     ///
     /// The request's metadata is sent with every attempt; its extensions
     /// are not sent, but an [`opentelemetry::Context`](https://docs.rs/opentelemetry/0.33/opentelemetry/context/struct.Context.html) among them is the
@@ -175,7 +181,9 @@ impl Client {
     ///
     /// The last attempt's status: `DeadlineExceeded` once the deadline has
     /// passed, `Canceled` (`the client connection is closing`) after
-    /// [`Setup::stop`].
+    /// [`Setup::stop`]. When the budget refused a retry, `max_attempts` was
+    /// reached, or the deadline came before the next attempt, its source is
+    /// a [`NoRetry`](super::NoRetry) saying which.
     ///
     /// # Panics
     ///
@@ -205,9 +213,11 @@ impl Client {
     /// Only the open is retried, as a unary attempt is (through the
     /// breaker, with the backoff and the budget, but not
     /// [`Settings::timeout`]: a stream lives as long as its caller wants,
-    /// and ends with the request's own `grpc-timeout` if it has one). A
-    /// stream that opened is never retried: [`Streaming`] counts it in the
-    /// breaker once, when it ends.
+    /// and ends with the request's own `grpc-timeout` or the inherited
+    /// deadline, taken when this method is called). A stream that opened
+    /// (the server answered, with headers or a trailers-only status) is
+    /// never retried: [`Streaming`] counts it in the breaker once, when it
+    /// ends.
     ///
     /// # Errors
     ///
@@ -244,7 +254,8 @@ impl Client {
     /// never polled, refused by a breaker or a dial, is sent whole by the
     /// next attempt); once any attempt has read it, the call is not
     /// retried. The call counts in the breaker once, at its one response
-    /// (or its error).
+    /// (or its error); a server that ends it OK without a message makes it
+    /// `Internal` (`Missing response message.`), counted as that.
     ///
     /// # Errors
     ///

@@ -45,7 +45,7 @@ pub struct CallState {
     /// before the attempt ended.
     pub cancelled: bool,
     /// The call's deadline (`Settings.timeout`, or an earlier one the
-    /// caller set) had passed when the attempt ended. Read it from the same
+    /// caller set or the call inherited) had passed when the attempt ended. Read it from the same
     /// `now` that is given to [`retry::decide`](crate::retry::decide).
     pub deadline_passed: bool,
 }

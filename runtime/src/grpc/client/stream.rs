@@ -34,16 +34,38 @@ pub(super) type Settle = Box<dyn for<'a> FnOnce(End<'a>) + Send>;
 
 /// A stream of responses from a server- or bidirectional-streaming call.
 ///
+/// It exists once the stream has opened, that is once the server answered
+/// with its response headers; an open the server answered with a
+/// trailers-only status has opened too (and ended at once: the call method
+/// returns that status, never retried, counted as this stream's end
+/// would be). Only an open that failed before the server answered (no
+/// connection, a failed dial, a refused stream, the breaker) is retried;
+/// see the [module docs](super#streams-what-opened-means).
+///
 /// It is counted in the client's circuit breaker once, when it ends: its
 /// clean end (`None`), its error, or its deadline. Until then it holds the
 /// breaker's ticket (a probe's slot while the breaker is half-open, for at
-/// most the breaker's `probe_timeout`). A stream dropped before its end
-/// counts nothing: the caller gave up. A stream that ends with
+/// most the breaker's `probe_timeout`). A stream that ends with
 /// `Unavailable` (its server or connection went away) is ignored; any
 /// other end counts as the client's classify says, given the stream's
-/// trailer. A stream whose deadline (the request's `grpc-timeout`) passes
-/// ends with `DeadlineExceeded` and counts as a failure; after
-/// [`Setup::stop`](crate::Setup::stop) it ends `Canceled`.
+/// trailer.
+///
+/// Its deadline is the earlier of the request's `grpc-timeout` and the
+/// deadline inherited from the RPC being served
+/// ([`Inherited`](crate::grpc::deadline::Inherited)); `Settings::timeout`
+/// does not apply. At the deadline the stream ends `DeadlineExceeded` and
+/// counts as a failure, even while messages keep arriving (the deadline
+/// is read with each of them), and its HTTP/2 stream is cancelled.
+///
+/// Dropped before its end, a stream counts as what dropped it: at or after
+/// its deadline (within [`DEADLINE_SLACK`](super::DEADLINE_SLACK)), the
+/// deadline, a failure; earlier, its caller gave up, and it counts nothing.
+/// After [`Setup::stop`](crate::Setup::stop) it ends `Canceled`, counting
+/// nothing.
+///
+/// The stream of a client-streaming call must carry its one response: a
+/// clean end with no message is `Internal` (`Missing response message.`)
+/// and counts as the classify says of `Internal`.
 ///
 /// Like [`tonic::Streaming`](https://docs.rs/tonic/0.14/tonic/codec/struct.Streaming.html), it is a
 /// [`Stream`](https://docs.rs/futures-core/0.3/futures_core/stream/trait.Stream.html) of messages and has
