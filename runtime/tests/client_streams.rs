@@ -59,13 +59,29 @@ async fn collect(stream: &mut Streaming<Cart>) -> (Vec<u32>, Option<Code>) {
 }
 
 /// An open that failed before the server answered (here: carts is not up,
-/// so the dial fails) is classified as a unary attempt and retried; the
-/// stream that then opens counts once, at its end.
+/// so the dial fails) is classified as a unary attempt and retried (its
+/// retry waits out the connection's backoff: a pushback of 2 s stands in
+/// for a long enough retry backoff); the stream that then opens counts
+/// once, at its end.
 #[tokio::test(start_paused = true)]
 async fn a_failed_open_is_retried_and_the_stream_counts_once_at_its_end() {
     let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
     let (policy, seen) = recording();
-    let client = client(&host, &ca, policy);
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            breaker_policy: policy,
+            classify: Classify::new(|method, status, trailer| {
+                let mut c = default_classify(method, status, trailer);
+                if c.retry == humus::retry::Verdict::Retry {
+                    c.retry_after = Some(Duration::from_secs(2));
+                }
+                c
+            }),
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
     let call = {
         let client = client.clone();
         tokio::spawn(async move { client.server_streaming(&WATCH_CART, get("c-1")).await })
@@ -756,4 +772,41 @@ async fn a_client_stream_with_no_response_message_is_internal_and_counts_so() {
         .unwrap_err();
     assert_eq!(err.code(), Code::Internal);
     assert_eq!(counted(&seen), (0, 1), "INTERNAL, not a success");
+}
+
+/// An open answered by a proxy's error page (an HTTP 503, not a gRPC
+/// response) reached no gRPC server: a failed open, retried and counted
+/// against the dependency as a unary attempt is.
+#[tokio::test(start_paused = true)]
+async fn an_open_answered_by_a_proxys_error_page_is_a_failed_open() {
+    let host = Host::new();
+    let proxy = tower::service_fn(|_req: http::Request<tonic::body::Body>| async {
+        let mut response = http::Response::new(tonic::body::Body::new(http_body_util::Full::new(
+            bytes::Bytes::from_static(b"no healthy upstream"),
+        )));
+        *response.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("text/plain"),
+        );
+        Ok::<_, std::convert::Infallible>(response)
+    });
+    let _proxy = serve_plain(&host, "proxy:9090", proxy);
+    let (policy, seen) = recording();
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            addr: "proxy:9090".into(),
+            tls: None,
+            breaker_policy: policy,
+            ..Settings::default()
+        },
+    )
+    .unwrap();
+    let err = client
+        .server_streaming::<_, Cart>(&WATCH_CART, get("c-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable);
+    assert_eq!(counted(&seen), (0, 3), "three failed opens");
 }

@@ -17,7 +17,7 @@ use tonic::metadata::MetadataMap;
 
 use super::client::{GRPC_TIMEOUT, Inner, deadline};
 use super::codec::{PreEncoded, encode_once};
-use super::connection::{Connection, closing, never_processed, transport_status};
+use super::connection::{Connection, closing, mapped_from_http, never_processed, transport_status};
 use super::decide::with_decision;
 use super::hooks::{AttemptSpan, Hooks, call_context};
 use super::stream::{End, Holder, Settle, Streaming, deadline_exceeded};
@@ -788,8 +788,11 @@ where
         };
         match result {
             Ok(response) => return Ok(Ok(response)),
-            // The server's own answer, in the response's headers.
-            Err(status) if status.source().is_none() => return Ok(Err(status)),
+            // The server's own answer, in the response's headers (not a
+            // proxy's error page, which is no gRPC server's answer).
+            Err(status) if status.source().is_none() && !mapped_from_http(&status) => {
+                return Ok(Err(status));
+            }
             Err(status) => {
                 let status = transport_status(status);
                 if resent < TRANSPARENT_RETRIES
