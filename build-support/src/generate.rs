@@ -349,40 +349,49 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
         } else {
             " The status of the call's last attempt."
         };
+        // Plain `fn`s returning the humus client's future, not `async fn`s:
+        // the call's deadline and context are read when the method is
+        // called, not when its future is first polled.
         let descriptor = quote!(Self::#static_ident);
         let signature_and_body = match (method.client_streaming, method.server_streaming) {
             (false, false) => quote! {
                 (&self, request: impl ::humus::codegen::IntoRequest<#request>)
-                    -> ::core::result::Result<::humus::codegen::Response<#response>, ::humus::codegen::Status>
+                    -> impl ::core::future::Future<Output = ::core::result::Result<
+                        ::humus::codegen::Response<#response>,
+                        ::humus::codegen::Status,
+                    >> + ::core::marker::Send + '_
                 {
-                    self.client.unary(#descriptor, request.into_request()).await
+                    self.client.unary(#descriptor, request.into_request())
                 }
             },
             (false, true) => quote! {
                 (&self, request: impl ::humus::codegen::IntoRequest<#request>)
-                    -> ::core::result::Result<
+                    -> impl ::core::future::Future<Output = ::core::result::Result<
                         ::humus::codegen::Response<::humus::codegen::Streaming<#response>>,
                         ::humus::codegen::Status,
-                    >
+                    >> + ::core::marker::Send + '_
                 {
-                    self.client.server_streaming(#descriptor, request.into_request()).await
+                    self.client.server_streaming(#descriptor, request.into_request())
                 }
             },
             (true, false) => quote! {
                 (&self, request: impl ::humus::codegen::IntoStreamingRequest<Message = #request>)
-                    -> ::core::result::Result<::humus::codegen::Response<#response>, ::humus::codegen::Status>
+                    -> impl ::core::future::Future<Output = ::core::result::Result<
+                        ::humus::codegen::Response<#response>,
+                        ::humus::codegen::Status,
+                    >> + ::core::marker::Send + '_
                 {
-                    self.client.client_streaming(#descriptor, request.into_streaming_request()).await
+                    self.client.client_streaming(#descriptor, request.into_streaming_request())
                 }
             },
             (true, true) => quote! {
                 (&self, request: impl ::humus::codegen::IntoStreamingRequest<Message = #request>)
-                    -> ::core::result::Result<
+                    -> impl ::core::future::Future<Output = ::core::result::Result<
                         ::humus::codegen::Response<::humus::codegen::Streaming<#response>>,
                         ::humus::codegen::Status,
-                    >
+                    >> + ::core::marker::Send + '_
                 {
-                    self.client.streaming(#descriptor, request.into_streaming_request()).await
+                    self.client.streaming(#descriptor, request.into_streaming_request())
                 }
             },
         };
@@ -396,7 +405,7 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
             #[doc = ""]
             #[doc = #errors_doc]
             #deprecated
-            pub async fn #ident #signature_and_body
+            pub fn #ident #signature_and_body
         });
     }
 

@@ -70,8 +70,9 @@ use proc_macro::TokenStream;
 /// # What it generates
 ///
 /// The trait becomes `type LedgerHumusClient = service::Client<LedgerPolicy>`
-/// (the generated client: `LedgerHumusClient::new(client)`, one `async fn`
-/// per RPC) and an uninhabited `enum LedgerPolicy` implementing the
+/// (the generated client: `LedgerHumusClient::new(client)`, one method
+/// per RPC, returning the call's future) and an
+/// uninhabited `enum LedgerPolicy` implementing the
 /// service's `Policy`. The trait's own name is not defined, so it may be
 /// the service's (`Ledger`) in a module that also uses tonic's
 /// `ledger_server::Ledger` and `ledger_client::LedgerClient`. Every

@@ -4,6 +4,7 @@
 
 mod client_support;
 
+use std::error::Error as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -57,34 +58,51 @@ async fn collect(stream: &mut Streaming<Cart>) -> (Vec<u32>, Option<Code>) {
     (items, None)
 }
 
+/// An open that failed before the server answered (here: carts is not up,
+/// so the dial fails) is classified as a unary attempt and retried (its
+/// retry waits out the connection's backoff: a pushback of 2 s stands in
+/// for a long enough retry backoff); the stream that then opens counts
+/// once, at its end.
 #[tokio::test(start_paused = true)]
 async fn a_failed_open_is_retried_and_the_stream_counts_once_at_its_end() {
     let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
-    carts.on_watch_cart(|s, req| async move {
-        if s.n < 3 {
-            return Err(Status::unavailable("starting"));
-        }
-        let updates = (1..=3).map(move |n| Ok(cart(&req.id, n)));
-        Ok(Response::new(futures_util::stream::iter(updates)))
-    });
-    let _carts = start_carts(&host, &ca, &carts);
     let (policy, seen) = recording();
-    let client = client(&host, &ca, policy);
-    let response = client
-        .server_streaming(&WATCH_CART, get("c-1"))
-        .await
-        .unwrap();
-    assert_eq!(carts.arrivals(&WATCH_CART), 3);
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            breaker_policy: policy,
+            classify: Classify::new(|method, status, trailer| {
+                let mut c = default_classify(method, status, trailer);
+                if c.retry == humus::retry::Verdict::Retry {
+                    c.retry_after = Some(Duration::from_secs(2));
+                }
+                c
+            }),
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let call = {
+        let client = client.clone();
+        tokio::spawn(async move { client.server_streaming(&WATCH_CART, get("c-1")).await })
+    };
+    while counted(&seen) == (0, 0) {
+        tokio::task::yield_now().await;
+    }
     assert_eq!(
         counted(&seen),
-        (0, 2),
-        "two failed opens; the open stream counts nothing yet"
+        (0, 1),
+        "the failed open counts as a failure"
     );
+    let _carts = start_carts(&host, &ca, &carts);
+    let response = call.await.unwrap().unwrap();
+    assert_eq!(carts.arrivals(&WATCH_CART), 1);
+    assert_eq!(counted(&seen), (0, 1), "the open stream counts nothing yet");
     let mut stream = response.into_inner();
     assert_eq!(collect(&mut stream).await, (vec![1, 2, 3], None));
-    assert_eq!(counted(&seen), (1, 2), "counted once, at its end");
+    assert_eq!(counted(&seen), (1, 1), "counted once, at its end");
     assert!(stream.next().await.is_none());
-    assert_eq!(counted(&seen), (1, 2));
+    assert_eq!(counted(&seen), (1, 1));
 }
 
 #[tokio::test(start_paused = true)]
@@ -514,4 +532,281 @@ async fn a_stream_whose_connection_breaks_ends_unavailable_and_counts_nothing() 
     let err = stream.message().await.unwrap_err();
     assert_eq!(err.code(), Code::Unavailable, "{err:?}");
     assert_eq!(counted(&seen), (0, 0));
+}
+
+// ---- deadlines while busy; what "opened" means -------------------------
+
+/// Carts' WatchCart sends updates without pause, for ever.
+fn busy_carts() -> Carts {
+    let carts = Carts::new();
+    carts.on_watch_cart(|_, req| async move {
+        let updates = futures_util::stream::iter(1..).map(move |n| Ok(cart(&req.id, n)));
+        Ok(Response::new(updates))
+    });
+    carts
+}
+
+/// A stream whose messages keep arriving still ends at its deadline: it
+/// ends DeadlineExceeded, counts a failure (freeing its ticket) and ends
+/// its span, with the stream still held.
+#[tokio::test(start_paused = true)]
+async fn a_busy_stream_ends_at_its_deadline() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), busy_carts());
+    let _carts = start_carts(&host, &ca, &carts);
+    let (policy, seen) = recording();
+    let client = client(&host, &ca, policy);
+    let mut request = get("c-1");
+    request.set_timeout(SECOND);
+    let start = Instant::now();
+    let mut stream = client
+        .server_streaming::<_, Cart>(&WATCH_CART, request)
+        .await
+        .unwrap()
+        .into_inner();
+    let mut received = 0;
+    let end = loop {
+        // Each message is ready at once; time passes between them.
+        match stream.next().await {
+            Some(Ok(_)) => received += 1,
+            Some(Err(status)) => break Some(status.code()),
+            None => break None,
+        }
+        tokio::time::advance(Duration::from_millis(10)).await;
+        assert!(received < 1_000, "still streaming after 10 s");
+    };
+    assert_eq!(end, Some(Code::DeadlineExceeded));
+    assert_eq!(start.elapsed(), SECOND);
+    assert_eq!(received, 100);
+    assert_eq!(counted(&seen), (0, 1), "counted at its deadline");
+    assert!(stream.next().await.is_none(), "ended");
+    assert_eq!(counted(&seen), (0, 1));
+}
+
+/// A stream opened while serving an RPC ends at that RPC's deadline.
+#[tokio::test(start_paused = true)]
+async fn a_stream_ends_at_the_inherited_deadline() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), busy_carts());
+    let _carts = start_carts(&host, &ca, &carts);
+    let (policy, seen) = recording();
+    let client = client(&host, &ca, policy);
+    let start = Instant::now();
+    let deadline = start + Duration::from_millis(250);
+    let inherited = humus::grpc::deadline::Inherited::new(Some(deadline), Default::default());
+    let (received, end) = inherited
+        .scope(async {
+            let mut stream = client
+                .server_streaming::<_, Cart>(&WATCH_CART, get("c-1"))
+                .await
+                .unwrap()
+                .into_inner();
+            let mut received = 0;
+            loop {
+                match stream.next().await {
+                    Some(Ok(_)) => received += 1,
+                    Some(Err(status)) => return (received, Some(status.code())),
+                    None => return (received, None),
+                }
+                tokio::time::advance(Duration::from_millis(10)).await;
+                assert!(received < 1_000, "still streaming after 10 s");
+            }
+        })
+        .await;
+    assert_eq!((received, end), (25, Some(Code::DeadlineExceeded)));
+    assert_eq!(counted(&seen), (0, 1));
+}
+
+/// A stream dropped at its deadline (as a server drops a handler holding
+/// it) counts the deadline: a failure. Dropped before it, nothing.
+#[tokio::test(start_paused = true)]
+async fn a_stream_dropped_at_its_deadline_counts_a_failure() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_watch_cart(|_, _| async move {
+        Ok(Response::new(futures_util::stream::pending::<
+            Result<Cart, Status>,
+        >()))
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let (policy, seen) = recording();
+    let client = client(&host, &ca, policy);
+    for (before, want) in [
+        (Duration::from_millis(100), (0, 0)),
+        (Duration::from_millis(1), (0, 1)),
+    ] {
+        let mut request = get("c-1");
+        request.set_timeout(SECOND);
+        let read = async {
+            let mut stream = client
+                .server_streaming::<_, Cart>(&WATCH_CART, request)
+                .await
+                .unwrap()
+                .into_inner();
+            stream.next().await
+        };
+        assert!(tokio::time::timeout(SECOND - before, read).await.is_err());
+        settle().await;
+        assert_eq!(
+            counted(&seen),
+            want,
+            "dropped {before:?} before its deadline"
+        );
+    }
+}
+
+/// A server that answers an open with a trailers-only status has
+/// answered: the stream opened, and ended at once. `Unavailable` is then
+/// ignored by the breaker, and nothing is retried.
+#[tokio::test(start_paused = true)]
+async fn a_trailers_only_unavailable_has_opened_is_ignored_and_not_retried() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_watch_cart(|_, _| async move {
+        Err::<Response<futures_util::stream::Empty<Result<Cart, Status>>>, _>(unavailable())
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let (policy, seen) = recording();
+    let client = client(&host, &ca, policy);
+    let err = client
+        .server_streaming::<_, Cart>(&WATCH_CART, get("c-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable);
+    assert_eq!(carts.arrivals(&WATCH_CART), 1, "never retried");
+    assert_eq!(counted(&seen), (0, 0), "ignored");
+}
+
+/// Any other trailers-only status counts as the classifier says of a
+/// stream's end, and is never retried, even with a pushback.
+#[tokio::test(start_paused = true)]
+async fn a_trailers_only_status_is_a_streams_end_never_retried() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_watch_cart(|_, _| async move {
+        let mut trailer = tonic::metadata::MetadataMap::new();
+        trailer.insert("grpc-retry-pushback-ms", "10".parse().unwrap());
+        let status = Status::with_metadata(Code::ResourceExhausted, "shedding", trailer);
+        Err::<Response<futures_util::stream::Empty<Result<Cart, Status>>>, _>(status)
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let (policy, seen) = recording();
+    let client = client(&host, &ca, policy);
+    let err = client
+        .server_streaming::<_, Cart>(&WATCH_CART, get("c-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted);
+    assert_eq!(carts.arrivals(&WATCH_CART), 1, "never retried");
+    assert_eq!(counted(&seen), (0, 1), "counted as the classifier says");
+}
+
+/// An open the breaker rejects reached nothing: it is a failed open, not
+/// retried (the breaker would reject the next too), counting nothing.
+#[tokio::test(start_paused = true)]
+async fn an_open_the_breaker_rejects_is_a_failed_open() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_watch_cart(|_, _| async move {
+        Err::<Response<futures_util::stream::Empty<Result<Cart, Status>>>, _>(
+            Status::resource_exhausted("no"),
+        )
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = client(&host, &ca, Policy::consecutive(1));
+    let _ = client
+        .server_streaming::<_, Cart>(&WATCH_CART, get("c-1"))
+        .await;
+    let err = client
+        .server_streaming::<_, Cart>(&WATCH_CART, get("c-2"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable);
+    assert!(
+        err.source()
+            .is_some_and(|s| s.is::<humus::circuit::Rejected>()),
+        "{err:?}"
+    );
+    assert_eq!(carts.arrivals(&WATCH_CART), 1);
+}
+
+/// A client-streaming call whose server ends it OK without its one
+/// response message returns INTERNAL, and counts as the classifier says of
+/// INTERNAL (here: a failure), not as a success.
+#[tokio::test(start_paused = true)]
+async fn a_client_stream_with_no_response_message_is_internal_and_counts_so() {
+    let host = Host::new();
+    let odd =
+        tower::service_fn(|_req: http::Request<tonic::body::Body>| async {
+            let mut trailers = http::HeaderMap::new();
+            trailers.insert("grpc-status", "0".parse().unwrap());
+            let frames = futures_util::stream::iter([Ok::<_, std::convert::Infallible>(
+                http_body::Frame::<bytes::Bytes>::trailers(trailers),
+            )]);
+            let body = tonic::body::Body::new(http_body_util::StreamBody::new(frames));
+            let mut response = http::Response::new(body);
+            response.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/grpc"),
+            );
+            Ok::<_, std::convert::Infallible>(response)
+        });
+    let _odd = serve_plain(&host, "odd:9090", odd);
+    let (policy, seen) = recording();
+    let classify = Classify::new(|method, status, trailer| {
+        let mut c = default_classify(method, status, trailer);
+        if status.is_some_and(|s| s.code() == Code::Internal) {
+            c.breaker = Outcome::Failure;
+        }
+        c
+    });
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            addr: "odd:9090".into(),
+            tls: None,
+            breaker_policy: policy,
+            classify,
+            ..Settings::default()
+        },
+    )
+    .unwrap();
+    let items = futures_util::stream::iter(["a"].map(|sku| Item { sku: sku.into() }));
+    let err = client
+        .client_streaming::<_, _, Cart>(&ADD_ITEMS, tonic::Request::new(items))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Internal);
+    assert_eq!(counted(&seen), (0, 1), "INTERNAL, not a success");
+}
+
+/// An open answered by a proxy's error page (an HTTP 503, not a gRPC
+/// response) reached no gRPC server: a failed open, retried and counted
+/// against the dependency as a unary attempt is.
+#[tokio::test(start_paused = true)]
+async fn an_open_answered_by_a_proxys_error_page_is_a_failed_open() {
+    let host = Host::new();
+    let proxy = tower::service_fn(|_req: http::Request<tonic::body::Body>| async {
+        let mut response = http::Response::new(tonic::body::Body::new(http_body_util::Full::new(
+            bytes::Bytes::from_static(b"no healthy upstream"),
+        )));
+        *response.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("text/plain"),
+        );
+        Ok::<_, std::convert::Infallible>(response)
+    });
+    let _proxy = serve_plain(&host, "proxy:9090", proxy);
+    let (policy, seen) = recording();
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            addr: "proxy:9090".into(),
+            tls: None,
+            breaker_policy: policy,
+            ..Settings::default()
+        },
+    )
+    .unwrap();
+    let err = client
+        .server_streaming::<_, Cart>(&WATCH_CART, get("c-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable);
+    assert_eq!(counted(&seen), (0, 3), "three failed opens");
 }

@@ -2,6 +2,7 @@
 //! streams), with the breaker inside the
 //! retries: one `allow` per attempt.
 
+use std::error::Error as _;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -16,10 +17,11 @@ use tonic::metadata::MetadataMap;
 
 use super::client::{GRPC_TIMEOUT, Inner, deadline};
 use super::codec::{PreEncoded, encode_once};
-use super::connection::{Connection, closing, never_processed, transport_status};
+use super::connection::{Connection, closing, mapped_from_http, never_processed, transport_status};
+use super::decide::with_decision;
 use super::hooks::{AttemptSpan, Hooks, call_context};
 use super::stream::{End, Holder, Settle, Streaming, deadline_exceeded};
-use super::{CallState, Ended, Method, classify_attempt};
+use super::{CallState, DEADLINE_SLACK, Ended, Method, classify_attempt};
 use crate::circuit::{Outcome, OwnedTicket, Rejected, Ticket};
 use crate::fault::InjectedError;
 use crate::retry::{self, Attempted, Decision, Next};
@@ -169,12 +171,37 @@ where
 }
 
 /// What the loop keeps of one call.
+///
+/// It owns the attempt in flight (its breaker ticket and its span), so a
+/// call whose future is dropped settles that attempt in its `Drop`: before
+/// the deadline, the caller gave up (the ticket is released, counting
+/// nothing, and the span ends `CANCELLED`); at or after it (within
+/// [`DEADLINE_SLACK`]), the deadline ended the call (a failure for the
+/// breaker, `DEADLINE_EXCEEDED` on the span, `expired` in
+/// `humus.retry.decisions`).
 struct Call<'a> {
+    /// What the attempts read; borrowed by an attempt's future while the
+    /// loop holds the rest.
+    ctx: CallCtx<'a>,
+    attempt: u32,
+    /// The attempt under way: admitted by the breaker, not yet settled.
+    in_flight: Option<InFlight<'a>>,
+    /// Waiting out the backoff before the next attempt.
+    waiting: bool,
+}
+
+/// What every attempt of one call reads.
+struct CallCtx<'a> {
     inner: &'a Inner,
     method: &'static Method,
     hooks: Hooks<'a>,
     deadline: Option<Instant>,
-    attempt: u32,
+}
+
+/// The attempt under way: what settling it needs.
+struct InFlight<'a> {
+    ticket: Ticket<'a>,
+    span: AttemptSpan,
 }
 
 impl<'a> Call<'a> {
@@ -185,26 +212,113 @@ impl<'a> Call<'a> {
         deadline: Option<Instant>,
     ) -> Call<'a> {
         Call {
-            inner,
-            method,
-            hooks: Hooks { inner, method, cx },
-            deadline,
+            ctx: CallCtx {
+                inner,
+                method,
+                hooks: Hooks { inner, method, cx },
+                deadline,
+            },
             attempt: 0,
+            in_flight: None,
+            waiting: false,
         }
     }
 
-    /// Admits the next attempt through the breaker.
-    fn allow(&mut self) -> Result<Ticket<'a>, Status> {
+    /// Admits the next attempt through the breaker and starts its span:
+    /// the attempt is then in flight (until [`Call::end_attempt`]).
+    fn allow(&mut self) -> Result<(), Status> {
         self.attempt += 1;
-        if self.inner.conn.is_closed() {
+        let ctx = &self.ctx;
+        if ctx.inner.conn.is_closed() {
+            ctx.hooks.decided(Decision::Stopped);
             return Err(closing());
         }
-        let allowed = self.hooks.in_call(|| self.inner.breaker.allow());
-        allowed.map_err(|rejected| {
-            self.hooks.rejected(self.attempt, &rejected);
-            self.hooks.decided(Decision::Stopped);
-            rejected_status(rejected)
-        })
+        match ctx.hooks.in_call(|| ctx.inner.breaker.allow()) {
+            Ok(ticket) => {
+                let span = ctx.hooks.attempt_start(self.attempt);
+                self.in_flight = Some(InFlight { ticket, span });
+                Ok(())
+            }
+            Err(rejected) => {
+                ctx.hooks.rejected(self.attempt, &rejected);
+                ctx.hooks.decided(Decision::Stopped);
+                Err(rejected_status(rejected))
+            }
+        }
+    }
+
+    /// The attempt in flight, for its future to send with (the context
+    /// shared, its span to write, the attempt's number).
+    fn attempt_parts(&mut self) -> (&CallCtx<'a>, &mut AttemptSpan, u32) {
+        let span = &mut self
+            .in_flight
+            .as_mut()
+            .expect("an attempt is in flight between allow and end_attempt")
+            .span;
+        (&self.ctx, span, self.attempt)
+    }
+
+    /// Takes the attempt in flight, to settle or to hand to a stream.
+    fn take_attempt(&mut self) -> InFlight<'a> {
+        self.in_flight
+            .take()
+            .expect("an attempt is in flight between allow and end_attempt")
+    }
+
+    /// Ends the attempt in flight's span with `status` (`None` for OK),
+    /// and hands back its ticket, to settle.
+    fn end_attempt(&mut self, status: Option<&Status>) -> Ticket<'a> {
+        let InFlight { ticket, span } = self.take_attempt();
+        self.ctx.hooks.attempt_end(span, status);
+        ticket
+    }
+
+    /// The connection closed under the attempt in flight: its span ends
+    /// with `status` (`CANCELLED`, or the injected delay the close cut
+    /// short), its ticket is released (counting nothing), and the call ends
+    /// without another attempt (`stopped`).
+    fn closed(&mut self, status: Status) -> Status {
+        let ticket = self.end_attempt(Some(&status));
+        ticket.release();
+        self.ctx.hooks.decided(Decision::Stopped);
+        status
+    }
+
+    /// Waits before the next attempt; `Err` if the connection closes first
+    /// (the call then ends, `stopped`).
+    async fn wait(&mut self, after: std::time::Duration) -> Result<(), Status> {
+        self.waiting = true;
+        let waited = tokio::select! {
+            () = self.ctx.inner.conn.closed_ref() => Err(closing()),
+            () = tokio::time::sleep(after) => Ok(()),
+        };
+        self.waiting = false;
+        if waited.is_err() {
+            self.ctx.hooks.decided(Decision::Stopped);
+        }
+        waited
+    }
+
+    /// The stream opened: the call succeeded, however the stream ends
+    /// (`succeeded` in `humus.retry.decisions`, and the budget's share).
+    fn opened(&self) {
+        let ctx = &self.ctx;
+        ctx.hooks.decided(
+            retry::decide(
+                &ctx.inner.budget,
+                &Attempted {
+                    verdict: retry::Verdict::Success,
+                    retry_after: None,
+                    attempt: self.attempt,
+                    max_attempts: ctx.inner.settings.max_attempts,
+                    backoff: std::time::Duration::ZERO,
+                    backoff_max: ctx.inner.settings.backoff_max,
+                    now: Instant::now(),
+                    deadline: ctx.deadline,
+                },
+            )
+            .decision(),
+        );
     }
 
     /// Counts a finished attempt in the breaker and decides what follows.
@@ -212,19 +326,20 @@ impl<'a> Call<'a> {
     /// again (a request stream it read): a Retry then becomes Stop.
     fn settle(
         &self,
-        ticket: Ticket<'_>,
+        ticket: Ticket<'a>,
         status: Option<&Status>,
         trailer: &MetadataMap,
         resendable: bool,
     ) -> Next {
+        let ctx = &self.ctx;
         let now = Instant::now();
         let call = CallState {
             cancelled: false,
-            deadline_passed: self.deadline.is_some_and(|d| now >= d),
+            deadline_passed: ctx.deadline.is_some_and(|d| now >= d),
         };
         let mut c = classify_attempt(
-            self.method,
-            &self.inner.settings.classify,
+            ctx.method,
+            &ctx.inner.settings.classify,
             Ended::Attempt { status, trailer },
             call,
         );
@@ -232,47 +347,41 @@ impl<'a> Call<'a> {
             c.retry = retry::Verdict::Stop;
             c.retry_after = None;
         }
-        self.hooks.in_call(|| ticket.done(c.breaker));
-        self.hooks.counted(c.breaker);
+        ctx.hooks.in_call(|| ticket.done(c.breaker));
+        ctx.hooks.counted(c.breaker);
         let next = retry::decide(
-            &self.inner.budget,
+            &ctx.inner.budget,
             &Attempted {
                 verdict: c.retry,
                 retry_after: c.retry_after,
                 attempt: self.attempt,
-                max_attempts: self.inner.settings.max_attempts,
+                max_attempts: ctx.inner.settings.max_attempts,
                 // Drawn only for a retry: nothing else waits it out.
                 backoff: if c.retry == retry::Verdict::Retry {
-                    self.inner.backoff.backoff(self.attempt)
+                    ctx.inner.backoff.backoff(self.attempt)
                 } else {
                     std::time::Duration::ZERO
                 },
-                backoff_max: self.inner.settings.backoff_max,
+                backoff_max: ctx.inner.settings.backoff_max,
                 now,
-                deadline: self.deadline,
+                deadline: ctx.deadline,
             },
         );
-        self.hooks.decided(next.decision());
+        ctx.hooks.decided(next.decision());
         next
     }
+}
 
+impl CallCtx<'_> {
     /// The send of `span` never reached the server (`status`, a transparent
     /// resend follows): its span ends with that status, with its own
     /// `rpc.client.call.duration` point, and the resend gets a span of its
     /// own, a sibling under the call's context. Nothing is classified: the
     /// attempt goes on.
-    fn resend(&self, span: &mut AttemptSpan, status: &Status) {
-        let next = self.hooks.attempt_start(self.attempt);
+    fn resend(&self, attempt: u32, span: &mut AttemptSpan, status: &Status) {
+        let next = self.hooks.attempt_start(attempt);
         self.hooks
             .attempt_end(std::mem::replace(span, next), Some(status));
-    }
-
-    /// Waits before the next attempt; `Err` if the connection closes first.
-    async fn wait(&self, after: std::time::Duration) -> Result<(), Status> {
-        tokio::select! {
-            () = self.inner.conn.closed_ref() => Err(closing()),
-            () = tokio::time::sleep(after) => Ok(()),
-        }
     }
 
     /// The metadata one send of an attempt carries: the caller's, with the
@@ -287,6 +396,35 @@ impl<'a> Call<'a> {
         self.hooks.propagate(span, &mut metadata);
         metadata
     }
+}
+
+impl Drop for Call<'_> {
+    /// The call's future was dropped: settles the attempt in flight as
+    /// the deadline's (at or after it, within [`DEADLINE_SLACK`]) or as
+    /// the caller's giving up (before it: its ticket and span are dropped,
+    /// which release the ticket and end the span `CANCELLED`).
+    fn drop(&mut self) {
+        let ctx = &self.ctx;
+        let at_deadline = ctx.deadline.is_some_and(|d| at_deadline(d, Instant::now()));
+        if !at_deadline {
+            return;
+        }
+        if let Some(InFlight { ticket, span }) = self.in_flight.take() {
+            ctx.hooks.attempt_end(span, Some(&deadline_exceeded()));
+            ctx.hooks.in_call(|| ticket.done(Outcome::Failure));
+            ctx.hooks.counted(Outcome::Failure);
+            ctx.hooks.decided(Decision::Expired);
+        } else if self.waiting {
+            // Nothing in flight to count; the wait ended with the call.
+            ctx.hooks.decided(Decision::Expired);
+        }
+    }
+}
+
+/// Whether a call dropped at `now` was dropped by its `deadline`: at or
+/// after it, or less than [`DEADLINE_SLACK`] before it.
+pub(super) fn at_deadline(deadline: Instant, now: Instant) -> bool {
+    now + DEADLINE_SLACK >= deadline
 }
 
 /// `left` as a `grpc-timeout` value, rounded up to about three significant
@@ -389,16 +527,18 @@ fn require_runtime() {
     }
 }
 
-pub(super) async fn unary<Req, Resp>(
-    inner: &Arc<Inner>,
+/// A unary call of `method`: its deadline and context are read here, when
+/// the call is made (not when its future is first polled), and the request
+/// encoded once.
+pub(super) fn unary<'a, Req, Resp>(
+    inner: &'a Arc<Inner>,
     method: &'static Method,
     request: tonic::Request<Req>,
-) -> Result<tonic::Response<Resp>, Status>
+) -> impl Future<Output = Result<tonic::Response<Resp>, Status>> + Send + 'a
 where
     Req: prost::Message + Send + 'static,
     Resp: prost::Message + Default + Send + 'static,
 {
-    require_runtime();
     let deadline = deadline(
         Instant::now(),
         Some(inner.settings.timeout),
@@ -410,33 +550,34 @@ where
     // Encoded once: every attempt sends these bytes.
     let body = encode_once(&message);
     drop(message);
-    let path = PathAndQuery::from_static(method.full_name);
-    let mut call = Call::new(inner, method, cx, deadline);
-    loop {
-        let ticket = call.allow()?;
-        let mut span = call.hooks.attempt_start(call.attempt);
-        let attempt = bounded(inner, deadline, async {
-            call.hooks.inject_fault(&span, deadline).await?;
-            send_unary::<Resp>(&call, &path, &metadata, &mut span, &body).await
-        });
-        let result = match attempt.await {
-            Cut::Returned(result) => result,
-            Cut::Deadline => Err(deadline_exceeded()),
-            Cut::Closed(injected) => {
-                let status = injected.unwrap_or_else(closing);
-                call.hooks.attempt_end(span, Some(&status));
-                ticket.release();
-                return Err(status);
+    async move {
+        require_runtime();
+        let path = PathAndQuery::from_static(method.full_name);
+        let mut call = Call::new(inner, method, cx, deadline);
+        loop {
+            call.allow()?;
+            let (ctx, span, n) = call.attempt_parts();
+            let (path, metadata, body) = (&path, &metadata, &body);
+            let attempt = bounded(inner, deadline, async move {
+                ctx.hooks.inject_fault(span, deadline).await?;
+                send_unary::<Resp>(ctx, n, path, metadata, span, body).await
+            });
+            let result = match attempt.await {
+                Cut::Returned(result) => result,
+                Cut::Deadline => Err(deadline_exceeded()),
+                Cut::Closed(injected) => {
+                    return Err(call.closed(injected.unwrap_or_else(closing)));
+                }
+            };
+            let ticket = call.end_attempt(result.as_ref().err());
+            let next = match &result {
+                Ok(response) => call.settle(ticket, None, response.metadata(), true),
+                Err(status) => call.settle(ticket, Some(status), status.metadata(), true),
+            };
+            match next {
+                Next::Retry { after } => call.wait(after).await?,
+                next => return result.map_err(|status| with_decision(status, next.decision())),
             }
-        };
-        call.hooks.attempt_end(span, result.as_ref().err());
-        let next = match &result {
-            Ok(response) => call.settle(ticket, None, response.metadata(), true),
-            Err(status) => call.settle(ticket, Some(status), status.metadata(), true),
-        };
-        match next {
-            Next::Retry { after } => call.wait(after).await?,
-            _ => return result,
         }
     }
 }
@@ -446,7 +587,8 @@ where
 /// with what [`Call::metadata`] adds (moved into the request: one copy of
 /// the caller's map per send).
 async fn send_unary<Resp>(
-    call: &Call<'_>,
+    call: &CallCtx<'_>,
+    attempt: u32,
     path: &PathAndQuery,
     base: &MetadataMap,
     span: &mut AttemptSpan,
@@ -471,7 +613,7 @@ where
         {
             Err(status) if resent < TRANSPARENT_RETRIES && never_processed(&status) => {
                 resent += 1;
-                call.resend(span, &status);
+                call.resend(attempt, span, &status);
             }
             result => return result,
         }
@@ -500,86 +642,96 @@ impl<S> Outbound<S> {
 
 /// Opens a stream of `method`: the open is retried as a unary attempt is
 /// (with the backoff, not `Settings::timeout`: a stream ends with its
-/// caller's own deadline); once open, the stream is never retried, and its
-/// ticket is settled when it ends.
-pub(super) async fn open<S, Req, Resp>(
-    inner: &Arc<Inner>,
+/// caller's own deadline, or the inherited one); once open (once the
+/// server answered), the stream is never retried, and its ticket is
+/// settled when it ends.
+///
+/// The stream's deadline and context are read here, when the call is made.
+/// `one_response`: a client-streaming call, whose stream must carry one
+/// message before its end.
+pub(super) fn open<'a, S, Req, Resp>(
+    inner: &'a Arc<Inner>,
     method: &'static Method,
-    metadata: MetadataMap,
-    cx: Context,
-    outbound: Outbound<S>,
-) -> Result<tonic::Response<Streaming<Resp>>, Status>
+    request: tonic::Request<Outbound<S>>,
+    one_response: bool,
+) -> impl Future<Output = Result<tonic::Response<Streaming<Resp>>, Status>> + Send + 'a
 where
     S: Stream<Item = Req> + Send + 'static,
     Req: prost::Message + Send + 'static,
     Resp: prost::Message + Default + Send + 'static,
 {
-    require_runtime();
-    let deadline = deadline(Instant::now(), None, &metadata);
+    let deadline = deadline(Instant::now(), None, request.metadata());
+    let (metadata, extensions, outbound) = request.into_parts();
+    let cx = call_context(&extensions);
     let metadata = caller_metadata(metadata);
-    let path = PathAndQuery::from_static(method.full_name);
-    let mut call = Call::new(inner, method, cx, deadline);
-    loop {
-        let ticket = call.allow()?;
-        let mut span = call.hooks.attempt_start(call.attempt);
-        let attempt = bounded(inner, deadline, async {
-            call.hooks.inject_fault(&span, deadline).await?;
-            send_open::<S, Req, Resp>(&call, &path, &metadata, &mut span, &outbound).await
-        });
-        let result = match attempt.await {
-            Cut::Returned(result) => result,
-            Cut::Deadline => Err(deadline_exceeded()),
-            Cut::Closed(injected) => {
-                let status = injected.unwrap_or_else(closing);
-                call.hooks.attempt_end(span, Some(&status));
-                ticket.release();
-                return Err(status);
+    async move {
+        require_runtime();
+        let path = PathAndQuery::from_static(method.full_name);
+        let mut call = Call::new(inner, method, cx, deadline);
+        loop {
+            call.allow()?;
+            let (ctx, span, n) = call.attempt_parts();
+            let (path, metadata, outbound) = (&path, &metadata, &outbound);
+            let attempt = bounded(inner, deadline, async move {
+                ctx.hooks.inject_fault(span, deadline).await?;
+                send_open::<S, Req, Resp>(ctx, n, path, metadata, span, outbound).await
+            });
+            let result = match attempt.await {
+                Cut::Returned(result) => result,
+                Cut::Deadline => Err(deadline_exceeded()),
+                Cut::Closed(injected) => {
+                    return Err(call.closed(injected.unwrap_or_else(closing)));
+                }
+            };
+            let status = match result {
+                Ok(Ok(response)) => {
+                    // Opened: the call succeeded, however the stream ends;
+                    // the stream keeps the ticket, and settles it at its end.
+                    call.opened();
+                    let InFlight { ticket, span } = call.take_attempt();
+                    let (headers, stream, extensions) = response.into_parts();
+                    let settle = stream_settle(
+                        inner,
+                        method,
+                        call.ctx.hooks.cx.clone(),
+                        ticket.into_owned(),
+                        span,
+                        deadline,
+                    );
+                    let stream = Streaming::new(stream, settle, deadline, inner.conn.closed_flag())
+                        .one_response(one_response);
+                    return Ok(tonic::Response::from_parts(headers, stream, extensions));
+                }
+                Ok(Err(status)) => {
+                    // The server answered with a trailers-only status: the
+                    // stream opened, and ended at once. Never retried; it
+                    // counts as the end of a stream that opened.
+                    call.opened();
+                    let InFlight { ticket, span } = call.take_attempt();
+                    let settle = stream_settle(
+                        inner,
+                        method,
+                        call.ctx.hooks.cx.clone(),
+                        ticket.into_owned(),
+                        span,
+                        deadline,
+                    );
+                    settle(End::Failed(&status));
+                    return Err(status);
+                }
+                Err(status) => status,
+            };
+            let ticket = call.end_attempt(Some(&status));
+            let next = call.settle(
+                ticket,
+                Some(&status),
+                status.metadata(),
+                outbound.is_resendable(),
+            );
+            match next {
+                Next::Retry { after } => call.wait(after).await?,
+                next => return Err(with_decision(status, next.decision())),
             }
-        };
-        let status = match result {
-            Ok(response) => {
-                // Opened: the call succeeded, however the stream ends; the
-                // stream keeps the ticket, and settles it at its end.
-                call.hooks.decided(
-                    retry::decide(
-                        &inner.budget,
-                        &Attempted {
-                            verdict: retry::Verdict::Success,
-                            retry_after: None,
-                            attempt: call.attempt,
-                            max_attempts: inner.settings.max_attempts,
-                            backoff: std::time::Duration::ZERO,
-                            backoff_max: inner.settings.backoff_max,
-                            now: Instant::now(),
-                            deadline,
-                        },
-                    )
-                    .decision(),
-                );
-                let (headers, stream, extensions) = response.into_parts();
-                let settle = stream_settle(
-                    inner,
-                    method,
-                    call.hooks.cx.clone(),
-                    ticket.into_owned(),
-                    span,
-                    deadline,
-                );
-                let stream = Streaming::new(stream, settle, deadline, inner.conn.closed_flag());
-                return Ok(tonic::Response::from_parts(headers, stream, extensions));
-            }
-            Err(status) => status,
-        };
-        call.hooks.attempt_end(span, Some(&status));
-        let next = call.settle(
-            ticket,
-            Some(&status),
-            status.metadata(),
-            outbound.is_resendable(),
-        );
-        match next {
-            Next::Retry { after } => call.wait(after).await?,
-            _ => return Err(status),
         }
     }
 }
@@ -587,13 +739,20 @@ where
 /// One attempt to open a stream, sent again at once if the request never
 /// reached the server and its request stream is still unread, each send
 /// in a span of its own ([`send_unary`]).
+///
+/// `Ok(Err(status))` is the server's answer with a trailers-only status:
+/// the stream opened (the server answered) and ended at once. `Err` is a
+/// failed open, one nothing came back from: no connection, a failed dial,
+/// a refused stream. tonic gives a status it read from the server no
+/// source, and one made of a transport error the error as its source.
 async fn send_open<S, Req, Resp>(
-    call: &Call<'_>,
+    call: &CallCtx<'_>,
+    attempt: u32,
     path: &PathAndQuery,
     base: &MetadataMap,
     span: &mut AttemptSpan,
     outbound: &Outbound<S>,
-) -> Result<tonic::Response<tonic::Streaming<Resp>>, Status>
+) -> Result<Result<tonic::Response<tonic::Streaming<Resp>>, Status>, Status>
 where
     S: Stream<Item = Req> + Send + 'static,
     Req: prost::Message + Send + 'static,
@@ -627,16 +786,25 @@ where
                 .await
             }
         };
-        match result.map_err(transport_status) {
-            Err(status)
+        match result {
+            Ok(response) => return Ok(Ok(response)),
+            // The server's own answer, in the response's headers (not a
+            // proxy's error page, which is no gRPC server's answer).
+            Err(status) if status.source().is_none() && !mapped_from_http(&status) => {
+                return Ok(Err(status));
+            }
+            Err(status) => {
+                let status = transport_status(status);
                 if resent < TRANSPARENT_RETRIES
                     && outbound.is_resendable()
-                    && never_processed(&status) =>
-            {
-                resent += 1;
-                call.resend(span, &status);
+                    && never_processed(&status)
+                {
+                    resent += 1;
+                    call.resend(attempt, span, &status);
+                } else {
+                    return Err(status);
+                }
             }
-            result => return result,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The `Client`: one dependency, one connection, one budget, one breaker.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,9 +11,9 @@ use tokio::time::Instant;
 use super::attempt::{self, Outbound};
 use super::codec::encode_once;
 use super::connection::Connection;
-use super::hooks::call_context;
 use super::stream::Holder;
 use super::{Method, NewError, Settings, Streaming};
+use crate::grpc::deadline::Inherited;
 use crate::{Setup, circuit, fault, health, retry, telemetry};
 
 /// A resilient gRPC client of one dependency ([design](crate::design::client)).
@@ -151,16 +152,22 @@ impl Client {
     /// sent in up to [`max_attempts`](Settings::max_attempts) attempts, as
     /// the classification of each decides (the method's
     /// [policy](super::MethodPolicy), then [`Settings::classify`]), bounded
-    /// by the retry budget and the call's deadline: the earlier of
-    /// [`Settings::timeout`] and the request's own `grpc-timeout`
-    /// ([`tonic::Request::set_timeout`](https://docs.rs/tonic/0.14/tonic/struct.Request.html#method.set_timeout)), which covers every attempt and
-    /// every wait between them. Each attempt passes the circuit breaker
+    /// by the retry budget and the call's deadline: the earliest of
+    /// [`Settings::timeout`], the request's own `grpc-timeout`
+    /// ([`tonic::Request::set_timeout`](https://docs.rs/tonic/0.14/tonic/struct.Request.html#method.set_timeout)) and the deadline inherited from the
+    /// RPC being served ([`Inherited`](crate::grpc::deadline::Inherited)), which covers every attempt and
+    /// every wait between them. The deadline and the call's context are
+    /// taken when this method is called, not when the future is first
+    /// polled. Each attempt passes the circuit breaker
     /// first; a rejection ends the call at once with `Unavailable`, the
     /// rejection's message, and the [`circuit::Rejected`] as its source
     /// (so a caller can tell nothing was sent). The wait before a retry is
     /// the larger of the backoff and the server's pushback; a pushback
     /// longer than [`Settings::backoff_max`] ends the call. A caller who
-    /// drops the returned future gives up: nothing is counted.
+    /// drops the returned future before the deadline gives up: nothing is
+    /// counted; dropped at the deadline (within [`DEADLINE_SLACK`](super::DEADLINE_SLACK)), the
+    /// call counts as the deadline, a failure (see the
+    /// [module docs](super#deadlines)).
     ///
     /// The request's metadata is sent with every attempt; its extensions
     /// are not sent, but an [`opentelemetry::Context`](https://docs.rs/opentelemetry/0.33/opentelemetry/context/struct.Context.html) among them is the
@@ -174,7 +181,9 @@ impl Client {
     ///
     /// The last attempt's status: `DeadlineExceeded` once the deadline has
     /// passed, `Canceled` (`the client connection is closing`) after
-    /// [`Setup::stop`].
+    /// [`Setup::stop`]. When the budget refused a retry, `max_attempts` was
+    /// reached, or the deadline came before the next attempt, its source is
+    /// a [`NoRetry`](super::NoRetry) saying which.
     ///
     /// # Panics
     ///
@@ -187,16 +196,16 @@ impl Client {
     ///
     /// Design: [retries](crate::design::client#retries), [classification](crate::design::client#classification),
     /// [the circuit breaker](crate::design::client#the-circuit-breaker).
-    pub async fn unary<Req, Resp>(
+    pub fn unary<Req, Resp>(
         &self,
         method: &'static Method,
         request: tonic::Request<Req>,
-    ) -> Result<tonic::Response<Resp>, tonic::Status>
+    ) -> impl Future<Output = Result<tonic::Response<Resp>, tonic::Status>> + Send + '_
     where
         Req: prost::Message + Send + 'static,
         Resp: prost::Message + Default + Send + 'static,
     {
-        super::attempt::unary(&self.inner, method, request).await
+        attempt::unary(&self.inner, method, request)
     }
 
     /// Opens a server-streaming call of `method`.
@@ -204,9 +213,11 @@ impl Client {
     /// Only the open is retried, as a unary attempt is (through the
     /// breaker, with the backoff and the budget, but not
     /// [`Settings::timeout`]: a stream lives as long as its caller wants,
-    /// and ends with the request's own `grpc-timeout` if it has one). A
-    /// stream that opened is never retried: [`Streaming`] counts it in the
-    /// breaker once, when it ends.
+    /// and ends with the request's own `grpc-timeout` or the inherited
+    /// deadline, taken when this method is called). A stream that opened
+    /// (the server answered, with headers or a trailers-only status) is
+    /// never retried: [`Streaming`] counts it in the breaker once, when it
+    /// ends.
     ///
     /// # Errors
     ///
@@ -217,27 +228,22 @@ impl Client {
     /// As [`unary`](Client::unary).
     ///
     /// Design: [streams](crate::design::client#streams).
-    pub async fn server_streaming<Req, Resp>(
+    pub fn server_streaming<Req, Resp>(
         &self,
         method: &'static Method,
         request: tonic::Request<Req>,
-    ) -> Result<tonic::Response<Streaming<Resp>>, tonic::Status>
+    ) -> impl Future<Output = Result<tonic::Response<Streaming<Resp>>, tonic::Status>> + Send + '_
     where
         Req: prost::Message + Send + 'static,
         Resp: prost::Message + Default + Send + 'static,
     {
-        let (metadata, extensions, message) = request.into_parts();
-        let cx = call_context(&extensions);
-        let body = encode_once(&message);
-        drop(message);
+        let request = request.map(|message| Outbound::One(encode_once(&message)));
         attempt::open::<futures_util::stream::Empty<Req>, Req, Resp>(
             &self.inner,
             method,
-            metadata,
-            cx,
-            Outbound::One(body),
+            request,
+            false,
         )
-        .await
     }
 
     /// Makes a client-streaming call of `method`: it streams the
@@ -248,7 +254,8 @@ impl Client {
     /// never polled, refused by a breaker or a dial, is sent whole by the
     /// next attempt); once any attempt has read it, the call is not
     /// retried. The call counts in the breaker once, at its one response
-    /// (or its error).
+    /// (or its error); a server that ends it OK without a message makes it
+    /// `Internal` (`Missing response message.`), counted as that.
     ///
     /// # Errors
     ///
@@ -259,31 +266,35 @@ impl Client {
     /// As [`unary`](Client::unary).
     ///
     /// Design: [streams](crate::design::client#streams).
-    pub async fn client_streaming<S, Req, Resp>(
+    pub fn client_streaming<S, Req, Resp>(
         &self,
         method: &'static Method,
         request: tonic::Request<S>,
-    ) -> Result<tonic::Response<Resp>, tonic::Status>
+    ) -> impl Future<Output = Result<tonic::Response<Resp>, tonic::Status>> + Send + '_
     where
         S: Stream<Item = Req> + Send + 'static,
         Req: prost::Message + Send + 'static,
         Resp: prost::Message + Default + Send + 'static,
     {
-        let (headers, mut stream, extensions) = self.streaming(method, request).await?.into_parts();
-        let message = match stream.message().await {
-            Ok(Some(message)) => message,
-            Ok(None) => return Err(tonic::Status::internal("Missing response message.")),
-            Err(status) => return Err(status),
-        };
-        let mut metadata = headers.into_headers();
-        if let Some(trailers) = stream.trailers().await? {
-            metadata.extend(trailers.into_headers());
+        let open = self.streaming_counted::<S, Req, Resp>(method, request, true);
+        async move {
+            let (headers, mut stream, extensions) = open.await?.into_parts();
+            let message = match stream.message().await {
+                Ok(Some(message)) => message,
+                // Counted as INTERNAL by the stream's end: see `Streaming`.
+                Ok(None) => return Err(super::stream::missing_response()),
+                Err(status) => return Err(status),
+            };
+            let mut metadata = headers.into_headers();
+            if let Some(trailers) = stream.trailers().await? {
+                metadata.extend(trailers.into_headers());
+            }
+            Ok(tonic::Response::from_parts(
+                tonic::metadata::MetadataMap::from_headers(metadata),
+                message,
+                extensions,
+            ))
         }
-        Ok(tonic::Response::from_parts(
-            tonic::metadata::MetadataMap::from_headers(metadata),
-            message,
-            extensions,
-        ))
     }
 
     /// Opens a bidirectional-streaming call of `method`.
@@ -302,31 +313,40 @@ impl Client {
     /// As [`unary`](Client::unary).
     ///
     /// Design: [streams](crate::design::client#streams).
-    pub async fn streaming<S, Req, Resp>(
+    pub fn streaming<S, Req, Resp>(
         &self,
         method: &'static Method,
         request: tonic::Request<S>,
-    ) -> Result<tonic::Response<Streaming<Resp>>, tonic::Status>
+    ) -> impl Future<Output = Result<tonic::Response<Streaming<Resp>>, tonic::Status>> + Send + '_
     where
         S: Stream<Item = Req> + Send + 'static,
         Req: prost::Message + Send + 'static,
         Resp: prost::Message + Default + Send + 'static,
     {
-        let (metadata, extensions, stream) = request.into_parts();
-        let cx = call_context(&extensions);
-        attempt::open::<S, Req, Resp>(
-            &self.inner,
-            method,
-            metadata,
-            cx,
-            Outbound::Many(Holder::new(Box::pin(stream))),
-        )
-        .await
+        self.streaming_counted(method, request, false)
+    }
+
+    /// [`streaming`](Client::streaming); `one_response` for a
+    /// client-streaming call, whose stream must carry one message.
+    fn streaming_counted<S, Req, Resp>(
+        &self,
+        method: &'static Method,
+        request: tonic::Request<S>,
+        one_response: bool,
+    ) -> impl Future<Output = Result<tonic::Response<Streaming<Resp>>, tonic::Status>> + Send + '_
+    where
+        S: Stream<Item = Req> + Send + 'static,
+        Req: prost::Message + Send + 'static,
+        Resp: prost::Message + Default + Send + 'static,
+    {
+        let request = request.map(|stream| Outbound::Many(Holder::new(Box::pin(stream))));
+        attempt::open::<S, Req, Resp>(&self.inner, method, request, one_response)
     }
 }
 
-/// The deadline of a call started `now`: the earlier of `timeout` (none for
-/// a stream) and the request's own `grpc-timeout`.
+/// The deadline of a call made `now`: the earliest of `timeout` (none for
+/// a stream), the request's own `grpc-timeout` and the deadline inherited
+/// from the RPC being served ([`Inherited::current`]).
 pub(super) fn deadline(
     now: Instant,
     timeout: Option<Duration>,
@@ -339,10 +359,8 @@ pub(super) fn deadline(
         .and_then(|v| parse_grpc_timeout(v.as_bytes()))
         .and_then(|d| now.checked_add(d));
     let ours = timeout.and_then(|d| now.checked_add(d));
-    match (own, ours) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
+    let inherited = Inherited::current_deadline();
+    [own, ours, inherited].into_iter().flatten().min()
 }
 
 pub(super) use crate::grpc::deadline::{GRPC_TIMEOUT, parse_grpc_timeout};

@@ -468,12 +468,12 @@ fn grpc_response<B>(mut response: http::Response<B>) -> http::Response<B> {
     };
     let message = if is_grpc {
         format!(
-            "the server answered HTTP {} {reason} with no grpc-status",
+            "{MAPPED_FROM_HTTP}{} {reason} with no grpc-status",
             http.as_u16()
         )
     } else {
         format!(
-            "the server answered HTTP {} {reason} with {what}, not a gRPC response (a proxy's error page?)",
+            "{MAPPED_FROM_HTTP}{} {reason} with {what}, not a gRPC response (a proxy's error page?)",
             http.as_u16()
         )
     };
@@ -488,6 +488,17 @@ fn grpc_response<B>(mut response: http::Response<B>) -> http::Response<B> {
 
 const GRPC_STATUS: &str = "grpc-status";
 const GRPC_MESSAGE: &str = "grpc-message";
+
+/// How the message of a status [`grpc_response`] mapped from a non-gRPC
+/// answer starts.
+const MAPPED_FROM_HTTP: &str = "the server answered HTTP ";
+
+/// Whether `status` is one [`grpc_response`] mapped from a non-gRPC answer
+/// (a proxy's error page), not one a gRPC server sent: a stream's open
+/// answered so has not opened.
+pub(crate) fn mapped_from_http(status: &tonic::Status) -> bool {
+    status.message().starts_with(MAPPED_FROM_HTTP)
+}
 
 /// What a `grpc-message` percent-encodes: every byte outside visible ASCII
 /// and space, and `%` (gRPC over HTTP/2, "Responses").

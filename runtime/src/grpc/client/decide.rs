@@ -1,12 +1,17 @@
 //! The rules the client applies to an attempt before, and after, asking
 //! the classifier ([design](crate::design::client#what-the-client-decides)).
 
+use std::error::Error as StdError;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
 use tonic::metadata::MetadataMap;
 use tonic::{Code, Status};
 
 use super::{Classification, Classify, Method, classify_method};
 use crate::circuit::Outcome;
-use crate::retry::Verdict;
+use crate::retry::{Decision, Verdict};
 
 /// How an attempt ended, as the attempt loop saw it.
 #[derive(Clone, Copy, Debug)]
@@ -40,7 +45,7 @@ pub struct CallState {
     /// before the attempt ended.
     pub cancelled: bool,
     /// The call's deadline (`Settings.timeout`, or an earlier one the
-    /// caller set) had passed when the attempt ended. Read it from the same
+    /// caller set or the call inherited) had passed when the attempt ended. Read it from the same
     /// `now` that is given to [`retry::decide`](crate::retry::decide).
     pub deadline_passed: bool,
 }
@@ -114,4 +119,105 @@ pub fn classify_attempt(
     } else {
         c
     }
+}
+
+/// How close before its deadline a dropped call still counts as ended by
+/// the deadline: 20 ms.
+///
+/// A call's future dropped at or after its deadline, such as the handler a
+/// tonic server drops at the served RPC's `grpc-timeout`, ended by the
+/// deadline, and counts as a failure; one dropped earlier was given up on
+/// by its caller, and counts nothing. Two timers decide which it is, the
+/// client's and the server's, and they do not agree to the microsecond:
+/// tokio fires timers on 1 ms ticks, and a tonic server measures the served
+/// RPC's deadline when it receives the request, before a handler (or a
+/// layer) can read the same `grpc-timeout`, so the server's timer for the
+/// same deadline may fire a tick or a few before the client's. A drop less
+/// than `DEADLINE_SLACK` before the deadline is the deadline's, so the
+/// outcome is the same whichever timer fires first. The slack covers the
+/// server's ticks and the time between its receiving the request and the
+/// handler making the call, on a loaded machine.
+pub const DEADLINE_SLACK: Duration = Duration::from_millis(20);
+
+/// Why a call made no further attempt: the [`Decision`] of the retry loop
+/// after its last attempt, carried as the source of the call's [`Status`]
+/// when it was [`Throttled`](Decision::Throttled) (the retry budget refused
+/// a retry), [`Exhausted`](Decision::Exhausted) (every attempt
+/// `max_attempts` allows was made) or [`Expired`](Decision::Expired) (the
+/// deadline came before the next attempt could start).
+///
+/// The status itself is the last attempt's, with the same code, message
+/// and metadata; the attempt's status as it was (with its own source: a
+/// transport error, an [`InjectedError`](crate::fault::InjectedError)) is
+/// this error's [`source`](std::error::Error::source), so code that walks
+/// the chain of sources still finds it. Read it with [`NoRetry::from_status`]:
+///
+/// ```
+/// use humus::grpc::client::NoRetry;
+/// use humus::retry::Decision;
+///
+/// fn budget_refused(status: &tonic::Status) -> bool {
+///     NoRetry::from_status(status).is_some_and(|n| n.decision() == Decision::Throttled)
+/// }
+/// # assert!(!budget_refused(&tonic::Status::unavailable("x")));
+/// ```
+#[derive(Debug, Clone)]
+pub struct NoRetry {
+    decision: Decision,
+    /// The last attempt's status, as it was.
+    last: Status,
+}
+
+impl NoRetry {
+    /// What the retry loop decided after the call's last attempt.
+    pub fn decision(&self) -> Decision {
+        self.decision
+    }
+
+    /// The `NoRetry` in `status`'s chain of sources, if any.
+    pub fn from_status(status: &Status) -> Option<&NoRetry> {
+        let mut next = StdError::source(status);
+        while let Some(e) = next {
+            if let Some(no_retry) = e.downcast_ref::<NoRetry>() {
+                return Some(no_retry);
+            }
+            next = e.source();
+        }
+        None
+    }
+}
+
+impl fmt::Display for NoRetry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self.decision {
+            Decision::Throttled => "not retried: the retry budget refused the retry (throttled)",
+            Decision::Exhausted => "not retried: every attempt max_attempts allows was made (exhausted)",
+            Decision::Expired => {
+                "not retried: the call's deadline came before the next attempt could start (expired)"
+            }
+            Decision::Succeeded => "not retried: the call succeeded",
+            Decision::Retried => "retried",
+            Decision::Stopped => "not retried (stopped)",
+        })
+    }
+}
+
+impl StdError for NoRetry {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(&self.last)
+    }
+}
+
+/// `status` with why no further attempt was made as its source, when the
+/// call was throttled, exhausted or expired ([`NoRetry`]); as it is
+/// otherwise.
+pub(super) fn with_decision(mut status: Status, decision: Decision) -> Status {
+    if matches!(
+        decision,
+        Decision::Throttled | Decision::Exhausted | Decision::Expired
+    ) {
+        let last = status.clone();
+        status.set_source(Arc::new(NoRetry { decision, last }));
+    }
+    status
 }

@@ -109,7 +109,7 @@ mod stream;
 pub use classify::{Classification, ClassifyFn};
 pub use classify::{Classify, PUSHBACK_KEY, Pushback, classify_method, default_classify, pushback};
 pub use client::Client;
-pub use decide::{CallState, Ended, classify_attempt};
+pub use decide::{CallState, DEADLINE_SLACK, Ended, NoRetry, classify_attempt};
 pub use method::{CodeRule, Method, MethodPolicy, RpcKind};
 pub use settings::{
     InvalidValue, NewError, Settings, check_addr, check_authority, check_backoff_base,

@@ -34,16 +34,38 @@ pub(super) type Settle = Box<dyn for<'a> FnOnce(End<'a>) + Send>;
 
 /// A stream of responses from a server- or bidirectional-streaming call.
 ///
+/// It exists once the stream has opened, that is once the server answered
+/// with its response headers; an open the server answered with a
+/// trailers-only status has opened too (and ended at once: the call method
+/// returns that status, never retried, counted as this stream's end
+/// would be). Only an open that failed before the server answered (no
+/// connection, a failed dial, a refused stream, the breaker) is retried;
+/// see the [module docs](super#streams-what-opened-means).
+///
 /// It is counted in the client's circuit breaker once, when it ends: its
 /// clean end (`None`), its error, or its deadline. Until then it holds the
 /// breaker's ticket (a probe's slot while the breaker is half-open, for at
-/// most the breaker's `probe_timeout`). A stream dropped before its end
-/// counts nothing: the caller gave up. A stream that ends with
+/// most the breaker's `probe_timeout`). A stream that ends with
 /// `Unavailable` (its server or connection went away) is ignored; any
 /// other end counts as the client's classify says, given the stream's
-/// trailer. A stream whose deadline (the request's `grpc-timeout`) passes
-/// ends with `DeadlineExceeded` and counts as a failure; after
-/// [`Setup::stop`](crate::Setup::stop) it ends `Canceled`.
+/// trailer.
+///
+/// Its deadline is the earlier of the request's `grpc-timeout` and the
+/// deadline inherited from the RPC being served
+/// ([`Inherited`](crate::grpc::deadline::Inherited)); `Settings::timeout`
+/// does not apply. At the deadline the stream ends `DeadlineExceeded` and
+/// counts as a failure, even while messages keep arriving (the deadline
+/// is read with each of them), and its HTTP/2 stream is cancelled.
+///
+/// Dropped before its end, a stream counts as what dropped it: at or after
+/// its deadline (within [`DEADLINE_SLACK`](super::DEADLINE_SLACK)), the
+/// deadline, a failure; earlier, its caller gave up, and it counts nothing.
+/// After [`Setup::stop`](crate::Setup::stop) it ends `Canceled`, counting
+/// nothing.
+///
+/// The stream of a client-streaming call must carry its one response: a
+/// clean end with no message is `Internal` (`Missing response message.`)
+/// and counts as the classify says of `Internal`.
 ///
 /// Like [`tonic::Streaming`](https://docs.rs/tonic/0.14/tonic/codec/struct.Streaming.html), it is a
 /// [`Stream`](https://docs.rs/futures-core/0.3/futures_core/stream/trait.Stream.html) of messages and has
@@ -51,7 +73,9 @@ pub(super) type Settle = Box<dyn for<'a> FnOnce(End<'a>) + Send>;
 ///
 /// Design: [streams](crate::design::client#streams).
 pub struct Streaming<T> {
-    inner: tonic::Streaming<T>,
+    /// Dropped (which cancels the HTTP/2 stream) once it ends at its
+    /// deadline.
+    inner: Option<tonic::Streaming<T>>,
     settle: Option<Settle>,
     deadline: Option<Pin<Box<Sleep>>>,
     /// The client's connection's close: it fails the IO under the stream,
@@ -60,6 +84,10 @@ pub struct Streaming<T> {
     closed: ClosedFlag,
     trailers: Option<MetadataMap>,
     ended: bool,
+    /// A client-streaming call's: its stream must carry one message.
+    one_response: bool,
+    /// Whether a message has arrived.
+    received: bool,
 }
 
 impl<T> fmt::Debug for Streaming<T> {
@@ -79,13 +107,22 @@ impl<T> Streaming<T> {
         closed: ClosedFlag,
     ) -> Streaming<T> {
         Streaming {
-            inner,
+            inner: Some(inner),
             settle: Some(settle),
             deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d))),
             closed,
             trailers: None,
             ended: false,
+            one_response: false,
+            received: false,
         }
+    }
+
+    /// Makes it the stream of a client-streaming call (`one`): a clean
+    /// end with no message is the server's error, `INTERNAL`.
+    pub(super) fn one_response(mut self, one: bool) -> Streaming<T> {
+        self.one_response = one;
+        self
     }
 
     fn end(&mut self, how: End<'_>) {
@@ -93,6 +130,21 @@ impl<T> Streaming<T> {
         if let Some(settle) = self.settle.take() {
             settle(how);
         }
+    }
+
+    /// Whether the stream's deadline has passed.
+    fn deadline_passed(&self) -> bool {
+        self.deadline
+            .as_ref()
+            .is_some_and(|d| Instant::now() >= d.deadline())
+    }
+
+    /// Ends the stream at its deadline: counts it a failure, and cancels
+    /// the HTTP/2 stream (the server sees the call cancelled).
+    fn end_at_deadline(&mut self) -> Status {
+        self.end(End::DeadlinePassed);
+        self.inner = None;
+        deadline_exceeded()
     }
 
     /// The next message, `None` at the end of the stream.
@@ -128,8 +180,19 @@ impl<T> Stream for Streaming<T> {
         if this.ended {
             return Poll::Ready(None);
         }
-        match Pin::new(&mut this.inner).poll_next(cx) {
-            Poll::Ready(Some(Ok(message))) => return Poll::Ready(Some(Ok(message))),
+        let Some(inner) = this.inner.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match Pin::new(&mut *inner).poll_next(cx) {
+            Poll::Ready(Some(Ok(message))) => {
+                // A stream whose messages keep coming is never idle: its
+                // deadline is read with each of them.
+                if this.deadline_passed() {
+                    return Poll::Ready(Some(Err(this.end_at_deadline())));
+                }
+                this.received = true;
+                return Poll::Ready(Some(Ok(message)));
+            }
             Poll::Ready(Some(Err(status))) => {
                 // A close fails the connection's IO under the stream: that
                 // error is the close's.
@@ -138,13 +201,8 @@ impl<T> Stream for Streaming<T> {
                     return Poll::Ready(Some(Err(closing())));
                 }
                 let status = transport_status(status);
-                let passed = this
-                    .deadline
-                    .as_ref()
-                    .is_some_and(|d| Instant::now() >= d.deadline());
-                if passed {
-                    this.end(End::DeadlinePassed);
-                    return Poll::Ready(Some(Err(deadline_exceeded())));
+                if this.deadline_passed() {
+                    return Poll::Ready(Some(Err(this.end_at_deadline())));
                 }
                 this.end(End::Failed(&status));
                 return Poll::Ready(Some(Err(status)));
@@ -152,13 +210,22 @@ impl<T> Stream for Streaming<T> {
             Poll::Ready(None) => {
                 // The stream has ended, so its trailer is already read:
                 // taking it completes at once.
-                let trailers = this
-                    .inner
+                let trailers = inner
                     .trailers()
                     .now_or_never()
                     .and_then(Result::ok)
                     .flatten()
                     .unwrap_or_default();
+                if this.one_response && !this.received {
+                    // A client-streaming call answered OK with no message:
+                    // the server broke the call, and it counts as the
+                    // INTERNAL the caller gets.
+                    let mut status = missing_response();
+                    *status.metadata_mut() = trailers.clone();
+                    this.end(End::Failed(&status));
+                    this.trailers = Some(trailers);
+                    return Poll::Ready(Some(Err(status)));
+                }
                 this.end(End::Finished(&trailers));
                 this.trailers = Some(trailers);
                 return Poll::Ready(None);
@@ -168,8 +235,7 @@ impl<T> Stream for Streaming<T> {
         if let Some(deadline) = this.deadline.as_mut()
             && deadline.as_mut().poll(cx).is_ready()
         {
-            this.end(End::DeadlinePassed);
-            return Poll::Ready(Some(Err(deadline_exceeded())));
+            return Poll::Ready(Some(Err(this.end_at_deadline())));
         }
         if !this.closed.is_closed() {
             return Poll::Pending;
@@ -177,6 +243,32 @@ impl<T> Stream for Streaming<T> {
         this.end(End::Closed);
         Poll::Ready(Some(Err(closing())))
     }
+}
+
+impl<T> Drop for Streaming<T> {
+    /// A stream dropped before its end: at or after its deadline (within
+    /// [`DEADLINE_SLACK`](super::DEADLINE_SLACK)), such as one a served
+    /// RPC's handler holds when the server drops it at its deadline, it
+    /// ended by the deadline and counts as a failure; before, its caller
+    /// gave up, and it counts nothing.
+    fn drop(&mut self) {
+        if self.ended || self.settle.is_none() {
+            return;
+        }
+        let at_deadline = self
+            .deadline
+            .as_ref()
+            .is_some_and(|d| super::attempt::at_deadline(d.deadline(), Instant::now()));
+        if at_deadline {
+            self.end(End::DeadlinePassed);
+        }
+    }
+}
+
+/// The status of a client-streaming call whose server ended it OK without
+/// its one response message (tonic's message for it).
+pub(super) fn missing_response() -> Status {
+    Status::internal("Missing response message.")
 }
 
 pub(super) fn deadline_exceeded() -> Status {

@@ -1,0 +1,519 @@
+//! Deadlines as in production: a tonic server whose handler calls a hung
+//! dependency through a humus client. tonic's server drops the handler at
+//! the inbound RPC's `grpc-timeout`; the dropped call counts as the
+//! deadline (a failure), so the dependency's breaker opens after the
+//! default policy's 5 failures, whichever timer fires first. Both with the
+//! deadline inherited through `InheritLayer` (the handler copies nothing)
+//! and with the handler copying the inbound `grpc-timeout` by hand; on
+//! paused time (testing Host, TLS) and in real time on loopback TCP.
+
+mod client_support;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use client_support::*;
+use humus::Setup;
+use humus::grpc::client::{Client, Settings};
+use humus::grpc::deadline::InheritLayer;
+use humus::testing::{Ca, Host};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use tonic::body::Body;
+use tonic::{Code, Request, Response, Status};
+use tonic_prost::ProstCodec;
+use tower::Layer;
+
+/// The front service: PlaceOrder asks carts for the cart through a humus
+/// client. With `copy`, the handler copies the inbound `grpc-timeout` onto
+/// its call by hand (as tonic users do today); without, it copies nothing.
+#[derive(Clone)]
+struct Front {
+    carts: Client,
+    copy: bool,
+}
+
+impl tower_service::Service<http::Request<Body>> for Front {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Result<http::Response<Body>, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
+        let (carts, copy) = (self.carts.clone(), self.copy);
+        Box::pin(async move {
+            let svc = tower::service_fn(move |r: Request<OrderRequest>| {
+                let carts = carts.clone();
+                async move {
+                    let mut out = Request::new(CartRequest {
+                        id: r.get_ref().cart_id.clone(),
+                    });
+                    if copy && let Some(t) = r.metadata().get("grpc-timeout") {
+                        out.metadata_mut().insert("grpc-timeout", t.clone());
+                    }
+                    let cart: Response<Cart> = carts.unary(&GET_CART, out).await?;
+                    Ok::<_, Status>(Response::new(Order {
+                        summary: format!("orders, via {}", cart.get_ref().served_by),
+                    }))
+                }
+            });
+            Ok(
+                tonic::server::Grpc::new(ProstCodec::<Order, OrderRequest>::default())
+                    .unary(svc, req)
+                    .await,
+            )
+        })
+    }
+}
+
+fn propagator() -> Arc<dyn TextMapPropagator + Send + Sync> {
+    Arc::new(TraceContextPropagator::new())
+}
+
+/// Carts whose GetCart never answers; counts the handlers dropped (the
+/// call cancelled by the humus client).
+fn hung_carts() -> (Carts, Arc<AtomicUsize>) {
+    let carts = Carts::new();
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let d = dropped.clone();
+    carts.on_get_cart(move |_, _| {
+        let guard = DropCount(d.clone());
+        async move {
+            let _guard = guard;
+            std::future::pending::<Result<Response<Cart>, Status>>().await
+        }
+    });
+    (carts, dropped)
+}
+
+struct DropCount(Arc<AtomicUsize>);
+
+impl Drop for DropCount {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// The inbound caller: a plain tonic client over one HTTP/2 connection,
+/// which sends each call's `grpc-timeout` and leaves ending the call to the
+/// front's server (its own bound is later), as the caller does.
+#[derive(Clone)]
+struct Caller {
+    send: hyper::client::conn::http2::SendRequest<Body>,
+}
+
+impl Caller {
+    async fn over<IO>(io: IO) -> Caller
+    where
+        IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+    {
+        let (send, connection) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(io))
+                .await
+                .unwrap();
+        tokio::spawn(connection);
+        Caller { send }
+    }
+
+    /// One PlaceOrder with `grpc-timeout: 1S`; its code.
+    async fn place(&self, id: usize) -> Code {
+        let send = self.send.clone();
+        let svc = tower::service_fn(move |req: http::Request<Body>| {
+            let mut send = send.clone();
+            async move { send.send_request(req).await }
+        });
+        let mut grpc = tonic::client::Grpc::with_origin(svc, "http://orders".parse().unwrap());
+        let mut request = Request::new(OrderRequest {
+            cart_id: format!("c-{id}"),
+        });
+        request
+            .metadata_mut()
+            .insert("grpc-timeout", "1S".parse().unwrap());
+        let call = async {
+            grpc.ready().await.unwrap();
+            grpc.unary::<_, Order, _>(
+                request,
+                PLACE_ORDER.full_name.parse().unwrap(),
+                ProstCodec::default(),
+            )
+            .await
+        };
+        match tokio::time::timeout(Duration::from_secs(3), call).await {
+            Ok(Ok(_)) => Code::Ok,
+            Ok(Err(status)) => status.code(),
+            Err(_) => panic!("the front's server never ended the call"),
+        }
+    }
+}
+
+/// `n` calls of PlaceOrder at once; their codes.
+async fn place(caller: &Caller, n: usize) -> Vec<Code> {
+    let calls: Vec<_> = (0..n)
+        .map(|i| {
+            let caller = caller.clone();
+            tokio::spawn(async move { caller.place(i).await })
+        })
+        .collect();
+    let mut codes = Vec::new();
+    for call in calls {
+        codes.push(call.await.unwrap());
+    }
+    codes
+}
+
+/// The 8 inbound calls: 5 at once, which hang until their deadline and
+/// open the breaker; then, once the front has dropped them, 3 more, which
+/// the open breaker rejects at once. `dropped` counts the hung handlers
+/// carts saw cancelled.
+async fn eight_calls(orders: &Caller, carts: &Carts, dropped: &AtomicUsize) {
+    let first = place(orders, 5).await;
+    assert!(
+        first.iter().all(|c| *c != Code::Ok),
+        "the hung dependency answers nothing: {first:?}"
+    );
+    for _ in 0..500 {
+        if dropped.load(Ordering::SeqCst) == 5 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(dropped.load(Ordering::SeqCst), 5, "carts saw 5 cancels");
+    assert_eq!(carts.arrivals(&GET_CART), 5);
+    let started = tokio::time::Instant::now();
+    let rest = place(orders, 3).await;
+    assert_eq!(rest, [Code::Unavailable; 3], "the open breaker rejects");
+    assert!(started.elapsed() < Duration::from_millis(500), "at once");
+    assert_eq!(
+        carts.arrivals(&GET_CART),
+        5,
+        "the breaker opened after the default policy's 5 failures"
+    );
+}
+
+// ---- paused time, the testing Host -------------------------------------
+
+async fn paused(copy: bool) {
+    let (ca, host) = (Ca::new(), Host::new());
+    let (carts, dropped) = hung_carts();
+    let _carts = start_carts(&host, &ca, &carts);
+    let setup = setup(&host);
+    // The default settings: the default breaker policy, a 10 s timeout.
+    let carts_client = Client::new(&setup, carts_settings(&ca)).unwrap();
+    let front = Front {
+        carts: carts_client,
+        copy,
+    };
+    let _front = if copy {
+        serve_plain(&host, "orders:9090", front)
+    } else {
+        serve_plain(
+            &host,
+            "orders:9090",
+            InheritLayer::new(propagator()).layer(front),
+        )
+    };
+    let orders = Caller::over(humus::Host::dial(&host, "orders:9090").await.unwrap()).await;
+    eight_calls(&orders, &carts, &dropped).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn paused_a_hung_dependency_opens_the_breaker_through_the_inherited_deadline() {
+    paused(false).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn paused_a_hung_dependency_opens_the_breaker_with_a_hand_copied_grpc_timeout() {
+    paused(true).await;
+}
+
+// ---- real time, loopback TCP -------------------------------------------
+
+/// Serves `svc` on a fresh port of 127.0.0.1, with tonic's server and,
+/// unless `copy`, one `InheritLayer`; stops when the returned sender drops.
+async fn serve_tcp<S>(svc: S, inherit: bool) -> (String, tokio::sync::oneshot::Sender<()>)
+where
+    S: tower_service::Service<
+            http::Request<Body>,
+            Response = http::Response<Body>,
+            Error = Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let shutdown = async move {
+        let _ = rx.await;
+    };
+    if inherit {
+        let server = tonic::transport::Server::builder().layer(InheritLayer::new(propagator()));
+        tokio::spawn(server.serve_with_incoming_shutdown(svc, incoming, shutdown));
+    } else {
+        let server = tonic::transport::Server::builder();
+        tokio::spawn(server.serve_with_incoming_shutdown(svc, incoming, shutdown));
+    }
+    (addr, tx)
+}
+
+async fn real_time(copy: bool) {
+    let (carts, dropped) = hung_carts();
+    let (carts_addr, _stop_carts) = serve_tcp(carts.clone(), false).await;
+    let setup = Setup::new();
+    let carts_client = Client::new(
+        &setup,
+        Settings {
+            addr: carts_addr,
+            tls: None,
+            ..Settings::default()
+        },
+    )
+    .unwrap();
+    let front = Front {
+        carts: carts_client,
+        copy,
+    };
+    let (orders_addr, _stop_orders) = serve_tcp(front, !copy).await;
+    let stream = tokio::net::TcpStream::connect(&orders_addr).await.unwrap();
+    // As gRPC's clients do: without it, the request's DATA frame may wait
+    // out a delayed ACK (40 ms on Linux) behind its HEADERS, and the
+    // handler copies the deadline that much after the server measured it.
+    stream.set_nodelay(true).unwrap();
+    let orders = Caller::over(stream).await;
+    let bound = tokio::time::timeout(
+        Duration::from_secs(10),
+        eight_calls(&orders, &carts, &dropped),
+    );
+    bound.await.expect("bounded: a few seconds");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_time_a_hung_dependency_opens_the_breaker_through_the_inherited_deadline() {
+    real_time(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_time_a_hung_dependency_opens_the_breaker_with_a_hand_copied_grpc_timeout() {
+    real_time(true).await;
+}
+
+// ---- what a dropped call counts as -------------------------------------
+
+mod dropped {
+    use super::*;
+    use humus::grpc::client::DEADLINE_SLACK;
+    use humus::grpc::deadline::Inherited;
+    use humus::telemetry::names::*;
+    use humus::testing::{MetricPoint, Telemetry};
+    use opentelemetry::Context as OtelContext;
+    use opentelemetry::trace::{TraceContextExt, TracerProvider};
+    use opentelemetry_sdk::trace::SpanData;
+    use tokio::time::Instant;
+
+    const METHOD_NAME: &str = "test.carts.v1.Carts/GetCart";
+
+    struct World {
+        carts: Carts,
+        client: Client,
+        capture: Telemetry,
+        _carts: Running,
+        _host: Host,
+    }
+
+    fn world() -> World {
+        let (ca, host, capture) = (Ca::new(), Host::new(), Telemetry::new());
+        let (carts, _) = hung_carts();
+        let running = start_carts(&host, &ca, &carts);
+        let setup = setup(&host).with_telemetry(capture.telemetry());
+        let client = Client::new(&setup, carts_settings(&ca)).unwrap();
+        World {
+            carts,
+            client,
+            capture,
+            _carts: running,
+            _host: host,
+        }
+    }
+
+    fn code(span: &SpanData) -> String {
+        span.attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == RPC_RESPONSE_STATUS_CODE)
+            .map(|kv| kv.value.as_str().into_owned())
+            .unwrap()
+    }
+
+    fn points(points: &[MetricPoint], name: &str, attributes: &[(&str, &str)]) -> f64 {
+        points
+            .iter()
+            .filter(|p| p.name == name && p.has(attributes))
+            .map(|p| p.value.as_f64())
+            .sum()
+    }
+
+    impl World {
+        fn spans(&self) -> Vec<SpanData> {
+            self.capture
+                .spans()
+                .into_iter()
+                .filter(|s| s.name == METHOD_NAME)
+                .collect()
+        }
+        fn decisions(&self, d: &str) -> f64 {
+            let own = self.capture.metrics(CLIENT_SCOPE);
+            points(&own, HUMUS_RETRY_DECISIONS, &[(HUMUS_RETRY_DECISION, d)])
+        }
+        fn calls(&self, o: &str) -> f64 {
+            let own = self.capture.metrics(CLIENT_SCOPE);
+            points(&own, HUMUS_CIRCUIT_CALLS, &[(HUMUS_CIRCUIT_OUTCOME, o)])
+        }
+        /// A call with a 1 s deadline, dropped `before` its deadline.
+        async fn drop_before_deadline(&self, before: Duration) {
+            let mut request = get("c-1");
+            request.set_timeout(SECOND);
+            let call = self.client.unary::<_, Cart>(&GET_CART, request);
+            // Cut at the deadline itself, the client's own timer may end
+            // the call first: the same outcome.
+            let cut = tokio::time::timeout(SECOND - before, call).await;
+            assert!(before.is_zero() || cut.is_err(), "dropped, not ended");
+        }
+    }
+
+    /// Dropped within the slack of its deadline (the server's timer a tick
+    /// or a few ahead of the client's), a call counts as the deadline: a
+    /// failure, `DEADLINE_EXCEEDED` on its span, `expired`.
+    #[tokio::test(start_paused = true)]
+    async fn a_call_dropped_at_its_deadline_counts_the_deadline() {
+        let w = world();
+        for before in [Duration::ZERO, DEADLINE_SLACK / 2, DEADLINE_SLACK] {
+            w.drop_before_deadline(before).await;
+            settle().await;
+        }
+        let spans = w.spans();
+        assert_eq!(spans.len(), 3);
+        assert!(spans.iter().all(|s| code(s) == "DEADLINE_EXCEEDED"));
+        assert_eq!(w.calls("failure"), 3.0);
+        assert_eq!(w.decisions("expired"), 3.0);
+        assert_eq!(w.carts.arrivals(&GET_CART), 3);
+    }
+
+    /// Dropped before that, the caller gave up: nothing is counted, the
+    /// span ends `CANCELLED`, no decision is recorded.
+    #[tokio::test(start_paused = true)]
+    async fn a_call_dropped_before_its_deadline_counts_nothing() {
+        let w = world();
+        w.drop_before_deadline(DEADLINE_SLACK + Duration::from_millis(1))
+            .await;
+        w.drop_before_deadline(Duration::from_millis(500)).await;
+        settle().await;
+        let spans = w.spans();
+        assert_eq!(spans.len(), 2);
+        assert!(spans.iter().all(|s| code(s) == "CANCELLED"), "{spans:#?}");
+        assert_eq!(w.calls("failure") + w.calls("success"), 0.0);
+        assert_eq!(w.decisions("expired"), 0.0);
+    }
+
+    /// An inherited deadline is a deadline like the call's own: dropped at
+    /// it, the call counts a failure; its `grpc-timeout` tells the
+    /// dependency the inherited time left; a later inherited deadline does
+    /// not extend `Settings::timeout`.
+    #[tokio::test(start_paused = true)]
+    async fn a_call_inherits_the_earlier_deadline_of_the_rpc_it_serves() {
+        let w = world();
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let s = seen.clone();
+        w.carts.on_get_cart(move |seen, _| {
+            s.lock().unwrap().push(
+                seen.metadata
+                    .get("grpc-timeout")
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .to_owned(),
+            );
+            std::future::pending::<Result<Response<Cart>, Status>>()
+        });
+        let deadline = Instant::now() + Duration::from_millis(1500);
+        let served = Inherited::new(Some(deadline), OtelContext::new());
+        let client = w.client.clone();
+        let cut = served.scope(async move {
+            let call = client.unary::<_, Cart>(&GET_CART, get("c-1"));
+            // The server's timer, a tick ahead of the client's.
+            tokio::time::timeout(Duration::from_millis(1499), call).await
+        });
+        assert!(
+            cut.await.is_err(),
+            "the handler was dropped at its deadline"
+        );
+        settle().await;
+        assert_eq!(w.calls("failure"), 1.0);
+        assert_eq!(w.decisions("expired"), 1.0);
+
+        // A later inherited deadline: the 10 s timeout wins.
+        let later = Inherited::new(
+            Some(Instant::now() + Duration::from_secs(60)),
+            OtelContext::new(),
+        );
+        let client = w.client.clone();
+        let err = later
+            .scope(async move { client.unary::<_, Cart>(&GET_CART, get("c-2")).await })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::DeadlineExceeded);
+        assert_eq!(*seen.lock().unwrap(), ["1500m", "10S"]);
+    }
+
+    /// The call's context and deadline are read when the call is made, not
+    /// when its future is first polled: a future made inside `cx.attach()`
+    /// and inside an inherited scope, awaited outside both, keeps them.
+    #[tokio::test(start_paused = true)]
+    // The scope's future yields the call's future, unawaited, on purpose.
+    #[allow(clippy::async_yields_async)]
+    async fn the_context_and_deadline_are_taken_when_the_call_is_made() {
+        let w = world();
+        let tracer = w.capture.tracer_provider().tracer("caller");
+        let cx =
+            OtelContext::new().with_span(opentelemetry::trace::Tracer::start(&tracer, "caller"));
+        let client = &w.client;
+        let call = {
+            let _guard = cx.clone().attach();
+            client.unary::<_, Cart>(&GET_CART, get("c-1"))
+        };
+        let made_in_scope = {
+            let deadline = Instant::now() + Duration::from_millis(300);
+            let inherited = Inherited::new(Some(deadline), cx.clone());
+            // Made (not awaited) in the scope.
+            let made =
+                inherited.scope(async move { client.unary::<_, Cart>(&GET_CART, get("c-2")) });
+            futures_util::FutureExt::now_or_never(made).expect("making a call does not wait")
+        };
+        let start = Instant::now();
+        let err = made_in_scope.await.unwrap_err();
+        assert_eq!(err.code(), Code::DeadlineExceeded);
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_millis(300),
+            "the inherited deadline"
+        );
+        let err = call.await.unwrap_err();
+        assert_eq!(err.code(), Code::DeadlineExceeded);
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_secs(10),
+            "Settings::timeout"
+        );
+        let spans = w.spans();
+        assert_eq!(spans.len(), 2);
+        assert_eq!(spans[0].parent_span_id, cx.span().span_context().span_id());
+        assert_eq!(spans[0].parent_span_id, cx.span().span_context().span_id());
+    }
+}
