@@ -5,7 +5,7 @@
 //! never moves money twice), and knobs that make the ledger misbehave on
 //! purpose ([`Ledger::race_next_transfers`], [`Ledger::lose_next_replies`],
 //! [`Ledger::set_charge_unavailable`]). It is served on a humus server
-//! ([`server`]) as an App ([`serve`]). A full outage is the ledger's App
+//! ([`server()`]) as an App ([`serve`]). A full outage is the ledger's App
 //! stopped ([`Serving::stop`](crate::running::Running::stop)); recovery is
 //! serving it again on the same address, with the same book; a rollout is
 //! one ledger's graceful shutdown while another takes its address.

@@ -17,7 +17,7 @@
 //! - It serves `grpc.health.v1`, whose readiness is the ledger client's
 //!   `Connected`: not ready until the client has connected, and ready from
 //!   then on, through the ledger's outages.
-//! - It is served on a humus server ([`server`]) and runs as a humus App
+//! - It is served on a humus server ([`server()`]) and runs as a humus App
 //!   ([`app`]): each RPC is a SERVER span in the trace its caller sent,
 //!   the parent of the ledger client's attempts, and a graceful shutdown
 //!   lets the calls in flight finish.

@@ -212,6 +212,8 @@ impl<F: Future> Future for Scoped<F> {
 /// moment after tonic's server measured its own (so the server's timer,
 /// which drops the handler, fires first or on the same tick; the client
 /// counts a call dropped that close to its deadline as the deadline's).
+///
+/// [`Layer`]: https://docs.rs/tower-layer/0.3/tower_layer/trait.Layer.html
 #[derive(Clone)]
 pub struct InheritLayer {
     propagator: Arc<dyn TextMapPropagator + Send + Sync>,

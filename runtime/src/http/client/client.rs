@@ -28,6 +28,8 @@ use crate::{Setup, circuit, fault, telemetry};
 /// breaker, shared by every call and every task: build it once where the
 /// service is set up, and clone it (a cheap handle). Two clients of one
 /// base URL have their own pool, budget and breaker.
+///
+/// [`reqwest::Client`]: https://docs.rs/reqwest/0.13/reqwest/struct.Client.html
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
@@ -59,6 +61,8 @@ impl fmt::Debug for Client {
 /// What a call may say beyond its [`reqwest::Request`], for
 /// [`Client::execute_with`] (a [`RequestBuilder`] sets them with
 /// [`retry`](RequestBuilder::retry) and [`context`](RequestBuilder::context)).
+///
+/// [`reqwest::Request`]: https://docs.rs/reqwest/0.13/reqwest/struct.Request.html
 #[derive(Clone, Debug, Default)]
 pub struct CallOptions {
     /// Whether the call may be sent more than once: `Some(true)` opts a
@@ -93,6 +97,8 @@ impl Client {
     ///
     /// [`NewError`] naming every bad field (a fault in the code that built
     /// `settings`: a service's main exits 1 on it).
+    ///
+    /// [`reqwest::Client`]: https://docs.rs/reqwest/0.13/reqwest/struct.Client.html
     pub fn new(setup: &Setup, settings: Settings) -> Result<Client, NewError> {
         Client::with_builder(setup, settings, reqwest::Client::builder().no_proxy())
     }
@@ -107,6 +113,8 @@ impl Client {
     ///
     /// [`NewError`] as [`new`](Client::new) says, and `tls` when reqwest
     /// cannot build a client with the config.
+    ///
+    /// [`reqwest::ClientBuilder`]: https://docs.rs/reqwest/0.13/reqwest/struct.ClientBuilder.html
     pub fn with_builder(
         setup: &Setup,
         settings: Settings,
@@ -257,6 +265,8 @@ impl Client {
     /// # Errors
     ///
     /// As [`execute_with`](Client::execute_with).
+    ///
+    /// [`reqwest::Request`]: https://docs.rs/reqwest/0.13/reqwest/struct.Request.html
     pub fn execute(
         &self,
         request: reqwest::Request,
@@ -515,6 +525,8 @@ fn default_tls() -> Result<rustls::ClientConfig, rustls::Error> {
 /// The common reqwest methods are here under their reqwest names; any
 /// other (`json`, `query`, `form` with reqwest's features, `multipart`)
 /// through [`map`](RequestBuilder::map).
+///
+/// [`reqwest::RequestBuilder`]: https://docs.rs/reqwest/0.13/reqwest/struct.RequestBuilder.html
 #[derive(Debug)]
 #[must_use = "a request does nothing until it is sent"]
 pub struct RequestBuilder {
@@ -525,6 +537,8 @@ pub struct RequestBuilder {
 
 impl RequestBuilder {
     /// Adds a header ([`reqwest::RequestBuilder::header`]).
+    ///
+    /// [`reqwest::RequestBuilder::header`]: https://docs.rs/reqwest/0.13/reqwest/struct.RequestBuilder.html#method.header
     pub fn header<K, V>(self, key: K, value: V) -> RequestBuilder
     where
         http::HeaderName: TryFrom<K>,
@@ -536,11 +550,15 @@ impl RequestBuilder {
     }
 
     /// Adds headers ([`reqwest::RequestBuilder::headers`]).
+    ///
+    /// [`reqwest::RequestBuilder::headers`]: https://docs.rs/reqwest/0.13/reqwest/struct.RequestBuilder.html#method.headers
     pub fn headers(self, headers: http::HeaderMap) -> RequestBuilder {
         self.map(|b| b.headers(headers))
     }
 
     /// Sets basic authentication ([`reqwest::RequestBuilder::basic_auth`]).
+    ///
+    /// [`reqwest::RequestBuilder::basic_auth`]: https://docs.rs/reqwest/0.13/reqwest/struct.RequestBuilder.html#method.basic_auth
     pub fn basic_auth<U: fmt::Display, P: fmt::Display>(
         self,
         username: U,
@@ -550,6 +568,8 @@ impl RequestBuilder {
     }
 
     /// Sets a bearer token ([`reqwest::RequestBuilder::bearer_auth`]).
+    ///
+    /// [`reqwest::RequestBuilder::bearer_auth`]: https://docs.rs/reqwest/0.13/reqwest/struct.RequestBuilder.html#method.bearer_auth
     pub fn bearer_auth<T: fmt::Display>(self, token: T) -> RequestBuilder {
         self.map(|b| b.bearer_auth(token))
     }
@@ -558,12 +578,17 @@ impl RequestBuilder {
     /// or a string is sent again by each retry; a stream
     /// (`reqwest::Body::wrap_stream`, or [`reqwest::Body::wrap`] of a body) is
     /// sent once.
+    ///
+    /// [`reqwest::Body::wrap`]: https://docs.rs/reqwest/0.13/reqwest/struct.Body.html#method.wrap
+    /// [`reqwest::RequestBuilder::body`]: https://docs.rs/reqwest/0.13/reqwest/struct.RequestBuilder.html#method.body
     pub fn body<T: Into<reqwest::Body>>(self, body: T) -> RequestBuilder {
         self.map(|b| b.body(body))
     }
 
     /// Sets the call's timeout, when shorter than
     /// [`Settings::timeout`] ([`reqwest::RequestBuilder::timeout`]).
+    ///
+    /// [`reqwest::RequestBuilder::timeout`]: https://docs.rs/reqwest/0.13/reqwest/struct.RequestBuilder.html#method.timeout
     pub fn timeout(self, timeout: Duration) -> RequestBuilder {
         self.map(|b| b.timeout(timeout))
     }
@@ -597,6 +622,8 @@ impl RequestBuilder {
     ///
     /// [`Kind::Request`] with reqwest's error, for a request reqwest cannot
     /// build (a bad URL or header).
+    ///
+    /// [`reqwest::Request`]: https://docs.rs/reqwest/0.13/reqwest/struct.Request.html
     pub fn build(self) -> Result<(reqwest::Request, CallOptions), Error> {
         let request = self
             .inner

@@ -39,6 +39,9 @@ pub enum Kind {
 /// A response of any status is not an error: the call returns the last
 /// attempt's [`reqwest::Response`], as reqwest does (use
 /// [`reqwest::Response::error_for_status`]).
+///
+/// [`reqwest::Response`]: https://docs.rs/reqwest/0.13/reqwest/struct.Response.html
+/// [`reqwest::Response::error_for_status`]: https://docs.rs/reqwest/0.13/reqwest/struct.Response.html#method.error_for_status
 pub struct Error {
     kind: Kind,
     source: Option<Box<dyn StdError + Send + Sync>>,

@@ -101,6 +101,10 @@
 //! `humus.retry.decisions`) and the breaker's `humus.circuit.transition`
 //! log records are the gRPC client's, with the same names, scope and
 //! attributes ([`telemetry`](crate::telemetry)).
+//!
+//! [`reqwest::Request`]: https://docs.rs/reqwest/0.13/reqwest/struct.Request.html
+//! [`reqwest::Response`]: https://docs.rs/reqwest/0.13/reqwest/struct.Response.html
+//! [`reqwest::ClientBuilder`]: https://docs.rs/reqwest/0.13/reqwest/struct.ClientBuilder.html
 
 mod classify;
 #[allow(clippy::module_inception)]

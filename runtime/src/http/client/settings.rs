@@ -61,6 +61,8 @@ pub struct Settings {
     /// timer enforces it, so a body read past it fails with reqwest's
     /// timeout error). A request's own timeout
     /// ([`reqwest::RequestBuilder::timeout`]) wins when it is shorter.
+    ///
+    /// [`reqwest::RequestBuilder::timeout`]: https://docs.rs/reqwest/0.13/reqwest/struct.RequestBuilder.html#method.timeout
     pub timeout: Duration,
 
     /// How long one attempt may wait for its response's headers, an

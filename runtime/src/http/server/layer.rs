@@ -24,6 +24,8 @@ type TrustFn = Arc<dyn Fn(&http::Request<()>) -> bool + Send + Sync>;
 /// services) that hands each handler its caller's trace context and
 /// baggage, with the failure scenario stripped from callers
 /// `trust_scenario` does not trust; see the [module](super) docs.
+///
+/// [`Layer`]: https://docs.rs/tower-layer/0.3/tower_layer/trait.Layer.html
 #[derive(Clone)]
 pub struct ContextLayer {
     shared: Arc<Shared>,

@@ -39,6 +39,8 @@
 //! let app: Router = Router::new().route("/pay", get(|| async { "ok" })).layer(layer);
 //! # let _ = app;
 //! ```
+//!
+//! [`opentelemetry::Context`]: https://docs.rs/opentelemetry/0.33/opentelemetry/context/struct.Context.html
 
 pub mod future;
 mod layer;
