@@ -72,10 +72,11 @@ impl fmt::Debug for Listener {
 /// The future [`Host::listen`] returns.
 pub type ListenFuture<'a> = Pin<Box<dyn Future<Output = io::Result<Listener>> + Send + 'a>>;
 
-/// What a service reaches the world through: it dials addresses and reads
-/// files. A [`Setup`] holds one, and every humus client dials through it
-/// and nothing else, so a test can run a whole service on an in-memory
-/// network (`humus::testing::Host`, feature `testing`).
+/// What a service reaches the world through: it dials addresses, listens
+/// on them and reads files. A [`Setup`] holds one, and every humus client
+/// dials through it and every humus server listens through it, and nothing
+/// else, so a test can run a whole service on an in-memory network
+/// (`humus::testing::Host`, feature `testing`).
 ///
 /// Design: [one client per dependency](crate::design::client#one-client-per-dependency),
 /// [testing](crate::design::client#testing).

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::task::{Context as TaskContext, Poll, Waker};
 
 use bytes::Bytes;
@@ -80,26 +80,39 @@ impl RpcShared {
     fn method_name(&self, path: &str) -> &'static str {
         let name = path.strip_prefix('/').unwrap_or(path);
         match name.split_once('/') {
-            Some((service, method)) if !method.is_empty() => {
-                match self.services.iter().find(|s| **s == service) {
-                    // Leaked once per distinct method of a served service:
-                    // a bounded set, named by the server's own services.
-                    Some(_) => intern(name),
-                    None => RPC_METHOD_OTHER,
-                }
+            Some((service, method))
+                if !method.is_empty() && self.services.contains(&service) =>
+            {
+                intern(name)
             }
             _ => RPC_METHOD_OTHER,
         }
     }
 }
 
-/// The `&'static str` of a method name, leaked once per name.
+/// How many method names [`intern`] keeps, over every server of the
+/// process: more than any service has, and a bound on what callers that
+/// send made-up methods of a served service can make it keep.
+const MAX_METHOD_NAMES: usize = 4096;
+
+/// The `&'static str` of a method name, leaked once per name, for the
+/// first [`MAX_METHOD_NAMES`] names; `_OTHER` after them.
 fn intern(name: &str) -> &'static str {
-    static NAMES: std::sync::LazyLock<Mutex<std::collections::HashSet<&'static str>>> =
-        std::sync::LazyLock::new(Mutex::default);
-    let mut names = NAMES.lock().unwrap_or_else(PoisonError::into_inner);
+    static NAMES: std::sync::LazyLock<RwLock<std::collections::HashSet<&'static str>>> =
+        std::sync::LazyLock::new(RwLock::default);
+    if let Some(n) = NAMES
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(name)
+    {
+        return n;
+    }
+    let mut names = NAMES.write().unwrap_or_else(PoisonError::into_inner);
     if let Some(n) = names.get(name) {
         return n;
+    }
+    if names.len() >= MAX_METHOD_NAMES {
+        return RPC_METHOD_OTHER;
     }
     let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
     names.insert(leaked);
