@@ -1,0 +1,153 @@
+//! The HTTP client's overhead, interleaved: a GET through the humus HTTP
+//! client (`humus::http::client::Client`, default settings, over its own
+//! `reqwest::Client`) against the same GET on bare reqwest, and a control,
+//! `reqwest-2` (bare reqwest again: the same code in a second client),
+//! against one in-process axum server over loopback TCP (HTTP/1.1). The
+//! clients take turns, call by call (one at a time) and batch by batch (64
+//! at once), the order rotating every round, so a machine whose load
+//! changes during the run slows them all alike.
+//!
+//! It prints the median latency of one call (one at a time), the median
+//! time of a batch of 64 and the throughput it gives, each with its ratio
+//! to bare reqwest. Each call reads the whole body.
+//!
+//! ```text
+//! cargo bench -p humus-tests --bench http_interleaved
+//! ```
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+
+const ROUNDS: usize = 20_000;
+const BATCH_ROUNDS: usize = 1_000;
+const WARM_UP: usize = 1_000;
+const CONCURRENCY: usize = 64;
+const PEERS: [&str; 3] = ["reqwest", "humus", "reqwest-2"];
+
+#[derive(Clone)]
+enum Peer {
+    Bare(reqwest::Client, String),
+    Humus(humus::http::client::Client),
+}
+
+impl Peer {
+    async fn call(&self) {
+        let response = match self {
+            Peer::Bare(client, url) => client.get(url).send().await.expect("a response"),
+            Peer::Humus(client) => client.get("/rates/EUR").send().await.expect("a response"),
+        };
+        assert!(response.status().is_success());
+        let body = response.bytes().await.expect("a body");
+        assert_eq!(body.len(), 4);
+    }
+}
+
+/// reqwest as a user builds it here: rustls with `ring` (the workspace's
+/// provider), no proxy.
+fn bare_reqwest() -> reqwest::Client {
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("TLS versions")
+    .with_root_certificates(rustls::RootCertStore::empty())
+    .with_no_client_auth();
+    reqwest::Client::builder()
+        .no_proxy()
+        .tls_backend_preconfigured(tls)
+        .build()
+        .expect("a reqwest client")
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let _guard = rt.enter();
+    let addr = rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a port");
+        let addr = listener.local_addr().expect("an address");
+        let app = axum::Router::new().fallback(|| async { "1.08" });
+        tokio::spawn(async move { axum::serve(listener, app).await.expect("served") });
+        addr
+    });
+    let setup = humus::Setup::new();
+    let humus = humus::http::client::Client::new(
+        &setup,
+        humus::http::client::Settings {
+            base_url: format!("http://{addr}"),
+            ..humus::http::client::Settings::default()
+        },
+    )
+    .expect("a humus client");
+    let url = format!("http://{addr}/rates/EUR");
+    let peers = vec![
+        Peer::Bare(bare_reqwest(), url.clone()),
+        Peer::Humus(humus),
+        Peer::Bare(bare_reqwest(), url),
+    ];
+    let n = peers.len();
+
+    let c = peers.clone();
+    let (single, batch) = rt
+        .block_on(tokio::spawn(async move {
+            let mut single: Vec<Vec<Duration>> = (0..n).map(|_| Vec::with_capacity(ROUNDS)).collect();
+            for round in 0..WARM_UP + ROUNDS {
+                for turn in 0..n {
+                    let k = (round + turn) % n;
+                    let started = Instant::now();
+                    c[k].call().await;
+                    if round >= WARM_UP {
+                        single[k].push(started.elapsed());
+                    }
+                }
+            }
+            let mut batch: Vec<Vec<Duration>> =
+                (0..n).map(|_| Vec::with_capacity(BATCH_ROUNDS)).collect();
+            for round in 0..WARM_UP / 10 + BATCH_ROUNDS {
+                for turn in 0..n {
+                    let k = (round + turn) % n;
+                    let started = Instant::now();
+                    join_all((0..CONCURRENCY).map(|_| c[k].call())).await;
+                    if round >= WARM_UP / 10 {
+                        batch[k].push(started.elapsed());
+                    }
+                }
+            }
+            (single, batch)
+        }))
+        .expect("no call failed");
+
+    let single: Vec<Duration> = single.into_iter().map(median).collect();
+    let batch: Vec<Duration> = batch.into_iter().map(median).collect();
+    println!(
+        "GET over loopback TCP (HTTP/1.1) to an in-process axum server; the clients take turns (2 worker threads)."
+    );
+    println!();
+    println!(
+        "| client | median latency, 1 at a time | ratio | median time of {CONCURRENCY} at once | throughput, calls/s | ratio |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
+    let throughput = |d: Duration| CONCURRENCY as f64 / d.as_secs_f64();
+    for (k, name) in PEERS.iter().enumerate() {
+        println!(
+            "| {name} | {:.1} µs | {:.3} | {:.0} µs | {:.0} | {:.3} |",
+            single[k].as_secs_f64() * 1e6,
+            single[k].as_secs_f64() / single[0].as_secs_f64(),
+            batch[k].as_secs_f64() * 1e6,
+            throughput(batch[k]),
+            throughput(batch[k]) / throughput(batch[0]),
+        );
+    }
+}
