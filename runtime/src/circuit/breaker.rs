@@ -128,35 +128,47 @@ impl Breaker {
             });
         }
         match self.reject_open() {
-            Some(retry_after) => Err(Rejected {
+            Ok(retry_after) => Err(Rejected {
                 state: State::Open,
                 retry_after,
             }),
-            None => self.allow_slow(),
+            Err(since) => self.allow_slow(since),
         }
     }
 
     /// While open and not yet due to become half-open, how much longer it
-    /// stays open: a rejection without the lock.
+    /// stays open: a rejection without the lock. Otherwise the time read
+    /// for it, [packed](pack) as time since `base`, or [`NOT_READ`].
     #[inline(never)]
-    fn reject_open(&self) -> Option<Duration> {
+    fn reject_open(&self) -> Result<Duration, u64> {
         let until = self.inner.open_until.load(Ordering::Acquire);
         if until == 0 {
-            return None;
+            return Err(NOT_READ);
         }
-        let now = pack(Instant::now().saturating_duration_since(self.inner.base));
-        (now < until).then(|| unpack(until) - unpack(now))
+        let since = pack(Instant::now().saturating_duration_since(self.inner.base));
+        if since < until {
+            Ok(unpack(until) - unpack(since))
+        } else {
+            Err(since)
+        }
     }
 
+    /// Admits or rejects under the lock. `since` is the time `allow` read
+    /// just before taking it, if it did (as `reject_open` returns it): the
+    /// lock's holder reads the clock
+    /// only if no such time was read, and the time used is never earlier
+    /// than one a holder before it used, so time order matches lock order.
     #[cold]
-    fn allow_slow(&self) -> Result<Ticket<'_>, Rejected> {
+    #[inline(never)]
+    fn allow_slow(&self, since: u64) -> Result<Ticket<'_>, Rejected> {
         let inner = &self.inner;
+        let mut read = (since != NOT_READ).then(|| inner.base + unpack(since));
         let mut core = inner.lock();
         loop {
             let now = match core.phase {
                 Phase::Closed => None,
                 _ => {
-                    let now = Instant::now();
+                    let now = core.now(read.take());
                     core.advance(now, &inner.policy);
                     Some(now)
                 }
@@ -291,7 +303,7 @@ impl Inner {
         let now = match core.phase {
             Phase::Closed => None,
             _ => {
-                let now = Instant::now();
+                let now = core.now(None);
                 core.advance(now, &self.policy);
                 Some(now)
             }
@@ -314,6 +326,10 @@ impl Inner {
 }
 
 const NANOS_BITS: u32 = 30; // 10^9 < 2^30
+
+/// No time was read (also what [`pack`] makes of 2^34 s and more, which is
+/// then read again).
+const NOT_READ: u64 = u64::MAX;
 
 /// A duration in one word, `seconds << 30 | nanoseconds`, ordered as the
 /// durations are; `u64::MAX` from 2^34 s (544 years) on.

@@ -284,6 +284,8 @@ pub(super) struct Core {
     pub(super) delivering: bool,
     open_for: Duration,
     probe_timeout: Duration,
+    /// The latest time a holder of the lock used.
+    last_now: Instant,
 }
 
 impl Core {
@@ -301,7 +303,18 @@ impl Core {
             delivering: false,
             open_for: config.open_for,
             probe_timeout: config.probe_timeout,
+            last_now: Instant::now(),
         }
+    }
+
+    /// The time for this holder of the lock: `read` (a time read just
+    /// before the lock was taken) or the clock, and never earlier than the
+    /// time the holder before used, so that time order is lock order.
+    #[inline]
+    pub(super) fn now(&mut self, read: Option<Instant>) -> Instant {
+        let now = read.unwrap_or_else(Instant::now).max(self.last_now);
+        self.last_now = now;
+        now
     }
 
     /// The state as time has left it, without making any change.
@@ -347,7 +360,8 @@ impl Core {
         };
         self.record(failure);
         if policy.trip(&self.counts) {
-            self.move_to(State::Open, Instant::now());
+            let now = self.now(None);
+            self.move_to(State::Open, now);
             true
         } else {
             false
@@ -357,7 +371,20 @@ impl Core {
     /// Makes the changes time has made due by `now`, in the order they fell
     /// due and each as of that moment: becoming half-open at the end of the
     /// open period, and each probe timing out (which asks `policy.probe`).
+    #[inline]
     pub(super) fn advance(&mut self, now: Instant, policy: &Policy) {
+        let due = match self.phase {
+            Phase::Closed => false,
+            Phase::Open { until } => until.is_some_and(|until| until <= now),
+            Phase::HalfOpen => self.slots.due(now).is_some(),
+        };
+        if due {
+            self.advance_due(now, policy);
+        }
+    }
+
+    #[cold]
+    fn advance_due(&mut self, now: Instant, policy: &Policy) {
         loop {
             match self.phase {
                 Phase::Closed => return,
