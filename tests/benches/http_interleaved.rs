@@ -102,7 +102,8 @@ fn main() {
     let c = peers.clone();
     let (single, batch) = rt
         .block_on(tokio::spawn(async move {
-            let mut single: Vec<Vec<Duration>> = (0..n).map(|_| Vec::with_capacity(ROUNDS)).collect();
+            let mut single: Vec<Vec<Duration>> =
+                (0..n).map(|_| Vec::with_capacity(ROUNDS)).collect();
             for round in 0..WARM_UP + ROUNDS {
                 for turn in 0..n {
                     let k = (round + turn) % n;

@@ -80,9 +80,7 @@ impl RpcShared {
     fn method_name(&self, path: &str) -> &'static str {
         let name = path.strip_prefix('/').unwrap_or(path);
         match name.split_once('/') {
-            Some((service, method))
-                if !method.is_empty() && self.services.contains(&service) =>
-            {
+            Some((service, method)) if !method.is_empty() && self.services.contains(&service) => {
                 intern(name)
             }
             _ => RPC_METHOD_OTHER,
