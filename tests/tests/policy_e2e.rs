@@ -227,7 +227,11 @@ async fn the_streaming_methods_of_a_generated_client_work() {
         .await
         .unwrap_err();
     assert_eq!(answered.code(), Code::Unavailable);
-    assert_eq!(fake.attempts("Entries"), 1, "an answered open is not retried");
+    assert_eq!(
+        fake.attempts("Entries"),
+        1,
+        "an answered open is not retried"
+    );
     let mut entries = ledger
         .entries(EntriesRequest {
             account: "a-1".into(),

@@ -140,7 +140,7 @@ pub fn classify_attempt(
 pub const DEADLINE_SLACK: Duration = Duration::from_millis(20);
 
 /// Why a call made no further attempt: the [`Decision`] of the retry loop
-/// after its last attempt, carried as the source of the call's [`Status`]
+/// after its last attempt, carried as the source of the call's [`Status`](https://docs.rs/tonic/0.14/tonic/struct.Status.html)
 /// when it was [`Throttled`](Decision::Throttled) (the retry budget refused
 /// a retry), [`Exhausted`](Decision::Exhausted) (every attempt
 /// `max_attempts` allows was made) or [`Expired`](Decision::Expired) (the
