@@ -4,7 +4,7 @@
 # a system protoc does), for the same .proto files: Debian's grpc-proto set
 # (grpc/testing/test.proto and its imports, health, reflection, channelz,
 # helloworld), or with `googleapis` a googleapis subset (the folders of
-# build-support/tests/googleapis.rs: 152 services, 1493 methods) from npm's
+# build-support/tests/googleapis.rs: 166 services, 1433 methods) from npm's
 # google-proto-files unpacked at target/google-proto-files/package (as
 # .ci/run does).
 #
