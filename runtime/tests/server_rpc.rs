@@ -438,6 +438,21 @@ async fn the_handlers_calls_inherit_the_served_rpcs_deadline() {
     });
     request.set_timeout(std::time::Duration::from_secs(3));
     let _: Response<Order> = edge.unary(&PLACE_ORDER, request).await.unwrap();
-    assert_eq!(timeouts.lock().unwrap().len(), 1);
+    let timeouts = timeouts.lock().unwrap().clone();
+    // The client's own timeout is 10 s: what carts got is the served RPC's.
+    let sent = timeouts[0].clone().expect("a grpc-timeout");
+    let (digits, unit) = sent.split_at(sent.len() - 1);
+    let n: u64 = digits.parse().unwrap();
+    let sent_for = match unit {
+        "S" => std::time::Duration::from_secs(n),
+        "m" => std::time::Duration::from_millis(n),
+        "u" => std::time::Duration::from_micros(n),
+        "n" => std::time::Duration::from_nanos(n),
+        other => panic!("unit {other}"),
+    };
+    assert!(
+        sent_for <= std::time::Duration::from_secs(3),
+        "carts got grpc-timeout {sent}"
+    );
     serving.stopped().await;
 }

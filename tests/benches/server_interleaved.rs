@@ -8,7 +8,9 @@
 //! the extraction with a W3C trace-context and baggage propagator, the
 //! scenario check with failure injection on, a SERVER span through a no-op
 //! tracer provider, `rpc.server.call.duration` through a no-op meter
-//! provider, and the handler in its RPC's inherited scope.
+//! provider, and the handler in its RPC's inherited scope. A fourth row,
+//! `humus (bare Setup)`, is the humus server of a default `Setup` (no
+//! provider, no propagator, injection off), which skips that work.
 //!
 //! The servers take turns, call by call (one at a time) and batch by batch
 //! (64 at once), the order rotating from round to round, so that a load
@@ -43,7 +45,7 @@ const WARM_UP: usize = 1_000;
 const CONCURRENCY: usize = 64;
 const CPU_CALLS: usize = 20_000;
 
-const SERVERS: [&str; 3] = ["tonic", "humus", "tonic (control)"];
+const SERVERS: [&str; 4] = ["tonic", "humus", "tonic (control)", "humus (bare Setup)"];
 const N: usize = SERVERS.len();
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -71,21 +73,34 @@ async fn tonic_server() -> SocketAddr {
 }
 
 async fn humus_server() -> SocketAddr {
-    let telemetry = Telemetry::builder()
+    let setup = humus::Setup::new()
+        .with_telemetry(noop_telemetry())
+        .with_faults(injector());
+    humus_server_of(&setup).await
+}
+
+/// Telemetry with no-op providers and W3C trace context and baggage: the
+/// server makes its span and records its duration, to no effect.
+fn noop_telemetry() -> Telemetry {
+    Telemetry::builder()
         .tracer_provider(opentelemetry::trace::noop::NoopTracerProvider::new())
         .meter_provider(opentelemetry::metrics::noop::NoopMeterProvider::new())
         .propagator(TextMapCompositePropagator::new(vec![
             Box::new(TraceContextPropagator::new()),
             Box::new(BaggagePropagator::new()),
         ]))
-        .build();
+        .build()
+}
+
+/// Failure injection on: every request is checked for a scenario.
+fn injector() -> Injector {
     let codec = jsonscenario::Codec::new("humus.fault").expect("a valid key");
-    let faults = Injector::new(fault::Settings::new(codec)).expect("valid settings");
-    let setup = humus::Setup::new()
-        .with_telemetry(telemetry)
-        .with_faults(faults);
+    Injector::new(fault::Settings::new(codec)).expect("valid settings")
+}
+
+async fn humus_server_of(setup: &humus::Setup) -> SocketAddr {
     let mut server = Server::new(
-        &setup,
+        setup,
         Settings {
             addr: "127.0.0.1:0".into(),
             ..Settings::default()
@@ -115,6 +130,7 @@ fn main() {
             tonic_server().await,
             humus_server().await,
             tonic_server().await,
+            humus_server_of(&humus::Setup::new()).await,
         ]
     });
     let clients: Vec<TonicClient> = addrs.iter().map(|a| support::tonic_client(*a)).collect();

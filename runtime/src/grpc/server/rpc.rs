@@ -18,7 +18,7 @@ use http::{HeaderMap, HeaderValue};
 use http_body::{Body, Frame, SizeHint};
 use opentelemetry::global::BoxedTracer;
 use opentelemetry::metrics::Histogram;
-use opentelemetry::trace::{SpanKind, Status as SpanStatus, TraceContextExt, Tracer};
+use opentelemetry::trace::{Span as _, SpanKind, Status as SpanStatus, TraceContextExt, Tracer};
 use opentelemetry::{Context, InstrumentationScope, KeyValue};
 use tokio::time::{Instant, Sleep};
 use tonic::Code;
@@ -197,8 +197,13 @@ where
         let received = Instant::now();
         self.info.insert(request.extensions_mut());
         let shared = &self.shared;
-        // 1. The caller's trace context and baggage.
-        let extracted = shared.strip.extract(&mut request);
+        // 1. The caller's trace context and baggage (a request that carries
+        // none of the propagator's fields has none to read).
+        let extracted = if shared.strip.carries_fields(request.headers()) {
+            shared.strip.extract(&mut request)
+        } else {
+            Context::new()
+        };
         // 2. The scenario strip, for a caller not trusted.
         let (cx, stripped) = if shared.strip.injector.is_on() {
             shared.strip.strip_extracted(&mut request, extracted)
@@ -211,7 +216,7 @@ where
         } else {
             RPC_METHOD_OTHER
         };
-        let cx = match &shared.tracer {
+        let (cx, traced) = match &shared.tracer {
             Some(tracer) => {
                 let span = tracer
                     .span_builder(method)
@@ -221,19 +226,26 @@ where
                         KeyValue::new(RPC_METHOD, method),
                     ])
                     .start_with_context(tracer, &cx);
-                let cx = cx.with_span(span);
-                if stripped {
-                    record_strip(&cx.span());
+                if span.span_context().is_valid() {
+                    let cx = cx.with_span(span);
+                    if stripped {
+                        record_strip(&cx.span());
+                    }
+                    (cx, true)
+                } else {
+                    // A span with no context of its own (a no-op tracer's)
+                    // records nothing and parents nothing: the handler's
+                    // calls are children of the caller's span, as under it.
+                    (cx, false)
                 }
-                cx
             }
-            None => cx,
+            None => (cx, false),
         };
         // 4. The handler, with its RPC's deadline and context.
         let deadline = inherit::deadline(request.headers(), received);
         let record = Record {
             shared: Arc::clone(shared),
-            cx: shared.tracer.is_some().then(|| cx.clone()),
+            cx: traced.then(|| cx.clone()),
             method,
             received,
             done: false,
@@ -363,15 +375,19 @@ impl Record {
             span.end();
         }
         if let Some(duration) = &self.shared.duration {
-            let mut attributes = vec![
+            let attributes = [
                 KeyValue::new(RPC_SYSTEM_NAME, RPC_SYSTEM_GRPC),
                 KeyValue::new(RPC_METHOD, self.method),
                 KeyValue::new(RPC_RESPONSE_STATUS_CODE, name),
+                KeyValue::new(ERROR_TYPE, name),
             ];
-            if error {
-                attributes.push(KeyValue::new(ERROR_TYPE, name));
-            }
-            duration.record(self.received.elapsed().as_secs_f64(), &attributes);
+            // error.type only on a failure.
+            let attributes = if error {
+                &attributes[..]
+            } else {
+                &attributes[..3]
+            };
+            duration.record(self.received.elapsed().as_secs_f64(), attributes);
         }
     }
 }

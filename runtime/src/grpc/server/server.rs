@@ -380,6 +380,11 @@ async fn serve_connection(
     let mut age = age;
     let grace = pin!(tokio::time::sleep_until(far()));
     let mut grace = grace;
+    // One future for the whole connection, polled only until it is done.
+    let stop_signal = pin!(async move {
+        let _ = stopping.wait_for(|s| *s).await;
+    });
+    let mut stop_signal = stop_signal;
     let mut going_away = false;
     let mut stopped = false;
     let mut end_streams = false;
@@ -410,7 +415,7 @@ async fn serve_connection(
                     None => far(),
                 });
             }
-            _ = stopping.wait_for(|s| *s), if !stopped => {
+            () = stop_signal.as_mut(), if !stopped => {
                 stopped = true;
                 if !going_away {
                     going_away = true;

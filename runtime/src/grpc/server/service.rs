@@ -195,6 +195,11 @@ impl Shared {
         }
     }
 
+    /// Whether `headers` hold any of the propagator's fields.
+    pub(super) fn carries_fields(&self, headers: &HeaderMap) -> bool {
+        self.fields.iter().any(|f| headers.contains_key(f))
+    }
+
     /// The trace context and baggage of `request`, read with the
     /// propagator. With injection on, a propagator field sent in several
     /// headers is first joined into one (so a scenario in a second
