@@ -315,9 +315,7 @@ impl Client {
         let cx = options.context.unwrap_or_else(Context::current);
         let inherited = Inherited::current_deadline();
         let client = self.clone();
-        // Boxed once: the loop's state is a few kilobytes, which every move
-        // of an unboxed future (into a join, a spawn) would copy.
-        Box::pin(async move { client.call(request, options.retry, cx, inherited).await })
+        async move { client.call(request, options.retry, cx, inherited).await }
     }
 
     async fn call(
