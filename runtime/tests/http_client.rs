@@ -524,3 +524,42 @@ async fn a_call_made_while_serving_an_rpc_ends_by_its_deadline() {
     assert_eq!(response.status(), 503);
     assert_eq!(decisions(&telemetry), [("expired".to_owned(), 1.0)]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_answer_is_cut_by_attempt_timeout_and_retried_then_by_timeout() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = client(
+        &setup(&telemetry, false),
+        &upstream,
+        Settings {
+            timeout: Duration::from_secs(7),
+            attempt_timeout: Duration::from_secs(5),
+            ..settings()
+        },
+    );
+    // Cut at 5 s, retried, answered at once.
+    upstream.script([Reply::slow(200, Duration::from_secs(8))]);
+    let started = Instant::now();
+    let response = client.get("/x").send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(started.elapsed(), Duration::from_secs(5));
+    let spans = spans_of_kind(&telemetry, SpanKind::Client);
+    assert_eq!(attr(&spans[0], ERROR_TYPE).as_deref(), Some("timeout"));
+
+    // Cut at 5 s, retried, cut again by the call's 7 s: reqwest's own
+    // timeout error.
+    upstream.script([
+        Reply::slow(200, Duration::from_secs(8)),
+        Reply::slow(200, Duration::from_secs(8)),
+    ]);
+    let started = Instant::now();
+    let err = client.get("/x").send().await.unwrap_err();
+    assert_eq!(started.elapsed(), Duration::from_secs(7));
+    assert_eq!(err.kind(), Kind::Timeout, "{err}");
+    assert!(
+        err.reqwest().is_some_and(reqwest::Error::is_timeout),
+        "{err:?}"
+    );
+    assert_eq!(calls(&telemetry, "failure"), 3.0);
+}

@@ -1,7 +1,9 @@
 //! The HTTP client's overhead, interleaved: a GET through the humus HTTP
 //! client (`humus::http::client::Client`, default settings, over its own
-//! `reqwest::Client`) against the same GET on bare reqwest, and a control,
-//! `reqwest-2` (bare reqwest again: the same code in a second client),
+//! `reqwest::Client`) against the same GET on bare reqwest with the same
+//! 10 s timeout (reqwest's `ClientBuilder::timeout`), a control,
+//! `reqwest-2` (that reqwest again: the same code in a second client), and
+//! bare reqwest with no timeout at all,
 //! against one in-process axum server over loopback TCP (HTTP/1.1). The
 //! clients take turns, call by call (one at a time) and batch by batch (64
 //! at once), the order rotating every round, so a machine whose load
@@ -24,7 +26,7 @@ const ROUNDS: usize = 20_000;
 const BATCH_ROUNDS: usize = 1_000;
 const WARM_UP: usize = 1_000;
 const CONCURRENCY: usize = 64;
-const PEERS: [&str; 3] = ["reqwest", "humus", "reqwest-2"];
+const PEERS: [&str; 4] = ["reqwest", "humus", "reqwest-2", "reqwest, no timeout"];
 
 #[derive(Clone)]
 enum Peer {
@@ -46,7 +48,7 @@ impl Peer {
 
 /// reqwest as a user builds it here: rustls with `ring` (the workspace's
 /// provider), no proxy.
-fn bare_reqwest() -> reqwest::Client {
+fn bare_reqwest(timeout: Option<Duration>) -> reqwest::Client {
     let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
@@ -54,11 +56,15 @@ fn bare_reqwest() -> reqwest::Client {
     .expect("TLS versions")
     .with_root_certificates(rustls::RootCertStore::empty())
     .with_no_client_auth();
-    reqwest::Client::builder()
+    let builder = reqwest::Client::builder()
         .no_proxy()
-        .tls_backend_preconfigured(tls)
-        .build()
-        .expect("a reqwest client")
+        .tls_backend_preconfigured(tls);
+    match timeout {
+        Some(timeout) => builder.timeout(timeout),
+        None => builder,
+    }
+    .build()
+    .expect("a reqwest client")
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -92,10 +98,14 @@ fn main() {
     )
     .expect("a humus client");
     let url = format!("http://{addr}/rates/EUR");
+    // The same call: reqwest with the humus client's default 10 s
+    // timeout (a production reqwest client has one), and without.
+    let timeout = Some(Duration::from_secs(10));
     let peers = vec![
-        Peer::Bare(bare_reqwest(), url.clone()),
+        Peer::Bare(bare_reqwest(timeout), url.clone()),
         Peer::Humus(humus),
-        Peer::Bare(bare_reqwest(), url),
+        Peer::Bare(bare_reqwest(timeout), url.clone()),
+        Peer::Bare(bare_reqwest(None), url),
     ];
     let n = peers.len();
 

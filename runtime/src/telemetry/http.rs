@@ -40,6 +40,12 @@ pub fn http_method_name(method: &http::Method) -> &'static str {
 }
 
 impl ClientRecorder {
+    /// Whether HTTP attempts are traced (a tracer provider was given): a
+    /// client need not make a span's `url.full` otherwise.
+    pub(crate) fn traces_http(&self) -> bool {
+        self.inner.kit.http_tracer.is_some()
+    }
+
     /// Starts an HTTP attempt of `method` to `url_full` (the absolute URL,
     /// without credentials) as a CLIENT span, a child of the span in `cx`,
     /// in the scope [`HTTP_SCOPE`](super::names::HTTP_SCOPE).

@@ -49,6 +49,8 @@ impl Seen {
 pub struct Reply {
     pub status: u16,
     pub retry_after: Option<String>,
+    /// How long the upstream waits before it answers.
+    pub delay: Duration,
 }
 
 impl Reply {
@@ -56,6 +58,15 @@ impl Reply {
         Reply {
             status,
             retry_after: None,
+            delay: Duration::ZERO,
+        }
+    }
+
+    pub fn slow(status: u16, delay: Duration) -> Reply {
+        Reply {
+            status,
+            retry_after: None,
+            delay,
         }
     }
 
@@ -63,6 +74,7 @@ impl Reply {
         Reply {
             status,
             retry_after: Some(value.to_owned()),
+            delay: Duration::ZERO,
         }
     }
 }
@@ -113,6 +125,7 @@ impl Upstream {
         match reply {
             None => "ok".into_response(),
             Some(reply) => {
+                tokio::time::sleep(reply.delay).await;
                 let mut response = (
                     StatusCode::from_u16(reply.status).unwrap(),
                     format!("status {}", reply.status),

@@ -352,7 +352,12 @@ impl Client {
         // A body of bytes can be sent again; a stream cannot.
         let replayable = request.body().is_none_or(|b| b.as_bytes().is_some());
         let method = request.method().clone();
-        let url_full = redacted(url);
+        // `url.full` is only made when a span records it.
+        let url_full = if inner.recorder.traces_http() {
+            redacted(url)
+        } else {
+            String::new()
+        };
         let mut original = Some(request);
         let mut attempt = 0u32;
         loop {
@@ -392,9 +397,32 @@ impl Client {
                 None => now + inner.settings.attempt_timeout,
             };
             let call_deadline = deadline.unwrap_or(attempt_deadline + Duration::from_secs(1));
-            let result = self
-                .attempt(&span, request, attempt_deadline, call_deadline)
-                .await;
+            // The attempt, inline (a future of its own would hold a second
+            // copy of the request): the fault point, the propagation
+            // headers, then reqwest.
+            let result = 'attempt: {
+                let stripped = if inner.faults.is_on() {
+                    match Box::pin(self.inject_fault(&span, attempt_deadline, call_deadline)).await
+                    {
+                        Ok(stripped) => stripped,
+                        Err(e) => break 'attempt Err(e),
+                    }
+                } else {
+                    None
+                };
+                let mut request = request;
+                span.inject(stripped.as_ref(), request.headers_mut());
+                // One timer per attempt, reqwest's own: the attempt's time
+                // left, which also bounds reading the body of the response
+                // returned.
+                *request.timeout_mut() =
+                    Some(attempt_deadline.saturating_duration_since(Instant::now()));
+                inner
+                    .http
+                    .execute(request)
+                    .await
+                    .map_err(|e| reqwest_error(e, attempt_deadline, call_deadline))
+            };
             match &result {
                 Ok(response) => span.end_response(response.status().as_u16()),
                 Err(e) => span.end_error(e.error_type(), &e.to_string()),
@@ -439,46 +467,46 @@ impl Client {
         }
     }
 
-    /// One attempt: the fault point inside `attempt_deadline`, the
-    /// propagation headers, then reqwest, with the call's time left as
-    /// reqwest's own timeout (so it also bounds reading the body).
-    async fn attempt(
+    /// The fault point, evaluated in the attempt's context and carried out
+    /// within `attempt_deadline`; then the context to send (the scenario
+    /// stripped), or `None` to send the attempt's own.
+    async fn inject_fault(
         &self,
         span: &HttpAttempt,
-        mut request: reqwest::Request,
         attempt_deadline: Instant,
         deadline: Instant,
-    ) -> Result<reqwest::Response, Error> {
+    ) -> Result<Option<Context>, Error> {
         let inner = &*self.inner;
-        let mut stripped = None;
-        if inner.faults.is_on() {
-            let fault = inner.faults.eval(span.context(), &inner.point);
-            if let Err(injected) = fault
-                .inject(inner.point.clone(), Some(attempt_deadline))
-                .await
-            {
-                return Err(match injected.cause() {
-                    None => Error::new(Kind::Transport, injected),
-                    Some(_) if attempt_deadline >= deadline => Error::new(Kind::Timeout, injected),
-                    Some(_) => Error::new(Kind::AttemptTimeout, injected),
-                });
-            }
-            if !inner.settings.forward_scenario {
-                stripped = inner.faults.strip(span.context());
-            }
+        let fault = inner.faults.eval(span.context(), &inner.point);
+        if let Err(injected) = fault
+            .inject(inner.point.clone(), Some(attempt_deadline))
+            .await
+        {
+            return Err(match injected.cause() {
+                None => Error::new(Kind::Transport, injected),
+                Some(_) if attempt_deadline >= deadline => Error::new(Kind::Timeout, injected),
+                Some(_) => Error::new(Kind::AttemptTimeout, injected),
+            });
         }
-        span.inject(stripped.as_ref(), request.headers_mut());
-        *request.timeout_mut() = Some(deadline.saturating_duration_since(Instant::now()));
-        match tokio::time::timeout_at(attempt_deadline, inner.http.execute(request)).await {
-            Ok(Ok(response)) => Ok(response),
-            Ok(Err(e)) if e.is_timeout() && Instant::now() >= deadline => {
-                Err(Error::new(Kind::Timeout, e))
-            }
-            Ok(Err(e)) => Err(Error::new(Kind::Transport, e)),
-            Err(_) if attempt_deadline >= deadline => Err(Error::bare(Kind::Timeout)),
-            Err(_) => Err(Error::bare(Kind::AttemptTimeout)),
+        if inner.settings.forward_scenario {
+            Ok(None)
+        } else {
+            Ok(inner.faults.strip(span.context()))
         }
     }
+}
+
+/// The error of an attempt reqwest failed: a timeout once the attempt's
+/// time is up (the call's own once its deadline is the attempt's), else a
+/// transport error.
+fn reqwest_error(e: reqwest::Error, attempt_deadline: Instant, deadline: Instant) -> Error {
+    if e.is_timeout() && Instant::now() >= attempt_deadline {
+        if attempt_deadline >= deadline {
+            return Error::new(Kind::Timeout, e);
+        }
+        return Error::new(Kind::AttemptTimeout, e);
+    }
+    Error::new(Kind::Transport, e)
 }
 
 /// The error a call returns: once its timeout has passed, the client's

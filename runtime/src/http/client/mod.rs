@@ -60,8 +60,8 @@
 //!   the telemetry's `server.address` and the injection point, and the
 //!   client refuses a request to another origin, where a middleware sees
 //!   every URL its client is given;
-//! - the call's timeout as reqwest's own timer, which keeps bounding the
-//!   body after the response is returned.
+//! - the attempt's time left as reqwest's own timer, which keeps bounding
+//!   the body after the response is returned.
 //!
 //! reqwest does the HTTP (HTTP/1.1 and HTTP/2, with rustls): humus has no
 //! HTTP stack of its own. reqwest's own retries of a request the server
@@ -78,7 +78,7 @@
 //!    faults.eval("http:<host>:<port>") inside attempt_timeout
 //!                             abort -> Err(Kind::Transport, InjectedError); delay -> waited
 //!    strip the scenario unless forward_scenario; inject trace context + baggage
-//!    reqwest, cut at attempt_timeout; its own timer is the call's time left
+//!    reqwest, its own timer the attempt's time left (attempt_timeout, within timeout)
 //!    classification = Settings.classify (default_classify), unless the deadline passed
 //!    no retry for a request that may not be sent again
 //!    ticket.done(breaker outcome); retry::decide (budget, backoff, Retry-After, deadline)

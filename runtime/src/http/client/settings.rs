@@ -56,17 +56,20 @@ pub struct Settings {
     /// certificate. reqwest sets its ALPN protocols (`h2`, `http/1.1`).
     pub tls: Option<Arc<rustls::ClientConfig>>,
 
-    /// How long one call may take: every attempt, every wait between them,
-    /// and reading the body of the response it returns (reqwest's own
-    /// timer enforces it, so a body read past it fails with reqwest's
-    /// timeout error). A request's own timeout
-    /// ([`reqwest::RequestBuilder::timeout`]) wins when it is shorter.
+    /// How long one call may take: every attempt and every wait between
+    /// them. The last attempt's time is at most what is left of it, so
+    /// reading the body of the response the call returns ends by it too. A
+    /// request's own timeout ([`reqwest::RequestBuilder::timeout`]) wins
+    /// when it is shorter.
     ///
     /// [`reqwest::RequestBuilder::timeout`]: https://docs.rs/reqwest/0.13/reqwest/struct.RequestBuilder.html#method.timeout
     pub timeout: Duration,
 
-    /// How long one attempt may wait for its response's headers, an
-    /// injected delay included. An attempt it cuts short is retried as a
+    /// How long one attempt may take, an injected delay and reading its
+    /// response's body included (the smaller of this and what is left of
+    /// [`timeout`](Settings::timeout)). It is reqwest's own per-request
+    /// timer, so a body read past it fails with reqwest's timeout error.
+    /// An attempt it cuts short before its response is retried as a
     /// transport error is.
     pub attempt_timeout: Duration,
 
