@@ -563,3 +563,30 @@ async fn a_slow_answer_is_cut_by_attempt_timeout_and_retried_then_by_timeout() {
     );
     assert_eq!(calls(&telemetry, "failure"), 3.0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_the_breaker_rejects_returns_the_answer_of_the_attempt_before() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = client(
+        &setup(&telemetry, false),
+        &upstream,
+        Settings {
+            breaker_policy: circuit::Policy::consecutive(1),
+            ..settings()
+        },
+    );
+    // The first attempt is sent and answered 502, which opens the breaker;
+    // its retry is rejected, and the call returns that 502, not a
+    // rejection that would say nothing was sent.
+    upstream.script([Reply::status(502)]);
+    let response = client.get("/x").send().await.unwrap();
+    assert_eq!(response.status(), 502);
+    assert_eq!(upstream.seen().len(), 1);
+    assert_eq!(client.breaker_state(), State::Open);
+    assert_eq!(calls(&telemetry, "rejected"), 1.0);
+    // The next call's first attempt is rejected: nothing is sent.
+    let err = client.get("/x").send().await.unwrap_err();
+    assert_eq!(err.kind(), Kind::Rejected, "{err}");
+    assert_eq!(upstream.seen().len(), 1);
+}

@@ -6,9 +6,11 @@ On one channel to 127.0.0.1:PORT it starts a unary call of
 /grpc.testing.TestService/EmptyCall whose handler takes ``x-sleep-ms``
 milliseconds, prints ``IN FLIGHT``, and waits for a line on its standard
 input: the test has started the server's shutdown, and another server has
-taken the port. It then makes a second call on the same channel, waits for
-the first, and prints one line of JSON: grpcio's version and each call's
-status code.
+taken the port. It then waits for the first call, makes a second call on
+the same channel, and prints one line of JSON: grpcio's version and each
+call's status code. (A second call made while the first is still in flight
+could go out on the old connection before its GOAWAY arrives, which the old
+server then serves: right, but not what the test asks about.)
 
 Usage: shutdown_client.py --port PORT --sleep-ms MS
 """
@@ -41,8 +43,8 @@ def main():
         )
         print("IN FLIGHT", flush=True)
         sys.stdin.readline()
-        second = code(lambda: empty_call(b"", timeout=20))
         first_code = code(first.result)
+        second = code(lambda: empty_call(b"", timeout=20))
     print(
         json.dumps({"grpcio": grpc.__version__, "first": first_code, "second": second}),
         flush=True,

@@ -92,6 +92,6 @@ pub use layer::StripScenarioLayer;
 pub use server::{ServeError, Server};
 pub use service::{Caller, PeerCertificates, StripScenario};
 pub use settings::{
-    InvalidValue, Settings, SettingsError, TrustScenario, check_addr, check_grace,
-    check_max_connection_age, check_tls,
+    InvalidValue, MAX_CONNECTION_AGE_LIMIT, Settings, SettingsError, TrustScenario, check_addr,
+    check_grace, check_max_connection_age, check_tls,
 };

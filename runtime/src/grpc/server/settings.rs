@@ -238,16 +238,28 @@ pub fn check_tls(config: &rustls::ServerConfig) -> Result<(), InvalidValue> {
     Ok(())
 }
 
-/// Checks a maximum connection age: more than zero, when set.
+/// The longest [`Settings::max_connection_age`] [`check_max_connection_age`]
+/// takes: 365 days. A longer age is no age in practice; leave it unset
+/// instead.
+pub const MAX_CONNECTION_AGE_LIMIT: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Checks a maximum connection age: more than zero and at most
+/// [`MAX_CONNECTION_AGE_LIMIT`] (365 days), when set.
 ///
 /// # Errors
 ///
-/// [`InvalidValue`] for zero.
+/// [`InvalidValue`] for zero, or for more than 365 days (an age so long
+/// that its ±10 % jitter and its deadline are past what the clock can
+/// count: leave the field unset for connections that live on).
 pub fn check_max_connection_age(age: Option<Duration>) -> Result<(), InvalidValue> {
     match age {
         Some(d) if d.is_zero() => Err(InvalidValue::new(
             "is zero, want a duration more than zero (or none, for no age)",
         )),
+        Some(d) if d > MAX_CONNECTION_AGE_LIMIT => Err(InvalidValue::new(format!(
+            "is {}, want at most 365 days (or none, for no age)",
+            humantime_serde::re::humantime::format_duration(d)
+        ))),
         _ => Ok(()),
     }
 }
@@ -334,6 +346,19 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_connection_age_past_the_limit_is_refused() {
+        assert!(check_max_connection_age(Some(MAX_CONNECTION_AGE_LIMIT)).is_ok());
+        for age in [
+            MAX_CONNECTION_AGE_LIMIT + Duration::from_secs(1),
+            Duration::MAX,
+        ] {
+            let err = check_max_connection_age(Some(age)).unwrap_err().to_string();
+            assert!(err.contains("want at most 365 days"), "{err}");
+        }
+        assert!(check_max_connection_age(None).is_ok());
+    }
 
     #[test]
     fn addresses() {

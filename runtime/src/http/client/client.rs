@@ -278,8 +278,10 @@ impl Client {
     /// attempts, and returns the last attempt's response, whatever its
     /// status.
     ///
-    /// Each attempt passes the breaker (a rejection ends the call with
-    /// [`Kind::Rejected`]: nothing is sent); is the failure-injection point
+    /// Each attempt passes the breaker (a rejection of the first attempt
+    /// ends the call with [`Kind::Rejected`]: nothing was sent; a rejection
+    /// of a retry ends it with the answer of the attempt before, which was
+    /// sent); is the failure-injection point
     /// [`point`](Client::point), inside `attempt_timeout`; carries the
     /// attempt's trace context and the call's baggage (without its failure
     /// scenario, unless [`forward_scenario`](Settings::forward_scenario))
@@ -360,6 +362,9 @@ impl Client {
         };
         let mut original = Some(request);
         let mut attempt = 0u32;
+        // The answer of the attempt before a retry: what the call returns if
+        // the breaker rejects the retry (the attempt was sent, and answered).
+        let mut previous = None;
         loop {
             attempt += 1;
             let ticket = match in_call(&cx, || inner.breaker.allow()) {
@@ -372,7 +377,10 @@ impl Client {
                         &rejected.to_string(),
                     );
                     inner.recorder.record_decision(retry::Decision::Stopped);
-                    return Err(Error::new(Kind::Rejected, rejected));
+                    return match previous {
+                        Some(result) => result,
+                        None => Err(Error::new(Kind::Rejected, rejected)),
+                    };
                 }
             };
             let last = !retryable || !replayable || attempt >= inner.settings.max_attempts;
@@ -459,7 +467,7 @@ impl Client {
             inner.recorder.record_decision(next.decision());
             match next {
                 Next::Retry { after } => {
-                    drop(result);
+                    previous = Some(result.map_err(|e| finish(e, deadline_passed)));
                     tokio::time::sleep(after).await;
                 }
                 _ => return result.map_err(|e| finish(e, deadline_passed)),
