@@ -385,7 +385,7 @@ pub fn settings(addr: impl Into<String>) -> server::Settings {
 ///
 /// # Errors
 ///
-/// [`humus::app::Error`] when the server refuses `settings`.
+/// [`humus::app::Error`](../../humus/app/struct.Error.html) when the server refuses `settings`.
 pub fn server(
     setup: &Setup,
     settings: server::Settings,

@@ -1,4 +1,4 @@
-//! A service run as a [`humus::App`] in a task of this process, as the
+//! A service run as a [`humus::App`](../../humus/app/struct.App.html) in a task of this process, as the
 //! walkthrough and the tests run the wallet and the ledger: the App's
 //! lifecycle, stopped on demand instead of by a signal.
 

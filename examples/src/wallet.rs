@@ -50,24 +50,24 @@ use crate::pb::wallet::v1 as pb;
 /// and port; default [`DEFAULT_LISTEN_ADDR`]).
 pub const ENV_LISTEN_ADDR: &str = "WALLET_LISTEN_ADDR";
 /// `LEDGER_ADDR`: the ledger's address, `host:port` (required; checked by
-/// [`client::check_addr`]).
+/// [`client::check_addr`](../../humus/grpc/client/fn.check_addr.html)).
 pub const ENV_LEDGER_ADDR: &str = "LEDGER_ADDR";
 /// `LEDGER_TIMEOUT`: how long one call to the ledger may take, retries
 /// included (default: the client's, 10s; checked by
-/// [`client::check_timeout`]).
+/// [`client::check_timeout`](../../humus/grpc/client/fn.check_timeout.html)).
 pub const ENV_LEDGER_TIMEOUT: &str = "LEDGER_TIMEOUT";
 /// `LEDGER_MAX_ATTEMPTS`: the most attempts of one call (default: the
-/// client's, 3; checked by [`client::check_max_attempts`]).
+/// client's, 3; checked by [`client::check_max_attempts`](../../humus/grpc/client/fn.check_max_attempts.html)).
 pub const ENV_LEDGER_MAX_ATTEMPTS: &str = "LEDGER_MAX_ATTEMPTS";
 /// `LEDGER_BACKOFF_BASE`: the backoff's base (default: the client's;
-/// checked by [`client::check_backoff_base`]).
+/// checked by [`client::check_backoff_base`](../../humus/grpc/client/fn.check_backoff_base.html)).
 pub const ENV_LEDGER_BACKOFF_BASE: &str = "LEDGER_BACKOFF_BASE";
 /// `LEDGER_BACKOFF_MAX`: the backoff's ceiling (default: the client's;
-/// checked by [`client::check_backoff_max`]).
+/// checked by [`client::check_backoff_max`](../../humus/grpc/client/fn.check_backoff_max.html)).
 pub const ENV_LEDGER_BACKOFF_MAX: &str = "LEDGER_BACKOFF_MAX";
 /// `LEDGER_BREAKER_OPEN_FOR`: how long the ledger client's breaker stays
 /// open (default: the client's, 10s; checked by
-/// [`client::check_open_for`]).
+/// [`client::check_open_for`](../../humus/grpc/client/fn.check_open_for.html)).
 pub const ENV_LEDGER_BREAKER_OPEN_FOR: &str = "LEDGER_BREAKER_OPEN_FOR";
 /// `WALLET_FAULT_INJECTION`: `on` to carry out the failure scenarios that
 /// callers on loopback put in their baggage (default `off`).
@@ -77,7 +77,7 @@ pub const ENV_FAULT_INJECTION: &str = "WALLET_FAULT_INJECTION";
 pub const DEFAULT_LISTEN_ADDR: &str = "127.0.0.1:50052";
 
 /// The baggage member a failure scenario travels in, as JSON
-/// ([`jsonscenario`]).
+/// ([`jsonscenario`](../../humus/fault/jsonscenario/index.html)).
 pub const SCENARIO_KEY: &str = "humus.fault";
 
 /// How often the readiness reported by `grpc.health.v1` is checked again.
@@ -399,7 +399,7 @@ pub type Serving = crate::running::Running;
 ///
 /// # Errors
 ///
-/// [`humus::app::Error`] (exit 1) when the client or the server refuses
+/// [`humus::app::Error`](../../humus/app/struct.Error.html) (exit 1) when the client or the server refuses
 /// its settings: each was checked where it was read, so that is a fault in
 /// the code.
 pub fn server(setup: &Setup, settings: &Settings) -> Result<Server, humus::app::Error> {

@@ -13,6 +13,8 @@ use crate::recording::{Metrics, span_attribute, span_duration};
 /// The names humus records under ([design](humus::design::client#telemetry)),
 /// as the walkthrough reads them.
 pub mod names {
+    // Not inlined: each name's page is humus's, whose links resolve there.
+    #[doc(no_inline)]
     pub use humus::telemetry::names::{
         CLIENT_SCOPE, HUMUS_CIRCUIT_CALLS as CIRCUIT_CALLS, HUMUS_CIRCUIT_OUTCOME as OUTCOME,
         HUMUS_CIRCUIT_STATE as STATE, HUMUS_CIRCUIT_STATE_INSTRUMENT as CIRCUIT_STATE,
