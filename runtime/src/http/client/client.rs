@@ -612,8 +612,10 @@ impl RequestBuilder {
 
     /// Sets the body ([`reqwest::RequestBuilder::body`]). A body of bytes
     /// or a string is sent again by each retry; a stream
-    /// (`reqwest::Body::wrap_stream`, or [`reqwest::Body::wrap`] of a body) is
-    /// sent once.
+    /// ([`reqwest::Body::wrap`] of an `http_body::Body`, such as
+    /// `http_body_util::StreamBody`; humus builds reqwest without its
+    /// `stream` feature, so `Body::wrap_stream` is there only if the
+    /// service turns that feature on) is sent once.
     ///
     /// [`reqwest::Body::wrap`]: https://docs.rs/reqwest/0.13/reqwest/struct.Body.html#method.wrap
     /// [`reqwest::RequestBuilder::body`]: https://docs.rs/reqwest/0.13/reqwest/struct.RequestBuilder.html#method.body
