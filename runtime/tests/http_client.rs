@@ -37,15 +37,6 @@ fn decisions(telemetry: &Telemetry) -> Vec<(String, f64)> {
     d
 }
 
-fn calls(telemetry: &Telemetry, outcome: &str) -> f64 {
-    telemetry
-        .metrics(CLIENT_SCOPE)
-        .into_iter()
-        .filter(|p| p.name == HUMUS_CIRCUIT_CALLS && p.has(&[(HUMUS_CIRCUIT_OUTCOME, outcome)]))
-        .map(|p| p.value.as_f64())
-        .sum()
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_get_is_retried_on_502_503_504_until_max_attempts() {
     let upstream = Upstream::start().await;

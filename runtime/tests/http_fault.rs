@@ -26,15 +26,6 @@ fn client_spans(telemetry: &Telemetry) -> Vec<opentelemetry_sdk::trace::SpanData
         .collect()
 }
 
-fn calls(telemetry: &Telemetry, outcome: &str) -> f64 {
-    telemetry
-        .metrics(CLIENT_SCOPE)
-        .into_iter()
-        .filter(|p| p.name == HUMUS_CIRCUIT_CALLS && p.has(&[(HUMUS_CIRCUIT_OUTCOME, outcome)]))
-        .map(|p| p.value.as_f64())
-        .sum()
-}
-
 #[tokio::test(start_paused = true)]
 async fn an_aborted_get_is_retried_up_to_max_attempts_and_sends_nothing() {
     let upstream = Upstream::start().await;

@@ -220,6 +220,18 @@ pub fn client(setup: &humus::Setup, upstream: &Upstream, settings: Settings) -> 
     .with_backoff_source(|_| 0)
 }
 
+/// The `humus.circuit.calls` the breaker counted with `outcome`
+/// (`success`, `failure`, `ignored`, `rejected`).
+pub fn calls(telemetry: &Telemetry, outcome: &str) -> f64 {
+    use humus::telemetry::names::{CLIENT_SCOPE, HUMUS_CIRCUIT_CALLS, HUMUS_CIRCUIT_OUTCOME};
+    telemetry
+        .metrics(CLIENT_SCOPE)
+        .into_iter()
+        .filter(|p| p.name == HUMUS_CIRCUIT_CALLS && p.has(&[(HUMUS_CIRCUIT_OUTCOME, outcome)]))
+        .map(|p| p.value.as_f64())
+        .sum()
+}
+
 pub fn spans_of_kind(telemetry: &Telemetry, kind: SpanKind) -> Vec<SpanData> {
     telemetry
         .spans()
