@@ -180,3 +180,18 @@ pub use headers::{HeaderExtractor, HeaderInjector};
 pub use logs::{BoxedLogRecord, BoxedLogger};
 pub use metadata::{MetadataExtractor, MetadataInjector};
 pub use providers::{Builder, Telemetry};
+
+/// Runs `f` (a call of a breaker's `allow` or a ticket's `done`) with `cx`
+/// current, so the log record of a transition it makes carries the call's
+/// trace context. `f` is synchronous: the guard never crosses an
+/// `.await`. A context with no span is not attached (the record would
+/// carry nothing of it). The gRPC and the HTTP client both call it.
+pub(crate) fn in_context<T>(cx: &opentelemetry::Context, f: impl FnOnce() -> T) -> T {
+    use opentelemetry::trace::TraceContextExt as _;
+    if cx.has_active_span() {
+        let _guard = cx.clone().attach();
+        f()
+    } else {
+        f()
+    }
+}

@@ -74,17 +74,9 @@ pub(super) fn call_context(extensions: &tonic::Extensions) -> Context {
 
 impl Hooks<'_> {
     /// Runs `f` (a call of the breaker's `allow` or a ticket's `done`) with
-    /// the call's context current, so the log record of a transition it
-    /// makes carries the call's trace context. `f` is synchronous: the
-    /// guard never crosses an `.await`. A context with no span is not
-    /// attached (the record would carry nothing of it).
+    /// the call's context current ([`telemetry::in_context`](crate::telemetry::in_context)).
     pub(super) fn in_call<T>(&self, f: impl FnOnce() -> T) -> T {
-        if self.cx.has_active_span() {
-            let _guard = self.cx.clone().attach();
-            f()
-        } else {
-            f()
-        }
+        crate::telemetry::in_context(&self.cx, f)
     }
 
     /// The breaker rejected attempt `attempt`: nothing was sent. A span of

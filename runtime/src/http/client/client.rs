@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use opentelemetry::Context;
-use opentelemetry::trace::TraceContextExt as _;
 use reqwest::{Method, Url};
 use tokio::time::Instant;
 
@@ -367,7 +366,7 @@ impl Client {
         let mut previous = None;
         loop {
             attempt += 1;
-            let ticket = match in_call(&cx, || inner.breaker.allow()) {
+            let ticket = match crate::telemetry::in_context(&cx, || inner.breaker.allow()) {
                 Ok(ticket) => ticket,
                 Err(rejected) => {
                     inner.recorder.record_http_rejected(
@@ -445,7 +444,7 @@ impl Client {
                 c.retry = Verdict::Stop;
                 c.retry_after = None;
             }
-            in_call(&cx, || ticket.done(c.breaker));
+            crate::telemetry::in_context(&cx, || ticket.done(c.breaker));
             inner.recorder.record_call(c.breaker);
             let next = retry::decide(
                 &inner.budget,
@@ -528,18 +527,6 @@ fn finish(e: Error, deadline_passed: bool) -> Error {
         return Error::bare(Kind::Timeout);
     }
     e
-}
-
-/// Runs `f` (the breaker's `allow` or a ticket's `done`) with the call's
-/// context current, so a transition's log record carries its trace
-/// context. `f` is synchronous.
-fn in_call<T>(cx: &Context, f: impl FnOnce() -> T) -> T {
-    if cx.has_active_span() {
-        let _guard = cx.clone().attach();
-        f()
-    } else {
-        f()
-    }
 }
 
 /// The default TLS config: rustls with `ring`, trusting the platform's
