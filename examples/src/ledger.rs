@@ -8,7 +8,8 @@
 //! ([`server()`]) as an App ([`serve`]). A full outage is the ledger's App
 //! stopped ([`Serving::stop`](crate::running::Running::stop)); recovery is
 //! serving it again on the same address, with the same book; a rollout is
-//! one ledger's graceful shutdown while another takes its address.
+//! another ledger taking over the listening [`Socket`], then the first
+//! one's graceful shutdown.
 //!
 //! The ledger also counts what reached it ([`Ledger::seen`]): the
 //! dependency's own view, against which the walkthrough checks what its
@@ -394,6 +395,89 @@ pub fn server(
     Ok(Server::new(setup, settings)?
         .add_service(ledger.service())
         .health(Health::new()))
+}
+
+/// A listening socket that ledgers hand over to one another, as a
+/// supervisor (systemd's socket activation) passes one from a process to
+/// the next: each ledger served on it ([`serve_on`]) listens on a
+/// descriptor of its own of the one socket, so a new ledger takes the
+/// address while the old one still holds it, and a dial made while the old
+/// one shuts down waits in the socket's backlog for the new one instead of
+/// being refused. Dropping the last clone, and stopping every ledger served
+/// on it, closes the socket: dials are refused again.
+#[derive(Clone, Debug)]
+pub struct Socket(Arc<std::net::TcpListener>);
+
+impl Socket {
+    /// Listens on `addr`.
+    ///
+    /// # Errors
+    ///
+    /// The bind's error ([`std::io::ErrorKind::AddrInUse`] when the address
+    /// is taken).
+    pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<Socket> {
+        let listener = std::net::TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
+        Ok(Socket(Arc::new(listener)))
+    }
+
+    /// The address it listens on.
+    ///
+    /// # Errors
+    ///
+    /// The system's error reading the socket's address.
+    pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+        self.0.local_addr()
+    }
+}
+
+/// The [`Host`](humus::Host) of a ledger served on a [`Socket`]: it listens
+/// on a new descriptor of the socket (while the socket is open), and dials
+/// and reads files as the operating system's.
+#[derive(Debug)]
+struct OnSocket(std::sync::Weak<std::net::TcpListener>);
+
+impl humus::Host for OnSocket {
+    fn dial<'a>(&'a self, addr: &'a str) -> humus::DialFuture<'a> {
+        humus::OsHost.dial(addr)
+    }
+
+    fn read_file(&self, path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+        humus::OsHost.read_file(path)
+    }
+
+    fn listen<'a>(&'a self, addr: &'a str) -> humus::ListenFuture<'a> {
+        Box::pin(async move {
+            let socket = self.0.upgrade().ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::NotConnected,
+                    format!("the socket of {addr} is closed"),
+                )
+            })?;
+            let listener = tokio::net::TcpListener::from_std(socket.try_clone()?)?;
+            Ok(humus::Listener::tcp(listener))
+        })
+    }
+}
+
+/// Runs `ledger` as an App in a task of its own, serving on `socket` (its
+/// address is `settings.addr`'s), and returns once it listens: at once,
+/// since the socket already does, even while another ledger serves on it.
+///
+/// # Errors
+///
+/// [`Failure`] when it cannot start (the socket is closed).
+pub async fn serve_on(
+    ledger: &Ledger,
+    settings: server::Settings,
+    socket: &Socket,
+) -> Result<Serving, Failure> {
+    let ledger = ledger.clone();
+    let app = App::new().host(OnSocket(Arc::downgrade(&socket.0)));
+    crate::running::start(app, move |setup| async move {
+        server(&setup, settings, &ledger)
+    })
+    .await
 }
 
 /// Runs `ledger` as an App in a task of its own, serving on

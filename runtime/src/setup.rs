@@ -61,6 +61,39 @@ pub struct Listener {
     pub incoming: Pin<Box<dyn futures_util::Stream<Item = io::Result<Accepted>> + Send>>,
 }
 
+impl Listener {
+    /// A listener on a TCP socket that is already listening: one a
+    /// supervisor passed to the process (systemd's socket activation), or
+    /// one handed over from a server that is shutting down, so that a new
+    /// server takes an address with no moment in which a dial to it is
+    /// refused. [`OsHost`]'s listeners are made so: each accepted
+    /// connection has `TCP_NODELAY` set.
+    ///
+    /// A [`Host`] that serves such sockets returns this from
+    /// [`Host::listen`]. Dropping the listener closes its file descriptor;
+    /// the socket stays open, with the connections waiting in its backlog,
+    /// while another descriptor of it (a `try_clone`) is open.
+    pub fn tcp(listener: tokio::net::TcpListener) -> Listener {
+        let local_addr = listener.local_addr().ok();
+        let incoming = futures_util::stream::unfold(listener, |listener| async move {
+            let accepted = listener.accept().await.map(|(stream, remote)| {
+                let _ = stream.set_nodelay(true);
+                let local_addr = stream.local_addr().ok();
+                Accepted {
+                    io: Box::new(stream) as BoxIo,
+                    remote_addr: Some(remote),
+                    local_addr,
+                }
+            });
+            Some((accepted, listener))
+        });
+        Listener {
+            local_addr,
+            incoming: Box::pin(incoming),
+        }
+    }
+}
+
 impl fmt::Debug for Listener {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Listener")
@@ -168,24 +201,7 @@ impl Host for OsHost {
                 Some(port) => format!("0.0.0.0:{port}"),
                 None => addr.to_owned(),
             };
-            let listener = tokio::net::TcpListener::bind(&bind).await?;
-            let local_addr = listener.local_addr().ok();
-            let incoming = futures_util::stream::unfold(listener, |listener| async move {
-                let accepted = listener.accept().await.map(|(stream, remote)| {
-                    let _ = stream.set_nodelay(true);
-                    let local_addr = stream.local_addr().ok();
-                    Accepted {
-                        io: Box::new(stream) as BoxIo,
-                        remote_addr: Some(remote),
-                        local_addr,
-                    }
-                });
-                Some((accepted, listener))
-            });
-            Ok(Listener {
-                local_addr,
-                incoming: Box::pin(incoming),
-            })
+            Ok(Listener::tcp(tokio::net::TcpListener::bind(&bind).await?))
         })
     }
 }

@@ -18,7 +18,7 @@
 //! | 4 charge unavailable | the ledger answers `Charge` `UNAVAILABLE`: each is sent once, never retried |
 //! | 5 outage | the ledger stops: the breaker opens, calls fail fast with the rejection, readiness stays true |
 //! | 6 recovery | the ledger is back: after `open_for` the breaker is half-open, and probes close it |
-//! | 7 rollout | the ledger is rolled: the old one shuts down gracefully while a new one takes its address, then its connections reach their `max_connection_age`: no payment fails |
+//! | 7 rollout | the ledger is rolled: a new one takes over its listening socket and the old one shuts down gracefully, then its connections reach their `max_connection_age`: no payment fails |
 //! | 8 fault scenario | one request carries a failure scenario in its baggage: only that request fails |
 //!
 //! Both services are humus servers run by humus Apps ([`crate::running`]),
@@ -238,6 +238,10 @@ struct Run {
     ledger: Ledger,
     ledger_addr: SocketAddr,
     ledger_serving: Option<ledger::Serving>,
+    /// The socket the ledger serves on, while one does: the rollout's new
+    /// ledger takes it over from the old one. Dropped before the ledger
+    /// stops, so that a stopped ledger's address refuses dials.
+    ledger_socket: Option<ledger::Socket>,
     wallet_serving: Option<wallet::Serving>,
     wallet: WalletClient<Channel>,
     health: HealthClient<Channel>,
@@ -306,6 +310,7 @@ impl Run {
             ledger: Ledger::new(),
             ledger_addr,
             ledger_serving: None,
+            ledger_socket: None,
             wallet_serving: Some(wallet_serving),
             wallet: WalletClient::new(channel.clone()),
             health: HealthClient::new(channel),
@@ -398,13 +403,29 @@ impl Run {
     }
 
     async fn serve_ledger(&mut self) -> Result<(), Failure> {
-        let settings = ledger::settings(self.ledger_addr.to_string());
-        self.ledger_serving = Some(ledger::serve(&self.ledger, settings).await.map_err(|e| {
+        let failed = |e: &dyn std::fmt::Display| {
             Failure::software(format!(
                 "could not serve the ledger on {} again: {e}",
                 self.ledger_addr
             ))
-        })?);
+        };
+        let socket = ledger::Socket::bind(self.ledger_addr).map_err(|e| failed(&e))?;
+        let settings = ledger::settings(self.ledger_addr.to_string());
+        let serving = ledger::serve_on(&self.ledger, settings, &socket)
+            .await
+            .map_err(|e| failed(&e))?;
+        self.ledger_serving = Some(serving);
+        self.ledger_socket = Some(socket);
+        Ok(())
+    }
+
+    /// Stops the ledger (gracefully, as SIGTERM would), and closes its
+    /// socket: its address refuses dials.
+    async fn stop_ledger(&mut self) -> Result<(), Failure> {
+        self.ledger_socket = None;
+        if let Some(serving) = self.ledger_serving.take() {
+            serving.stop().await?;
+        }
         Ok(())
     }
 
@@ -694,9 +715,7 @@ impl Run {
         const NAME: &str = "outage";
         const SAYS: &str = "the ledger stops: the breaker opens, calls fail fast with the rejection, readiness stays true";
         self.begin(NAME, SAYS);
-        if let Some(serving) = self.ledger_serving.take() {
-            serving.stop().await?;
-        }
+        self.stop_ledger().await?;
         self.say(&format!(
             "      the ledger stopped: {} refuses connections",
             self.ledger_addr
@@ -837,7 +856,7 @@ impl Run {
         self.begin(NAME, SAYS);
         let _ = self.top_up("alice", 100_000).await;
         let applied = self.ledger.applied_transfers();
-        let mut old = self
+        let old = self
             .ledger_serving
             .take()
             .ok_or_else(|| Failure::software("the ledger is not serving"))?;
@@ -864,48 +883,44 @@ impl Run {
             }
         });
         let callers = futures_util::future::join_all(callers);
-        // The roll, while the callers pay: the old ledger stops accepting
-        // and sends its connections a GOAWAY; the new one, on the same book
-        // (the shared database), takes the address as soon as it is free,
-        // with connections that live about 300ms each.
+        // The roll, while the callers pay: the new ledger, on the same book
+        // (the shared database), with connections that live about 300ms
+        // each, takes over the ledger's socket (as a supervisor hands a
+        // listening socket from one process to the next), so the address
+        // never refuses a dial; then the old one shuts down gracefully: it
+        // stops accepting and sends its connections a GOAWAY, and the
+        // wallet's next dial is accepted by the new one.
+        let socket = self
+            .ledger_socket
+            .clone()
+            .ok_or_else(|| Failure::software("the ledger has no socket"))?;
+        let settings = humus::grpc::server::Settings {
+            max_connection_age: Some(Duration::from_millis(300)),
+            max_connection_age_grace: Some(Duration::from_secs(1)),
+            ..ledger::settings(self.ledger_addr.to_string())
+        };
         let roll = async {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            old.begin_stop();
-            let settings = humus::grpc::server::Settings {
-                max_connection_age: Some(Duration::from_millis(300)),
-                max_connection_age_grace: Some(Duration::from_secs(1)),
-                ..ledger::settings(self.ledger_addr.to_string())
-            };
-            let mut new = None;
-            for _ in 0..200 {
-                match ledger::serve(&self.ledger, settings.clone()).await {
-                    Ok(serving) => {
-                        new = Some(serving);
-                        break;
-                    }
-                    // The old one still holds the address for a moment.
-                    Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
-                }
-            }
+            let new = ledger::serve_on(&self.ledger, settings, &socket).await;
             let stopped = old.stop().await;
             (new, stopped)
         };
         let (answers, (new, stopped)) = tokio::join!(callers, roll);
         let answers: Vec<Answer> = answers.into_iter().flatten().collect();
-        let new = new.ok_or_else(|| {
+        let new = new.map_err(|e| {
             Failure::software(format!(
-                "the new ledger could not take {} within a second",
+                "the new ledger could not take over {}: {e}",
                 self.ledger_addr
             ))
         })?;
         self.ledger_serving = Some(new);
         self.say(&format!(
-            "      the old ledger shut down gracefully ({}), the new one took {}",
+            "      the new ledger took over {}'s socket, the old one shut down gracefully ({})",
+            self.ledger_addr,
             match &stopped {
                 Ok(()) => "exit 0".to_owned(),
                 Err(e) => format!("{e}"),
-            },
-            self.ledger_addr
+            }
         ));
         // Then the new ledger's connections reach their age, several times.
         let mut aged = Vec::new();
@@ -927,9 +942,13 @@ impl Run {
                     "every payment succeeded: the wallet's callers saw no error",
                     failed == 0 && s.wallet_codes.keys().all(|c| c == "OK"),
                     format!(
-                        "{:?}; the wallet answered {:?}",
+                        "{:?}; the wallet answered {:?}; the first failure: {:?}",
                         codes.iter().filter(|c| **c != Code::Ok).collect::<Vec<_>>(),
-                        s.wallet_codes
+                        s.wallet_codes,
+                        answers
+                            .iter()
+                            .chain(&aged)
+                            .find_map(|a| a.as_ref().err().map(Status::message))
                     ),
                 ),
                 check(
@@ -1054,9 +1073,7 @@ impl Run {
         if let Some(wallet) = self.wallet_serving.take() {
             wallet.stop().await?;
         }
-        if let Some(ledger) = self.ledger_serving.take() {
-            ledger.stop().await?;
-        }
+        self.stop_ledger().await?;
         let took = self.elapsed();
         let timeline = self.timeline(took);
         let svg = match &options.svg {
