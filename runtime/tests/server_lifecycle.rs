@@ -368,3 +368,86 @@ async fn bad_settings_name_every_field() {
         ["addr", "max_connection_age"]
     );
 }
+
+/// A host on the machine's network whose listens are new descriptors of
+/// one listening socket (a supervisor's, handed from a server to the next).
+#[derive(Debug)]
+struct OneSocket(std::net::TcpListener);
+
+impl humus::Host for OneSocket {
+    fn dial<'a>(&'a self, addr: &'a str) -> humus::DialFuture<'a> {
+        humus::OsHost.dial(addr)
+    }
+
+    fn read_file(&self, path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+        humus::OsHost.read_file(path)
+    }
+
+    fn listen<'a>(&'a self, _addr: &'a str) -> humus::ListenFuture<'a> {
+        Box::pin(async move {
+            let listener = tokio::net::TcpListener::from_std(self.0.try_clone()?)?;
+            Ok(humus::Listener::tcp(listener))
+        })
+    }
+}
+
+/// A server that takes over the listening socket of one shutting down
+/// (`Listener::tcp`) leaves no moment in which the address refuses a dial
+/// (which would put the client in its connection backoff, failing calls
+/// fast for a second): every call of a client through the handover
+/// succeeds, the later ones served by the new server. Real loopback, one
+/// attempt per call so that any error shows.
+#[tokio::test]
+async fn a_server_taking_over_the_socket_of_one_shutting_down_loses_no_call() {
+    let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    socket.set_nonblocking(true).unwrap();
+    let addr = socket.local_addr().unwrap().to_string();
+    let setup = Setup::new().with_host(OneSocket(socket));
+    let server = |carts: &Carts| {
+        Server::new(
+            &setup,
+            Settings {
+                addr: addr.clone(),
+                ..Settings::default()
+            },
+        )
+        .unwrap()
+        .add_service(CartsService(carts.clone()))
+    };
+    let (old, new) = (Carts::new(), Carts::new());
+    let mut serving = Serving::start(server(&old)).await;
+    let client = Client::new(
+        &setup,
+        client::Settings {
+            addr: addr.clone(),
+            max_attempts: 1,
+            ..client::Settings::default()
+        },
+    )
+    .unwrap();
+    let call = |n: usize| {
+        let client = client.clone();
+        async move {
+            let answer = client
+                .unary::<_, Cart>(&GET_CART, get(&format!("c-{n}")))
+                .await;
+            assert!(answer.is_ok(), "call {n}: {:?}", answer.err());
+        }
+    };
+    for n in 0..5 {
+        call(n).await;
+    }
+    let next = Serving::start(server(&new)).await;
+    serving.shutdown();
+    for n in 5..40 {
+        call(n).await;
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    serving.stopped().await;
+    for n in 40..45 {
+        call(n).await;
+    }
+    assert_eq!(old.arrivals(&GET_CART) + new.arrivals(&GET_CART), 45);
+    assert!(new.arrivals(&GET_CART) >= 5, "the new server serves the last calls");
+    next.stopped().await;
+}
