@@ -190,6 +190,137 @@ pub fn check_server(settings: &crate::grpc::server::Settings) -> Result<(), Erro
     settings.check().map_err(Error::settings)
 }
 
+/// Deserialises settings (a client's or a server's [`Settings`](crate::grpc::client::Settings), or a
+/// service's own struct of them) from `deserializer`, a file format's or a
+/// loader's (`serde_json`'s, `toml`'s), so that a value serde refuses is a
+/// settings error (exit 78) naming its path: `breaker.window: invalid type:
+/// string "x", expected usize`, `timeout: invalid value: string "10
+/// parsecs", expected a duration`. The checks run after, with
+/// [`check_client`] and [`check_server`].
+///
+/// An unknown top-level key is ignored here, as serde ignores it, so that
+/// one environment or file can hold the settings of other parts of the
+/// service; [`deserialize_strict`] refuses it. An unknown key inside a
+/// section (`breaker`, `retry_budget`) is always an error naming the keys
+/// it takes.
+///
+/// ```
+/// use humus::app::{self, ErrorKind};
+/// use humus::grpc::client::Settings;
+///
+/// let json = r#"{"addr": "carts:9090", "breaker": {"window": "many"}}"#;
+/// let err = app::deserialize::<Settings, _>(&mut serde_json::Deserializer::from_str(json))
+///     .unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::Settings);
+/// assert!(err.to_string().starts_with("breaker.window: invalid type"), "{err}");
+/// ```
+///
+/// # Errors
+///
+/// [`Error::settings`] wrapping a [`ReadError`] whose message starts with
+/// the path of the refused value.
+pub fn deserialize<'de, T, D>(deserializer: D) -> Result<T, Error>
+where
+    T: serde::Deserialize<'de>,
+    D: serde::Deserializer<'de>,
+{
+    serde_path_to_error::deserialize(deserializer).map_err(|e| Error::settings(ReadError::of(&e)))
+}
+
+/// [`deserialize`], which also refuses every key the settings do not take,
+/// at any depth, naming each (`unknown setting timout`): for a file that
+/// holds these settings and nothing else, where a misspelled key would
+/// otherwise be ignored and its field keep its default without a word.
+///
+/// ```
+/// use humus::app;
+/// use humus::grpc::client::Settings;
+///
+/// let json = r#"{"addr": "carts:9090", "timout": "2s"}"#;
+/// let err = app::deserialize_strict::<Settings, _>(&mut serde_json::Deserializer::from_str(json))
+///     .unwrap_err();
+/// assert_eq!(err.to_string(), "unknown setting timout (is it misspelled?)");
+/// ```
+///
+/// # Errors
+///
+/// [`Error::settings`] wrapping a [`ReadError`]: the path of a refused
+/// value, or every unknown key.
+pub fn deserialize_strict<'de, T, D>(deserializer: D) -> Result<T, Error>
+where
+    T: serde::Deserialize<'de>,
+    D: serde::Deserializer<'de>,
+{
+    let mut unknown = Vec::new();
+    let mut ignored = |path: serde_ignored::Path<'_>| unknown.push(path.to_string());
+    let read = serde_path_to_error::deserialize(serde_ignored::Deserializer::new(
+        deserializer,
+        &mut ignored,
+    ));
+    let settings = read.map_err(|e| Error::settings(ReadError::of(&e)))?;
+    if unknown.is_empty() {
+        Ok(settings)
+    } else {
+        Err(Error::settings(ReadError::unknown(unknown)))
+    }
+}
+
+/// Why [`deserialize`] or [`deserialize_strict`] could not read settings:
+/// the path of the value serde refused, and why; or the keys the settings
+/// do not take.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadError {
+    paths: Vec<String>,
+    message: String,
+}
+
+impl ReadError {
+    fn of<E: fmt::Display>(e: &serde_path_to_error::Error<E>) -> ReadError {
+        let path = e.path().to_string();
+        let inner = e.inner().to_string();
+        if path == "." {
+            // Refused as a whole (not a map, or a missing field of a struct
+            // of the user's): serde's message says which.
+            ReadError {
+                paths: Vec::new(),
+                message: inner,
+            }
+        } else {
+            ReadError {
+                message: format!("{path}: {inner}"),
+                paths: vec![path],
+            }
+        }
+    }
+
+    fn unknown(paths: Vec<String>) -> ReadError {
+        let (what, these) = if paths.len() == 1 {
+            ("setting", "is it")
+        } else {
+            ("settings", "are they")
+        };
+        ReadError {
+            message: format!("unknown {what} {} ({these} misspelled?)", paths.join(", ")),
+            paths,
+        }
+    }
+
+    /// The paths the error is about (`breaker.window`, `timeout`): the
+    /// refused value's, or every unknown key's; none when the input was
+    /// refused as a whole.
+    pub fn paths(&self) -> impl Iterator<Item = &str> + '_ {
+        self.paths.iter().map(String::as_str)
+    }
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ReadError {}
+
 impl From<ServeError> for Error {
     fn from(e: ServeError) -> Error {
         Error::other(e)

@@ -448,6 +448,9 @@ async fn a_server_taking_over_the_socket_of_one_shutting_down_loses_no_call() {
         call(n).await;
     }
     assert_eq!(old.arrivals(&GET_CART) + new.arrivals(&GET_CART), 45);
-    assert!(new.arrivals(&GET_CART) >= 5, "the new server serves the last calls");
+    assert!(
+        new.arrivals(&GET_CART) >= 5,
+        "the new server serves the last calls"
+    );
     next.stopped().await;
 }

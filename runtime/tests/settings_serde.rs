@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use humus::Setup;
 use humus::grpc::client::{self, Client};
 use humus::grpc::server::{self, Server};
+use humus::{Setup, app};
 
 #[test]
 fn client_settings_deserialise_with_humantime_durations_over_the_defaults() {
@@ -49,20 +49,256 @@ fn a_bad_value_names_its_field() {
         .unwrap()
         .to_string();
     assert!(err.contains("soon") || err.contains("duration"), "{err}");
-    let err = serde_json::from_str::<client::Settings>(r#"{"breaker": {"window": 1}}"#)
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(
-        err.contains("probes") || err.contains("missing field"),
-        "{err}"
-    );
 
     // The checks run after deserialising, and name every bad field.
     let settings: client::Settings =
         serde_json::from_str(r#"{"addr": "dns:///carts:9090", "timeout": "0s"}"#).unwrap();
     let err = Client::new(&Setup::new(), settings).unwrap_err();
     assert_eq!(err.fields().collect::<Vec<_>>(), ["addr", "timeout"]);
+}
+
+fn json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, app::Error> {
+    app::deserialize(&mut serde_json::Deserializer::from_str(text))
+}
+
+#[test]
+fn a_partial_section_keeps_the_default_of_every_field_it_does_not_give() {
+    let d = client::Settings::default();
+    let s: client::Settings = serde_json::from_str(
+        r#"{"breaker": {"open_for": "3s"}, "retry_budget": {"token_ratio": 0.5}}"#,
+    )
+    .unwrap();
+    assert_eq!(s.breaker.open_for, Duration::from_secs(3));
+    assert_eq!(s.breaker.window, d.breaker.window);
+    assert_eq!(s.breaker.probes, d.breaker.probes);
+    assert_eq!(s.breaker.probe_timeout, d.breaker.probe_timeout);
+    assert_eq!(s.retry_budget.token_ratio, 0.5);
+    assert_eq!(s.retry_budget.max_tokens, d.retry_budget.max_tokens);
+    // An empty section changes nothing.
+    let s: client::Settings =
+        serde_json::from_str(r#"{"breaker": {}, "retry_budget": {}}"#).unwrap();
+    assert_eq!((s.breaker, s.retry_budget), (d.breaker, d.retry_budget));
+
+    // The same from a TOML file, with its tables.
+    let s: client::Settings = toml::from_str(
+        r#"
+        addr = "carts:9090"
+        timeout = "2s"
+
+        [breaker]
+        window = 50
+
+        [retry_budget]
+        max_tokens = 20
+        "#,
+    )
+    .unwrap();
+    assert_eq!(s.timeout, Duration::from_secs(2));
+    assert_eq!(s.breaker.window, 50);
+    assert_eq!(s.breaker.open_for, d.breaker.open_for);
+    assert_eq!(s.retry_budget.max_tokens, 20);
+    assert_eq!(s.retry_budget.token_ratio, d.retry_budget.token_ratio);
+    assert_eq!(app::check_client(&s).map_err(|e| e.to_string()), Ok(()));
+}
+
+#[test]
+fn envy_sets_a_sections_fields_by_flat_variables() {
+    let d = client::Settings::default();
+    let s: client::Settings = envy::prefixed("LEDGER_")
+        .from_iter(vars(&[
+            ("LEDGER_ADDR", "ledger:50051"),
+            ("LEDGER_BREAKER_OPEN_FOR", "3s"),
+            ("LEDGER_BREAKER_WINDOW", "50"),
+            ("LEDGER_RETRY_BUDGET_TOKEN_RATIO", "0.5"),
+        ]))
+        .unwrap();
+    assert_eq!(s.breaker.open_for, Duration::from_secs(3));
+    assert_eq!(s.breaker.window, 50);
+    assert_eq!(s.breaker.probes, d.breaker.probes);
+    assert_eq!(s.retry_budget.token_ratio, 0.5);
+    assert_eq!(s.retry_budget.max_tokens, d.retry_budget.max_tokens);
+    // The flat keys are read from files too; one field given both ways is
+    // an error naming both.
+    let s: client::Settings = serde_json::from_str(r#"{"breaker_probes": 2}"#).unwrap();
+    assert_eq!(s.breaker.probes, 2);
+    let err = json::<client::Settings>(r#"{"breaker": {"window": 5}, "breaker_window": 6}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("breaker.window and breaker_window are one setting, given twice"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_value_serde_refuses_is_a_settings_error_naming_its_path() {
+    for (text, says) in [
+        (
+            r#"{"breaker": {"window": "many"}}"#,
+            "breaker.window: invalid type: string \"many\", expected",
+        ),
+        (
+            r#"{"timeout": "10 parsecs"}"#,
+            "timeout: invalid value: string \"10 parsecs\", expected a duration",
+        ),
+        (
+            r#"{"retry_budget": {"token_ratio": "half"}}"#,
+            "retry_budget.token_ratio: invalid type: string \"half\"",
+        ),
+        (
+            r#"{"breaker_open_for": "soon"}"#,
+            "breaker_open_for: invalid value",
+        ),
+    ] {
+        let err = json::<client::Settings>(text).unwrap_err();
+        assert_eq!(err.kind(), app::ErrorKind::Settings, "{text}");
+        assert_eq!(err.exit_code(), 78);
+        assert!(err.to_string().starts_with(says), "{text}: {err}");
+    }
+    let err = app::deserialize::<server::Settings, _>(
+        toml::Deserializer::parse("shutdown_grace = \"10 parsecs\"").unwrap(),
+    )
+    .unwrap_err();
+    // toml's message has the line and column after the path.
+    let text = err.to_string();
+    assert!(text.starts_with("shutdown_grace: "), "{text}");
+    assert!(text.contains("expected a duration"), "{text}");
+    let read = err.get_ref().downcast_ref::<app::ReadError>().unwrap();
+    assert_eq!(read.paths().collect::<Vec<_>>(), ["shutdown_grace"]);
+}
+
+#[test]
+fn the_checks_name_a_sections_bad_field_by_its_path() {
+    let s: client::Settings = serde_json::from_str(
+        r#"{"addr": "carts:9090", "breaker": {"window": 0, "open_for": "0s"}, "retry_budget": {"token_ratio": 0.0001}}"#,
+    )
+    .unwrap();
+    let err = app::check_client(&s).unwrap_err();
+    assert_eq!(err.kind(), app::ErrorKind::Settings);
+    let new = err.get_ref().downcast_ref::<client::NewError>().unwrap();
+    assert_eq!(
+        new.fields().collect::<Vec<_>>(),
+        [
+            "retry_budget.token_ratio",
+            "breaker.window",
+            "breaker.open_for"
+        ]
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("breaker.window is 0, want 1 to 65536 results"),
+        "{text}"
+    );
+    assert!(
+        text.contains("retry_budget.token_ratio must have at most 3 decimal places"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_unknown_key_in_a_section_is_refused_and_at_the_top_only_a_strict_read_refuses_it() {
+    // In a section (which envy never reads): an error naming the keys.
+    let err = json::<client::Settings>(r#"{"breaker": {"windw": 5}}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("unknown field `windw`, expected one of `window`"),
+        "{err}"
+    );
+    assert!(err.starts_with("breaker"), "{err}");
+    let err = json::<client::Settings>(r#"{"retry_budget": {"ratio": 0.5}}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unknown field `ratio`"), "{err}");
+
+    // At the top: ignored, so that envy reads one prefix other parts of the
+    // service share...
+    let lenient = json::<client::Settings>(r#"{"addr": "carts:9090", "timout": "2s"}"#).unwrap();
+    assert_eq!(lenient.timeout, client::Settings::default().timeout);
+    // ...and refused, named, by a strict read of a file.
+    let err =
+        app::deserialize_strict::<client::Settings, _>(&mut serde_json::Deserializer::from_str(
+            r#"{"addr": "carts:9090", "timout": "2s", "retries": 2}"#,
+        ))
+        .unwrap_err();
+    assert_eq!(err.kind(), app::ErrorKind::Settings);
+    assert_eq!(
+        err.to_string(),
+        "unknown settings timout, retries (are they misspelled?)"
+    );
+    let s = app::deserialize_strict::<server::Settings, _>(
+        toml::Deserializer::parse("addr = \":8443\"\nshutdown_grace = \"30s\"").unwrap(),
+    )
+    .unwrap();
+    assert_eq!(s.shutdown_grace, Duration::from_secs(30));
+}
+
+/// envy's own error names the key (without its prefix) of a number or a
+/// bool it cannot parse, but not that of a value a field's own
+/// deserialiser refuses (a duration), and envy's deserialiser is private,
+/// so no wrapper can track the path. The pattern: on an error, read each
+/// variable alone to find the one refused, and put its name in front.
+fn from_env<T: serde::de::DeserializeOwned>(
+    prefix: &str,
+    vars: Vec<(String, String)>,
+) -> Result<T, app::Error> {
+    envy::prefixed(prefix)
+        .from_iter::<_, T>(vars.clone())
+        .map_err(|e| {
+            let alone = |var: &(String, String)| {
+                envy::prefixed(prefix)
+                    .from_iter::<_, T>([var.clone()])
+                    .is_err()
+            };
+            match vars
+                .iter()
+                .find(|var| var.0.starts_with(prefix) && alone(var))
+            {
+                Some((name, _)) => app::Error::settings(format!("{name}: {e}")),
+                None => app::Error::settings(e),
+            }
+        })
+}
+
+#[test]
+fn envys_error_for_a_bad_variable_is_turned_into_one_naming_it() {
+    // What envy says by itself.
+    let bare = envy::prefixed("LEDGER_")
+        .from_iter::<_, client::Settings>(vars(&[("LEDGER_TIMEOUT", "10 parsecs")]))
+        .unwrap_err()
+        .to_string();
+    assert!(!bare.contains("LEDGER_TIMEOUT"), "{bare}");
+
+    let env = vars(&[
+        ("LEDGER_ADDR", "ledger:50051"),
+        ("LEDGER_TIMEOUT", "10 parsecs"),
+        ("LEDGER_MAX_ATTEMPTS", "3"),
+        ("OTHER", "x"),
+    ]);
+    let err = from_env::<client::Settings>("LEDGER_", env).unwrap_err();
+    assert_eq!(err.exit_code(), 78);
+    assert!(
+        err.to_string().starts_with(
+            "LEDGER_TIMEOUT: invalid value: string \"10 parsecs\", expected a duration"
+        ),
+        "{err}"
+    );
+    // A number envy cannot parse: envy names the key without its prefix.
+    let err = from_env::<client::Settings>("LEDGER_", vars(&[("LEDGER_MAX_ATTEMPTS", "x")]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("LEDGER_MAX_ATTEMPTS: invalid digit"),
+        "{err}"
+    );
+    // A section's field, by its flat variable.
+    let err = from_env::<client::Settings>(
+        "LEDGER_",
+        vars(&[("LEDGER_BREAKER_PROBE_TIMEOUT", "later")]),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.starts_with("LEDGER_BREAKER_PROBE_TIMEOUT: "), "{err}");
 }
 
 #[test]
@@ -84,14 +320,15 @@ fn server_settings_deserialise_and_their_checks_run_after() {
     );
 }
 
+fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
 #[test]
 fn settings_read_from_environment_variables_with_envy() {
-    let vars = |pairs: &[(&str, &str)]| {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect::<Vec<_>>()
-    };
     // Variables of other parts of the service share the prefix: ignored.
     let ledger: client::Settings = envy::prefixed("LEDGER_")
         .from_iter(vars(&[

@@ -25,7 +25,7 @@ use crate::{circuit, retry};
 /// | [`authority`](Settings::authority) | `None`: `server_name` if set, else `addr` | [`check_authority`] |
 /// | [`timeout`](Settings::timeout) | 10 s | [`check_timeout`] |
 /// | [`max_attempts`](Settings::max_attempts) | 3 | [`check_max_attempts`] |
-/// | [`retry_budget`](Settings::retry_budget) | 10 tokens, ratio 0.1 (gRFC A6) | [`check_retry_budget`] |
+/// | [`retry_budget`](Settings::retry_budget) | 10 tokens, ratio 0.1 (gRFC A6) | one per field: [`retry::check_max_tokens`], [`retry::check_token_ratio`]; both: [`check_retry_budget`] |
 /// | [`backoff_base`](Settings::backoff_base) | 100 ms | [`check_backoff_base`] |
 /// | [`backoff_max`](Settings::backoff_max) | 5 s | [`check_backoff_max`] |
 /// | [`classify`](Settings::classify) | [`default_classify`](super::default_classify) | none (set in code) |
@@ -37,10 +37,32 @@ use crate::{circuit, retry};
 /// chosen so that a pushback of up to 5 s is waited for, and a probe holds
 /// its slot longer than any unary call lasts.
 ///
+/// # Read with serde
+///
+/// `Settings` is `serde::Deserialize`, durations in humantime form
+/// (`"250ms"`, `"1m30s"`), so `envy`, `figment` or `config` read it from
+/// the environment or from files. Every field not given keeps its default,
+/// and so does every field of a `breaker` or `retry_budget` section not
+/// given (`{"breaker": {"open_for": "3s"}}` changes `open_for` alone).
+/// Each section's field is also read as a flat key, `breaker_open_for`,
+/// `retry_budget_token_ratio`, which is how `envy` (which reads no
+/// section) sets it: `CARTS_BREAKER_OPEN_FOR=3s`; a field given both ways
+/// is an error naming both. The fields set in code (`tls`, `classify`, `breaker_policy`) are never
+/// read. An unknown key inside a section (`breaker.windw`) is an error
+/// naming the keys it takes; an unknown top-level key is ignored, so that
+/// `envy` can read one prefix of an environment other parts of the service
+/// share (to refuse those in a file, read it with
+/// [`app::deserialize_strict`](crate::app::deserialize_strict)).
+/// [`app::deserialize`](crate::app::deserialize) names the path of a value
+/// serde refuses (`breaker.window: invalid type: ...`), and
+/// [`app::check_client`](crate::app::check_client) runs the checks after,
+/// naming each bad field by its path (`breaker.window`,
+/// `retry_budget.token_ratio`).
+///
 /// Design: [the settings](crate::design::client#the-settings), [the connection](crate::design::client#the-connection),
 /// [retries](crate::design::client#retries), [the circuit breaker](crate::design::client#the-circuit-breaker).
 #[derive(Clone, serde::Deserialize)]
-#[serde(default)]
+#[serde(try_from = "Read")]
 pub struct Settings {
     /// The dependency's address, `host:port` with no scheme: `carts:9090`,
     /// `10.0.0.7:9090`, `[::1]:9090`. The [`Host`](crate::Host) resolves
@@ -58,7 +80,6 @@ pub struct Settings {
     /// certificate is checked for the host of [`addr`](Settings::addr), or
     /// for [`server_name`](Settings::server_name). For mTLS, the config
     /// carries the client certificate.
-    #[serde(skip)]
     pub tls: Option<Arc<rustls::ClientConfig>>,
 
     /// The name the server's certificate is checked for (and sent in TLS's
@@ -85,7 +106,6 @@ pub struct Settings {
     /// `grpc-timeout`, [`tonic::Request::set_timeout`](https://docs.rs/tonic/0.14/tonic/struct.Request.html#method.set_timeout)) wins; a later one
     /// does not extend it. Streams ignore it: they end with their caller's
     /// own deadline.
-    #[serde(with = "humantime_serde")]
     pub timeout: Duration,
 
     /// The most attempts one call makes (a stream's opens included): 1
@@ -101,20 +121,17 @@ pub struct Settings {
     /// The backoff's base: the wait before retry `n` is drawn from 0 up to
     /// the smaller of [`backoff_max`](Settings::backoff_max) and
     /// `backoff_base · 2ⁿ⁻¹` (full jitter).
-    #[serde(with = "humantime_serde")]
     pub backoff_base: Duration,
 
     /// The backoff's ceiling, and the longest pushback
     /// (`grpc-retry-pushback-ms`) a call waits for: a longer one ends the
     /// call with its attempt's status. Must not be below
     /// [`backoff_base`](Settings::backoff_base).
-    #[serde(with = "humantime_serde")]
     pub backoff_max: Duration,
 
     /// How each attempt's result counts, for retries and for the breaker,
     /// for methods whose own [policy](super::MethodPolicy) does not decide.
     /// Set in code: what a dependency's codes mean is the user's knowledge.
-    #[serde(skip)]
     pub classify: Classify,
 
     /// The breaker's settings from configuration: the window of results its
@@ -124,7 +141,6 @@ pub struct Settings {
 
     /// When the breaker opens and closes. Set in code. A policy whose trip
     /// function always answers `false` turns the breaker off.
-    #[serde(skip)]
     pub breaker_policy: circuit::Policy,
 
     /// Whether a failure scenario in a call's baggage is sent on to the
@@ -165,15 +181,155 @@ impl Default for Settings {
             backoff_base: Duration::from_millis(100),
             backoff_max: Duration::from_secs(5),
             classify: Classify::default(),
-            breaker: circuit::Config {
-                window: 20,
-                probes: 1,
-                open_for: Duration::from_secs(10),
-                probe_timeout: Duration::from_secs(30),
-            },
+            breaker: DEFAULT_BREAKER,
             breaker_policy: circuit::Policy::consecutive_or_half(5, 20, 3),
             forward_scenario: false,
         }
+    }
+}
+
+/// [`Settings::breaker`]'s default.
+const DEFAULT_BREAKER: circuit::Config = circuit::Config {
+    window: 20,
+    probes: 1,
+    open_for: Duration::from_secs(10),
+    probe_timeout: Duration::from_secs(30),
+};
+
+/// [`Settings`] as read: each field given, or not (then it keeps its
+/// default), the sections' fields each on its own, and the sections'
+/// fields also as flat keys (`breaker_window`), which are all `envy` can
+/// read (`CARTS_BREAKER_OPEN_FOR=3s`).
+#[derive(serde::Deserialize)]
+struct Read {
+    addr: Option<String>,
+    server_name: Option<String>,
+    authority: Option<String>,
+    #[serde(default, with = "humantime_serde")]
+    timeout: Option<Duration>,
+    max_attempts: Option<u32>,
+    retry_budget: Option<BudgetSection>,
+    retry_budget_max_tokens: Option<u32>,
+    retry_budget_token_ratio: Option<f64>,
+    #[serde(default, with = "humantime_serde")]
+    backoff_base: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    backoff_max: Option<Duration>,
+    breaker: Option<BreakerSection>,
+    breaker_window: Option<usize>,
+    breaker_probes: Option<usize>,
+    #[serde(default, with = "humantime_serde")]
+    breaker_open_for: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    breaker_probe_timeout: Option<Duration>,
+    forward_scenario: Option<bool>,
+}
+
+/// A `breaker` section as read. (A [`circuit::Config`] read on its own
+/// takes every field; in the client's settings a missing one keeps
+/// [`Settings::breaker`]'s default.)
+#[derive(Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BreakerSection {
+    window: Option<usize>,
+    probes: Option<usize>,
+    #[serde(default, with = "humantime_serde")]
+    open_for: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    probe_timeout: Option<Duration>,
+}
+
+/// A `retry_budget` section as read.
+#[derive(Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BudgetSection {
+    max_tokens: Option<u32>,
+    token_ratio: Option<f64>,
+}
+
+/// The value of a section's field given in the section (`nested`) or as
+/// a flat key (`flat`), or else `default`; both given is an error naming
+/// both.
+fn one_of<T>(
+    nested: Option<T>,
+    flat: Option<T>,
+    default: T,
+    section: &str,
+    field: &str,
+) -> Result<T, String> {
+    match (nested, flat) {
+        (Some(_), Some(_)) => Err(format!(
+            "{section}.{field} and {section}_{field} are one setting, given twice: give one of them"
+        )),
+        (Some(v), None) | (None, Some(v)) => Ok(v),
+        (None, None) => Ok(default),
+    }
+}
+
+impl TryFrom<Read> for Settings {
+    type Error = String;
+
+    fn try_from(read: Read) -> Result<Settings, String> {
+        let d = Settings::default();
+        let budget = read.retry_budget.unwrap_or_default();
+        let breaker = read.breaker.unwrap_or_default();
+        Ok(Settings {
+            addr: read.addr.unwrap_or(d.addr),
+            server_name: read.server_name,
+            authority: read.authority,
+            timeout: read.timeout.unwrap_or(d.timeout),
+            max_attempts: read.max_attempts.unwrap_or(d.max_attempts),
+            retry_budget: retry::BudgetConfig {
+                max_tokens: one_of(
+                    budget.max_tokens,
+                    read.retry_budget_max_tokens,
+                    d.retry_budget.max_tokens,
+                    "retry_budget",
+                    "max_tokens",
+                )?,
+                token_ratio: one_of(
+                    budget.token_ratio,
+                    read.retry_budget_token_ratio,
+                    d.retry_budget.token_ratio,
+                    "retry_budget",
+                    "token_ratio",
+                )?,
+            },
+            backoff_base: read.backoff_base.unwrap_or(d.backoff_base),
+            backoff_max: read.backoff_max.unwrap_or(d.backoff_max),
+            breaker: circuit::Config {
+                window: one_of(
+                    breaker.window,
+                    read.breaker_window,
+                    d.breaker.window,
+                    "breaker",
+                    "window",
+                )?,
+                probes: one_of(
+                    breaker.probes,
+                    read.breaker_probes,
+                    d.breaker.probes,
+                    "breaker",
+                    "probes",
+                )?,
+                open_for: one_of(
+                    breaker.open_for,
+                    read.breaker_open_for,
+                    d.breaker.open_for,
+                    "breaker",
+                    "open_for",
+                )?,
+                probe_timeout: one_of(
+                    breaker.probe_timeout,
+                    read.breaker_probe_timeout,
+                    d.breaker.probe_timeout,
+                    "breaker",
+                    "probe_timeout",
+                )?,
+            },
+            forward_scenario: read.forward_scenario.unwrap_or(d.forward_scenario),
+            ..d
+        })
     }
 }
 
@@ -464,6 +620,14 @@ pub fn check_breaker(config: &circuit::Config) -> Result<(), InvalidValue> {
     }
 }
 
+/// The path in [`Settings`] of the budget's field `e` is about.
+fn budget_path(e: &retry::BudgetError) -> &'static str {
+    match e.field() {
+        "max_tokens" => "retry_budget.max_tokens",
+        _ => "retry_budget.token_ratio",
+    }
+}
+
 /// Checks a count of the breaker's: from 1 to [`circuit::MAX_COUNT`].
 fn count(n: usize, unit: &str) -> Result<(), InvalidValue> {
     if (1..=circuit::MAX_COUNT).contains(&n) {
@@ -561,11 +725,14 @@ impl NewError {
 
     pub(super) fn budget(e: retry::BudgetError) -> NewError {
         NewError {
-            problems: vec![("retry_budget", e.to_string())],
+            problems: vec![(budget_path(&e), e.to_string())],
         }
     }
 
-    /// The names of the bad fields, in the order of [`Settings`].
+    /// The bad fields, in the order of [`Settings`], each by its path: a
+    /// field's name (`"timeout"`), or a section's and its field's
+    /// (`"breaker.window"`, `"retry_budget.token_ratio"`), as a
+    /// configuration names them.
     pub fn fields(&self) -> impl Iterator<Item = &'static str> + '_ {
         self.problems.iter().map(|(field, _)| *field)
     }
@@ -609,7 +776,17 @@ impl Settings {
         }
         put("timeout", check_timeout(self.timeout));
         put("max_attempts", check_max_attempts(self.max_attempts));
-        put("retry_budget", check_retry_budget(&self.retry_budget));
+        let budget = &self.retry_budget;
+        let part =
+            |r: Result<(), retry::BudgetError>| r.map_err(|e| InvalidValue::new(e.to_string()));
+        put(
+            "retry_budget.max_tokens",
+            part(retry::check_max_tokens(budget.max_tokens)),
+        );
+        put(
+            "retry_budget.token_ratio",
+            part(retry::check_token_ratio(budget.token_ratio)),
+        );
         put("backoff_base", check_backoff_base(self.backoff_base));
         put("backoff_max", check_backoff_max(self.backoff_max));
         if self.backoff_max < self.backoff_base {
@@ -621,7 +798,13 @@ impl Settings {
                 ))),
             );
         }
-        put("breaker", check_breaker(&self.breaker));
+        put("breaker.window", check_window(self.breaker.window));
+        put("breaker.probes", check_probes(self.breaker.probes));
+        put("breaker.open_for", check_open_for(self.breaker.open_for));
+        put(
+            "breaker.probe_timeout",
+            check_probe_timeout(self.breaker.probe_timeout),
+        );
         if problems.is_empty() {
             Ok(())
         } else {
@@ -829,7 +1012,13 @@ mod tests {
         let err = s.check().unwrap_err();
         assert_eq!(
             err.fields().collect::<Vec<_>>(),
-            ["addr", "timeout", "max_attempts", "backoff_max", "breaker"]
+            [
+                "addr",
+                "timeout",
+                "max_attempts",
+                "backoff_max",
+                "breaker.probes"
+            ]
         );
         let text = err.to_string();
         assert!(text.starts_with("invalid client settings: addr "), "{text}");
