@@ -354,14 +354,20 @@ impl InvalidValue {
 ///
 /// A client dials a host, so an empty host (`:9090`) is rejected, as are a
 /// scheme (`dns:///carts:9090`: the client never resolves names itself), a
-/// named port (`carts:grpc`), and `?`, `#` and `%`. An IPv6 address goes in
-/// brackets (`[::1]:9090`).
+/// named port (`carts:grpc`), and `?`, `#`, `/` and `@`. The host is an
+/// IPv4 address (`999.1.1.1` and `1.2.3` are none), an IPv6 address in
+/// brackets (`[::1]:9090`), with its zone if any (`[fe80::1%eth0]:9090`),
+/// or a host name: labels of letters, digits, `-` and `_`, none empty and
+/// none starting or ending with `-` (`-carts` is none).
 ///
 /// ```
 /// use humus::grpc::client::check_addr;
 /// assert!(check_addr("carts:9090").is_ok());
 /// assert!(check_addr("[::1]:9090").is_ok());
+/// assert!(check_addr("[fe80::1%eth0]:9090").is_ok());
 /// assert!(check_addr("dns:///carts:9090").is_err());
+/// assert!(check_addr("999.1.1.1:9090").is_err());
+/// assert!(check_addr("-carts:9090").is_err());
 /// ```
 ///
 /// # Errors
@@ -370,58 +376,37 @@ impl InvalidValue {
 ///
 /// Design: [the settings](crate::design::client#the-settings).
 pub fn check_addr(addr: &str) -> Result<(), InvalidValue> {
-    if addr.is_empty() {
-        return Err(InvalidValue::new("is empty, want host:port"));
-    }
-    if addr.contains("://") || addr.contains(":/") {
-        return Err(InvalidValue::new(format!(
-            "{addr:?} names a scheme, want host:port with none (the client resolves no name itself)"
-        )));
-    }
-    for c in ['?', '#', '%', '/', '@'] {
-        if addr.contains(c) {
-            return Err(InvalidValue::new(format!(
-                "{addr:?} holds {c:?}, want host:port"
-            )));
+    use crate::grpc::addr::{HostPort, Problem, split};
+    let bad = |why: String| Err(InvalidValue::new(why));
+    let HostPort { host, port } = match split(addr) {
+        Ok(split) => split,
+        Err(problem) => {
+            return bad(match problem {
+                Problem::Empty => "is empty, want host:port".to_owned(),
+                Problem::Scheme => format!(
+                    "{addr:?} names a scheme, want host:port with none (the client resolves no name itself)"
+                ),
+                Problem::Holds(c) => format!("{addr:?} holds {c:?}, want host:port"),
+                Problem::Unclosed => format!("{addr:?} opens a bracket it does not close"),
+                Problem::NoPortAfterBracket => {
+                    format!("{addr:?} has no port, want [ipv6]:port")
+                }
+                Problem::NotIpv6(host) => {
+                    format!("{addr:?} has {host:?} in brackets, which is no IPv6 address")
+                }
+                Problem::BadZone(host) => format!(
+                    "{addr:?} has {host:?} in brackets, whose zone is no interface name or index"
+                ),
+                Problem::NoPort => format!("{addr:?} has no port, want host:port"),
+                Problem::UnbracketedIpv6 => {
+                    format!("{addr:?} has an IPv6 address without brackets, want [ipv6]:port")
+                }
+                Problem::BadHost(why) => format!("{addr:?} has a bad host: {why}"),
+            });
         }
-    }
-    if let Some(c) = addr.chars().find(|c| c.is_whitespace() || c.is_control()) {
-        return Err(InvalidValue::new(format!(
-            "{addr:?} holds {c:?}, want host:port"
-        )));
-    }
-    let (host, port) = if let Some(rest) = addr.strip_prefix('[') {
-        let Some((host, rest)) = rest.split_once(']') else {
-            return Err(InvalidValue::new(format!(
-                "{addr:?} opens a bracket it does not close"
-            )));
-        };
-        let Some(port) = rest.strip_prefix(':') else {
-            return Err(InvalidValue::new(format!(
-                "{addr:?} has no port, want [ipv6]:port"
-            )));
-        };
-        if host.parse::<std::net::Ipv6Addr>().is_err() {
-            return Err(InvalidValue::new(format!(
-                "{addr:?} has {host:?} in brackets, which is no IPv6 address"
-            )));
-        }
-        (host, port)
-    } else {
-        let Some((host, port)) = addr.rsplit_once(':') else {
-            return Err(InvalidValue::new(format!(
-                "{addr:?} has no port, want host:port"
-            )));
-        };
-        if host.contains(':') {
-            return Err(InvalidValue::new(format!(
-                "{addr:?} has an IPv6 address without brackets, want [ipv6]:port"
-            )));
-        }
-        (host, port)
     };
     if port.is_empty() {
-        return Err(InvalidValue::new(format!("{addr:?} has an empty port")));
+        return bad(format!("{addr:?} has an empty port"));
     }
     if !port.bytes().all(|b| b.is_ascii_digit()) {
         // A port that starts with a letter is a service name (`:grpc`);
@@ -431,27 +416,18 @@ pub fn check_addr(addr: &str) -> Result<(), InvalidValue> {
         } else {
             "the port"
         };
-        return Err(InvalidValue::new(format!(
+        return bad(format!(
             "{addr:?} has {what} {port:?}, want a number from 1 to 65535"
-        )));
+        ));
     }
-    match port.parse::<u16>() {
-        Ok(0) | Err(_) => {
-            return Err(InvalidValue::new(format!(
-                "{addr:?} has the port {port}, want 1..=65535"
-            )));
-        }
-        Ok(_) => {}
+    if matches!(port.parse::<u16>(), Ok(0) | Err(_)) {
+        return bad(format!("{addr:?} has the port {port}, want 1..=65535"));
     }
     if host.is_empty() {
-        return Err(InvalidValue::new(format!(
-            "{addr:?} has an empty host: a client dials a host"
-        )));
+        return bad(format!("{addr:?} has an empty host: a client dials a host"));
     }
     if format!("http://{addr}").parse::<http::Uri>().is_err() {
-        return Err(InvalidValue::new(format!(
-            "{addr:?} is not a valid URI authority"
-        )));
+        return bad(format!("{addr:?} is not a valid URI authority"));
     }
     Ok(())
 }
@@ -538,8 +514,8 @@ pub fn check_authority(authority: &str) -> Result<(), InvalidValue> {
 
 /// With TLS and no server name, the host of `addr` is the name the
 /// server's certificate is checked for: it must be a DNS name or an IP
-/// address (`1.2.3` and `a+b` pass [`check_addr`], as a `Host` may resolve
-/// them, but name no certificate).
+/// address (an IPv6 address with a zone, `[fe80::1%eth0]`, passes
+/// [`check_addr`] but names no certificate).
 fn check_tls_host(addr: &str) -> Result<(), InvalidValue> {
     let host = super::connection::host_of(addr);
     if ServerName::try_from(host).is_err() {
@@ -826,6 +802,10 @@ mod tests {
             "carts.default.svc.cluster.local:443",
             "localhost:1",
             "a:65535",
+            "[fe80::1%eth0]:50051",
+            "[fe80::1%2]:50051",
+            "_grpc._tcp.carts:1",
+            "carts.:1",
         ] {
             assert_eq!(check_addr(ok), Ok(()), "{ok}");
         }
@@ -842,6 +822,19 @@ mod tests {
             ("carts:9090?x=1", "'?'"),
             ("carts:9090#frag", "'#'"),
             ("carts%20:9090", "'%'"),
+            (
+                "999.1.1.1:1",
+                "has a bad host: \"999.1.1.1\" is no IPv4 address",
+            ),
+            ("1.2.3:9090", "is no IPv4 address"),
+            (
+                "-carts:1",
+                "\"-carts\" has the label \"-carts\", which starts or ends with '-'",
+            ),
+            ("carts..local:9090", "empty label"),
+            ("a+b:9090", "holds '+'"),
+            ("[fe80::1%]:9090", "whose zone is no interface name"),
+            ("[::1]%x:9090", "holds '%'"),
             ("carts", "no port"),
             ("carts:", "empty port"),
             ("carts:0", "1..=65535"),

@@ -148,8 +148,11 @@ impl InvalidValue {
 /// port (0 lets the system pick one).
 ///
 /// Unlike a client's address, the host may be empty: a server listens on
-/// every address of the machine. A scheme, a named port and a path are
-/// rejected.
+/// every address of the machine (`:8443`; not `*:8443`, `0.0.0.0:8443` is
+/// every IPv4 address). Otherwise the host is an IPv4 address, an IPv6
+/// address in brackets (`[::1]:8443`, `[fe80::1%eth0]:8443`) or a host
+/// name, as a client's is ([`client::check_addr`](crate::grpc::client::check_addr)).
+/// A scheme, a named port and a path are rejected.
 ///
 /// ```
 /// use humus::grpc::server::check_addr;
@@ -158,63 +161,52 @@ impl InvalidValue {
 /// assert!(check_addr("[::1]:8443").is_ok());
 /// assert!(check_addr("tcp://:8443").is_err());
 /// assert!(check_addr(":grpc").is_err());
+/// assert!(check_addr("*:8443").is_err());
 /// ```
 ///
 /// # Errors
 ///
 /// [`InvalidValue`] saying what is wrong.
 pub fn check_addr(addr: &str) -> Result<(), InvalidValue> {
-    if addr.is_empty() {
-        return Err(InvalidValue::new("is empty, want host:port or :port"));
-    }
-    if addr.contains("://") {
-        return Err(InvalidValue::new(format!(
-            "{addr:?} names a scheme, want host:port or :port"
-        )));
-    }
-    if let Some(c) = addr
-        .chars()
-        .find(|c| c.is_whitespace() || c.is_control() || "/?#%@".contains(*c))
-    {
-        return Err(InvalidValue::new(format!(
-            "{addr:?} holds {c:?}, want host:port or :port"
-        )));
-    }
-    let (host, port) = if let Some(rest) = addr.strip_prefix('[') {
-        let Some((host, port)) = rest.split_once("]:") else {
-            return Err(InvalidValue::new(format!(
-                "{addr:?} has no port after its bracket, want [ipv6]:port"
-            )));
-        };
-        if host.parse::<std::net::Ipv6Addr>().is_err() {
-            return Err(InvalidValue::new(format!(
-                "{addr:?} has {host:?} in brackets, which is no IPv6 address"
-            )));
+    use crate::grpc::addr::{HostPort, Problem, split};
+    let bad = |why: String| Err(InvalidValue::new(why));
+    let HostPort { host, port } = match split(addr) {
+        Ok(split) => split,
+        Err(problem) => {
+            return bad(match problem {
+                Problem::Empty => "is empty, want host:port or :port".to_owned(),
+                Problem::Scheme => format!("{addr:?} names a scheme, want host:port or :port"),
+                Problem::Holds(c) => format!("{addr:?} holds {c:?}, want host:port or :port"),
+                Problem::Unclosed => format!("{addr:?} opens a bracket it does not close"),
+                Problem::NoPortAfterBracket => {
+                    format!("{addr:?} has no port after its bracket, want [ipv6]:port")
+                }
+                Problem::NotIpv6(host) => {
+                    format!("{addr:?} has {host:?} in brackets, which is no IPv6 address")
+                }
+                Problem::BadZone(host) => format!(
+                    "{addr:?} has {host:?} in brackets, whose zone is no interface name or index"
+                ),
+                Problem::NoPort => format!("{addr:?} has no port, want host:port or :port"),
+                Problem::UnbracketedIpv6 => {
+                    format!("{addr:?} has an IPv6 address without brackets, want [ipv6]:port")
+                }
+                Problem::BadHost(_) if addr.starts_with("*:") => format!(
+                    "{addr:?} has the host \"*\": leave it out (\":{port}\") to listen on every address",
+                    port = &addr[2..]
+                ),
+                Problem::BadHost(why) => format!("{addr:?} has a bad host: {why}"),
+            });
         }
-        (host, port)
-    } else {
-        let Some((host, port)) = addr.rsplit_once(':') else {
-            return Err(InvalidValue::new(format!(
-                "{addr:?} has no port, want host:port or :port"
-            )));
-        };
-        if host.contains(':') {
-            return Err(InvalidValue::new(format!(
-                "{addr:?} has an IPv6 address without brackets, want [ipv6]:port"
-            )));
-        }
-        (host, port)
     };
     let _ = host;
     if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(InvalidValue::new(format!(
+        return bad(format!(
             "{addr:?} has the port {port:?}, want a number from 0 to 65535"
-        )));
+        ));
     }
     if port.parse::<u16>().is_err() {
-        return Err(InvalidValue::new(format!(
-            "{addr:?} has the port {port}, want 0..=65535"
-        )));
+        return bad(format!("{addr:?} has the port {port}, want 0..=65535"));
     }
     Ok(())
 }
@@ -362,7 +354,15 @@ mod tests {
 
     #[test]
     fn addresses() {
-        for ok in [":8443", "127.0.0.1:0", "[::1]:8443", "localhost:1", ":0"] {
+        for ok in [
+            ":8443",
+            "127.0.0.1:0",
+            "[::1]:8443",
+            "localhost:1",
+            ":0",
+            "0.0.0.0:80",
+            "[fe80::1%eth0]:8443",
+        ] {
             assert_eq!(check_addr(ok), Ok(()), "{ok}");
         }
         for (bad, says) in [
@@ -376,6 +376,17 @@ mod tests {
             ("[x]:80", "IPv6"),
             ("a b:80", "' '"),
             ("a/b:80", "'/'"),
+            (
+                "*:80",
+                "has the host \"*\": leave it out (\":80\") to listen on every address",
+            ),
+            (
+                "999.1.1.1:80",
+                "has a bad host: \"999.1.1.1\" is no IPv4 address",
+            ),
+            ("-api:80", "starts or ends with '-'"),
+            ("[::1:80", "opens a bracket it does not close"),
+            ("[fe80::1%]:80", "whose zone is no interface name"),
         ] {
             let err = check_addr(bad).unwrap_err().to_string();
             assert!(err.contains(says), "{bad:?}: {err}");
