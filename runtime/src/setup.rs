@@ -153,7 +153,8 @@ pub trait Host: Send + Sync + fmt::Debug + 'static {
 ///
 /// [`dial`](Host::dial) resolves the name with tokio's `lookup_host` at
 /// each dial, tries the addresses in the order the lookup returns them, and
-/// keeps the first connection that succeeds. It reads no proxy variable
+/// keeps the first connection that succeeds. An IPv6 address may carry its
+/// zone, an interface's name or index (`[fe80::1%eth0]:50051`). It reads no proxy variable
 /// (`HTTPS_PROXY` and the rest) and uses no resolver of the gRPC stack.
 ///
 /// Design: [the connection](crate::design::client#the-connection).
@@ -162,7 +163,7 @@ pub struct OsHost;
 
 impl OsHost {
     async fn dial_addr(addr: &str) -> io::Result<BoxIo> {
-        let addrs: Vec<SocketAddr> = tokio::net::lookup_host(addr).await?.collect();
+        let addrs = resolve(addr).await?;
         let mut last = None;
         for a in addrs {
             match tokio::net::TcpStream::connect(a).await {
@@ -182,6 +183,21 @@ impl OsHost {
             )
         }))
     }
+}
+
+/// The socket addresses of `addr`, a `host:port`. An IPv6 address with a
+/// zone that names an interface (`[fe80::1%eth0]:50051`), which Rust's
+/// parser does not read, is resolved as its host and its port, so the
+/// system reads the interface's name.
+async fn resolve(addr: &str) -> io::Result<Vec<SocketAddr>> {
+    if let Some(rest) = addr.strip_prefix('[')
+        && let Some((host, port)) = rest.split_once("]:")
+        && host.contains('%')
+        && let Ok(port) = port.parse::<u16>()
+    {
+        return Ok(tokio::net::lookup_host((host, port)).await?.collect());
+    }
+    Ok(tokio::net::lookup_host(addr).await?.collect())
 }
 
 impl Host for OsHost {
@@ -344,6 +360,24 @@ mod tests {
         assert_eq!(*order.lock().unwrap(), vec![2, 1, 0]);
         setup.stop().await;
         assert_eq!(order.lock().unwrap().len(), 3, "a hook runs once");
+    }
+
+    #[tokio::test]
+    async fn os_host_resolves_an_ipv6_address_with_its_zone() {
+        // `lo`, Linux's loopback interface, has index 1; resolving it
+        // needs no network.
+        let addrs = resolve("[fe80::1%lo]:50051").await.unwrap();
+        let v6 = addrs.iter().find_map(|a| match a {
+            SocketAddr::V6(v6) => Some(*v6),
+            SocketAddr::V4(_) => None,
+        });
+        let v6 = v6.expect("an IPv6 address");
+        assert_eq!(v6.port(), 50051);
+        assert_eq!(v6.scope_id(), 1, "{addrs:?}");
+        let numeric = resolve("[fe80::1%1]:50051").await.unwrap();
+        assert_eq!(numeric, addrs);
+        let plain = resolve("127.0.0.1:9").await.unwrap();
+        assert_eq!(plain, ["127.0.0.1:9".parse::<SocketAddr>().unwrap()]);
     }
 
     #[tokio::test]
