@@ -25,6 +25,13 @@
 //! settings error, which names every bad field or variable, and 1 for any
 //! other error.
 //!
+//! Settings are read the way Rust services read them: the client's and
+//! the server's are `serde::Deserialize`, for `envy`, `figment`, `config`
+//! or a file's format; [`deserialize`] (and [`deserialize_strict`], which
+//! also refuses misspelled keys) turns a refused value into a settings
+//! error naming its path, and [`check_client`] and [`check_server`] run the
+//! checks after, naming each bad field.
+//!
 //! ```no_run
 //! use humus::App;
 //! use humus::app::{Error, Exit};
