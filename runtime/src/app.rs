@@ -185,6 +185,63 @@ pub fn check_client(settings: &client::Settings) -> Result<(), Error> {
     settings.check().map_err(Error::settings)
 }
 
+/// A refusal of the HTTP client's constructor
+/// ([`http::client::Client::new`](crate::http::client::Client::new)) with
+/// `?`: exit 1, as for the gRPC client's ([`check_http_client`] run
+/// first makes a bad value exit 78).
+impl From<crate::http::client::NewError> for Error {
+    fn from(e: crate::http::client::NewError) -> Error {
+        Error::other(e)
+    }
+}
+
+/// Runs every check of an HTTP client's `settings`, as
+/// [`http::client::Client::new`](crate::http::client::Client::new) will:
+/// call it once the settings are read (deserialised with `envy`, `figment`
+/// or `config`), so that a bad value is a settings error (exit 78) naming
+/// every bad field. The HTTP client's [`check_client`].
+///
+/// The README's HTTP example, whole:
+///
+/// ```no_run
+/// use humus::app::{Error, Exit, check_http_client};
+/// use humus::http::client as http_client;
+///
+/// #[tokio::main]
+/// async fn main() -> Exit {
+///     humus::App::new()
+///         .run(|setup| async move {
+///             let env = |prefix| envy::prefixed(prefix);
+///             // RATES_BASE_URL=https://rates:8443/v1: the point is http:rates:8443
+///             let rates: http_client::Settings = env("RATES_").from_env().map_err(Error::settings)?;
+///             check_http_client(&rates)?; // exit 78, naming every bad field
+///             let rates = http_client::Client::new(&setup, rates)?; // connects nothing yet
+///             # let _ = quote(&rates);
+///             Ok(vec![]) // the servers whose handlers call `rates`
+///         })
+///         .await
+/// }
+///
+/// // In a handler: reqwest's builder methods, sent through humus.
+/// async fn quote(rates: &http_client::Client) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+///     // A GET is retried on 502, 503, 504 or no response, and waits a
+///     // 429's or 503's Retry-After.
+///     let quote = rates.get("/rates/EUR").send().await?.error_for_status()?;
+///     // A POST is sent once unless it opts in.
+///     rates.post("/quotes").header("idempotency-key", "q-7").body("{}").retry(true).send().await?;
+///     Ok(quote.text().await?)
+/// }
+/// ```
+///
+/// # Errors
+///
+/// [`Error::settings`] wrapping the
+/// [`http::client::NewError`](crate::http::client::NewError) that names
+/// every bad field.
+pub fn check_http_client(settings: &crate::http::client::Settings) -> Result<(), Error> {
+    settings.check().map(|_| ()).map_err(Error::settings)
+}
+
 /// Runs every check of a server's `settings` ([`Settings::check`](crate::grpc::server::Settings::check)),
 /// so that a bad value is a settings error (exit 78) naming every bad
 /// field.

@@ -581,3 +581,60 @@ async fn a_retry_the_breaker_rejects_returns_the_answer_of_the_attempt_before() 
     assert_eq!(err.kind(), Kind::Rejected, "{err}");
     assert_eq!(upstream.seen().len(), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_path_is_appended_to_the_base_path_and_stays_under_it() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = Client::new(
+        &setup(&telemetry, false),
+        Settings {
+            base_url: format!("{}/v1", upstream.url()),
+            ..settings()
+        },
+    )
+    .unwrap();
+    // Appended, with or without a leading '/', not joined as a URL parser
+    // joins (which would resolve "rates" against "/v1" to "/rates").
+    for (path, want) in [
+        ("/rates/EUR", "/v1/rates/EUR"),
+        ("rates/EUR?at=now", "/v1/rates/EUR?at=now"),
+        ("", "/v1"),
+        ("?at=now", "/v1?at=now"),
+        ("a..b/.c/d.", "/v1/a..b/.c/d."),
+        ("rates:latest", "/v1/rates:latest"),
+    ] {
+        let response = client.get(path).send().await.unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        assert_eq!(upstream.seen().last().unwrap().path, want, "{path}");
+    }
+    let sent = upstream.seen().len();
+
+    // Refused before anything is sent or counted, each saying why.
+    for (path, says) in [
+        ("../ok", "the segment \"..\""),
+        ("/../ok", "the segment \"..\""),
+        ("rates/../../ok", "the segment \"..\""),
+        ("./ok", "the segment \".\""),
+        ("rates/%2e%2E/ok", "the segment \"%2e%2E\""),
+        ("..", "the segment \"..\""),
+        ("..?x=1", "the segment \"..\""),
+        ("https://elsewhere/x", "is an absolute URL"),
+        ("http://127.0.0.1:1/x", "is an absolute URL"),
+        ("//elsewhere/x", "names a host"),
+        ("..\\ok", "backslash"),
+    ] {
+        let err = client.get(path).send().await.unwrap_err();
+        assert_eq!(err.kind(), Kind::Request, "{path}");
+        let text = err.to_string();
+        assert!(text.contains(says), "{path}: {text}");
+        assert!(text.contains("base URL"), "{path}: {text}");
+        let err = client.post(path).build().unwrap_err();
+        assert_eq!(err.kind(), Kind::Request, "{path}");
+    }
+    assert_eq!(upstream.seen().len(), sent);
+    assert_eq!(
+        calls(&telemetry, "failure") + calls(&telemetry, "success"),
+        6.0
+    );
+}

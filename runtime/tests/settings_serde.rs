@@ -364,3 +364,86 @@ fn settings_read_from_environment_variables_with_envy() {
         .to_string();
     assert!(err.contains("\"soon\", expected a duration"), "{err}");
 }
+
+#[test]
+fn http_client_settings_deserialise_as_the_grpc_clients_do() {
+    use humus::http::client as http_client;
+    let settings: http_client::Settings = serde_json::from_str(
+        r#"{
+            "base_url": "https://rates:8443/v1",
+            "timeout": "2s",
+            "attempt_timeout": "250ms",
+            "max_attempts": 4,
+            "backoff_base": "10ms",
+            "backoff_max": "1m30s",
+            "retry_budget": {"max_tokens": 20, "token_ratio": 0.5},
+            "breaker": {"window": 10, "probes": 2, "open_for": "3s", "probe_timeout": "30s"},
+            "forward_scenario": true
+        }"#,
+    )
+    .unwrap();
+    assert_eq!(settings.base_url, "https://rates:8443/v1");
+    assert_eq!(settings.timeout, Duration::from_secs(2));
+    assert_eq!(settings.attempt_timeout, Duration::from_millis(250));
+    assert_eq!(settings.max_attempts, 4);
+    assert_eq!(settings.backoff_base, Duration::from_millis(10));
+    assert_eq!(settings.backoff_max, Duration::from_secs(90));
+    assert_eq!(settings.retry_budget.max_tokens, 20);
+    assert_eq!(settings.breaker.open_for, Duration::from_secs(3));
+    assert_eq!(settings.breaker.probes, 2);
+    assert!(settings.forward_scenario);
+    assert!(humus::app::check_http_client(&settings).is_ok());
+
+    // What is not given keeps its default; what is set in code is never
+    // read, even when given.
+    let only: http_client::Settings = serde_json::from_str(
+        r#"{"base_url": "http://rates:8080", "tls": "x", "classify": "x", "breaker_policy": "x"}"#,
+    )
+    .unwrap();
+    let d = http_client::Settings::default();
+    assert_eq!(only.timeout, d.timeout);
+    assert_eq!(only.attempt_timeout, d.attempt_timeout);
+    assert_eq!(only.breaker, d.breaker);
+    assert!(only.tls.is_none());
+    assert!(http_client::Client::new(&Setup::new(), only).is_ok());
+
+    let err = serde_json::from_str::<http_client::Settings>(r#"{"attempt_timeout": "soon"}"#)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("soon"), "{err}");
+}
+
+#[test]
+fn the_http_checks_run_after_deserialising_and_name_every_bad_field() {
+    use humus::app::{ErrorKind, check_http_client};
+    use humus::http::client as http_client;
+    let settings: http_client::Settings = serde_json::from_str(
+        r#"{"base_url": "http:///rates", "attempt_timeout": "0s", "max_attempts": 0}"#,
+    )
+    .unwrap();
+    let err = check_http_client(&settings).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Settings);
+    assert_eq!(err.exit_code(), 78);
+    let text = err.to_string();
+    assert!(text.contains("base_url \"http:///rates\" has no host"), "{text}");
+    assert!(text.contains("attempt_timeout is zero"), "{text}");
+    assert!(text.contains("max_attempts is 0"), "{text}");
+
+    // Client::new runs them again; its refusal with `?` is exit 1.
+    let err: humus::app::Error = http_client::Client::new(&Setup::new(), settings)
+        .unwrap_err()
+        .into();
+    assert_eq!(err.kind(), ErrorKind::Other);
+
+    // envy reads them from the environment, as the gRPC client's.
+    let rates: http_client::Settings = envy::prefixed("RATES_")
+        .from_iter([
+            ("RATES_BASE_URL".to_owned(), "http://rates:8080/v1".to_owned()),
+            ("RATES_ATTEMPT_TIMEOUT".to_owned(), "300ms".to_owned()),
+        ])
+        .unwrap();
+    assert_eq!(rates.base_url, "http://rates:8080/v1");
+    assert_eq!(rates.attempt_timeout, Duration::from_millis(300));
+    assert!(check_http_client(&rates).is_ok());
+}

@@ -210,19 +210,43 @@ impl Client {
     }
 
     /// Starts a request of `method` to `path` under the base URL: `path` is
-    /// appended to the base URL's path (`/charges?limit=5` under
-    /// `https://payments:8443/v1` is `https://payments:8443/v1/charges?limit=5`).
+    /// appended to the base URL's path, and the request stays under it
+    /// (`/charges?limit=5` or `charges?limit=5` under
+    /// `https://payments:8443/v1` is `https://payments:8443/v1/charges?limit=5`;
+    /// `""` and `"?limit=5"` are the base URL itself).
+    ///
+    /// This is not a URL parser's join (`Url::join` resolves `charges`
+    /// against `/v1` to `/charges`, and `../x` or `https://other/x` leave the
+    /// base path or the origin): a path that would leave the base URL's
+    /// path is refused, and [`send`](RequestBuilder::send) and
+    /// [`build`](RequestBuilder::build) return [`Kind::Request`] with
+    /// nothing sent. Refused are a `.` or `..` segment (`../ok`,
+    /// `a/./b`, percent-encoded `%2e%2e` too), a backslash (which URL
+    /// parsers read as `/`), an absolute URL (`https://other/x`) and a path
+    /// that starts with `//` (which names a host). A request to another
+    /// URL of the same origin goes through [`execute`](Client::execute),
+    /// with a [`reqwest::Request`] built with the URL in full.
+    ///
+    /// [`reqwest::Request`]: https://docs.rs/reqwest/0.13/reqwest/struct.Request.html
     pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
-        let base = self.inner.base.as_str().trim_end_matches('/');
-        let url = if path.is_empty() || path.starts_with(['/', '?']) {
-            format!("{base}{path}")
-        } else {
-            format!("{base}/{path}")
+        let base = self.inner.base.as_str();
+        let (url, refused) = match check_path(path) {
+            Ok(()) => {
+                let base = base.trim_end_matches('/');
+                let url = if path.is_empty() || path.starts_with(['/', '?']) {
+                    format!("{base}{path}")
+                } else {
+                    format!("{base}/{path}")
+                };
+                (url, None)
+            }
+            Err(why) => (base.to_owned(), Some(why)),
         };
         RequestBuilder {
             client: self.clone(),
             inner: self.inner.http.request(method, url),
             options: CallOptions::default(),
+            refused,
         }
     }
 
@@ -503,6 +527,40 @@ impl Client {
     }
 }
 
+/// Why a path given to [`Client::request`] would leave the base URL's
+/// path, if it would.
+fn check_path(path: &str) -> Result<(), String> {
+    if path.contains('\\') {
+        return Err(format!(
+            "the path {path:?} holds a backslash, which URL parsers read as '/', so it could leave the base URL's path: write '/' (or %5C for a backslash in a segment)"
+        ));
+    }
+    if path.starts_with("//") {
+        return Err(format!(
+            "the path {path:?} starts with \"//\", which names a host: a client's paths are under its base URL"
+        ));
+    }
+    let end = path.find(['?', '#']).unwrap_or(path.len());
+    let first = path[..end].split('/').next().unwrap_or_default();
+    if let Some(colon) = first.find(':')
+        && path[colon..].starts_with("://")
+    {
+        return Err(format!(
+            "the path {path:?} is an absolute URL: a client's paths are under its base URL (send a request built with the URL in full through Client::execute)"
+        ));
+    }
+    let dot = |segment: &str| {
+        let lower = segment.to_ascii_lowercase().replace("%2e", ".");
+        lower == "." || lower == ".."
+    };
+    if let Some(segment) = path[..end].split('/').find(|s| dot(s)) {
+        return Err(format!(
+            "the path {path:?} has the segment {segment:?}, which would leave the base URL's path: a client's paths are under its base URL"
+        ));
+    }
+    Ok(())
+}
+
 /// The error of an attempt reqwest failed: a timeout once the attempt's
 /// time is up (the call's own once its deadline is the attempt's), else a
 /// transport error.
@@ -556,6 +614,8 @@ pub struct RequestBuilder {
     client: Client,
     inner: reqwest::RequestBuilder,
     options: CallOptions,
+    /// Why [`Client::request`] refused the path, if it did.
+    refused: Option<String>,
 }
 
 impl RequestBuilder {
@@ -646,10 +706,14 @@ impl RequestBuilder {
     /// # Errors
     ///
     /// [`Kind::Request`] with reqwest's error, for a request reqwest cannot
-    /// build (a bad URL or header).
+    /// build (a bad URL or header), or saying why the path would leave the
+    /// base URL's path ([`Client::request`]).
     ///
     /// [`reqwest::Request`]: https://docs.rs/reqwest/0.13/reqwest/struct.Request.html
     pub fn build(self) -> Result<(reqwest::Request, CallOptions), Error> {
+        if let Some(why) = self.refused {
+            return Err(Error::new(Kind::Request, why));
+        }
         let request = self
             .inner
             .build()

@@ -40,7 +40,25 @@ use crate::{circuit, retry};
 /// The defaults are the gRPC client's, so both kinds of dependency behave
 /// alike; `attempt_timeout`, which the gRPC client has not, leaves room for
 /// a retry within the default timeout.
-#[derive(Clone)]
+///
+/// The settings deserialise with serde (so `envy`, `figment` or `config`
+/// read them), as the gRPC client's do: a field not given keeps its
+/// default, durations are humantime strings (`"250ms"`, `"1m30s"`), and
+/// the fields set in code (`tls`, `classify`, `breaker_policy`) are never
+/// read. Deserialising runs no check: run
+/// [`check_http_client`](crate::app::check_http_client) on what was read,
+/// so a bad value is a settings error naming its field.
+///
+/// ```
+/// let rates: humus::http::client::Settings = serde_json::from_str(
+///     r#"{"base_url": "https://rates:8443/v1", "attempt_timeout": "500ms"}"#,
+/// )
+/// .unwrap();
+/// assert_eq!(rates.attempt_timeout, std::time::Duration::from_millis(500));
+/// assert!(humus::app::check_http_client(&rates).is_ok());
+/// ```
+#[derive(Clone, serde::Deserialize)]
+#[serde(default)]
 pub struct Settings {
     /// The dependency's base URL: `http` or `https`, a host, an optional
     /// port and path, no credentials, query or fragment
@@ -54,6 +72,8 @@ pub struct Settings {
     /// trusts the platform's roots (with rustls' `ring` provider). Given,
     /// it trusts exactly the roots it holds; for mTLS it carries the client
     /// certificate. reqwest sets its ALPN protocols (`h2`, `http/1.1`).
+    /// Set in code.
+    #[serde(skip)]
     pub tls: Option<Arc<rustls::ClientConfig>>,
 
     /// How long one call may take: every attempt and every wait between
@@ -63,6 +83,7 @@ pub struct Settings {
     /// when it is shorter.
     ///
     /// [`reqwest::RequestBuilder::timeout`]: https://docs.rs/reqwest/0.13/reqwest/struct.RequestBuilder.html#method.timeout
+    #[serde(with = "humantime_serde")]
     pub timeout: Duration,
 
     /// How long one attempt may take, an injected delay and reading its
@@ -71,6 +92,7 @@ pub struct Settings {
     /// timer, so a body read past it fails with reqwest's timeout error.
     /// An attempt it cuts short before its response is retried as a
     /// transport error is.
+    #[serde(with = "humantime_serde")]
     pub attempt_timeout: Duration,
 
     /// The most attempts one call makes: 1 turns retries off.
@@ -83,20 +105,26 @@ pub struct Settings {
     /// The backoff's base: the wait before retry `n` is drawn from 0 up to
     /// the smaller of [`backoff_max`](Settings::backoff_max) and
     /// `backoff_base · 2ⁿ⁻¹` (full jitter).
+    #[serde(with = "humantime_serde")]
     pub backoff_base: Duration,
 
     /// The backoff's ceiling, and the longest `Retry-After` a call waits
     /// for: a longer one ends the call with its attempt's response. Must
     /// not be below [`backoff_base`](Settings::backoff_base).
+    #[serde(with = "humantime_serde")]
     pub backoff_max: Duration,
 
     /// How each attempt's result counts, for retries and for the breaker.
+    /// Set in code: what a dependency's answers mean is the user's
+    /// knowledge.
+    #[serde(skip)]
     pub classify: Classify,
 
     /// The breaker's settings from configuration.
     pub breaker: circuit::Config,
 
     /// When the breaker opens and closes. Set in code.
+    #[serde(skip)]
     pub breaker_policy: circuit::Policy,
 
     /// Whether a failure scenario in a call's baggage is sent on to the
@@ -143,13 +171,19 @@ impl Default for Settings {
     }
 }
 
-/// Checks a base URL: an absolute `http` or `https` URL with a host, and no
-/// credentials, query or fragment.
+/// Checks a base URL: an absolute `http` or `https` URL, written out as
+/// `scheme://host[:port][/path]`, with a host, and no credentials (not even
+/// an empty user info, `http://@payments`), query or fragment. The text is
+/// taken as it is: white space or a control character anywhere (a space
+/// before the scheme, a newline after the path) is refused, where a URL
+/// parser would trim it, and so are `http:payments` and `http:///payments`,
+/// which a URL parser reads as `http://payments/`.
 ///
 /// ```
 /// use humus::http::client::check_base_url;
 /// assert!(check_base_url("https://payments:8443/v1").is_ok());
 /// assert!(check_base_url("payments:8443").is_err());
+/// assert!(check_base_url("http:///payments").is_err());
 /// ```
 ///
 /// # Errors
@@ -160,29 +194,82 @@ pub fn check_base_url(base_url: &str) -> Result<(), InvalidValue> {
 }
 
 pub(super) fn parse_base_url(base_url: &str) -> Result<Url, InvalidValue> {
+    const EXAMPLE: &str = "such as https://payments:8443";
     if base_url.is_empty() {
-        return Err(InvalidValue::new(
-            "is empty, want an http or https URL such as https://payments:8443",
-        ));
+        return Err(InvalidValue::new(format!(
+            "is empty, want an http or https URL {EXAMPLE}"
+        )));
+    }
+    if let Some((i, c)) = base_url
+        .char_indices()
+        .find(|(_, c)| c.is_whitespace() || c.is_control())
+    {
+        let where_ = if i == 0 {
+            "starts with".to_owned()
+        } else if i + c.len_utf8() == base_url.len() {
+            "ends with".to_owned()
+        } else {
+            format!("holds, at byte {i},")
+        };
+        return Err(InvalidValue::new(format!(
+            "{:?} {where_} {c:?}, want a URL with no white space or control character",
+            shown(base_url)
+        )));
+    }
+    if base_url.contains('\\') {
+        return Err(InvalidValue::new(format!(
+            "{:?} holds a backslash, want '/' between the parts of a URL",
+            shown(base_url)
+        )));
     }
     let url = Url::parse(base_url).map_err(|e| {
         InvalidValue::new(format!(
-            "{base_url:?} is not an absolute URL ({e}), want one such as https://payments:8443"
+            "{:?} is not an absolute URL ({e}), want one {EXAMPLE}",
+            shown(base_url)
         ))
     })?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(InvalidValue::new(format!(
-            "{base_url:?} has the scheme {:?}, want http or https",
+            "{:?} has the scheme {:?}, want http or https",
+            shown(base_url),
             url.scheme()
         )));
     }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err(InvalidValue::new(format!("{base_url:?} has no host")));
-    }
-    if !url.username().is_empty() || url.password().is_some() {
+    // What the parser forgives, the text must not have: the authority
+    // starts right after `scheme://`.
+    let Some(rest) = base_url
+        .get(url.scheme().len()..)
+        .and_then(|r| r.strip_prefix("://"))
+    else {
         return Err(InvalidValue::new(format!(
-            "{:?} holds credentials, which would be recorded in every span: set them on each request (basic_auth, bearer_auth)",
-            redacted(&url)
+            "{:?} does not follow its scheme with \"://\", want {}://host[:port][/path]",
+            shown(base_url),
+            url.scheme()
+        )));
+    };
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    if authority.is_empty() {
+        return Err(InvalidValue::new(format!(
+            "{:?} has no host: \"{}://\" is followed by {}, want {}://host[:port][/path]",
+            shown(base_url),
+            url.scheme(),
+            match rest.chars().next() {
+                Some(c) => format!("{c:?}"),
+                None => "nothing".to_owned(),
+            },
+            url.scheme()
+        )));
+    }
+    if authority.contains('@') {
+        return Err(InvalidValue::new(format!(
+            "{:?} holds user info before '@' (credentials, even empty ones, would be recorded in every span): remove it, and set credentials on each request (basic_auth, bearer_auth)",
+            shown(base_url)
+        )));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(InvalidValue::new(format!(
+            "{:?} has no host",
+            shown(base_url)
         )));
     }
     if url.query().is_some() {
@@ -196,6 +283,20 @@ pub(super) fn parse_base_url(base_url: &str) -> Result<Url, InvalidValue> {
         )));
     }
     Ok(url)
+}
+
+/// `base_url` as an error message shows it: any user info before an `@`
+/// in its authority replaced by `REDACTED`, so no password is printed.
+fn shown(base_url: &str) -> String {
+    let (head, rest) = match base_url.find("://") {
+        Some(i) => (&base_url[..i + 3], &base_url[i + 3..]),
+        None => ("", base_url),
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..end].rfind('@') {
+        Some(at) => format!("{head}REDACTED{}", &rest[at..]),
+        None => base_url.to_owned(),
+    }
 }
 
 /// `url` with its user name and password, if any, replaced by `REDACTED`
@@ -262,7 +363,7 @@ impl std::error::Error for NewError {}
 impl Settings {
     /// Runs every field's check, and the checks that take two fields; the
     /// parsed base URL.
-    pub(super) fn check(&self) -> Result<Url, NewError> {
+    pub(crate) fn check(&self) -> Result<Url, NewError> {
         let mut problems = Vec::new();
         let mut put = |field: &'static str, r: Result<(), InvalidValue>| {
             if let Err(e) = r {
@@ -321,9 +422,24 @@ mod tests {
             ("/v1", "not an absolute URL"),
             ("ftp://payments", "want http or https"),
             ("https://user:secret@payments", "credentials"),
+            ("https://user:secret@payments/v1@x", "user info before '@'"),
+            ("http://@a", "user info before '@'"),
+            ("http://:@a", "user info before '@'"),
+            (" http://a", "starts with ' '"),
+            ("http://a ", "ends with ' '"),
+            ("http://a/v1\n", "ends with '\\n'"),
+            ("http://a/x y", "at byte 10"),
+            ("\thttp://a", "no white space or control character"),
+            ("http:///x", "has no host: \"http://\" is followed by '/'"),
+            ("http://", "empty host"),
+            ("http://?x", "empty host"),
+            ("http:a", "does not follow its scheme with \"://\""),
+            ("http:/a", "does not follow its scheme"),
+            ("http:\\\\a", "backslash"),
+            ("http://a\\b", "backslash"),
             ("https://payments?x=1", "query"),
             ("https://payments#top", "fragment"),
-            ("https://pay ments", "not an absolute URL"),
+            ("https://pay ments", "at byte 11, ' '"),
             ("https://payments:99999", "not an absolute URL"),
         ] {
             let err = check_base_url(bad).unwrap_err().to_string();
