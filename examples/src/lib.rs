@@ -11,12 +11,14 @@
 //! | [`config`] | settings from environment variables, checked; exit codes 78 and 1 |
 //! | [`ledger`] | the ledger service: the dependency, with knobs that make it misbehave, on a humus server |
 //! | [`wallet`] | the wallet service: its ledger client, its handlers, its readiness |
+//! | [`rates`] | the exchange-rate service (HTTP, axum, humus's `ContextLayer`) and the wallet's humus HTTP client of it |
 //! | [`recording`] | OpenTelemetry SDK providers recording in memory, and readers of what they hold |
 //! | [`running`] | a service's App run in a task of this process, stopped on demand |
 //! | [`walkthrough`] | the phases, the table and the timeline |
 
 pub mod config;
 pub mod ledger;
+pub mod rates;
 pub mod recording;
 pub mod running;
 pub mod walkthrough;

@@ -133,11 +133,23 @@ impl Metrics {
     /// `instrument`'s values in `scope` by the value of the attribute
     /// `key`, summed over the other attributes.
     pub fn by(&self, scope: &str, instrument: &str, key: &str) -> BTreeMap<String, f64> {
+        self.by_where(scope, instrument, key, &[])
+    }
+
+    /// [`by`](Metrics::by), of the points whose attributes include every
+    /// one of `attrs` alone.
+    pub fn by_where(
+        &self,
+        scope: &str,
+        instrument: &str,
+        key: &str,
+        attrs: &[(&str, &str)],
+    ) -> BTreeMap<String, f64> {
         let mut by = BTreeMap::new();
         for p in self
             .points
             .iter()
-            .filter(|p| p.scope == scope && p.name == instrument)
+            .filter(|p| p.scope == scope && p.name == instrument && p.has(attrs))
         {
             if let Some(v) = p.attribute(key) {
                 *by.entry(v.as_str().into_owned()).or_default() += p.value;

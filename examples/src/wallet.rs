@@ -21,6 +21,9 @@
 //!   ([`app`]): each RPC is a SERVER span in the trace its caller sent,
 //!   the parent of the ledger client's attempts, and a graceful shutdown
 //!   lets the calls in flight finish.
+//! - One humus HTTP client of the exchange-rate service, when `RATES_URL`
+//!   is set ([`crate::rates`]): `Quote` calls it, with its own retry budget
+//!   and breaker, in the trace of the wallet's RPC.
 //! - With failure injection on, a caller on loopback may put a failure
 //!   scenario in its baggage ([`SCENARIO_KEY`]), which the ledger client's
 //!   injection points carry out for that request alone.
@@ -93,6 +96,9 @@ pub struct Settings {
     pub listen_addr: SocketAddr,
     /// The ledger client's settings.
     pub ledger: client::Settings,
+    /// The exchange-rate client's settings, if `RATES_URL` is set
+    /// ([`crate::rates::settings`]).
+    pub rates: Option<humus::http::client::Settings>,
     /// Whether failure injection is on.
     pub fault_injection: bool,
 }
@@ -102,7 +108,8 @@ impl Settings {
     /// check: [`ENV_LISTEN_ADDR`], [`ENV_LEDGER_ADDR`],
     /// [`ENV_LEDGER_TIMEOUT`], [`ENV_LEDGER_MAX_ATTEMPTS`],
     /// [`ENV_LEDGER_BACKOFF_BASE`], [`ENV_LEDGER_BACKOFF_MAX`],
-    /// [`ENV_LEDGER_BREAKER_OPEN_FOR`], [`ENV_FAULT_INJECTION`].
+    /// [`ENV_LEDGER_BREAKER_OPEN_FOR`], [`ENV_FAULT_INJECTION`], and the
+    /// exchange-rate client's ([`crate::rates::settings`]).
     ///
     /// # Errors
     ///
@@ -136,9 +143,11 @@ impl Settings {
                     parse::checked(parse::duration(raw)?, |t| client::check_open_for(*t))
                 });
             let fault_injection = vars.or(ENV_FAULT_INJECTION, false, parse::on_off);
+            let rates = crate::rates::settings(vars);
             Settings {
                 listen_addr,
                 ledger,
+                rates,
                 fault_injection,
             }
         })
@@ -188,13 +197,24 @@ pub trait Ledger {
 #[derive(Clone, Debug)]
 pub struct Wallet {
     ledger: LedgerHumusClient,
+    rates: Option<humus::http::client::Client>,
 }
 
 impl Wallet {
-    /// Handlers that call the ledger through `ledger`.
+    /// Handlers that call the ledger through `ledger`, and quote nothing.
     pub fn new(ledger: Client) -> Wallet {
         Wallet {
             ledger: LedgerHumusClient::new(ledger),
+            rates: None,
+        }
+    }
+
+    /// The same handlers, whose `Quote` calls the exchange-rate service
+    /// through `rates`.
+    pub fn with_rates(self, rates: humus::http::client::Client) -> Wallet {
+        Wallet {
+            rates: Some(rates),
+            ..self
         }
     }
 }
@@ -339,6 +359,21 @@ impl pb::wallet_server::Wallet for Wallet {
         }
     }
 
+    async fn quote(
+        &self,
+        request: Request<pb::QuoteRequest>,
+    ) -> Result<Response<pb::QuoteResponse>, Status> {
+        let req = request.into_inner();
+        check_amount(req.cents)?;
+        let Some(rates) = &self.rates else {
+            return Err(Status::unavailable(
+                "the wallet has no exchange-rate service (RATES_URL is not set)",
+            ));
+        };
+        let (cents, rate) = crate::rates::quote(rates, req.cents, &req.currency).await?;
+        Ok(Response::new(pb::QuoteResponse { cents, rate }))
+    }
+
     type StatementStream = LineStream;
 
     async fn statement(
@@ -404,6 +439,11 @@ pub type Serving = crate::running::Running;
 /// the code.
 pub fn server(setup: &Setup, settings: &Settings) -> Result<Server, humus::app::Error> {
     let ledger = Client::new(setup, settings.ledger.clone())?;
+    // Its settings were checked where they were read: a refusal is exit 1.
+    let rates = match &settings.rates {
+        Some(rates) => Some(humus::http::client::Client::new(setup, rates.clone())?),
+        None => None,
+    };
     let health = Health::new()
         .readiness(ledger.connected())
         .interval(READINESS_INTERVAL)
@@ -420,7 +460,10 @@ pub fn server(setup: &Setup, settings: &Settings) -> Result<Server, humus::app::
         ..server::Settings::default()
     };
     Ok(Server::new(setup, server_settings)?
-        .add_service(pb::wallet_server::WalletServer::new(Wallet::new(ledger)))
+        .add_service(pb::wallet_server::WalletServer::new(match rates {
+            Some(rates) => Wallet::new(ledger).with_rates(rates),
+            None => Wallet::new(ledger),
+        }))
         .health(health))
 }
 

@@ -1,4 +1,4 @@
-//! The walkthrough's eight phases, run as `cargo run --bin walkthrough`
+//! The walkthrough's nine phases, run as `cargo run --bin walkthrough`
 //! runs them (real TCP on loopback, real time), so CI keeps the README's
 //! first command working. Every check is on counts and states, never on
 //! durations.
@@ -40,7 +40,8 @@ async fn every_phase_behaves_as_it_says() {
             "outage",
             "recovery",
             "rollout",
-            "fault scenario"
+            "fault scenario",
+            "rates outage (http)"
         ]
     );
     assert!(report.passed());
@@ -49,6 +50,10 @@ async fn every_phase_behaves_as_it_says() {
     assert!(
         picture.contains(r#"class="state open""#),
         "the open breaker is drawn"
+    );
+    assert!(
+        picture.contains(r#"class="http-state open""#),
+        "the HTTP client's open breaker is drawn"
     );
     assert!(
         picture.contains(r#"class="bar rejected""#),

@@ -426,7 +426,10 @@ fn the_http_checks_run_after_deserialising_and_name_every_bad_field() {
     assert_eq!(err.kind(), ErrorKind::Settings);
     assert_eq!(err.exit_code(), 78);
     let text = err.to_string();
-    assert!(text.contains("base_url \"http:///rates\" has no host"), "{text}");
+    assert!(
+        text.contains("base_url \"http:///rates\" has no host"),
+        "{text}"
+    );
     assert!(text.contains("attempt_timeout is zero"), "{text}");
     assert!(text.contains("max_attempts is 0"), "{text}");
 
@@ -439,7 +442,10 @@ fn the_http_checks_run_after_deserialising_and_name_every_bad_field() {
     // envy reads them from the environment, as the gRPC client's.
     let rates: http_client::Settings = envy::prefixed("RATES_")
         .from_iter([
-            ("RATES_BASE_URL".to_owned(), "http://rates:8080/v1".to_owned()),
+            (
+                "RATES_BASE_URL".to_owned(),
+                "http://rates:8080/v1".to_owned(),
+            ),
             ("RATES_ATTEMPT_TIMEOUT".to_owned(), "300ms".to_owned()),
         ])
         .unwrap();

@@ -1,7 +1,7 @@
 //! The wallet walkthrough: `cargo run -p humus-examples --bin walkthrough`.
 //!
-//! Starts the ledger and the wallet on loopback, drives seven scripted
-//! phases, prints a table per phase read from the OpenTelemetry data it
+//! Starts the ledger, the exchange-rate service and the wallet on loopback,
+//! drives nine scripted phases, prints a table per phase read from the OpenTelemetry data it
 //! collected, writes an SVG timeline, and exits 0 only if every phase
 //! behaved as it says.
 
@@ -26,16 +26,19 @@ async fn main() -> ExitCode {
     println!();
     println!("What each phase did, read from the OpenTelemetry data: calls and attempts are the");
     println!(
-        "wallet's to the ledger (a call the breaker rejects makes no attempt); p50 and p99 are"
+        "wallet's to the ledger, in phase 9 to the exchange-rate service over HTTP (a call the"
     );
-    println!("the latencies of the wallet's own answers, from its server spans.");
+    println!(
+        "breaker rejects makes no attempt); p50 and p99 are the latencies of the wallet's own"
+    );
+    println!("answers, from its server spans.");
     println!();
     print!("{}", report.table());
     println!();
     if let Some(svg) = &report.svg {
         let shown = svg.canonicalize().unwrap_or_else(|_| svg.clone());
         println!(
-            "Timeline of the breaker's state and the attempts per second: {}",
+            "Timeline of the breakers' states and the attempts per second: {}",
             shown.display()
         );
     }

@@ -1,5 +1,5 @@
-//! The wallet walkthrough: both services on loopback, scripted traffic
-//! through eight phases, and what the OpenTelemetry data says happened.
+//! The wallet walkthrough: the services on loopback, scripted traffic
+//! through nine phases, and what the OpenTelemetry data says happened.
 //!
 //! [`run`] starts the ledger and the wallet in this process, on real TCP
 //! ports of 127.0.0.1 that the system picks, and drives the wallet as its
@@ -20,8 +20,9 @@
 //! | 6 recovery | the ledger is back: after `open_for` the breaker is half-open, and probes close it |
 //! | 7 rollout | the ledger is rolled: a new one takes over its listening socket and the old one shuts down gracefully, then its connections reach their `max_connection_age`: no payment fails |
 //! | 8 fault scenario | one request carries a failure scenario in its baggage: only that request fails |
+//! | 9 rates outage (http) | the exchange-rate service, the wallet's HTTP dependency, answers 503: its own breaker opens, quotes fail fast, and it recovers; this row is the HTTP client's |
 //!
-//! Both services are humus servers run by humus Apps ([`crate::running`]),
+//! The ledger and the wallet are humus servers run by humus Apps ([`crate::running`]),
 //! stopped as SIGTERM would stop them, and each must exit 0.
 
 pub mod stats;
@@ -44,6 +45,7 @@ use tonic_health::pb::health_client::HealthClient;
 use crate::config::{Env, Failure};
 use crate::ledger::{self, Ledger};
 use crate::pb::wallet::v1 as pb;
+use crate::rates::{self, Rates};
 use crate::recording::{Metrics, Recording, log_attribute, log_time, span_attribute};
 use crate::wallet;
 use humus::telemetry::MetadataInjector;
@@ -194,6 +196,22 @@ fn latency(d: Option<Duration>) -> String {
     }
 }
 
+/// The wallet's exchange-rate client's settings the walkthrough uses, as
+/// the environment the standalone wallet would read them from: its breaker
+/// stays open for half of `open_for`.
+pub fn rates_env(base_url: &str, open_for: Duration) -> Env {
+    Env::from_pairs([
+        (rates::ENV_RATES_URL, base_url.to_owned()),
+        (rates::ENV_RATES_ATTEMPT_TIMEOUT, "1s".to_owned()),
+        (rates::ENV_RATES_BACKOFF_BASE, "10ms".to_owned()),
+        (rates::ENV_RATES_BACKOFF_MAX, "100ms".to_owned()),
+        (
+            rates::ENV_RATES_BREAKER_OPEN_FOR,
+            format!("{}ms", (open_for / 2).as_millis().max(1)),
+        ),
+    ])
+}
+
 /// The wallet's settings the walkthrough uses, as the environment the
 /// standalone wallet would read them from.
 pub fn wallet_env(ledger: SocketAddr, open_for: Duration) -> Env {
@@ -228,6 +246,7 @@ pub async fn run(options: Options) -> Result<Report, Failure> {
     run.recovery().await?;
     run.rollout().await?;
     run.fault_scenario().await;
+    run.rates_outage().await?;
     run.finish(&options).await
 }
 
@@ -243,6 +262,9 @@ struct Run {
     /// stops, so that a stopped ledger's address refuses dials.
     ledger_socket: Option<ledger::Socket>,
     wallet_serving: Option<wallet::Serving>,
+    rates: Rates,
+    rates_serving: Option<rates::Serving>,
+    rates_port: u16,
     wallet: WalletClient<Channel>,
     health: HealthClient<Channel>,
     open_for: Duration,
@@ -257,6 +279,9 @@ struct Run {
 /// The pause after each call of a phase that calls one at a time, so its
 /// traffic spreads over time in the timeline as a caller's would.
 const PACE: Duration = Duration::from_millis(20);
+
+/// How many phases the walkthrough runs.
+const PHASES: usize = 9;
 
 /// What a call to the wallet answered: its code and message.
 type Answer = Result<(), Status>;
@@ -290,7 +315,15 @@ impl Run {
         let ledger_addr = probe.local_addr().map_err(Failure::software)?;
         drop(probe);
 
-        let env = wallet_env(ledger_addr, options.open_for);
+        // The exchange-rate service listens from the start.
+        let rates = Rates::new();
+        let rates_serving = rates::serve(&rates).await?;
+        let rates_port = rates_serving.local_addr().port();
+        let env = Env::from_pairs(
+            wallet_env(ledger_addr, options.open_for)
+                .iter()
+                .chain(rates_env(&rates_serving.base_url(), options.open_for).iter()),
+        );
         let settings = wallet::Settings::from_env(&env)?;
         let telemetry = humus::telemetry::Telemetry::builder()
             .tracer_provider(recording.tracer_provider().clone())
@@ -312,6 +345,9 @@ impl Run {
             ledger_serving: None,
             ledger_socket: None,
             wallet_serving: Some(wallet_serving),
+            rates,
+            rates_port,
+            rates_serving: Some(rates_serving),
             wallet: WalletClient::new(channel.clone()),
             health: HealthClient::new(channel),
             open_for: options.open_for,
@@ -324,6 +360,9 @@ impl Run {
         run.say("humus wallet walkthrough: a wallet whose handlers call its ledger through a humus client");
         run.say(&format!(
             "  ledger  {ledger_addr}  (in this process; plain-text HTTP/2 on loopback)"
+        ));
+        run.say(&format!(
+            "  rates   127.0.0.1:{rates_port}  (the exchange-rate service: HTTP/1.1, axum behind humus's ContextLayer)"
         ));
         run.say(&format!("  wallet  {wallet_addr}  with the settings:"));
         let vars: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -345,16 +384,29 @@ impl Run {
     fn begin(&mut self, name: &'static str, says: &'static str) {
         let n = self.phases.len() + 1;
         self.say("");
-        self.say(&format!("[{n}/8] {name}: {says}"));
+        self.say(&format!("[{n}/{PHASES}] {name}: {says}"));
         let metrics = self.recording.collect();
         let spans = self.recording.spans().len();
         self.phase = Some((metrics, spans, self.elapsed()));
     }
 
     /// Ends the current phase; `checks` computes its checks from its
-    /// numbers.
+    /// numbers, which are the ledger client's.
     fn end(
         &mut self,
+        name: &'static str,
+        says: &'static str,
+        checks: impl FnOnce(&PhaseStats) -> Vec<Check>,
+    ) {
+        let port = self.ledger_addr.port();
+        self.end_of(port, name, says, checks);
+    }
+
+    /// [`end`](Run::end), with the numbers of the client of the dependency
+    /// on `port`.
+    fn end_of(
+        &mut self,
+        port: u16,
         name: &'static str,
         says: &'static str,
         checks: impl FnOnce(&PhaseStats) -> Vec<Check>,
@@ -362,7 +414,12 @@ impl Run {
         let (before, mark, start) = self.phase.take().expect("a phase began");
         let after = self.recording.collect();
         let spans = self.recording.spans();
-        let stats = PhaseStats::new(&before, &after, spans.get(mark..).unwrap_or_default());
+        let stats = PhaseStats::of(
+            &before,
+            &after,
+            spans.get(mark..).unwrap_or_default(),
+            Some(port),
+        );
         let checks = checks(&stats);
         for c in &checks {
             if c.passed {
@@ -380,12 +437,22 @@ impl Run {
         });
     }
 
-    /// The breaker's state now, as `humus.circuit.state` reads it.
+    /// The ledger client's breaker's state now, as `humus.circuit.state`
+    /// reads it.
     fn breaker_state(&self) -> String {
-        let by =
-            self.recording
-                .collect()
-                .by(names::CLIENT_SCOPE, names::CIRCUIT_STATE, names::STATE);
+        self.breaker_state_of(self.ledger_addr.port())
+    }
+
+    /// The state of the breaker of the client of the dependency on `port`
+    /// now, as `humus.circuit.state` reads it.
+    fn breaker_state_of(&self, port: u16) -> String {
+        let port = port.to_string();
+        let by = self.recording.collect().by_where(
+            names::CLIENT_SCOPE,
+            names::CIRCUIT_STATE,
+            names::STATE,
+            &[(names::SERVER_PORT, &port)],
+        );
         by.into_iter()
             .find(|(_, n)| *n >= 1.0)
             .map(|(s, _)| s)
@@ -1068,12 +1135,179 @@ impl Run {
         });
     }
 
+    async fn quote(&self, currency: &str, cents: i64) -> Result<(i64, String), Status> {
+        let request = self.request(pb::QuoteRequest {
+            cents,
+            currency: currency.to_owned(),
+        });
+        let answer = self.wallet.clone().quote(request).await;
+        tokio::time::sleep(PACE).await;
+        let quoted = answer?.into_inner();
+        Ok((quoted.cents, quoted.rate))
+    }
+
+    async fn rates_outage(&mut self) -> Result<(), Failure> {
+        const NAME: &str = "rates outage (http)";
+        const SAYS: &str = "the exchange-rate service (HTTP) answers 503: its breaker opens, quotes fail fast, then it recovers";
+        /// Quotes asked while the service is down.
+        const DOWN: usize = 8;
+        self.begin(NAME, SAYS);
+        let port = self.rates_port;
+        let seen = self.rates.seen();
+        let traces_before = self.rates.traces().len();
+        let spans_before = self.recording.spans().len();
+
+        let mut up = Vec::new();
+        for cents in [10_000, 2_500, 99] {
+            up.push(self.quote("EUR", cents).await);
+        }
+        self.say(&format!(
+            "      3 quotes in EUR through the wallet's HTTP client: {:?}",
+            up.iter()
+                .map(|q| q.as_ref().map_or_else(
+                    |s| format!("{:?}", s.code()),
+                    |(c, r)| format!("{c} at {r}")
+                ))
+                .collect::<Vec<_>>()
+        ));
+
+        // The service goes down behind its gateway: 503 pages.
+        self.rates.set_down(true);
+        let seen_down = self.rates.seen();
+        let mut down = Vec::new();
+        for _ in 0..DOWN {
+            down.push(self.quote("EUR", 1_000).await);
+        }
+        let reached_down = self.rates.seen() - seen_down;
+        let state_down = self.breaker_state_of(port);
+        let rejected_answers = down
+            .iter()
+            .filter(|q| {
+                q.as_ref()
+                    .err()
+                    .is_some_and(|s| s.message().contains("circuit breaker is open"))
+            })
+            .count();
+        self.say(&format!(
+            "      the service answers 503: {DOWN} quotes, {} UNAVAILABLE ({rejected_answers} of them told the breaker is open); it received {reached_down} requests; its breaker is {state_down}",
+            down.iter().filter(|q| q.as_ref().err().map(Status::code) == Some(Code::Unavailable)).count()
+        ));
+
+        // It comes back; once open_for passes the breaker reads half-open.
+        self.rates.set_down(false);
+        let waited = Instant::now();
+        let mut state = self.breaker_state_of(port);
+        while state != "half-open"
+            && state != "closed"
+            && waited.elapsed() < Duration::from_secs(15)
+        {
+            tokio::time::sleep(Duration::from_millis(25)).await;
+            state = self.breaker_state_of(port);
+        }
+        self.say(&format!(
+            "      the service is back: humus.circuit.state of http:127.0.0.1:{port} reads {state} after {}ms, with no call made",
+            waited.elapsed().as_millis()
+        ));
+        let mut recovered = Vec::new();
+        for _ in 0..4 {
+            recovered.push(self.quote("GBP", 10_000).await);
+        }
+        let end_state = self.breaker_state_of(port);
+        self.say(&format!(
+            "      4 quotes in GBP: {} OK; breaker {end_state}",
+            recovered.iter().filter(|q| q.is_ok()).count()
+        ));
+
+        let reached = self.rates.seen() - seen;
+        // Every request the service received ran in the trace of the
+        // wallet's RPC that made it (its SERVER span's), as ContextLayer
+        // extracted it.
+        let traces = self.rates.traces().split_off(traces_before);
+        let wallet_traces: std::collections::HashSet<_> = self.recording.spans()[spans_before..]
+            .iter()
+            .filter(|s| s.instrumentation_scope.name() == stats::WALLET_SCOPE)
+            .map(|s| s.span_context.trace_id())
+            .collect();
+        let continued = traces.iter().filter(|t| wallet_traces.contains(t)).count();
+        let up_ok = up
+            .iter()
+            .all(|q| q.as_ref().is_ok_and(|(c, r)| r == "0.92" && *c > 0));
+        let down_codes: Vec<Code> = down
+            .iter()
+            .map(|q| q.as_ref().err().map_or(Code::Ok, Status::code))
+            .collect();
+        let recovered_ok = recovered
+            .iter()
+            .all(|q| q.as_ref().is_ok_and(|(_, r)| r == "0.79"));
+        let ledger_state = self.breaker_state();
+        self.end_of(port, NAME, SAYS, |s| {
+            vec![
+                check(
+                    "the first quotes succeeded, at the service's rate",
+                    up_ok,
+                    format!("{up:?}"),
+                ),
+                check(
+                    "every quote while it answered 503 was the wallet's UNAVAILABLE",
+                    down_codes.iter().all(|c| *c == Code::Unavailable),
+                    format!("{down_codes:?}"),
+                ),
+                check(
+                    "the 503s were retried, then the breaker opened once and later quotes were rejected without a request",
+                    s.retries >= 1
+                        && s.transitions.get("open") == Some(&1)
+                        && s.rejected >= 1
+                        && rejected_answers >= 1
+                        && state_down == "open"
+                        && reached_down < 3 * DOWN as u64,
+                    format!(
+                        "{} retries, transitions {}, {} rejected ({rejected_answers} answers said so), state {state_down}, {reached_down} requests for {DOWN} quotes",
+                        s.retries,
+                        s.transitions_text(),
+                        s.rejected
+                    ),
+                ),
+                check(
+                    "each attempt the client recorded reached the service, and no rejected call did",
+                    s.attempts == reached,
+                    format!("{} attempts, the service received {reached}", s.attempts),
+                ),
+                check(
+                    "after open_for the breaker read half-open before any call, and good probes closed it",
+                    state == "half-open"
+                        && recovered_ok
+                        && s.transitions.get("half-open") == Some(&1)
+                        && s.transitions.get("closed") == Some(&1)
+                        && end_state == "closed",
+                    format!(
+                        "state {state} then {end_state}, transitions {}, quotes {recovered:?}",
+                        s.transitions_text()
+                    ),
+                ),
+                check(
+                    "every request the service received continued the trace of the wallet's RPC (ContextLayer)",
+                    !traces.is_empty() && continued == traces.len(),
+                    format!("{continued} of {} requests", traces.len()),
+                ),
+                check(
+                    "the ledger client's breaker, apart from this one, stayed closed",
+                    ledger_state == "closed",
+                    ledger_state.clone(),
+                ),
+            ]
+        });
+        Ok(())
+    }
+
     async fn finish(mut self, options: &Options) -> Result<Report, Failure> {
         // Each App shuts down as SIGTERM would stop it, and must exit 0.
         if let Some(wallet) = self.wallet_serving.take() {
             wallet.stop().await?;
         }
         self.stop_ledger().await?;
+        if let Some(rates) = self.rates_serving.take() {
+            rates.stop().await?;
+        }
         let took = self.elapsed();
         let timeline = self.timeline(took);
         let svg = match &options.svg {
@@ -1105,23 +1339,36 @@ impl Run {
                     let ok = span_attribute(&span, names::STATUS_CODE).as_deref() == Some("OK");
                     attempts.push((since(span.start_time), ok));
                 }
+                // An HTTP attempt failed when it has an `error.type` (no
+                // response, or a status from 400).
+                names::HTTP_SCOPE => {
+                    let ok = span_attribute(&span, names::ERROR_TYPE).is_none();
+                    attempts.push((since(span.start_time), ok));
+                }
                 names::CLIENT_SCOPE => rejected.push(since(span.start_time)),
                 _ => {}
             }
         }
-        let mut transitions: Vec<(Duration, String)> = self
-            .recording
-            .logs()
-            .iter()
-            .filter(|log| log.instrumentation.name() == names::CLIENT_SCOPE)
-            .filter_map(|log| Some((since(log_time(log)?), log_attribute(log, names::STATE)?)))
-            .collect();
-        transitions.sort_by_key(|(t, _)| *t);
+        let logs = self.recording.logs();
+        let transitions_of = |port: u16| {
+            let port = port.to_string();
+            let mut transitions: Vec<(Duration, String)> = logs
+                .iter()
+                .filter(|log| log.instrumentation.name() == names::CLIENT_SCOPE)
+                .filter(|log| log_attribute(log, names::SERVER_PORT).as_deref() == Some(&port))
+                .filter_map(|log| Some((since(log_time(log)?), log_attribute(log, names::STATE)?)))
+                .collect();
+            transitions.sort_by_key(|(t, _)| *t);
+            transitions
+        };
+        let transitions = transitions_of(self.ledger_addr.port());
+        let http_transitions = transitions_of(self.rates_port);
         Timeline {
             length,
             phases: self.bounds.clone(),
             initial_state: "closed".to_owned(),
             transitions,
+            http_transitions,
             attempts,
             rejected,
         }

@@ -22,6 +22,11 @@ pub mod names {
         HUMUS_RETRY_DECISIONS as RETRY_DECISIONS, RPC_CLIENT_CALL_DURATION,
         RPC_RESPONSE_STATUS_CODE as STATUS_CODE, RPC_SCOPE,
     };
+    #[doc(no_inline)]
+    pub use humus::telemetry::names::{
+        ERROR_TYPE, HTTP_CLIENT_REQUEST_DURATION, HTTP_RESPONSE_STATUS_CODE, HTTP_SCOPE,
+        SERVER_PORT,
+    };
 }
 
 /// The instrumentation scope of the wallet's server spans: its humus
@@ -31,11 +36,12 @@ pub const WALLET_SCOPE: &str = humus::telemetry::names::RPC_SERVER_SCOPE;
 /// One phase's numbers.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PhaseStats {
-    /// Calls the wallet made to the ledger: every call ends with one retry
-    /// decision that is not `retried`.
+    /// Calls the wallet made to the dependency (the ledger, or the
+    /// exchange-rate service): every call ends with one retry decision that
+    /// is not `retried`.
     pub calls: u64,
     /// Attempts that reached the transport: `rpc.client.call.duration`'s
-    /// count.
+    /// count, and `http.client.request.duration`'s.
     pub attempts: u64,
     /// Attempts followed by another: `humus.retry.decisions{retried}`.
     pub retries: u64,
@@ -50,7 +56,8 @@ pub struct PhaseStats {
     pub decisions: BTreeMap<String, u64>,
     /// Calls the breaker counted, by outcome.
     pub outcomes: BTreeMap<String, u64>,
-    /// The attempts' spans, by the status code they ended with.
+    /// The attempts' spans, by the status code they ended with (an HTTP
+    /// attempt's `http.response.status_code`, or its `error.type`).
     pub attempt_codes: BTreeMap<String, u64>,
     /// The wallet's answers to its callers (its server spans), by code.
     pub wallet_codes: BTreeMap<String, u64>,
@@ -66,10 +73,28 @@ impl PhaseStats {
     /// The numbers of a phase from the metrics collected at its start and
     /// at its end, and the spans that ended during it.
     pub fn new(before: &Metrics, after: &Metrics, spans: &[SpanData]) -> PhaseStats {
+        PhaseStats::of(before, after, spans, None)
+    }
+
+    /// [`new`](PhaseStats::new), of the client of the dependency on `port`
+    /// alone (its instruments' and attempts' `server.port`), when `port`
+    /// is given: the ledger's client and the exchange-rate client record
+    /// into the same instruments.
+    pub fn of(
+        before: &Metrics,
+        after: &Metrics,
+        spans: &[SpanData],
+        port: Option<u16>,
+    ) -> PhaseStats {
+        let port_text = port.map(|p| p.to_string());
+        let filter: Vec<(&str, &str)> = port_text
+            .as_deref()
+            .map(|p| vec![(names::SERVER_PORT, p)])
+            .unwrap_or_default();
         let delta = |name: &str, key: &str| -> BTreeMap<String, u64> {
-            let b = before.by(names::CLIENT_SCOPE, name, key);
+            let b = before.by_where(names::CLIENT_SCOPE, name, key, &filter);
             after
-                .by(names::CLIENT_SCOPE, name, key)
+                .by_where(names::CLIENT_SCOPE, name, key, &filter)
                 .into_iter()
                 .map(|(k, v)| {
                     let d = v - b.get(&k).copied().unwrap_or(0.0);
@@ -81,10 +106,19 @@ impl PhaseStats {
         let decisions = delta(names::RETRY_DECISIONS, names::DECISION);
         let outcomes = delta(names::CIRCUIT_CALLS, names::OUTCOME);
         let transitions = delta(names::CIRCUIT_TRANSITIONS, names::STATE);
-        let attempts = (after.sum(names::RPC_SCOPE, names::RPC_CLIENT_CALL_DURATION, &[])
-            - before.sum(names::RPC_SCOPE, names::RPC_CLIENT_CALL_DURATION, &[]))
-        .round()
-        .max(0.0) as u64;
+        let count = |m: &Metrics| {
+            m.sum(names::RPC_SCOPE, names::RPC_CLIENT_CALL_DURATION, &filter)
+                + m.sum(
+                    names::HTTP_SCOPE,
+                    names::HTTP_CLIENT_REQUEST_DURATION,
+                    &filter,
+                )
+        };
+        let attempts = (count(after) - count(before)).round().max(0.0) as u64;
+        let ours = |span: &SpanData| {
+            port_text.is_none()
+                || span_attribute(span, names::SERVER_PORT).as_deref() == port_text.as_deref()
+        };
         let get = |m: &BTreeMap<String, u64>, k: &str| m.get(k).copied().unwrap_or(0);
 
         let mut attempt_codes = BTreeMap::new();
@@ -92,8 +126,13 @@ impl PhaseStats {
         let mut latencies = Vec::new();
         for span in spans {
             let scope = span.instrumentation_scope.name();
-            if scope == names::RPC_SCOPE {
+            if scope == names::RPC_SCOPE && ours(span) {
                 let code = span_attribute(span, names::STATUS_CODE).unwrap_or_default();
+                *attempt_codes.entry(code).or_default() += 1;
+            } else if scope == names::HTTP_SCOPE && ours(span) {
+                let code = span_attribute(span, names::HTTP_RESPONSE_STATUS_CODE)
+                    .or_else(|| span_attribute(span, names::ERROR_TYPE))
+                    .unwrap_or_default();
                 *attempt_codes.entry(code).or_default() += 1;
             } else if scope == WALLET_SCOPE && span.span_kind == SpanKind::Server {
                 let code = span_attribute(span, names::STATUS_CODE).unwrap_or_default();

@@ -1,11 +1,12 @@
 //! The walkthrough's picture: an SVG timeline of the breaker's state and
 //! the attempts per second, hand-written (no plotting dependency).
 //!
-//! Three bands share one time axis, in seconds since the walkthrough
-//! started: the phases, the breaker's state (closed, open, half-open, from
-//! its transition log records), and a bar per tenth of a second of the
-//! attempts the client sent (succeeded or failed, from the attempts'
-//! spans) and the calls its breaker rejected (from the rejected calls'
+//! Four bands share one time axis, in seconds since the walkthrough
+//! started: the phases, the ledger client's breaker's state (closed, open,
+//! half-open, from its transition log records), the exchange-rate (HTTP)
+//! client's breaker's state, and a bar per tenth of a second of the
+//! attempts both clients sent (succeeded or failed, from the attempts'
+//! spans) and the calls their breakers rejected (from the rejected calls'
 //! spans), scaled to attempts per second.
 
 use std::fmt::Write as _;
@@ -20,8 +21,11 @@ pub struct Timeline {
     pub phases: Vec<(String, Duration, Duration)>,
     /// The breaker's state at the start (`closed`, `open`, `half-open`).
     pub initial_state: String,
-    /// Each state the breaker entered, and when.
+    /// Each state the ledger client's breaker entered, and when.
     pub transitions: Vec<(Duration, String)>,
+    /// Each state the exchange-rate (HTTP) client's breaker entered, and
+    /// when; it starts closed.
+    pub http_transitions: Vec<(Duration, String)>,
     /// When each attempt that reached the transport started, and whether
     /// it ended OK.
     pub attempts: Vec<(Duration, bool)>,
@@ -38,10 +42,11 @@ const RIGHT: f64 = 20.0;
 const PHASES_TOP: f64 = 40.0;
 const PHASES_HEIGHT: f64 = 28.0;
 const STATE_TOP: f64 = 90.0;
-const STATE_HEIGHT: f64 = 26.0;
-const BARS_TOP: f64 = 140.0;
+const STATE_HEIGHT: f64 = 22.0;
+const HTTP_STATE_TOP: f64 = 118.0;
+const BARS_TOP: f64 = 160.0;
 const BARS_HEIGHT: f64 = 180.0;
-const HEIGHT: f64 = 400.0;
+const HEIGHT: f64 = 420.0;
 
 const OK: &str = "#3b7dd8";
 const FAILED: &str = "#e8833a";
@@ -78,7 +83,7 @@ impl Timeline {
         );
         let _ = writeln!(
             svg,
-            r#"<text x="{LEFT}" y="22" font-size="15" font-weight="bold">humus wallet walkthrough: the ledger client's breaker and attempts</text>"#
+            r#"<text x="{LEFT}" y="22" font-size="15" font-weight="bold">humus wallet walkthrough: the clients' breakers and attempts</text>"#
         );
 
         // Phases.
@@ -109,32 +114,49 @@ impl Timeline {
             }
         }
 
-        // The breaker's state.
-        let _ = writeln!(
-            svg,
-            r#"<text x="{}" y="{}" text-anchor="end">breaker</text>"#,
-            LEFT - 8.0,
-            STATE_TOP + 17.0
-        );
-        let mut state = self.initial_state.as_str();
-        let mut since = Duration::ZERO;
-        let mut segments = Vec::new();
-        for (at, entered) in &self.transitions {
-            segments.push((since, *at, state));
-            state = entered;
-            since = *at;
-        }
-        segments.push((since, end, state));
-        for (start, end, state) in segments {
-            let (x0, x1) = (x(start), x(end));
+        // The breakers' states.
+        for (label, top, class, initial, transitions) in [
+            (
+                "ledger",
+                STATE_TOP,
+                "state",
+                self.initial_state.as_str(),
+                &self.transitions,
+            ),
+            (
+                "rates",
+                HTTP_STATE_TOP,
+                "http-state",
+                "closed",
+                &self.http_transitions,
+            ),
+        ] {
             let _ = writeln!(
                 svg,
-                r#"<rect class="state {state}" x="{x0:.1}" y="{STATE_TOP}" width="{:.1}" height="{STATE_HEIGHT}" fill="{}"><title>{state}: {:.2}s to {:.2}s</title></rect>"#,
-                (x1 - x0).max(0.5),
-                state_color(state),
-                start.as_secs_f64(),
-                end.as_secs_f64()
+                r#"<text x="{}" y="{}" text-anchor="end">{label}</text>"#,
+                LEFT - 8.0,
+                top + 15.0
             );
+            let mut state = initial;
+            let mut since = Duration::ZERO;
+            let mut segments = Vec::new();
+            for (at, entered) in transitions {
+                segments.push((since, *at, state));
+                state = entered;
+                since = *at;
+            }
+            segments.push((since, end, state));
+            for (start, end, state) in segments {
+                let (x0, x1) = (x(start), x(end));
+                let _ = writeln!(
+                    svg,
+                    r#"<rect class="{class} {state}" x="{x0:.1}" y="{top}" width="{:.1}" height="{STATE_HEIGHT}" fill="{}"><title>{label} breaker {state}: {:.2}s to {:.2}s</title></rect>"#,
+                    (x1 - x0).max(0.5),
+                    state_color(state),
+                    start.as_secs_f64(),
+                    end.as_secs_f64()
+                );
+            }
         }
 
         // Attempts per second.
@@ -318,6 +340,7 @@ mod tests {
                 (ms(1500), "half-open".into()),
                 (ms(1800), "closed".into()),
             ],
+            http_transitions: vec![(ms(2000), "open".into())],
             attempts: vec![(ms(10), true), (ms(20), false), (ms(1600), true)],
             rejected: vec![(ms(700)), (ms(710))],
         };
@@ -330,6 +353,12 @@ mod tests {
             .map(|l| &l[..l.find('"').unwrap()])
             .collect();
         assert_eq!(states, ["closed", "open", "half-open", "closed"]);
+        let http_states: Vec<&str> = svg
+            .lines()
+            .filter_map(|l| l.strip_prefix(r#"<rect class="http-state "#))
+            .map(|l| &l[..l.find('"').unwrap()])
+            .collect();
+        assert_eq!(http_states, ["closed", "open"]);
         assert_eq!(svg.matches(r#"class="phase""#).count(), 2);
         // Two bins hold attempts (one with an OK and a failed one), one
         // holds the two rejections.
