@@ -638,3 +638,51 @@ async fn a_path_is_appended_to_the_base_path_and_stays_under_it() {
         6.0
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_requests_own_shorter_timeout_ends_the_call_and_every_attempt_has_its_headers() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = client(&setup(&telemetry, false), &upstream, settings());
+    // A 503, then an answer slower than the request's own 1 s: the retry
+    // is cut when the call's time is up, not at attempt_timeout (5 s).
+    upstream.script([Reply::status(503), Reply::slow(200, Duration::from_secs(3))]);
+    let started = Instant::now();
+    let err = client
+        .get("/slow")
+        .header("x-humus", "1")
+        .timeout(Duration::from_secs(1))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), Kind::Timeout, "{err}");
+    assert_eq!(started.elapsed(), Duration::from_secs(1));
+    let seen = upstream.seen();
+    assert_eq!(seen.len(), 2);
+    assert!(seen.iter().all(|s| s.headers["x-humus"] == "1"));
+
+    // A request whose builder the caller mapped is copied by reqwest for
+    // each attempt: its retry carries what it carried.
+    upstream.script([Reply::status(503)]);
+    let response = client
+        .get("/mapped?a=b")
+        .map(|b| b.header("x-mapped", "2"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let seen = upstream.seen();
+    assert_eq!(seen.len(), 4);
+    for s in &seen[2..] {
+        assert_eq!(s.headers["x-mapped"], "2");
+        assert_eq!(s.path, "/mapped?a=b");
+    }
+
+    // Without a timeout of its own, a slow attempt is cut at
+    // attempt_timeout (the reqwest client's timer) and retried.
+    upstream.script([Reply::slow(200, Duration::from_secs(60))]);
+    let started = Instant::now();
+    let response = client.get("/x").send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(started.elapsed(), Settings::default().attempt_timeout);
+}

@@ -16,6 +16,12 @@
 //! ```text
 //! cargo bench -p humus-tests --bench http_interleaved
 //! ```
+//!
+//! `HUMUS_HTTP_BENCH_PROFILE=humus` (or `reqwest`) makes only that client's
+//! calls, `HUMUS_HTTP_BENCH_CALLS` of them (default 10 000), in batches of
+//! `HUMUS_HTTP_BENCH_BATCH` at once (default 1), and prints nothing else: for a profiler that counts
+//! instructions (`valgrind --tool=callgrind`), whose two runs' difference,
+//! over the number of calls, is the humus client's cost per call.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -108,6 +114,29 @@ fn main() {
         Peer::Bare(bare_reqwest(None), url),
     ];
     let n = peers.len();
+
+    if let Ok(only) = std::env::var("HUMUS_HTTP_BENCH_PROFILE") {
+        let calls: usize = std::env::var("HUMUS_HTTP_BENCH_CALLS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(10_000);
+        let peer = match only.as_str() {
+            "humus" => peers[1].clone(),
+            "reqwest" => peers[0].clone(),
+            other => panic!("HUMUS_HTTP_BENCH_PROFILE={other:?}: want humus or reqwest"),
+        };
+        let batch: usize = std::env::var("HUMUS_HTTP_BENCH_BATCH")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1);
+        rt.block_on(tokio::spawn(async move {
+            for _ in 0..calls / batch {
+                join_all((0..batch).map(|_| peer.call())).await;
+            }
+        }))
+        .expect("no call failed");
+        return;
+    }
 
     let c = peers.clone();
     let (single, batch) = rt

@@ -106,7 +106,9 @@ impl Client {
     /// own (its pool, HTTP/2 or connection settings, its proxy, its
     /// default headers), so an existing reqwest set-up keeps working. The
     /// client sets its TLS config ([`Settings::tls`], or the platform's
-    /// roots), so whatever TLS the builder was given is replaced.
+    /// roots) and its timeout ([`Settings::attempt_timeout`], reqwest's
+    /// timer of each attempt), so whatever TLS or timeout the builder was
+    /// given is replaced.
     ///
     /// # Errors
     ///
@@ -128,8 +130,13 @@ impl Client {
         if tls.alpn_protocols.is_empty() {
             tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         }
+        // reqwest's own timer bounds each attempt: the client's, of
+        // `attempt_timeout`, unless the attempt has less time left (the
+        // call's deadline is nearer, or an injected delay took some), when
+        // the attempt's request carries its own.
         let http = builder
             .tls_backend_preconfigured(tls)
+            .timeout(settings.attempt_timeout)
             .build()
             .map_err(|e| NewError::one("tls", e))?;
         let host = base.host_str().unwrap_or_default();
@@ -199,7 +206,8 @@ impl Client {
     }
 
     /// The reqwest client underneath. A request sent with it directly
-    /// passes none of humus: no breaker, no retries, no telemetry.
+    /// passes none of humus: no breaker, no retries, no telemetry (its
+    /// timeout is [`Settings::attempt_timeout`]).
     pub fn reqwest(&self) -> &reqwest::Client {
         &self.inner.http
     }
@@ -232,12 +240,13 @@ impl Client {
         let base = self.inner.base.as_str();
         let (url, refused) = match check_path(path) {
             Ok(()) => {
-                let base = base.trim_end_matches('/');
-                let url = if path.is_empty() || path.starts_with(['/', '?']) {
-                    format!("{base}{path}")
-                } else {
-                    format!("{base}/{path}")
-                };
+                let base = base.strip_suffix('/').unwrap_or(base);
+                let mut url = String::with_capacity(base.len() + path.len() + 1);
+                url.push_str(base);
+                if !(path.is_empty() || path.starts_with(['/', '?'])) {
+                    url.push('/');
+                }
+                url.push_str(path);
                 (url, None)
             }
             Err(why) => (base.to_owned(), Some(why)),
@@ -247,6 +256,7 @@ impl Client {
             inner: self.inner.http.request(method, url),
             options: CallOptions::default(),
             refused,
+            plain: true,
         }
     }
 
@@ -335,26 +345,50 @@ impl Client {
         request: reqwest::Request,
         options: CallOptions,
     ) -> impl Future<Output = Result<reqwest::Response, Error>> + Send + use<> {
+        self.execute_inner(request, options, false)
+    }
+
+    /// [`execute_with`](Client::execute_with); `plain` says `request` was
+    /// built by a [`RequestBuilder`] whose reqwest builder only humus's own
+    /// methods touched, so it carries no extension but its timeout, and an
+    /// attempt's copy of it can be made part by part ([`copy_of`]).
+    fn execute_inner(
+        &self,
+        request: reqwest::Request,
+        options: CallOptions,
+        plain: bool,
+    ) -> impl Future<Output = Result<reqwest::Response, Error>> + Send + use<> {
         // The call's context is read now, before the future moves to
         // another task.
         let cx = options.context.unwrap_or_else(Context::current);
         let inherited = Inherited::current_deadline();
         let client = self.clone();
-        async move { client.call(request, options.retry, cx, inherited).await }
+        // Boxed once here: the call's state is a few kilobytes, which every
+        // move of an unboxed future (into `send`'s, into the caller's, into
+        // a task) would copy.
+        Box::pin(async move {
+            client
+                .call(request, options.retry, plain, cx, inherited)
+                .await
+        })
     }
 
     async fn call(
         &self,
         request: reqwest::Request,
         retry: Option<bool>,
+        plain: bool,
         cx: Context,
         inherited: Option<Instant>,
     ) -> Result<reqwest::Response, Error> {
         let inner = &*self.inner;
         let url = request.url();
-        if url.scheme() != inner.base.scheme()
-            || url.host_str() != inner.base.host_str()
-            || url.port_or_known_default() != inner.base.port_or_known_default()
+        // A request a RequestBuilder built is on the base URL's origin: its
+        // path was checked ([`Client::request`]).
+        if !plain
+            && (url.scheme() != inner.base.scheme()
+                || url.host_str() != inner.base.host_str()
+                || url.port_or_known_default() != inner.base.port_or_known_default())
         {
             return Err(Error::new(
                 Kind::Request,
@@ -407,22 +441,16 @@ impl Client {
                 }
             };
             let last = !retryable || !replayable || attempt >= inner.settings.max_attempts;
-            // A clone while another attempt may follow; else the request
-            // itself (a stream's body is sent once).
-            let request = match original
-                .as_ref()
-                .filter(|_| !last)
-                .and_then(reqwest::Request::try_clone)
-            {
-                Some(clone) => clone,
-                None => original
-                    .take()
-                    .expect("the last attempt takes the request, and no attempt follows it"),
-            };
             let span = inner
                 .recorder
                 .start_http_attempt(&cx, &method, &url_full, attempt - 1);
-            let now = Instant::now();
+            // The first attempt starts when the call does (nothing waits
+            // in between).
+            let now = if attempt == 1 {
+                started
+            } else {
+                Instant::now()
+            };
             let attempt_deadline = match deadline {
                 Some(d) => d.min(now + inner.settings.attempt_timeout),
                 None => now + inner.settings.attempt_timeout,
@@ -435,19 +463,37 @@ impl Client {
                 let stripped = if inner.faults.is_on() {
                     match Box::pin(self.inject_fault(&span, attempt_deadline, call_deadline)).await
                     {
-                        Ok(stripped) => stripped,
+                        Ok(stripped) => Some(stripped),
                         Err(e) => break 'attempt Err(e),
                     }
                 } else {
                     None
                 };
-                let mut request = request;
-                span.inject(stripped.as_ref(), request.headers_mut());
-                // One timer per attempt, reqwest's own: the attempt's time
-                // left, which also bounds reading the body of the response
-                // returned.
-                *request.timeout_mut() =
-                    Some(attempt_deadline.saturating_duration_since(Instant::now()));
+                // A copy while another attempt may follow; else the request
+                // itself (a stream's body is sent once). Made after the
+                // fault point's wait, so no copy is held across it.
+                let mut request = match original
+                    .as_ref()
+                    .filter(|_| !last)
+                    .and_then(|r| if plain { copy_of(r) } else { r.try_clone() })
+                {
+                    Some(copy) => copy,
+                    None => original
+                        .take()
+                        .expect("the last attempt takes the request, and no attempt follows it"),
+                };
+                // One timer per attempt, reqwest's own, which also bounds
+                // reading the body of the response returned: the reqwest
+                // client's (attempt_timeout from when it sends) when the
+                // attempt has all of it, else the attempt's time left.
+                if stripped.is_some()
+                    || request.timeout().is_some()
+                    || attempt_deadline < now + inner.settings.attempt_timeout
+                {
+                    *request.timeout_mut() =
+                        Some(attempt_deadline.saturating_duration_since(Instant::now()));
+                }
+                span.inject(stripped.flatten().as_ref(), request.headers_mut());
                 inner
                     .http
                     .execute(request)
@@ -530,6 +576,17 @@ impl Client {
 /// Why a path given to [`Client::request`] would leave the base URL's
 /// path, if it would.
 fn check_path(path: &str) -> Result<(), String> {
+    // Most paths hold no backslash, no `//` start, no `:` and no `.`
+    // segment: one pass over the bytes tells.
+    let end = path.find(['?', '#']).unwrap_or(path.len());
+    let bytes = &path.as_bytes()[..end];
+    if !bytes
+        .iter()
+        .any(|b| matches!(b, b'\\' | b':' | b'.' | b'%'))
+        && !path.starts_with("//")
+    {
+        return Ok(());
+    }
     if path.contains('\\') {
         return Err(format!(
             "the path {path:?} holds a backslash, which URL parsers read as '/', so it could leave the base URL's path: write '/' (or %5C for a backslash in a segment)"
@@ -540,7 +597,6 @@ fn check_path(path: &str) -> Result<(), String> {
             "the path {path:?} starts with \"//\", which names a host: a client's paths are under its base URL"
         ));
     }
-    let end = path.find(['?', '#']).unwrap_or(path.len());
     let first = path[..end].split('/').next().unwrap_or_default();
     if let Some(colon) = first.find(':')
         && path[colon..].starts_with("://")
@@ -549,9 +605,21 @@ fn check_path(path: &str) -> Result<(), String> {
             "the path {path:?} is an absolute URL: a client's paths are under its base URL (send a request built with the URL in full through Client::execute)"
         ));
     }
+    // `.` or `..`, each dot maybe percent-encoded (`%2e`, `%2E`).
     let dot = |segment: &str| {
-        let lower = segment.to_ascii_lowercase().replace("%2e", ".");
-        lower == "." || lower == ".."
+        let mut rest = segment;
+        let mut dots = 0;
+        while !rest.is_empty() {
+            if let Some(r) = rest.strip_prefix('.') {
+                rest = r;
+            } else if rest.len() >= 3 && rest[..3].eq_ignore_ascii_case("%2e") {
+                rest = &rest[3..];
+            } else {
+                return false;
+            }
+            dots += 1;
+        }
+        dots == 1 || dots == 2
     };
     if let Some(segment) = path[..end].split('/').find(|s| dot(s)) {
         return Err(format!(
@@ -559,6 +627,24 @@ fn check_path(path: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// A copy of a plain `request` (one whose only extension, if any, is its
+/// timeout: see [`Client::execute_inner`]) for an attempt another may
+/// follow, or `None` for a body that cannot be sent again. One with no
+/// body is copied part by part, so that a request with no timeout gets no
+/// extension map (reqwest's `try_clone` gives every copy one).
+fn copy_of(request: &reqwest::Request) -> Option<reqwest::Request> {
+    if request.body().is_some() {
+        return request.try_clone();
+    }
+    let mut copy = reqwest::Request::new(request.method().clone(), request.url().clone());
+    *copy.headers_mut() = request.headers().clone();
+    *copy.version_mut() = request.version();
+    if let Some(timeout) = request.timeout() {
+        *copy.timeout_mut() = Some(*timeout);
+    }
+    Some(copy)
 }
 
 /// The error of an attempt reqwest failed: a timeout once the attempt's
@@ -616,6 +702,10 @@ pub struct RequestBuilder {
     options: CallOptions,
     /// Why [`Client::request`] refused the path, if it did.
     refused: Option<String>,
+    /// Whether only humus's own methods touched the reqwest builder (not
+    /// [`map`](RequestBuilder::map), which may give the request
+    /// extensions of its own).
+    plain: bool,
 }
 
 impl RequestBuilder {
@@ -629,14 +719,14 @@ impl RequestBuilder {
         http::HeaderValue: TryFrom<V>,
         <http::HeaderValue as TryFrom<V>>::Error: Into<http::Error>,
     {
-        self.map(|b| b.header(key, value))
+        self.apply(|b| b.header(key, value))
     }
 
     /// Adds headers ([`reqwest::RequestBuilder::headers`]).
     ///
     /// [`reqwest::RequestBuilder::headers`]: https://docs.rs/reqwest/0.13/reqwest/struct.RequestBuilder.html#method.headers
     pub fn headers(self, headers: http::HeaderMap) -> RequestBuilder {
-        self.map(|b| b.headers(headers))
+        self.apply(|b| b.headers(headers))
     }
 
     /// Sets basic authentication ([`reqwest::RequestBuilder::basic_auth`]).
@@ -647,14 +737,14 @@ impl RequestBuilder {
         username: U,
         password: Option<P>,
     ) -> RequestBuilder {
-        self.map(|b| b.basic_auth(username, password))
+        self.apply(|b| b.basic_auth(username, password))
     }
 
     /// Sets a bearer token ([`reqwest::RequestBuilder::bearer_auth`]).
     ///
     /// [`reqwest::RequestBuilder::bearer_auth`]: https://docs.rs/reqwest/0.13/reqwest/struct.RequestBuilder.html#method.bearer_auth
     pub fn bearer_auth<T: fmt::Display>(self, token: T) -> RequestBuilder {
-        self.map(|b| b.bearer_auth(token))
+        self.apply(|b| b.bearer_auth(token))
     }
 
     /// Sets the body ([`reqwest::RequestBuilder::body`]). A body of bytes
@@ -667,7 +757,7 @@ impl RequestBuilder {
     /// [`reqwest::Body::wrap`]: https://docs.rs/reqwest/0.13/reqwest/struct.Body.html#method.wrap
     /// [`reqwest::RequestBuilder::body`]: https://docs.rs/reqwest/0.13/reqwest/struct.RequestBuilder.html#method.body
     pub fn body<T: Into<reqwest::Body>>(self, body: T) -> RequestBuilder {
-        self.map(|b| b.body(body))
+        self.apply(|b| b.body(body))
     }
 
     /// Sets the call's timeout, when shorter than
@@ -675,11 +765,20 @@ impl RequestBuilder {
     ///
     /// [`reqwest::RequestBuilder::timeout`]: https://docs.rs/reqwest/0.13/reqwest/struct.RequestBuilder.html#method.timeout
     pub fn timeout(self, timeout: Duration) -> RequestBuilder {
-        self.map(|b| b.timeout(timeout))
+        self.apply(|b| b.timeout(timeout))
     }
 
     /// Applies any reqwest builder method: `.map(|b| b.json(&order))`.
     pub fn map(
+        mut self,
+        f: impl FnOnce(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
+    ) -> RequestBuilder {
+        self.plain = false;
+        self.apply(f)
+    }
+
+    /// One of humus's own builder methods.
+    fn apply(
         mut self,
         f: impl FnOnce(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
     ) -> RequestBuilder {
@@ -728,9 +827,10 @@ impl RequestBuilder {
     /// As [`Client::execute_with`], and [`build`](RequestBuilder::build)'s.
     pub fn send(self) -> impl Future<Output = Result<reqwest::Response, Error>> + Send + use<> {
         let client = self.client.clone();
+        let plain = self.plain;
         let call = self
             .build()
-            .map(|(request, options)| client.execute_with(request, options));
+            .map(|(request, options)| client.execute_inner(request, options, plain));
         async move { call?.await }
     }
 }

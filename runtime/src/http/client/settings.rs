@@ -88,8 +88,10 @@ pub struct Settings {
 
     /// How long one attempt may take, an injected delay and reading its
     /// response's body included (the smaller of this and what is left of
-    /// [`timeout`](Settings::timeout)). It is reqwest's own per-request
-    /// timer, so a body read past it fails with reqwest's timeout error.
+    /// [`timeout`](Settings::timeout)). It is reqwest's own timer (the
+    /// reqwest client's timeout, or the request's own when the attempt has
+    /// less time left), so a body read past it fails with reqwest's timeout
+    /// error.
     /// An attempt it cuts short before its response is retried as a
     /// transport error is.
     #[serde(with = "humantime_serde")]
