@@ -221,7 +221,8 @@ impl Client {
     /// appended to the base URL's path, and the request stays under it
     /// (`/charges?limit=5` or `charges?limit=5` under
     /// `https://payments:8443/v1` is `https://payments:8443/v1/charges?limit=5`;
-    /// `""` and `"?limit=5"` are the base URL itself).
+    /// `""`, `"?limit=5"` and `"#top"` are the base URL itself, as written,
+    /// with that query or fragment).
     ///
     /// This is not a URL parser's join (`Url::join` resolves `charges`
     /// against `/v1` to `/charges`, and `../x` or `https://other/x` leave the
@@ -237,19 +238,9 @@ impl Client {
     ///
     /// [`reqwest::Request`]: https://docs.rs/reqwest/0.13/reqwest/struct.Request.html
     pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
-        let base = self.inner.base.as_str();
         let (url, refused) = match check_path(path) {
-            Ok(()) => {
-                let base = base.strip_suffix('/').unwrap_or(base);
-                let mut url = String::with_capacity(base.len() + path.len() + 1);
-                url.push_str(base);
-                if !(path.is_empty() || path.starts_with(['/', '?'])) {
-                    url.push('/');
-                }
-                url.push_str(path);
-                (url, None)
-            }
-            Err(why) => (base.to_owned(), Some(why)),
+            Ok(()) => (self.url_of(path), None),
+            Err(why) => (self.inner.base.clone(), Some(why)),
         };
         RequestBuilder {
             client: self.clone(),
@@ -258,6 +249,40 @@ impl Client {
             refused,
             plain: true,
         }
+    }
+
+    /// The URL of `path` (which [`check_path`] passed) under the base URL:
+    /// the base URL's path (without its trailing `/`), `/`, and `path`'s
+    /// path, then `path`'s query and fragment, as parsing the base URL's
+    /// text with `path` appended gives it, without parsing the base URL
+    /// again. A `path` with no path of its own (`""`, `"?q"`, `"#f"`)
+    /// keeps the base URL's path as it is.
+    fn url_of(&self, path: &str) -> Url {
+        let mut url = self.inner.base.clone();
+        let end = path.find(['?', '#']).unwrap_or(path.len());
+        let (own, rest) = path.split_at(end);
+        if !own.is_empty() {
+            let base = url.path();
+            let base = base.strip_suffix('/').unwrap_or(base);
+            let mut joined = String::with_capacity(base.len() + own.len() + 1);
+            joined.push_str(base);
+            if !own.starts_with('/') {
+                joined.push('/');
+            }
+            joined.push_str(own);
+            url.set_path(&joined);
+        }
+        let (query, fragment) = match rest.split_once('#') {
+            Some((query, fragment)) => (query, Some(fragment)),
+            None => (rest, None),
+        };
+        if let Some(query) = query.strip_prefix('?') {
+            url.set_query(Some(query));
+        }
+        if fragment.is_some() {
+            url.set_fragment(fragment);
+        }
+        url
     }
 
     /// [`request`](Client::request) with GET.
@@ -363,25 +388,28 @@ impl Client {
         let cx = options.context.unwrap_or_else(Context::current);
         let inherited = Inherited::current_deadline();
         let client = self.clone();
-        // Boxed once here: the call's state is a few kilobytes, which every
-        // move of an unboxed future (into `send`'s, into the caller's, into
-        // a task) would copy.
-        Box::pin(async move {
+        // Not boxed (no allocation per call): the call's state is kept
+        // small instead (about 1.3 KB; a retry's wait and answer are boxed),
+        // and `send` adds no second copy of it.
+        async move {
             client
-                .call(request, options.retry, plain, cx, inherited)
+                .call(Some(request), options.retry, plain, cx, inherited)
                 .await
-        })
+        }
     }
 
+    /// The call: `original` is `Some` (an argument apart from the local it
+    /// becomes would be a second copy of the request in the call's state).
     async fn call(
         &self,
-        request: reqwest::Request,
+        mut original: Option<reqwest::Request>,
         retry: Option<bool>,
         plain: bool,
         cx: Context,
         inherited: Option<Instant>,
     ) -> Result<reqwest::Response, Error> {
         let inner = &*self.inner;
+        let request = original.as_ref().expect("call is given its request");
         let url = request.url();
         // A request a RequestBuilder built is on the base URL's origin: its
         // path was checked ([`Client::request`]).
@@ -417,11 +445,11 @@ impl Client {
         } else {
             String::new()
         };
-        let mut original = Some(request);
         let mut attempt = 0u32;
         // The answer of the attempt before a retry: what the call returns if
         // the breaker rejects the retry (the attempt was sent, and answered).
-        let mut previous = None;
+        // Boxed: only a retry makes one, and the call's state stays small.
+        let mut previous: Option<Box<Result<reqwest::Response, Error>>> = None;
         loop {
             attempt += 1;
             let ticket = match crate::telemetry::in_context(&cx, || inner.breaker.allow()) {
@@ -435,7 +463,7 @@ impl Client {
                     );
                     inner.recorder.record_decision(retry::Decision::Stopped);
                     return match previous {
-                        Some(result) => result,
+                        Some(result) => *result,
                         None => Err(Error::new(Kind::Rejected, rejected)),
                     };
                 }
@@ -536,8 +564,10 @@ impl Client {
             inner.recorder.record_decision(next.decision());
             match next {
                 Next::Retry { after } => {
-                    previous = Some(result.map_err(|e| finish(e, deadline_passed)));
-                    tokio::time::sleep(after).await;
+                    previous = Some(Box::new(result.map_err(|e| finish(e, deadline_passed))));
+                    // Boxed: only a retry waits, and the call's state stays
+                    // small.
+                    Box::pin(tokio::time::sleep(after)).await;
                 }
                 _ => return result.map_err(|e| finish(e, deadline_passed)),
             }
@@ -828,9 +858,72 @@ impl RequestBuilder {
     pub fn send(self) -> impl Future<Output = Result<reqwest::Response, Error>> + Send + use<> {
         let client = self.client.clone();
         let plain = self.plain;
-        let call = self
-            .build()
-            .map(|(request, options)| client.execute_inner(request, options, plain));
-        async move { call?.await }
+        // Either, not an async block holding the future it then awaits,
+        // which would hold the call's state twice.
+        match self.build() {
+            Ok((request, options)) => {
+                futures_util::future::Either::Left(client.execute_inner(request, options, plain))
+            }
+            Err(e) => futures_util::future::Either::Right(std::future::ready(Err(e))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each path's URL is what parsing the base URL's text with the path
+    /// appended gives.
+    #[test]
+    fn a_paths_url_is_the_base_urls_text_with_the_path_appended() {
+        let setup = Setup::new();
+        for base in [
+            "http://a:8080",
+            "http://a:8080/",
+            "https://a/v1",
+            "https://a/v1/",
+            "http://[::1]:1/api/v2",
+        ] {
+            let client = Client::new(
+                &setup,
+                Settings {
+                    base_url: base.into(),
+                    ..Settings::default()
+                },
+            )
+            .unwrap();
+            for path in [
+                "",
+                "/",
+                "x",
+                "/x",
+                "x/",
+                "/rates/EUR",
+                "rates/EUR?at=now&b=1",
+                "?q=1",
+                "?",
+                "/x?q=a b",
+                "/x#top",
+                "x?q#f",
+                "#f",
+                "/a b/ü/%41",
+                "/a//b",
+                "/x:y",
+                "/@x",
+            ] {
+                // No path of its own: the base URL itself, with the query
+                // or fragment given.
+                let text = client.inner.base.as_str();
+                let want = if path.is_empty() || path.starts_with(['?', '#']) {
+                    Url::parse(&format!("{text}{path}")).unwrap()
+                } else {
+                    let text = text.strip_suffix('/').unwrap_or(text);
+                    let sep = if path.starts_with('/') { "" } else { "/" };
+                    Url::parse(&format!("{text}{sep}{path}")).unwrap()
+                };
+                assert_eq!(client.url_of(path), want, "{base} + {path:?}");
+            }
+        }
     }
 }
