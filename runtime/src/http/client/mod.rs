@@ -36,6 +36,15 @@
 //! # }
 //! ```
 //!
+//! In a service run by the [`App`](crate::App), the settings are read
+//! with serde (`envy`, `figment`, `config`: [`Settings`] deserialises as
+//! the gRPC client's settings do) and checked with
+//! [`app::check_http_client`](crate::app::check_http_client), which makes
+//! a bad value exit 78 naming every bad field; `?` on [`Client::new`]'s
+//! [`NewError`] is exit 1. A path given to [`Client::get`] and the rest is
+//! appended to the base URL's path and stays under it
+//! ([`Client::request`]).
+//!
 //! The same service's gRPC dependency is a [`grpc::client::Client`](crate::grpc::client::Client),
 //! built from the same [`Setup`](crate::Setup): both record into the same
 //! instruments and logs, and are injection points of the same scenarios.
