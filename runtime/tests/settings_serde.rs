@@ -407,6 +407,32 @@ fn http_client_settings_deserialise_as_the_grpc_clients_do() {
     assert!(only.tls.is_none());
     assert!(http_client::Client::new(&Setup::new(), only).is_ok());
 
+    // A partial section keeps the default of each field it does not give;
+    // a section's field is also a flat key (what envy sets); given both
+    // ways, or misspelled in a section, it is an error.
+    let partial: http_client::Settings =
+        serde_json::from_str(r#"{"breaker": {"open_for": "3s"}, "retry_budget_token_ratio": 0.5}"#)
+            .unwrap();
+    assert_eq!(partial.breaker.open_for, Duration::from_secs(3));
+    assert_eq!(partial.breaker.window, d.breaker.window);
+    assert_eq!(partial.retry_budget.token_ratio, 0.5);
+    assert_eq!(partial.retry_budget.max_tokens, d.retry_budget.max_tokens);
+    let err = serde_json::from_str::<http_client::Settings>(
+        r#"{"breaker": {"open_for": "3s"}, "breaker_open_for": "4s"}"#,
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        err.contains("breaker.open_for and breaker_open_for"),
+        "{err}"
+    );
+    let err = serde_json::from_str::<http_client::Settings>(r#"{"breaker": {"windw": 3}}"#)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("windw"), "{err}");
+
     let err = serde_json::from_str::<http_client::Settings>(r#"{"attempt_timeout": "soon"}"#)
         .err()
         .unwrap()
@@ -447,9 +473,11 @@ fn the_http_checks_run_after_deserialising_and_name_every_bad_field() {
                 "http://rates:8080/v1".to_owned(),
             ),
             ("RATES_ATTEMPT_TIMEOUT".to_owned(), "300ms".to_owned()),
+            ("RATES_BREAKER_OPEN_FOR".to_owned(), "2s".to_owned()),
         ])
         .unwrap();
     assert_eq!(rates.base_url, "http://rates:8080/v1");
     assert_eq!(rates.attempt_timeout, Duration::from_millis(300));
+    assert_eq!(rates.breaker.open_for, Duration::from_secs(2));
     assert!(check_http_client(&rates).is_ok());
 }

@@ -230,7 +230,7 @@ struct Read {
 /// [`Settings::breaker`]'s default.)
 #[derive(Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-struct BreakerSection {
+pub(crate) struct BreakerSection {
     window: Option<usize>,
     probes: Option<usize>,
     #[serde(default, with = "humantime_serde")]
@@ -242,7 +242,7 @@ struct BreakerSection {
 /// A `retry_budget` section as read.
 #[derive(Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-struct BudgetSection {
+pub(crate) struct BudgetSection {
     max_tokens: Option<u32>,
     token_ratio: Option<f64>,
 }
@@ -266,67 +266,92 @@ fn one_of<T>(
     }
 }
 
+/// A `retry_budget` as read: its section's fields, or its flat keys
+/// (`retry_budget_max_tokens`, `retry_budget_token_ratio`), or else
+/// `default`'s; a field given both ways is an error naming both. (The
+/// HTTP client's settings read theirs with it too.)
+pub(crate) fn budget_of(
+    section: Option<BudgetSection>,
+    max_tokens: Option<u32>,
+    token_ratio: Option<f64>,
+    default: retry::BudgetConfig,
+) -> Result<retry::BudgetConfig, String> {
+    let section = section.unwrap_or_default();
+    Ok(retry::BudgetConfig {
+        max_tokens: one_of(
+            section.max_tokens,
+            max_tokens,
+            default.max_tokens,
+            "retry_budget",
+            "max_tokens",
+        )?,
+        token_ratio: one_of(
+            section.token_ratio,
+            token_ratio,
+            default.token_ratio,
+            "retry_budget",
+            "token_ratio",
+        )?,
+    })
+}
+
+/// A `breaker` as read: its section's fields, or its flat keys
+/// (`breaker_window`, `breaker_probes`, `breaker_open_for`,
+/// `breaker_probe_timeout`), or else `default`'s; a field given both ways
+/// is an error naming both. (The HTTP client's settings read theirs with
+/// it too.)
+pub(crate) fn breaker_of(
+    section: Option<BreakerSection>,
+    (window, probes): (Option<usize>, Option<usize>),
+    (open_for, probe_timeout): (Option<Duration>, Option<Duration>),
+    default: circuit::Config,
+) -> Result<circuit::Config, String> {
+    let section = section.unwrap_or_default();
+    Ok(circuit::Config {
+        window: one_of(section.window, window, default.window, "breaker", "window")?,
+        probes: one_of(section.probes, probes, default.probes, "breaker", "probes")?,
+        open_for: one_of(
+            section.open_for,
+            open_for,
+            default.open_for,
+            "breaker",
+            "open_for",
+        )?,
+        probe_timeout: one_of(
+            section.probe_timeout,
+            probe_timeout,
+            default.probe_timeout,
+            "breaker",
+            "probe_timeout",
+        )?,
+    })
+}
+
 impl TryFrom<Read> for Settings {
     type Error = String;
 
     fn try_from(read: Read) -> Result<Settings, String> {
         let d = Settings::default();
-        let budget = read.retry_budget.unwrap_or_default();
-        let breaker = read.breaker.unwrap_or_default();
         Ok(Settings {
             addr: read.addr.unwrap_or(d.addr),
             server_name: read.server_name,
             authority: read.authority,
             timeout: read.timeout.unwrap_or(d.timeout),
             max_attempts: read.max_attempts.unwrap_or(d.max_attempts),
-            retry_budget: retry::BudgetConfig {
-                max_tokens: one_of(
-                    budget.max_tokens,
-                    read.retry_budget_max_tokens,
-                    d.retry_budget.max_tokens,
-                    "retry_budget",
-                    "max_tokens",
-                )?,
-                token_ratio: one_of(
-                    budget.token_ratio,
-                    read.retry_budget_token_ratio,
-                    d.retry_budget.token_ratio,
-                    "retry_budget",
-                    "token_ratio",
-                )?,
-            },
+            retry_budget: budget_of(
+                read.retry_budget,
+                read.retry_budget_max_tokens,
+                read.retry_budget_token_ratio,
+                d.retry_budget,
+            )?,
             backoff_base: read.backoff_base.unwrap_or(d.backoff_base),
             backoff_max: read.backoff_max.unwrap_or(d.backoff_max),
-            breaker: circuit::Config {
-                window: one_of(
-                    breaker.window,
-                    read.breaker_window,
-                    d.breaker.window,
-                    "breaker",
-                    "window",
-                )?,
-                probes: one_of(
-                    breaker.probes,
-                    read.breaker_probes,
-                    d.breaker.probes,
-                    "breaker",
-                    "probes",
-                )?,
-                open_for: one_of(
-                    breaker.open_for,
-                    read.breaker_open_for,
-                    d.breaker.open_for,
-                    "breaker",
-                    "open_for",
-                )?,
-                probe_timeout: one_of(
-                    breaker.probe_timeout,
-                    read.breaker_probe_timeout,
-                    d.breaker.probe_timeout,
-                    "breaker",
-                    "probe_timeout",
-                )?,
-            },
+            breaker: breaker_of(
+                read.breaker,
+                (read.breaker_window, read.breaker_probes),
+                (read.breaker_open_for, read.breaker_probe_timeout),
+                d.breaker,
+            )?,
             forward_scenario: read.forward_scenario.unwrap_or(d.forward_scenario),
             ..d
         })

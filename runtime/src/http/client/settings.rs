@@ -9,8 +9,9 @@ use reqwest::Url;
 
 use super::Classify;
 use crate::grpc::client::{
-    InvalidValue, check_backoff_base, check_backoff_max, check_breaker, check_max_attempts,
-    check_retry_budget, check_timeout, check_tls,
+    BreakerSection, BudgetSection, InvalidValue, breaker_of, budget_of, check_backoff_base,
+    check_backoff_max, check_breaker, check_max_attempts, check_retry_budget, check_timeout,
+    check_tls,
 };
 use crate::{circuit, retry};
 
@@ -41,10 +42,18 @@ use crate::{circuit, retry};
 /// alike; `attempt_timeout`, which the gRPC client has not, leaves room for
 /// a retry within the default timeout.
 ///
+/// # Read with serde
+///
 /// The settings deserialise with serde (so `envy`, `figment` or `config`
-/// read them), as the gRPC client's do: a field not given keeps its
-/// default, durations are humantime strings (`"250ms"`, `"1m30s"`), and
-/// the fields set in code (`tls`, `classify`, `breaker_policy`) are never
+/// read them) exactly as the [gRPC client's](crate::grpc::client::Settings)
+/// do: a field not given keeps its default, and so does every field of a
+/// `breaker` or `retry_budget` section not given; each section's field is
+/// also a flat key (`breaker_open_for`, `RATES_BREAKER_OPEN_FOR=3s` with
+/// `envy`), and one given both ways is an error naming both; durations
+/// are humantime strings (`"250ms"`, `"1m30s"`); an unknown key in a
+/// section is an error, an unknown top-level key is ignored (see
+/// [`app::deserialize_strict`](crate::app::deserialize_strict)); the
+/// fields set in code (`tls`, `classify`, `breaker_policy`) are never
 /// read. Deserialising runs no check: run
 /// [`check_http_client`](crate::app::check_http_client) on what was read,
 /// so a bad value is a settings error naming its field.
@@ -58,7 +67,7 @@ use crate::{circuit, retry};
 /// assert!(humus::app::check_http_client(&rates).is_ok());
 /// ```
 #[derive(Clone, serde::Deserialize)]
-#[serde(default)]
+#[serde(try_from = "Read")]
 pub struct Settings {
     /// The dependency's base URL: `http` or `https`, a host, an optional
     /// port and path, no credentials, query or fragment
@@ -73,7 +82,6 @@ pub struct Settings {
     /// it trusts exactly the roots it holds; for mTLS it carries the client
     /// certificate. reqwest sets its ALPN protocols (`h2`, `http/1.1`).
     /// Set in code.
-    #[serde(skip)]
     pub tls: Option<Arc<rustls::ClientConfig>>,
 
     /// How long one call may take: every attempt and every wait between
@@ -83,7 +91,6 @@ pub struct Settings {
     /// when it is shorter.
     ///
     /// [`reqwest::RequestBuilder::timeout`]: https://docs.rs/reqwest/0.13/reqwest/struct.RequestBuilder.html#method.timeout
-    #[serde(with = "humantime_serde")]
     pub timeout: Duration,
 
     /// How long one attempt may take, an injected delay and reading its
@@ -94,7 +101,6 @@ pub struct Settings {
     /// error.
     /// An attempt it cuts short before its response is retried as a
     /// transport error is.
-    #[serde(with = "humantime_serde")]
     pub attempt_timeout: Duration,
 
     /// The most attempts one call makes: 1 turns retries off.
@@ -107,26 +113,22 @@ pub struct Settings {
     /// The backoff's base: the wait before retry `n` is drawn from 0 up to
     /// the smaller of [`backoff_max`](Settings::backoff_max) and
     /// `backoff_base · 2ⁿ⁻¹` (full jitter).
-    #[serde(with = "humantime_serde")]
     pub backoff_base: Duration,
 
     /// The backoff's ceiling, and the longest `Retry-After` a call waits
     /// for: a longer one ends the call with its attempt's response. Must
     /// not be below [`backoff_base`](Settings::backoff_base).
-    #[serde(with = "humantime_serde")]
     pub backoff_max: Duration,
 
     /// How each attempt's result counts, for retries and for the breaker.
     /// Set in code: what a dependency's answers mean is the user's
     /// knowledge.
-    #[serde(skip)]
     pub classify: Classify,
 
     /// The breaker's settings from configuration.
     pub breaker: circuit::Config,
 
     /// When the breaker opens and closes. Set in code.
-    #[serde(skip)]
     pub breaker_policy: circuit::Policy,
 
     /// Whether a failure scenario in a call's baggage is sent on to the
@@ -170,6 +172,63 @@ impl Default for Settings {
             breaker_policy: grpc.breaker_policy,
             forward_scenario: false,
         }
+    }
+}
+
+/// [`Settings`] as read: each field given, or not (then it keeps its
+/// default), with the gRPC client's sections and flat keys.
+#[derive(serde::Deserialize)]
+struct Read {
+    base_url: Option<String>,
+    #[serde(default, with = "humantime_serde")]
+    timeout: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    attempt_timeout: Option<Duration>,
+    max_attempts: Option<u32>,
+    retry_budget: Option<BudgetSection>,
+    retry_budget_max_tokens: Option<u32>,
+    retry_budget_token_ratio: Option<f64>,
+    #[serde(default, with = "humantime_serde")]
+    backoff_base: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    backoff_max: Option<Duration>,
+    breaker: Option<BreakerSection>,
+    breaker_window: Option<usize>,
+    breaker_probes: Option<usize>,
+    #[serde(default, with = "humantime_serde")]
+    breaker_open_for: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    breaker_probe_timeout: Option<Duration>,
+    forward_scenario: Option<bool>,
+}
+
+impl TryFrom<Read> for Settings {
+    type Error = String;
+
+    fn try_from(read: Read) -> Result<Settings, String> {
+        let d = Settings::default();
+        Ok(Settings {
+            base_url: read.base_url.unwrap_or(d.base_url),
+            timeout: read.timeout.unwrap_or(d.timeout),
+            attempt_timeout: read.attempt_timeout.unwrap_or(d.attempt_timeout),
+            max_attempts: read.max_attempts.unwrap_or(d.max_attempts),
+            retry_budget: budget_of(
+                read.retry_budget,
+                read.retry_budget_max_tokens,
+                read.retry_budget_token_ratio,
+                d.retry_budget,
+            )?,
+            backoff_base: read.backoff_base.unwrap_or(d.backoff_base),
+            backoff_max: read.backoff_max.unwrap_or(d.backoff_max),
+            breaker: breaker_of(
+                read.breaker,
+                (read.breaker_window, read.breaker_probes),
+                (read.breaker_open_for, read.breaker_probe_timeout),
+                d.breaker,
+            )?,
+            forward_scenario: read.forward_scenario.unwrap_or(d.forward_scenario),
+            ..d
+        })
     }
 }
 
