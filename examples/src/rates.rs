@@ -3,12 +3,12 @@
 //!
 //! - The service ([`serve`]) is an axum server in this process, answering
 //!   `GET /v1/rates/{currency}` with the rate as text (`0.92`), behind
-//!   humus's [`ContextLayer`](humus::http::server::ContextLayer): each
+//!   humus's [`ContextLayer`](../../humus/http/server/struct.ContextLayer.html): each
 //!   request's handler runs in its caller's trace context, extracted with
 //!   the W3C propagators. A knob ([`Rates::set_down`]) makes it answer 503
 //!   with a proxy's page, as a gateway in front of a service that is down
 //!   does.
-//! - The wallet's client of it is a [`humus::http::client::Client`], read
+//! - The wallet's client of it is a [`humus::http::client::Client`](../../humus/http/client/struct.Client.html), read
 //!   from the environment ([`settings`]), each variable through its field's
 //!   check, and built once with the wallet's other client
 //!   ([`wallet::server`](crate::wallet::server)). Its GETs are retried on a
@@ -100,7 +100,7 @@ pub fn settings(vars: &mut Vars<'_>) -> Option<http_client::Settings> {
 ///
 /// # Errors
 ///
-/// The wallet's [`Status`]: `INVALID_ARGUMENT` for a currency that is not
+/// The wallet's `tonic::Status`: `INVALID_ARGUMENT` for a currency that is not
 /// three capital letters, `NOT_FOUND` for one the service does not quote,
 /// `UNAVAILABLE` for no answer, an open breaker, or any other answer.
 pub async fn quote(
@@ -190,7 +190,7 @@ impl Rates {
     }
 
     /// The trace id of each request it received, as its handler's current
-    /// context had it ([`TraceId::INVALID`] for a request with no trace
+    /// context had it (`TraceId::INVALID` for a request with no trace
     /// context), in order.
     pub fn traces(&self) -> Vec<TraceId> {
         self.inner.traces.lock().expect("not poisoned").clone()
@@ -261,7 +261,7 @@ impl Serving {
 }
 
 /// Serves `rates` on a port of 127.0.0.1 the system picks, behind
-/// [`ContextLayer`] with the W3C propagators, and returns once it listens.
+/// [`ContextLayer`](../../humus/http/server/struct.ContextLayer.html) with the W3C propagators, and returns once it listens.
 /// It records no telemetry of its own.
 ///
 /// # Errors
