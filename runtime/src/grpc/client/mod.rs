@@ -104,7 +104,7 @@ mod decide;
 mod hooks;
 mod method;
 mod settings;
-pub(crate) use settings::{BreakerSection, BudgetSection, breaker_of, budget_of};
+pub(crate) use settings::{BreakerSection, BudgetSection, breaker_of, budget_of, section_checks};
 mod stream;
 
 pub use classify::{Classification, ClassifyFn};

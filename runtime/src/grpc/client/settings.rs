@@ -739,6 +739,33 @@ impl NewError {
     }
 }
 
+/// The checks of the `retry_budget` and `breaker` sections, one per field,
+/// each named by its path (`retry_budget.token_ratio`, `breaker.window`):
+/// the gRPC client's and the HTTP client's settings run the same ones.
+pub(crate) fn section_checks(
+    budget: &retry::BudgetConfig,
+    breaker: &circuit::Config,
+) -> [(&'static str, Result<(), InvalidValue>); 6] {
+    let part = |r: Result<(), retry::BudgetError>| r.map_err(|e| InvalidValue::new(e.to_string()));
+    [
+        (
+            "retry_budget.max_tokens",
+            part(retry::check_max_tokens(budget.max_tokens)),
+        ),
+        (
+            "retry_budget.token_ratio",
+            part(retry::check_token_ratio(budget.token_ratio)),
+        ),
+        ("breaker.window", check_window(breaker.window)),
+        ("breaker.probes", check_probes(breaker.probes)),
+        ("breaker.open_for", check_open_for(breaker.open_for)),
+        (
+            "breaker.probe_timeout",
+            check_probe_timeout(breaker.probe_timeout),
+        ),
+    ]
+}
+
 impl fmt::Display for NewError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("invalid client settings: ")?;
@@ -777,17 +804,6 @@ impl Settings {
         }
         put("timeout", check_timeout(self.timeout));
         put("max_attempts", check_max_attempts(self.max_attempts));
-        let budget = &self.retry_budget;
-        let part =
-            |r: Result<(), retry::BudgetError>| r.map_err(|e| InvalidValue::new(e.to_string()));
-        put(
-            "retry_budget.max_tokens",
-            part(retry::check_max_tokens(budget.max_tokens)),
-        );
-        put(
-            "retry_budget.token_ratio",
-            part(retry::check_token_ratio(budget.token_ratio)),
-        );
         put("backoff_base", check_backoff_base(self.backoff_base));
         put("backoff_max", check_backoff_max(self.backoff_max));
         if self.backoff_max < self.backoff_base {
@@ -799,13 +815,9 @@ impl Settings {
                 ))),
             );
         }
-        put("breaker.window", check_window(self.breaker.window));
-        put("breaker.probes", check_probes(self.breaker.probes));
-        put("breaker.open_for", check_open_for(self.breaker.open_for));
-        put(
-            "breaker.probe_timeout",
-            check_probe_timeout(self.breaker.probe_timeout),
-        );
+        for (field, result) in section_checks(&self.retry_budget, &self.breaker) {
+            put(field, result);
+        }
         if problems.is_empty() {
             Ok(())
         } else {

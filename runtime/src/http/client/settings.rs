@@ -10,8 +10,7 @@ use reqwest::Url;
 use super::Classify;
 use crate::grpc::client::{
     BreakerSection, BudgetSection, InvalidValue, breaker_of, budget_of, check_backoff_base,
-    check_backoff_max, check_breaker, check_max_attempts, check_retry_budget, check_timeout,
-    check_tls,
+    check_backoff_max, check_max_attempts, check_timeout, check_tls, section_checks,
 };
 use crate::{circuit, retry};
 
@@ -30,11 +29,11 @@ use crate::{circuit, retry};
 /// | [`timeout`](Settings::timeout) | 10 s | [`check_timeout`] |
 /// | [`attempt_timeout`](Settings::attempt_timeout) | 5 s | [`check_attempt_timeout`] |
 /// | [`max_attempts`](Settings::max_attempts) | 3 | [`check_max_attempts`] |
-/// | [`retry_budget`](Settings::retry_budget) | 10 tokens, ratio 0.1 (gRFC A6) | [`check_retry_budget`] |
+/// | [`retry_budget`](Settings::retry_budget) | 10 tokens, ratio 0.1 (gRFC A6) | one per field, as [`retry::check_max_tokens`] and [`retry::check_token_ratio`]; both: [`check_retry_budget`](super::check_retry_budget) |
 /// | [`backoff_base`](Settings::backoff_base) | 100 ms | [`check_backoff_base`] |
 /// | [`backoff_max`](Settings::backoff_max) | 5 s | [`check_backoff_max`] |
 /// | [`classify`](Settings::classify) | [`default_classify`](super::default_classify) | none (set in code) |
-/// | [`breaker`](Settings::breaker) | window 20, 1 probe, open 10 s, probe timeout 30 s | [`check_breaker`] |
+/// | [`breaker`](Settings::breaker) | window 20, 1 probe, open 10 s, probe timeout 30 s | one per field, as [`check_window`](crate::grpc::client::check_window) and the others of [`check_breaker`](super::check_breaker) |
 /// | [`breaker_policy`](Settings::breaker_policy) | open after 5 failures in a row or half of 20 or more; close after 3 good probes | none (set in code) |
 /// | [`forward_scenario`](Settings::forward_scenario) | `false` | none |
 ///
@@ -442,7 +441,6 @@ impl Settings {
             check_attempt_timeout(self.attempt_timeout),
         );
         put("max_attempts", check_max_attempts(self.max_attempts));
-        put("retry_budget", check_retry_budget(&self.retry_budget));
         put("backoff_base", check_backoff_base(self.backoff_base));
         put("backoff_max", check_backoff_max(self.backoff_max));
         if self.backoff_max < self.backoff_base {
@@ -454,7 +452,9 @@ impl Settings {
                 ))),
             );
         }
-        put("breaker", check_breaker(&self.breaker));
+        for (field, result) in section_checks(&self.retry_budget, &self.breaker) {
+            put(field, result);
+        }
         match url {
             Ok(url) if problems.is_empty() => Ok(url),
             _ => Err(NewError { problems }),
@@ -563,9 +563,9 @@ mod tests {
                 "timeout",
                 "attempt_timeout",
                 "max_attempts",
-                "retry_budget",
                 "backoff_max",
-                "breaker"
+                "retry_budget.max_tokens",
+                "breaker.probes"
             ]
         );
         let text = err.to_string();
