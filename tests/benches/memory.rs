@@ -11,6 +11,7 @@
 //!
 //! ```text
 //! cargo bench -p humus-tests --bench memory
+//! HUMUS_MEMORY_SIZES=1 cargo bench -p humus-tests --bench memory   # and what a call in flight holds, by block size
 //! ```
 //!
 //! Figures in `BENCHMARKS.md`. Source: the project's memory target (per idle client, per call in flight).
@@ -33,6 +34,36 @@ struct Counting;
 static LIVE: AtomicIsize = AtomicIsize::new(0);
 static ALLOCS: AtomicUsize = AtomicUsize::new(0);
 
+/// With `HUMUS_MEMORY_SIZES=1`: the live blocks of each size (sizes up to
+/// [`SIZES`] bytes; larger ones in the last), to say what a call in flight
+/// holds.
+static BY_SIZE: [AtomicIsize; SIZES + 1] = [const { AtomicIsize::new(0) }; SIZES + 1];
+static COUNT_SIZES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+const SIZES: usize = 8192;
+
+fn count_size(size: usize, n: isize) {
+    if COUNT_SIZES.load(Ordering::Relaxed) {
+        BY_SIZE[size.min(SIZES)].fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+fn sizes() -> Vec<isize> {
+    BY_SIZE.iter().map(|n| n.load(Ordering::SeqCst)).collect()
+}
+
+/// Prints, per block size, how many more live blocks `after` holds than
+/// `before`, per call (of `calls`).
+fn print_sizes(who: &str, before: &[isize], after: &[isize], calls: usize) {
+    println!("{who}: live blocks per call in flight, by size (bytes: blocks per call)");
+    for (size, (b, a)) in before.iter().zip(after).enumerate() {
+        let per = (a - b) as f64 / calls as f64;
+        if per.abs() >= 0.05 {
+            let size = if size == SIZES { format!(">{SIZES}") } else { size.to_string() };
+            println!("  {size:>6}: {per:.2}");
+        }
+    }
+}
+
 // SAFETY: every method forwards to `System` with the caller's arguments,
 // and only adds bookkeeping of sizes.
 unsafe impl GlobalAlloc for Counting {
@@ -42,6 +73,7 @@ unsafe impl GlobalAlloc for Counting {
         if !ptr.is_null() {
             LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
             ALLOCS.fetch_add(1, Ordering::Relaxed);
+            count_size(layout.size(), 1);
         }
         ptr
     }
@@ -52,6 +84,7 @@ unsafe impl GlobalAlloc for Counting {
         if !ptr.is_null() {
             LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
             ALLOCS.fetch_add(1, Ordering::Relaxed);
+            count_size(layout.size(), 1);
         }
         ptr
     }
@@ -60,6 +93,7 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: the caller's contract is `System`'s.
         unsafe { System.dealloc(ptr, layout) };
         LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        count_size(layout.size(), -1);
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
@@ -71,6 +105,8 @@ unsafe impl GlobalAlloc for Counting {
                 Ordering::Relaxed,
             );
             ALLOCS.fetch_add(1, Ordering::Relaxed);
+            count_size(layout.size(), -1);
+            count_size(new_size, 1);
         }
         new
     }
@@ -160,6 +196,9 @@ fn per<T>(n: usize, make: impl FnMut(usize) -> T) -> (f64, Vec<T>) {
 fn main() {
     if std::env::args().any(|a| a == "--serve") {
         return serve();
+    }
+    if std::env::var_os("HUMUS_MEMORY_SIZES").is_some_and(|v| v == "1") {
+        COUNT_SIZES.store(true, Ordering::SeqCst);
     }
     let exe = std::env::current_exe().expect("this binary's path");
     let mut child = Command::new(exe)
@@ -260,8 +299,9 @@ fn main() {
 
     // In flight: 10,000 calls held by the server.
     let mut held = 0;
-    let mut in_flight = |spawn: &mut dyn FnMut() -> tokio::task::JoinHandle<()>| {
+    let mut in_flight = |who: &str, spawn: &mut dyn FnMut() -> tokio::task::JoinHandle<()>| {
         let mut tasks = Vec::with_capacity(IN_FLIGHT);
+        let sizes_before = sizes();
         let before = live();
         // In batches the server keeps up with: h2's server sends a GOAWAY
         // (ENHANCE_YOUR_CALM, too_many_data_frames) when too many small
@@ -280,6 +320,9 @@ fn main() {
         let ended = tasks.iter().filter(|t| t.is_finished()).count();
         assert_eq!(ended, 0, "calls ended: the figure would be wrong");
         let per_call = (live() - before) as f64 / IN_FLIGHT as f64;
+        if COUNT_SIZES.load(Ordering::Relaxed) {
+            print_sizes(who, &sizes_before, &sizes(), IN_FLIGHT);
+        }
         for task in &tasks {
             task.abort();
         }
@@ -291,7 +334,7 @@ fn main() {
     };
     let mut tonic = support::tonic_client(addr);
     rt.block_on(tonic.empty_call(Empty {})).expect("connects");
-    let tonic_call = in_flight(&mut || {
+    let tonic_call = in_flight("tonic", &mut || {
         let mut tonic = tonic.clone();
         tokio::spawn(async move {
             let _ = tonic.unary_call(SimpleRequest::default()).await;
@@ -300,7 +343,7 @@ fn main() {
     drop(tonic);
     let humus = support::humus_client(addr, humus_settings());
     rt.block_on(humus.empty_call(Empty {})).expect("connects");
-    let humus_call = in_flight(&mut || {
+    let humus_call = in_flight("humus", &mut || {
         let humus = humus.clone();
         tokio::spawn(async move {
             let _ = humus.unary_call(SimpleRequest::default()).await;

@@ -552,15 +552,14 @@ where
     drop(message);
     async move {
         require_runtime();
-        let path = PathAndQuery::from_static(method.full_name);
         let mut call = Call::new(inner, method, cx, deadline);
         loop {
             call.allow()?;
             let (ctx, span, n) = call.attempt_parts();
-            let (path, metadata, body) = (&path, &metadata, &body);
+            let (metadata, body) = (&metadata, &body);
             let attempt = bounded(inner, deadline, async move {
                 ctx.hooks.inject_fault(span, deadline).await?;
-                send_unary::<Resp>(ctx, n, path, metadata, span, body).await
+                send_unary::<Resp>(ctx, n, metadata, span, body).await
             });
             let result = match attempt.await {
                 Cut::Returned(result) => result,
@@ -585,11 +584,12 @@ where
 /// One unary attempt over the connection, sent again at once if the request
 /// never reached the server. Each send's metadata is the caller's `base`
 /// with what [`Call::metadata`] adds (moved into the request: one copy of
-/// the caller's map per send).
+/// the caller's map per send). The path is made for each send (from a
+/// `'static` string: no allocation), not held by the call's future for its
+/// whole life.
 async fn send_unary<Resp>(
     call: &CallCtx<'_>,
     attempt: u32,
-    path: &PathAndQuery,
     base: &MetadataMap,
     span: &mut AttemptSpan,
     body: &bytes::Bytes,
@@ -607,7 +607,11 @@ where
             body.clone(),
         );
         match grpc
-            .unary(request, path.clone(), PreEncoded::<Resp>::new())
+            .unary(
+                request,
+                PathAndQuery::from_static(call.method.full_name),
+                PreEncoded::<Resp>::new(),
+            )
             .await
             .map_err(transport_status)
         {
