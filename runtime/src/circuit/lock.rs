@@ -16,6 +16,13 @@
 //! spins briefly, then yields its time slice until it is free, so a holder
 //! preempted by the scheduler is not starved by its waiters.
 //!
+//! Memory order: the lock is taken with an acquiring compare-and-swap and
+//! released with a releasing store, so everything a holder wrote is seen
+//! by the next holder. Taking it again on the thread that holds it waits
+//! for ever (`std::sync::Mutex` may deadlock or panic there); nothing
+//! under the lock calls the breaker, and a policy function must not
+//! (`Policy`'s docs).
+//!
 //! There is no poisoning: the breaker's state is consistent at every point
 //! where user code (a policy function) can panic, so a guard dropped while
 //! a panic unwinds simply releases the lock, and the next call goes through
@@ -23,6 +30,7 @@
 
 use std::cell::UnsafeCell;
 use std::hint;
+use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
@@ -41,8 +49,15 @@ pub(super) struct Lock<T> {
 unsafe impl<T: Send> Sync for Lock<T> {}
 
 /// Holds the lock; releases it when dropped, also while a panic unwinds.
+///
+/// A guard gives `&T` to whoever shares it and `&mut T` to whoever has it,
+/// so it is `Send` only if `T` is, and `Sync` only if `T` is too (as
+/// `std::sync::MutexGuard`): the `&'a Lock<T>` alone would make it `Sync`
+/// for any `T: Send`, which would let two threads read a `T` that is not
+/// `Sync`, such as a `Cell`, through one guard at once. The marker says so.
 pub(super) struct Guard<'a, T> {
     lock: &'a Lock<T>,
+    _value: PhantomData<&'a mut T>,
 }
 
 impl<T> Lock<T> {
@@ -64,7 +79,10 @@ impl<T> Lock<T> {
         {
             self.lock_contended();
         }
-        Guard { lock: self }
+        Guard {
+            lock: self,
+            _value: PhantomData,
+        }
     }
 
     #[cold]
@@ -146,6 +164,63 @@ mod tests {
             thread.join().unwrap();
         }
         assert_eq!(lock.lock().0, THREADS * ROUNDS);
+    }
+
+    /// A waiter spins, then yields, until a holder that sleeps releases the
+    /// lock, and then sees what the holder wrote.
+    #[test]
+    fn a_waiter_waits_for_a_slow_holder() {
+        let lock = Arc::new(Lock::new(0u64));
+        let guard = lock.lock();
+        let (started, waiting) = std::sync::mpsc::channel();
+        let waiter = {
+            let lock = Arc::clone(&lock);
+            thread::spawn(move || {
+                started.send(()).unwrap();
+                *lock.lock()
+            })
+        };
+        waiting.recv().unwrap();
+        // Long enough for the waiter to spin out and yield.
+        thread::sleep(std::time::Duration::from_millis(20));
+        let mut guard = guard;
+        *guard = 7;
+        drop(guard);
+        assert_eq!(waiter.join().unwrap(), 7);
+    }
+
+    /// `Guard<T>` is `Sync` only for a `T` that is `Sync` (a guard shared
+    /// between threads hands each a `&T`), and `Send` for a `T` that is.
+    #[test]
+    fn a_guard_is_sync_only_if_its_value_is() {
+        use std::cell::Cell;
+
+        // An inherent constant wins over the trait's where its bound holds.
+        struct Check<T: ?Sized>(PhantomData<T>);
+        trait Fallback {
+            const SYNC: bool = false;
+            const SEND: bool = false;
+        }
+        impl<T: ?Sized> Fallback for Check<T> {}
+        #[allow(dead_code)]
+        impl<T: ?Sized + Sync> Check<T> {
+            const SYNC: bool = true;
+        }
+        struct SendCheck<T: ?Sized>(PhantomData<T>);
+        impl<T: ?Sized> Fallback for SendCheck<T> {}
+        #[allow(dead_code)]
+        impl<T: ?Sized + Send> SendCheck<T> {
+            const SEND: bool = true;
+        }
+
+        assert!(!Check::<Guard<'static, Cell<u8>>>::SYNC);
+        assert!(SendCheck::<Guard<'static, Cell<u8>>>::SEND);
+        assert!(Check::<Guard<'static, u8>>::SYNC);
+        assert!(
+            Check::<Lock<Cell<u8>>>::SYNC,
+            "the lock itself is Sync for T: Send"
+        );
+        assert!(!Check::<Lock<std::rc::Rc<u8>>>::SYNC);
     }
 
     #[test]
