@@ -104,6 +104,13 @@ fn quartiles(mut v: Vec<f64>) -> (f64, f64) {
 /// Runs the cases of a group in turns, and prints their times and humus's
 /// ratio to each of the others (the first case is humus, or the reference).
 fn group(name: &str, filter: Option<&str>, mut cases: Vec<Case<'_>>) {
+    if let Some((group, n)) = profile() {
+        // Profiling: humus's case of the one group named, `n` times, untimed.
+        if group == name {
+            (cases[0].1)(n);
+        }
+        return;
+    }
     if filter.is_some_and(|f| !name.contains(f)) {
         return;
     }
@@ -155,6 +162,14 @@ fn group(name: &str, filter: Option<&str>, mut cases: Vec<Case<'_>>) {
             );
         }
     }
+}
+
+/// `HUMUS_PROFILE=<group>:<n>`: run only humus's case of that group, `n`
+/// operations, for a profiler such as `valgrind --tool=callgrind`.
+fn profile() -> Option<(String, u64)> {
+    let v = std::env::var("HUMUS_PROFILE").ok()?;
+    let (group, n) = v.split_once(':')?;
+    Some((group.to_owned(), n.parse().ok()?))
 }
 
 fn main() {
@@ -355,6 +370,14 @@ fn main() {
                 Box::new(|n| {
                     for _ in 0..n {
                         black_box(tokio::time::Instant::now());
+                    }
+                }),
+            ),
+            (
+                "std clock",
+                Box::new(|n| {
+                    for _ in 0..n {
+                        black_box(Instant::now());
                     }
                 }),
             ),

@@ -58,7 +58,11 @@ fn print_sizes(who: &str, before: &[isize], after: &[isize], calls: usize) {
     for (size, (b, a)) in before.iter().zip(after).enumerate() {
         let per = (a - b) as f64 / calls as f64;
         if per.abs() >= 0.05 {
-            let size = if size == SIZES { format!(">{SIZES}") } else { size.to_string() };
+            let size = if size == SIZES {
+                format!(">{SIZES}")
+            } else {
+                size.to_string()
+            };
             println!("  {size:>6}: {per:.2}");
         }
     }

@@ -286,10 +286,20 @@ pub(super) struct Core {
     probe_timeout: Duration,
     /// The latest time a holder of the lock used.
     last_now: Instant,
+    /// The breaker's time zero, for `open_until`.
+    base: Instant,
+    /// While open, the end of the open period as time since `base`,
+    /// [packed](super::breaker::pack); 0 when not open, or for ever, or
+    /// beyond what a packed time holds (the lock-free rejection is then
+    /// off, and the slow path rejects).
+    pub(super) open_until: u64,
+    /// Whether the phase, the epoch or the queue changed since the breaker
+    /// last published its lock-free words (`Inner::publish`).
+    pub(super) changed: bool,
 }
 
 impl Core {
-    pub(super) fn new(config: &Config) -> Core {
+    pub(super) fn new(config: &Config, base: Instant) -> Core {
         Core {
             phase: Phase::Closed,
             epoch: 0,
@@ -303,7 +313,10 @@ impl Core {
             delivering: false,
             open_for: config.open_for,
             probe_timeout: config.probe_timeout,
-            last_now: Instant::now(),
+            last_now: base,
+            base,
+            open_until: 0,
+            changed: false,
         }
     }
 
@@ -483,16 +496,26 @@ impl Core {
         self.slots.clear();
         self.epoch += 1;
         self.generation += 1;
+        self.open_until = 0;
         self.phase = match to {
             State::Closed => Phase::Closed,
-            State::Open => Phase::Open {
-                until: at.checked_add(self.open_for),
-            },
+            State::Open => {
+                let until = at.checked_add(self.open_for);
+                if let Some(until) = until {
+                    self.open_until =
+                        match super::breaker::pack(until.saturating_duration_since(self.base)) {
+                            u64::MAX => 0,
+                            packed => packed,
+                        };
+                }
+                Phase::Open { until }
+            }
             State::HalfOpen => {
                 self.slots.start_period();
                 Phase::HalfOpen
             }
         };
+        self.changed = true;
         self.queue.push_back(Transition {
             from,
             to,
@@ -556,7 +579,7 @@ mod tests {
     #[test]
     fn consecutive_counts_saturate() {
         let never = Policy::new(|_| false, |_| State::HalfOpen);
-        let mut core = Core::new(&config(4, 1));
+        let mut core = Core::new(&config(4, 1), Instant::now());
         core.counts_mut().consecutive_failures = i64::MAX - 1;
         for _ in 0..3 {
             core.settle(Tag::closed(0), Outcome::Failure, &never, Instant::now);
