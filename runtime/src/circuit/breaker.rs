@@ -128,37 +128,32 @@ impl Breaker {
                 epoch: gate >> 1,
             });
         }
-        // Open with nothing to deliver: reject without the lock, unless the
-        // open period is over.
+        self.allow_not_closed()
+    }
+
+    /// `allow` when not closed (or with a transition to deliver). Open with
+    /// nothing to deliver and not yet due to become half-open: a rejection
+    /// without the lock, with how much longer it stays open. Otherwise the
+    /// slow path, with the time read for the rejection if one was.
+    #[inline(never)]
+    fn allow_not_closed(&self) -> Result<Ticket<'_>, Rejected> {
         let until = self.inner.open_until.load(Ordering::Acquire);
         if until == 0 {
             return self.allow_slow(None);
         }
-        match self.reject_open(until) {
-            Ok(retry_after) => Err(Rejected {
-                state: State::Open,
-                retry_after,
-            }),
-            Err(now) => self.allow_slow(Some(now)),
-        }
-    }
-
-    /// While open until `until` ([packed](pack) time since `base`) and not
-    /// yet due to become half-open, how much longer it stays open: a
-    /// rejection without the lock. Otherwise the time read for it.
-    #[inline(never)]
-    fn reject_open(&self, until: u64) -> Result<Duration, Instant> {
         let now = Instant::now();
         let since = pack(now.saturating_duration_since(self.inner.base));
         if since < until {
-            Ok(unpack(until) - unpack(since))
-        } else {
-            Err(now)
+            return Err(Rejected {
+                state: State::Open,
+                retry_after: packed_between(since, until),
+            });
         }
+        self.allow_slow(Some(now))
     }
 
     /// Admits or rejects under the lock. `read` is the time `allow` read
-    /// just before taking it, if it did (as `reject_open` returns it): the
+    /// just before taking it, if it did (as `allow_not_closed` reads it): the
     /// lock's holder reads the clock
     /// only if no such time was read, and the time used is never earlier
     /// than one a holder before it used, so time order matches lock order.
@@ -351,11 +346,26 @@ pub(super) fn pack(d: Duration) -> u64 {
     secs << NANOS_BITS | u64::from(d.subsec_nanos())
 }
 
+#[cfg(test)]
 fn unpack(packed: u64) -> Duration {
     Duration::new(
         packed >> NANOS_BITS,
         (packed & ((1 << NANOS_BITS) - 1)) as u32,
     )
+}
+
+/// `unpack(until) - unpack(since)`, for `since < until`, without
+/// normalizing either (a rejection computes it every time).
+#[inline]
+fn packed_between(since: u64, until: u64) -> Duration {
+    const NANOS: u64 = (1 << NANOS_BITS) - 1;
+    let secs = (until >> NANOS_BITS) - (since >> NANOS_BITS);
+    let (until_nanos, since_nanos) = (until & NANOS, since & NANOS);
+    if until_nanos >= since_nanos {
+        Duration::new(secs, (until_nanos - since_nanos) as u32)
+    } else {
+        Duration::new(secs - 1, (until_nanos + 1_000_000_000 - since_nanos) as u32)
+    }
 }
 
 fn gate(core: &Core) -> u64 {
@@ -608,6 +618,16 @@ mod tests {
             assert_eq!(unpack(pack(d)), d);
         }
         assert_eq!(pack(Duration::from_secs(1 << 34)), u64::MAX);
+        for pair in ds.windows(2) {
+            for (a, b) in [(pair[0], pair[1]), (ds[0], pair[1])] {
+                assert_eq!(packed_between(pack(a), pack(b)), b - a, "{a:?} to {b:?}");
+            }
+        }
+        let (a, b) = (Duration::new(3, 900_000_000), Duration::new(5, 100_000_000));
+        assert_eq!(
+            packed_between(pack(a), pack(b)),
+            Duration::new(1, 200_000_000)
+        );
         assert_eq!(pack(Duration::MAX), u64::MAX);
     }
 
