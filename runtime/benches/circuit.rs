@@ -8,8 +8,10 @@
 //! (below 1: humus is faster), with the quartiles of that ratio.
 //!
 //! ```text
-//! cargo bench -p humus --bench circuit            # about 20 s
+//! cargo bench -p humus --bench circuit            # a few seconds
 //! cargo bench -p humus --bench circuit -- probe   # the groups whose name contains "probe"
+//! # humus's case of one group only, 100000 operations, untimed, for a profiler:
+//! HUMUS_PROFILE=probe_cycle:100000 valgrind --tool=callgrind target/release/deps/circuit-<hash>
 //! ```
 //!
 //! - `closed`: one call admitted and settled as a success while closed
