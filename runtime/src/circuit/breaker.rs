@@ -176,6 +176,9 @@ impl Breaker {
                 core = inner.deliver(core);
                 continue;
             }
+            // What this holder changed (a transition left to the thread
+            // delivering) is published before any return.
+            inner.publish_if_changed(&mut core);
             let tag = match (core.phase, now) {
                 (Phase::Closed, _) => Tag::closed(core.epoch),
                 (Phase::Open { until }, Some(now)) => {
@@ -195,7 +198,6 @@ impl Breaker {
                 },
                 (_, None) => unreachable!("the clock is read whenever the breaker is not closed"),
             };
-            inner.publish_if_changed(&mut core);
             #[cfg(test)]
             let epoch = core.epoch;
             drop(core);
