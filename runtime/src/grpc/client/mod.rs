@@ -102,6 +102,7 @@ mod codec;
 mod connection;
 mod decide;
 mod hooks;
+mod layer;
 mod method;
 mod settings;
 pub(crate) use settings::{BreakerSection, BudgetSection, breaker_of, budget_of, section_checks};
@@ -111,6 +112,7 @@ pub use classify::{Classification, ClassifyFn};
 pub use classify::{Classify, PUSHBACK_KEY, Pushback, classify_method, default_classify, pushback};
 pub use client::Client;
 pub use decide::{CallState, DEADLINE_SLACK, Ended, NoRetry, classify_attempt};
+pub use layer::{AttemptLayers, AttemptService, BoxError, LayerError};
 pub use method::{CodeRule, Method, MethodPolicy, RpcKind};
 pub use settings::{
     InvalidValue, NewError, Settings, check_addr, check_authority, check_backoff_base,
