@@ -92,7 +92,7 @@ impl Settings {
     /// keeps (a limit, a cache) is shared by every call of the client.
     ///
     /// An error the layer returns ends the attempt with a status: the
-    /// [`Status`] the error is or carries in its `source()` chain (its code,
+    /// [`Status`](https://docs.rs/tonic/0.14/tonic/struct.Status.html) the error is or carries in its `source()` chain (its code,
     /// message and metadata), else `Unknown` with the error's message; its
     /// source is a [`LayerError`] holding the layer's error, and it is
     /// classified, retried and counted as any attempt's status. A

@@ -70,7 +70,7 @@
 //! # let _ = settings;
 //! ```
 //!
-//! An error a layer returns ends the attempt with the [`Status`](tonic::Status)
+//! An error a layer returns ends the attempt with the [`Status`](https://docs.rs/tonic/0.14/tonic/struct.Status.html)
 //! it carries (in its `source()` chain), else `Unknown`, with a
 //! [`LayerError`] as the status's source; a trailers-only answer of its own
 //! (an interceptor's `Err(status)`) ends it with that status. Either is
