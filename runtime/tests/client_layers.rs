@@ -436,3 +436,68 @@ impl SourceRef for Status {
         std::error::Error::source(self)?.downcast_ref()
     }
 }
+
+/// A transparent resend (the server refused the first stream, so it never
+/// saw the request) is a request of its own: the interceptor runs again,
+/// and the refusal it passed on is still the connection's (sent again at
+/// once, within the one attempt).
+#[tokio::test(start_paused = true)]
+async fn a_transparent_resend_goes_through_the_layers_again() {
+    let host = Host::new();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let _server = h2_server(&host, "carts:9090", move |n, headers, mut respond| {
+        let token = headers.get("authorization").unwrap().to_str().unwrap();
+        log.lock().unwrap().push(token.to_owned());
+        if n == 1 {
+            respond.send_reset(h2::Reason::REFUSED_STREAM);
+        } else {
+            answer_grpc(respond, &cart("c", 0));
+        }
+    });
+    let minted = Arc::new(AtomicUsize::new(0));
+    let mint = minted.clone();
+    let (policy, counts) = recording();
+    let settings = Settings {
+        addr: "carts:9090".into(),
+        breaker_policy: policy,
+        ..Settings::default()
+    }
+    .interceptor(move |mut request: tonic::Request<()>| {
+        let n = mint.fetch_add(1, Ordering::Relaxed) + 1;
+        let token = format!("token-{n}").parse().unwrap();
+        request.metadata_mut().insert("authorization", token);
+        Ok(request)
+    });
+    let client = Client::new(&setup(&host), settings).unwrap();
+    client.unary::<_, Cart>(&GET_CART, get("c")).await.unwrap();
+    assert_eq!(*seen.lock().unwrap(), ["token-1", "token-2"]);
+    assert_eq!(counted(&counts), (1, 0), "one attempt, for the breaker");
+}
+
+/// An interceptor's `Err(Unavailable)` on a stream's open is a failed
+/// open, retried; not a stream that opened and ended.
+#[tokio::test(start_paused = true)]
+async fn an_interceptors_unavailable_on_a_streams_open_is_retried() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let _carts = start_carts(&host, &ca, &carts);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let count = calls.clone();
+    let settings = with_layers(&ca, recording().0, |s| {
+        s.interceptor(move |request: tonic::Request<()>| {
+            if count.fetch_add(1, Ordering::Relaxed) == 0 {
+                return Err(Status::unavailable("no token yet"));
+            }
+            Ok(request)
+        })
+    });
+    let client = Client::new(&setup(&host), settings).unwrap();
+    let opened = client
+        .server_streaming::<_, Cart>(&WATCH_CART, get("c-1"))
+        .await
+        .unwrap();
+    let items: Vec<_> = opened.into_inner().collect().await;
+    assert_eq!(items.len(), 3);
+    assert_eq!(calls.load(Ordering::Relaxed), 2);
+    assert_eq!(carts.arrivals(&WATCH_CART), 1);
+}
