@@ -262,6 +262,23 @@ async fn a_layers_unavailable_error_is_retried() {
     assert_eq!(probe.count(), 3);
     assert_eq!(carts.arrivals(&GET_CART), 1);
     assert_eq!(counted(&seen), (1, 2));
+
+    // Every attempt fails so: the last one's status, the layer's, behind
+    // the NoRetry that says why no attempt followed.
+    let always = Probe::new(|_, _| Some(BoxError::from(Status::unavailable("token refresh"))));
+    let client = Client::new(
+        &setup(&host),
+        with_layers(&ca, recording().0, |s| s.layer(always.clone())),
+    )
+    .unwrap();
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get("c-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable);
+    assert_eq!(err.message(), "token refresh");
+    assert!(LayerError::from_status(&err).is_some(), "{err:?}");
+    assert_eq!(always.count(), 3, "max_attempts");
 }
 
 #[tokio::test(start_paused = true)]

@@ -76,7 +76,9 @@ impl AttemptLayers {
 
 impl fmt::Debug for AttemptLayers {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "AttemptLayers({} layers)", self.layers.len())
+        f.debug_struct("AttemptLayers")
+            .field("len", &self.layers.len())
+            .finish()
     }
 }
 
@@ -192,9 +194,17 @@ pub struct LayerError {
 
 impl LayerError {
     /// The `LayerError` of `status`, if a per-attempt layer ended the
-    /// attempt with it.
+    /// attempt with it: in its `source()` chain (a call that could not be
+    /// retried again has a [`NoRetry`](super::NoRetry) first).
     pub fn from_status(status: &Status) -> Option<&LayerError> {
-        status.source()?.downcast_ref::<LayerError>()
+        let mut next = status.source();
+        while let Some(err) = next {
+            if let Some(layer) = err.downcast_ref::<LayerError>() {
+                return Some(layer);
+            }
+            next = err.source();
+        }
+        None
     }
 
     /// The layer's error; `None` when the layer answered with a
