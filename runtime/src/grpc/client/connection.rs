@@ -429,15 +429,13 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for Sender {
 
     fn call(&mut self, request: http::Request<tonic::body::Body>) -> Responding {
         match self {
-            Sender::Direct(send) => {
-                let sent = send_on(send, request);
-                Box::pin(async move {
-                    match sent.await {
-                        Ok(response) => Ok(response.map(|body| AttemptBody::Wire { body })),
-                        Err(err) => Err(err.into()),
-                    }
-                })
-            }
+            // `map`, not an `async` block: the box holds hyper's future
+            // once (an `async move` block would keep the future it awaits
+            // twice, as its captured variable and as its awaitee).
+            Sender::Direct(send) => Box::pin(send_on(send, request).map(|sent| match sent {
+                Ok(response) => Ok(response.map(|body| AttemptBody::Wire { body })),
+                Err(err) => Err(err.into()),
+            })),
             Sender::Layered { stack, send } => Box::pin(send_layered(stack, send, request)),
         }
     }
@@ -462,8 +460,8 @@ pub(crate) fn send_on(
     }
     // On a connection that has just closed, the request fails unsent
     // (hyper's `Canceled`): a transparent retry, on a new connection.
-    let sent = send.send_request(request);
-    async move { sent.await.map(grpc_response) }
+    send.send_request(request)
+        .map(|sent| sent.map(grpc_response))
 }
 
 pin_project_lite::pin_project! {

@@ -14,6 +14,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use tonic::Status;
 use tonic::body::Body;
@@ -291,18 +292,15 @@ impl Service<http::Request<Body>> for Wire {
         let Some(Wired(mut send)) = request.extensions_mut().remove::<Wired>() else {
             return Box::pin(std::future::ready(Err(BoxError::from(NoHandle))));
         };
-        let sent = send_on(&mut send, request);
-        Box::pin(async move {
-            match sent.await {
-                Ok(mut response) => {
-                    if response.headers().contains_key(GRPC_STATUS) {
-                        response.extensions_mut().insert(FromWire);
-                    }
-                    Ok(response.map(Body::new))
+        Box::pin(send_on(&mut send, request).map(|sent| match sent {
+            Ok(mut response) => {
+                if response.headers().contains_key(GRPC_STATUS) {
+                    response.extensions_mut().insert(FromWire);
                 }
-                Err(err) => Err(BoxError::from(WireError(err))),
+                Ok(response.map(Body::new))
             }
-        })
+            Err(err) => Err(BoxError::from(WireError(err))),
+        }))
     }
 }
 
@@ -340,12 +338,10 @@ pub(super) fn send_layered(
 ) -> impl Future<Output = Result<http::Response<AttemptBody>, BoxError>> + Send + use<> {
     request.extensions_mut().insert(Wired(send.clone()));
     let stack = std::mem::replace(slot, AttemptService::new(Spent));
-    async move {
-        match stack.oneshot(request).await {
-            Ok(response) => answered(response),
-            Err(err) => Err(failed(err)),
-        }
-    }
+    stack.oneshot(request).map(|sent| match sent {
+        Ok(response) => answered(response),
+        Err(err) => Err(failed(err)),
+    })
 }
 
 /// The stack's response: a trailers-only answer no server gave (a layer's)
