@@ -299,6 +299,21 @@ fn main() {
     });
     let humus_allocs = (allocs() - before) as f64 / SEQUENTIAL as f64;
     drop(humus);
+    // The same with one trivial per-attempt layer: a no-op interceptor.
+    let intercepted = support::humus_client(
+        addr,
+        humus_settings().interceptor(Ok::<tonic::Request<()>, tonic::Status>),
+    );
+    rt.block_on(intercepted.empty_call(Empty {}))
+        .expect("connects");
+    let before = allocs();
+    rt.block_on(async {
+        for _ in 0..SEQUENTIAL {
+            intercepted.empty_call(Empty {}).await.expect("OK");
+        }
+    });
+    let intercepted_allocs = (allocs() - before) as f64 / SEQUENTIAL as f64;
+    drop(intercepted);
     settle();
 
     // In flight: 10,000 calls held by the server.
@@ -392,6 +407,10 @@ fn main() {
     println!(
         "| heap allocations per unary call (count, of {SEQUENTIAL} sequential) | {tonic_allocs:.1} | {humus_allocs:.1} | {:.2} |",
         humus_allocs / tonic_allocs
+    );
+    println!(
+        "| heap allocations per unary call, humus with one no-op interceptor (count, of {SEQUENTIAL} sequential) | {tonic_allocs:.1} | {intercepted_allocs:.1} | {:.2} |",
+        intercepted_allocs / tonic_allocs
     );
     drop(child.stdin.take());
     let _ = child.wait();

@@ -16,14 +16,19 @@
 //!
 //! ```text
 //! cargo bench -p humus-tests --bench overhead_interleaved
+//! cargo bench -p humus-tests --bench overhead_interleaved -- layers
 //! ```
+//!
+//! With `layers`, the clients are those of `support::LAYER_PEERS`: tonic,
+//! humus with no per-attempt layer, with one no-op tonic interceptor and
+//! with one identity tower layer (what one trivial layer costs).
 
 mod support;
 
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use support::{Answer, Dependency, PEERS, Peer};
+use support::{Answer, Dependency, LAYER_PEERS, PEERS, Peer};
 
 /// Rounds of one call per client, after `WARM_UP` rounds.
 const ROUNDS: usize = 20_000;
@@ -34,8 +39,6 @@ const CONCURRENCY: usize = 64;
 /// Calls per client, one at a time, for the CPU figure.
 const CPU_CALLS: usize = 20_000;
 
-const N: usize = PEERS.len();
-
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
@@ -45,7 +48,13 @@ fn main() {
     let rt = support::runtime(2);
     let _guard = rt.enter();
     let addr = rt.block_on(support::serve(Dependency::new(Answer::Ok)));
-    let clients: Vec<Peer> = PEERS
+    let names: &[&str] = if std::env::args().any(|a| a == "layers") {
+        &LAYER_PEERS
+    } else {
+        &PEERS
+    };
+    let n = names.len();
+    let clients: Vec<Peer> = names
         .iter()
         .map(|name| Peer::new(name, addr).expect("a client of PEERS"))
         .collect();
@@ -55,13 +64,13 @@ fn main() {
     let (single, batch) = rt
         .block_on(tokio::spawn(async move {
             let mut single: Vec<Vec<Duration>> =
-                (0..N).map(|_| Vec::with_capacity(ROUNDS)).collect();
+                (0..n).map(|_| Vec::with_capacity(ROUNDS)).collect();
             for round in 0..WARM_UP + ROUNDS {
                 // Each client goes first, second, third and last in turn: a call
                 // is slowed or sped by what the call before it left behind
                 // (timers, a parked or a spinning thread).
-                for turn in 0..N {
-                    let k = (round + turn) % N;
+                for turn in 0..n {
+                    let k = (round + turn) % n;
                     let started = Instant::now();
                     c[k].call().await;
                     if round >= WARM_UP {
@@ -70,10 +79,10 @@ fn main() {
                 }
             }
             let mut batch: Vec<Vec<Duration>> =
-                (0..N).map(|_| Vec::with_capacity(BATCH_ROUNDS)).collect();
+                (0..n).map(|_| Vec::with_capacity(BATCH_ROUNDS)).collect();
             for round in 0..WARM_UP / 10 + BATCH_ROUNDS {
-                for turn in 0..N {
-                    let k = (round + turn) % N;
+                for turn in 0..n {
+                    let k = (round + turn) % n;
                     let started = Instant::now();
                     join_all((0..CONCURRENCY).map(|_| c[k].call())).await;
                     if round >= WARM_UP / 10 {
@@ -85,7 +94,7 @@ fn main() {
         }))
         .expect("no call failed");
 
-    let mut cpu = [0.0; N];
+    let mut cpu = vec![0.0; n];
     for _ in 0..2 {
         for (k, total) in cpu.iter_mut().enumerate() {
             let c = clients.clone();
@@ -107,5 +116,5 @@ fn main() {
         "Unary calls over loopback TCP to an in-process tonic server; the clients take turns (2 worker threads)."
     );
     println!();
-    support::print_overhead(&single, &batch, &cpu_per_call, CONCURRENCY);
+    support::print_overhead(names, &single, &batch, &cpu_per_call, CONCURRENCY);
 }

@@ -353,5 +353,5 @@ fn parent() {
         "Unary calls over loopback TCP; each client ran in a process of its own with its own in-process tonic server (2 worker threads), the processes taking turns."
     );
     println!();
-    support::print_overhead(&single, &batch, &cpu, CONCURRENCY);
+    support::print_overhead(&PEERS, &single, &batch, &cpu, CONCURRENCY);
 }

@@ -253,6 +253,11 @@ pub fn humus_client(addr: SocketAddr, settings: Settings) -> HumusClient {
 /// first.
 pub const PEERS: [&str; 4] = ["tonic", "tonic+deadline", "humus", "tonic-generic"];
 
+/// The clients `overhead_interleaved -- layers` compares: humus with no
+/// per-attempt layer, with one no-op tonic interceptor, and with one
+/// identity tower layer; ratios are to tonic.
+pub const LAYER_PEERS: [&str; 4] = ["tonic", "humus", "humus+interceptor", "humus+layer"];
+
 /// One of the overhead benches' clients of the dependency.
 #[derive(Clone)]
 pub enum Peer {
@@ -260,7 +265,8 @@ pub enum Peer {
     Tonic(TonicClient),
     /// The same, with a 10 s deadline per request (`Request::set_timeout`).
     Deadline(TonicClient),
-    /// humus's typed client, default settings ([`humus_client`]).
+    /// humus's typed client, default settings ([`humus_client`]); or
+    /// with one trivial per-attempt layer ([`LAYER_PEERS`]).
     Humus(HumusClient),
     /// The control, [`tonic_generic_client`].
     Generic(TonicClient),
@@ -274,6 +280,14 @@ impl Peer {
             "tonic" => Peer::Tonic(tonic_client(addr)),
             "tonic+deadline" => Peer::Deadline(tonic_client(addr)),
             "humus" => Peer::Humus(humus_client(addr, Settings::default())),
+            "humus+interceptor" => Peer::Humus(humus_client(
+                addr,
+                Settings::default().interceptor(Ok::<Request<()>, tonic::Status>),
+            )),
+            "humus+layer" => Peer::Humus(humus_client(
+                addr,
+                Settings::default().layer(tower_layer::Identity::new()),
+            )),
             "tonic-generic" => Peer::Generic(tonic_generic_client(addr)),
             _ => return None,
         })
@@ -317,11 +331,12 @@ pub fn cpu_seconds() -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
-/// Prints the overhead benches' table, one row per client of [`PEERS`]:
+/// Prints the overhead benches' table, one row per client of `names`:
 /// the median latency of one call at a time, the median time of a batch
 /// of `concurrency` calls and the throughput it gives, and the CPU time per
 /// call (µs), each with its ratio to the first client.
 pub fn print_overhead(
+    names: &[&str],
     single: &[Duration],
     batch: &[Duration],
     cpu_per_call: &[f64],
@@ -332,7 +347,7 @@ pub fn print_overhead(
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     let throughput = |k: usize| concurrency as f64 / batch[k].as_secs_f64();
-    for (k, name) in PEERS.iter().enumerate() {
+    for (k, name) in names.iter().enumerate() {
         println!(
             "| {name} | {:.1} µs | {:.3} | {:.0} µs | {:.0} | {:.3} | {:.1} µs | {:.3} |",
             single[k].as_secs_f64() * 1e6,

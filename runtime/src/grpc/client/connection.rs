@@ -43,6 +43,7 @@ use tonic::Status;
 
 use super::Settings;
 use super::anchor::Anchor;
+use super::layer::{AttemptService, BoxError, LayerError, send_layered};
 use crate::setup::{BoxIo, Host};
 
 /// The message of every call made after the connection was closed.
@@ -224,7 +225,7 @@ fn tls_hint(err: &io::Error) -> &'static str {
 }
 
 /// hyper's handle on one HTTP/2 connection, for tonic's request bodies.
-type SendRequest = http2::SendRequest<tonic::body::Body>;
+pub(crate) type SendRequest = http2::SendRequest<tonic::body::Body>;
 
 /// A dial every call waiting for the connection shares: its task goes on
 /// if they stop waiting (a deadline), and the next call waits for it.
@@ -401,38 +402,114 @@ fn backing_off_status(err: &Arc<io::Error>, left: Duration) -> Status {
 }
 
 /// What an attempt sends its request through, under tonic's `Grpc`:
-/// hyper's handle on the connection.
+/// hyper's handle on the connection, straight (no per-attempt layer: no
+/// box, no allocation more), or under the client's layers.
 #[derive(Clone)]
-pub(crate) struct Sender(SendRequest);
+pub(crate) enum Sender {
+    /// Straight over the connection.
+    Direct(SendRequest),
+    /// Through the client's per-attempt layers, down to the connection.
+    Layered {
+        stack: AttemptService,
+        send: SendRequest,
+    },
+}
 
 /// The response future of [`Sender`].
-type Responding = Pin<
-    Box<dyn Future<Output = Result<http::Response<hyper::body::Incoming>, hyper::Error>> + Send>,
->;
+type Responding =
+    Pin<Box<dyn Future<Output = Result<http::Response<AttemptBody>, BoxError>> + Send>>;
 
 impl tower_service::Service<http::Request<tonic::body::Body>> for Sender {
-    type Response = http::Response<hyper::body::Incoming>;
-    type Error = hyper::Error;
+    type Response = http::Response<AttemptBody>;
+    type Error = BoxError;
     type Future = Responding;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), hyper::Error>> {
-        self.0.poll_ready(cx)
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        match self {
+            Sender::Direct(send) => send.poll_ready(cx).map_err(Into::into),
+            // The stack's readiness is awaited in its send.
+            Sender::Layered { .. } => Poll::Ready(Ok(())),
+        }
     }
 
-    fn call(&mut self, mut request: http::Request<tonic::body::Body>) -> Responding {
-        let ours = HeaderValue::from_static(USER_AGENT_VALUE);
-        if let Ok(Some(theirs)) = request.headers_mut().try_insert(USER_AGENT, ours) {
-            let mut both = theirs.as_bytes().to_vec();
-            both.push(b' ');
-            both.extend_from_slice(USER_AGENT_VALUE.as_bytes());
-            if let Ok(both) = HeaderValue::from_bytes(&both) {
-                request.headers_mut().insert(USER_AGENT, both);
-            }
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Responding {
+        match self {
+            // `map`, not an `async` block: the box holds hyper's future
+            // once (an `async move` block would keep the future it awaits
+            // twice, as its captured variable and as its awaitee).
+            Sender::Direct(send) => Box::pin(send_on(send, request).map(|sent| match sent {
+                Ok(response) => Ok(response.map(|body| AttemptBody::Wire { body })),
+                Err(err) => Err(err.into()),
+            })),
+            Sender::Layered { stack, send } => Box::pin(send_layered(stack, send, request)),
         }
-        // On a connection that has just closed, the request fails unsent
-        // (hyper's `Canceled`): a transparent retry, on a new connection.
-        let sent = self.0.send_request(request);
-        Box::pin(async move { sent.await.map(grpc_response) })
+    }
+}
+
+/// Sends `request` on the connection `send`, with the client's
+/// `user-agent` after the caller's, and reads the answer as tonic does
+/// ([`grpc_response`]).
+pub(crate) fn send_on(
+    send: &mut SendRequest,
+    mut request: http::Request<tonic::body::Body>,
+) -> impl Future<Output = Result<http::Response<hyper::body::Incoming>, hyper::Error>> + Send + use<>
+{
+    let ours = HeaderValue::from_static(USER_AGENT_VALUE);
+    if let Ok(Some(theirs)) = request.headers_mut().try_insert(USER_AGENT, ours) {
+        let mut both = theirs.as_bytes().to_vec();
+        both.push(b' ');
+        both.extend_from_slice(USER_AGENT_VALUE.as_bytes());
+        if let Ok(both) = HeaderValue::from_bytes(&both) {
+            request.headers_mut().insert(USER_AGENT, both);
+        }
+    }
+    // On a connection that has just closed, the request fails unsent
+    // (hyper's `Canceled`): a transparent retry, on a new connection.
+    send.send_request(request)
+        .map(|sent| sent.map(grpc_response))
+}
+
+pin_project_lite::pin_project! {
+    /// The body of a response as tonic reads it: hyper's, or what the
+    /// per-attempt layers gave back.
+    #[project = AttemptBodyProj]
+    #[derive(Debug)]
+    pub(crate) enum AttemptBody {
+        Wire { #[pin] body: hyper::body::Incoming },
+        Layered { #[pin] body: tonic::body::Body },
+    }
+}
+
+impl http_body::Body for AttemptBody {
+    type Data = bytes::Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, BoxError>>> {
+        match self.project() {
+            AttemptBodyProj::Wire { body } => body
+                .poll_frame(cx)
+                .map(|frame| frame.map(|f| f.map_err(Into::into))),
+            AttemptBodyProj::Layered { body } => body
+                .poll_frame(cx)
+                .map(|frame| frame.map(|f| f.map_err(Into::into))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            AttemptBody::Wire { body } => body.is_end_stream(),
+            AttemptBody::Layered { body } => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        match self {
+            AttemptBody::Wire { body } => body.size_hint(),
+            AttemptBody::Layered { body } => body.size_hint(),
+        }
     }
 }
 
@@ -491,7 +568,7 @@ fn grpc_response<B>(mut response: http::Response<B>) -> http::Response<B> {
     response
 }
 
-const GRPC_STATUS: &str = "grpc-status";
+pub(crate) const GRPC_STATUS: &str = "grpc-status";
 const GRPC_MESSAGE: &str = "grpc-message";
 
 /// How the message of a status [`grpc_response`] mapped from a non-gRPC
@@ -670,6 +747,8 @@ pub(crate) struct Connection {
     /// Keeps the calls' deadline timers from waking parked threads; its
     /// task starts with the first dial.
     anchor: Arc<Anchor>,
+    /// The per-attempt layers over the connection, if there are any.
+    layers: Option<AttemptService>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -728,6 +807,7 @@ impl Connection {
                 backoff: None,
             })),
             anchor: Arc::default(),
+            layers: settings.layers.stack(),
         }
     }
 
@@ -746,8 +826,15 @@ impl Connection {
     /// the panic of the dial's task, if it panicked.
     pub(crate) async fn grpc(&self) -> Result<tonic::client::Grpc<Sender>, Status> {
         let send = self.send_request(Backoff::Respect).await?;
+        let sender = match &self.layers {
+            None => Sender::Direct(send),
+            Some(stack) => Sender::Layered {
+                stack: stack.clone(),
+                send,
+            },
+        };
         Ok(tonic::client::Grpc::with_origin(
-            Sender(send),
+            sender,
             self.origin.clone(),
         ))
     }
@@ -982,6 +1069,10 @@ fn connection_failed(status: &Status) -> bool {
     let mut hyper = false;
     let mut source: Option<&(dyn StdError + 'static)> = status.source();
     while let Some(err) = source {
+        if err.is::<LayerError>() {
+            // A per-attempt layer's error, whatever it holds.
+            return false;
+        }
         if let Some(err) = err.downcast_ref::<h2::Error>() {
             // A GOAWAY (the server's, or this side's on a protocol error)
             // and an I/O error end the connection; a stream reset, by
@@ -1011,6 +1102,10 @@ fn connection_failed(status: &Status) -> bool {
 pub(crate) fn never_processed(status: &Status) -> bool {
     let mut source: Option<&(dyn StdError + 'static)> = status.source();
     while let Some(err) = source {
+        if err.is::<LayerError>() {
+            // A per-attempt layer's error: the server may have seen it.
+            return false;
+        }
         if let Some(err) = err.downcast_ref::<hyper::Error>()
             && err.is_canceled()
         {

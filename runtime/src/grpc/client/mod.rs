@@ -45,6 +45,39 @@
 //! the backoff and the server's pushback. Streams retry their open only,
 //! and count in the breaker once, when they end ([`Streaming`]).
 //!
+//! # Per-attempt layers and interceptors
+//!
+//! [`Settings::layer`] takes a tower layer, and [`Settings::interceptor`] a
+//! tonic interceptor, that wrap each attempt, inside the retries and the
+//! breaker, after the attempt's failure-injection point: they run once
+//! per attempt (and for each transparent resend), on the attempt's own
+//! request ([`AttemptService`]), see its metadata (its `grpc-timeout`, its
+//! `traceparent`) and may change it:
+//!
+//! ```
+//! use humus::grpc::client::Settings;
+//!
+//! let settings = Settings {
+//!     addr: "carts:9090".into(),
+//!     ..Settings::default()
+//! }
+//! .interceptor(|mut request: tonic::Request<()>| {
+//!     // Read on every attempt: a retry carries a fresh token.
+//!     let token = "Bearer t0k3n".parse().expect("ASCII");
+//!     request.metadata_mut().insert("authorization", token);
+//!     Ok(request)
+//! });
+//! # let _ = settings;
+//! ```
+//!
+//! An error a layer returns ends the attempt with the [`Status`](https://docs.rs/tonic/0.14/tonic/struct.Status.html)
+//! it carries (in its `source()` chain), else `Unknown`, with a
+//! [`LayerError`] as the status's source; a trailers-only answer of its own
+//! (an interceptor's `Err(status)`) ends it with that status. Either is
+//! classified, retried and counted as any attempt's result. With no layer
+//! set the attempt is sent as before, with no box or allocation more.
+//! Design: [per-attempt layers](crate::design::client#per-attempt-layers).
+//!
 //! # The connection and its backoff
 //!
 //! Every call goes over one HTTP/2 connection, dialled when the first call
@@ -102,6 +135,7 @@ mod codec;
 mod connection;
 mod decide;
 mod hooks;
+mod layer;
 mod method;
 mod settings;
 pub(crate) use settings::{BreakerSection, BudgetSection, breaker_of, budget_of, section_checks};
@@ -111,6 +145,7 @@ pub use classify::{Classification, ClassifyFn};
 pub use classify::{Classify, PUSHBACK_KEY, Pushback, classify_method, default_classify, pushback};
 pub use client::Client;
 pub use decide::{CallState, DEADLINE_SLACK, Ended, NoRetry, classify_attempt};
+pub use layer::{AttemptLayers, AttemptService, BoxError, LayerError};
 pub use method::{CodeRule, Method, MethodPolicy, RpcKind};
 pub use settings::{
     InvalidValue, NewError, Settings, check_addr, check_authority, check_backoff_base,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use rustls_pki_types::ServerName;
 
-use super::Classify;
+use super::{AttemptLayers, Classify};
 use crate::{circuit, retry};
 
 /// The settings of one dependency's [`Client`](super::Client): plain
@@ -32,6 +32,7 @@ use crate::{circuit, retry};
 /// | [`breaker`](Settings::breaker) | window 20, 1 probe, open 10 s, probe timeout 30 s | one per field: [`check_window`], [`check_probes`], [`check_open_for`], [`check_probe_timeout`]; all four: [`check_breaker`] |
 /// | [`breaker_policy`](Settings::breaker_policy) | open after 5 failures in a row or half of 20 or more; close after 3 good probes | none (set in code) |
 /// | [`forward_scenario`](Settings::forward_scenario) | `false` | none |
+/// | [`layers`](Settings::layers) | none | none (set in code: [`layer`](Settings::layer), [`interceptor`](Settings::interceptor)) |
 ///
 /// The defaults of the timeout, the backoff and the probe timeout are
 /// chosen so that a pushback of up to 5 s is waited for, and a probe holds
@@ -146,6 +147,12 @@ pub struct Settings {
     /// Whether a failure scenario in a call's baggage is sent on to the
     /// dependency; by default the client strips it.
     pub forward_scenario: bool,
+
+    /// The tower layers and tonic interceptors around each attempt's send,
+    /// outermost first; none by default, which costs the calls nothing.
+    /// Set in code, with [`Settings::layer`] and [`Settings::interceptor`].
+    #[serde(skip)]
+    pub layers: AttemptLayers,
 }
 
 impl fmt::Debug for Settings {
@@ -164,6 +171,7 @@ impl fmt::Debug for Settings {
             .field("breaker", &self.breaker)
             .field("breaker_policy", &self.breaker_policy)
             .field("forward_scenario", &self.forward_scenario)
+            .field("layers", &self.layers)
             .finish()
     }
 }
@@ -184,6 +192,7 @@ impl Default for Settings {
             breaker: DEFAULT_BREAKER,
             breaker_policy: circuit::Policy::consecutive_or_half(5, 20, 3),
             forward_scenario: false,
+            layers: AttemptLayers::default(),
         }
     }
 }

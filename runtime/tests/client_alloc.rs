@@ -1,0 +1,108 @@
+//! With no per-attempt layer set, a unary call allocates what it did
+//! before layers existed; one trivial layer costs a few allocations more
+//! (docs/client.md, "Per-attempt layers"). A counting allocator, in its
+//! own test binary since the allocator is global; it counts the
+//! allocations of the test's thread, where the current-thread runtime runs
+//! the client, its connection and the in-process server (plain text on the
+//! testing Host, paused time).
+
+mod client_support;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use client_support::*;
+use humus::grpc::client::{Client, Settings};
+use humus::testing::Host;
+
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+// SAFETY: defers every call to `System`; counting touches only a
+// const-initialised thread-local `Cell` with no destructor.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.with(|n| n.set(n.get() + 1));
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller upholds `GlobalAlloc::dealloc`'s contract.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.with(|n| n.set(n.get() + 1));
+        // SAFETY: the caller upholds `GlobalAlloc::realloc`'s contract.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn count() -> usize {
+    ALLOCATIONS.with(Cell::get)
+}
+
+/// Calls measured after the warm-up ones.
+const CALLS: usize = 200;
+
+/// Allocations per unary call of a client with `settings` (plain text to
+/// an in-process carts), client and server together, the fewest of three
+/// rounds of [`CALLS`] calls (after warm-up calls, so the connection's
+/// tables have grown).
+async fn per_call(host: &Host, settings: Settings) -> usize {
+    let client = Client::new(&setup(host), settings).unwrap();
+    for _ in 0..50 {
+        client.unary::<_, Cart>(&GET_CART, get("c")).await.unwrap();
+    }
+    let mut fewest = usize::MAX;
+    for _ in 0..3 {
+        let before = count();
+        for _ in 0..CALLS {
+            client.unary::<_, Cart>(&GET_CART, get("c")).await.unwrap();
+        }
+        fewest = fewest.min((count() - before).div_ceil(CALLS));
+    }
+    fewest
+}
+
+fn plain() -> Settings {
+    Settings {
+        addr: "carts:9090".into(),
+        ..Settings::default()
+    }
+}
+
+/// What a call allocated before per-attempt layers (this test's figure on
+/// `main` at 42f353e, client and server together, with humus's client
+/// code of then): the no-layer path must not allocate more.
+const BEFORE_LAYERS: usize = 62;
+
+#[tokio::test(start_paused = true)]
+async fn no_layer_allocates_what_a_call_did_before_and_one_layer_a_few_more() {
+    let host = Host::new();
+    let carts = Carts::new();
+    let _carts = serve_plain(&host, "carts:9090", carts.clone());
+    let direct = per_call(&host, plain()).await;
+    let layered = per_call(&host, plain().layer(tower::layer::util::Identity::new())).await;
+    let intercepted = per_call(&host, plain().interceptor(Ok)).await;
+    println!(
+        "allocations per call: no layer {direct}, identity layer {layered}, no-op interceptor {intercepted}"
+    );
+    assert!(
+        direct <= BEFORE_LAYERS,
+        "no layer: {direct}, before layers: {BEFORE_LAYERS}"
+    );
+    assert!(layered > direct);
+    assert!(layered <= direct + 10, "one identity layer: {layered}");
+    assert!(
+        intercepted <= direct + 10,
+        "one no-op interceptor: {intercepted}"
+    );
+}
