@@ -623,6 +623,13 @@ async fn a_path_is_appended_to_the_base_path_and_stays_under_it() {
         ("http://127.0.0.1:1/x", "is an absolute URL"),
         ("//elsewhere/x", "names a host"),
         ("..\\ok", "backslash"),
+        // A URL parser drops a tab, LF or CR, which would make these `..`.
+        ("rates/.\n./..\n/admin", "holds '\\n'"),
+        (".\n./etc", "holds '\\n'"),
+        ("%2e\t%2e/etc", "holds '\\t'"),
+        (".\r./etc", "holds '\\r'"),
+        ("/rates?at=.\n.", "holds '\\n'"),
+        ("/a b", "holds ' '"),
     ] {
         let err = client.get(path).send().await.unwrap_err();
         assert_eq!(err.kind(), Kind::Request, "{path}");

@@ -231,8 +231,11 @@ impl Client {
     /// [`build`](RequestBuilder::build) return [`Kind::Request`] with
     /// nothing sent. Refused are a `.` or `..` segment (`../ok`,
     /// `a/./b`, percent-encoded `%2e%2e` too), a backslash (which URL
-    /// parsers read as `/`), an absolute URL (`https://other/x`) and a path
-    /// that starts with `//` (which names a host). A request to another
+    /// parsers read as `/`), an absolute URL (`https://other/x`), a path
+    /// that starts with `//` (which names a host), and white space or a
+    /// control character anywhere in the text, query and fragment included
+    /// (URL parsers drop a tab, LF or CR, so `.\n.` would be `..`:
+    /// percent-encode instead, `%20` for a space). A request to another
     /// URL of the same origin goes through [`execute`](Client::execute),
     /// with a [`reqwest::Request`] built with the URL in full.
     ///
@@ -606,6 +609,17 @@ impl Client {
 /// Why a path given to [`Client::request`] would leave the base URL's
 /// path, if it would.
 fn check_path(path: &str) -> Result<(), String> {
+    // First, over the whole text: a URL parser drops a tab, LF or CR
+    // wherever it is (`.\n.` is `..` to it), so no other check could see
+    // the path it reads; nor is white space part of a URL.
+    if let Some((i, c)) = path
+        .char_indices()
+        .find(|(_, c)| c.is_whitespace() || c.is_control())
+    {
+        return Err(format!(
+            "the path {path:?} holds {c:?} at byte {i}: a path has no white space or control character (a URL parser drops a tab or newline, which could make a '..' that leaves the base URL's path); percent-encode it (a space is %20)"
+        ));
+    }
     // Most paths hold no backslash, no `//` start, no `:` and no `.`
     // segment: one pass over the bytes tells.
     let end = path.find(['?', '#']).unwrap_or(path.len());
@@ -642,7 +656,12 @@ fn check_path(path: &str) -> Result<(), String> {
         while !rest.is_empty() {
             if let Some(r) = rest.strip_prefix('.') {
                 rest = r;
-            } else if rest.len() >= 3 && rest[..3].eq_ignore_ascii_case("%2e") {
+            } else if rest
+                .as_bytes()
+                .get(..3)
+                .is_some_and(|b| b.eq_ignore_ascii_case(b"%2e"))
+            {
+                // Three ASCII bytes: `rest[3..]` starts on a character.
                 rest = &rest[3..];
             } else {
                 return false;
@@ -903,11 +922,11 @@ mod tests {
                 "rates/EUR?at=now&b=1",
                 "?q=1",
                 "?",
-                "/x?q=a b",
+                "/x?q=a%20b",
                 "/x#top",
                 "x?q#f",
                 "#f",
-                "/a b/ü/%41",
+                "/a%20b/ü/%41",
                 "/a//b",
                 "/x:y",
                 "/@x",
@@ -923,6 +942,74 @@ mod tests {
                     Url::parse(&format!("{text}{sep}{path}")).unwrap()
                 };
                 assert_eq!(client.url_of(path), want, "{base} + {path:?}");
+            }
+        }
+    }
+
+    /// A URL parser drops a tab, LF or CR anywhere in the text: a path
+    /// with one is refused, before its dots could come together.
+    #[test]
+    fn white_space_and_control_characters_are_refused() {
+        for path in [
+            "users/.\n./..\n/admin",
+            ".\n./etc",
+            "%2e\t%2e/etc",
+            ".\r.",
+            "a\u{0}b",
+            "a\u{7f}",
+            "a\u{85}",
+            "a b",
+            "a\u{a0}b",
+            "?q=a b",
+            "#.\n.",
+        ] {
+            let why = check_path(path).unwrap_err();
+            assert!(
+                why.contains("white space or control character"),
+                "{path:?}: {why}"
+            );
+        }
+        // A `%2` before a character of more than one byte is no dot (and
+        // no panic).
+        for path in ["%2é", "a/%2ü/b", "%2e%2é"] {
+            assert_eq!(check_path(path), Ok(()), "{path:?}");
+        }
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever path is accepted, the URL built stays on the base URL's
+        /// origin and under its path.
+        #[test]
+        fn an_accepted_paths_url_stays_under_the_base_path(
+            path in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    ".", ".", "/", "/", "%2e", "%2E", "%2", "e", "a", "\t", "\n", "\r",
+                    " ", "\\", ":", "//", "?", "#", "%", "\u{0}", "\u{b}", "\u{c}", "..",
+                    "%5c", "%2f", "\u{3000}", "\u{ff0e}", "é", "ü",
+                ]),
+                0..12,
+            ).prop_map(|parts| parts.concat())
+        ) {
+            let setup = Setup::new();
+            let client = Client::new(
+                &setup,
+                Settings {
+                    base_url: "http://127.0.0.1:1/api/v1".into(),
+                    ..Settings::default()
+                },
+            )
+            .unwrap();
+            if check_path(&path).is_ok() {
+                let url = client.url_of(&path);
+                prop_assert_eq!(url.origin(), client.base_url().origin());
+                prop_assert!(
+                    url.path() == "/api/v1" || url.path().starts_with("/api/v1/"),
+                    "{:?} gave {}", path, url
+                );
+                let (request, _) = client.get(&path).build().unwrap();
+                prop_assert_eq!(request.url(), &url);
             }
         }
     }
