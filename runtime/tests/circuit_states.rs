@@ -394,6 +394,11 @@ async fn an_open_period_too_long_for_the_clock_never_ends() {
     advance(Duration::from_secs(1 << 40)).await;
     assert_eq!(b.state(), State::Open);
     assert_eq!(b.allow().unwrap_err().retry_after, Duration::MAX);
+    // Said in words, not as 18446744073709551615.999999999s.
+    assert_eq!(
+        b.allow().unwrap_err().to_string(),
+        "circuit: call rejected: open with no end (its open_for is past what the clock can count)"
+    );
 }
 
 #[tokio::test(start_paused = true)]

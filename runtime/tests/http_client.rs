@@ -460,6 +460,47 @@ async fn the_call_timeout_bounds_every_attempt_and_wait() {
     assert_eq!(decisions(&telemetry), [("expired".to_owned(), 1.0)]);
 }
 
+/// A duration too long for the clock (300 billion years passes every
+/// check, each being more than zero) is no timer: no panic when an instant
+/// is computed from it, with or without the fault point, and with a
+/// request's own timeout as long.
+#[tokio::test(start_paused = true)]
+async fn a_duration_too_long_for_the_clock_is_no_timer_and_no_panic() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let huge = humantime_serde::re::humantime::parse_duration("300000000000y").unwrap();
+    for faults in [false, true] {
+        let settings: Settings = serde_json::from_str(&format!(
+            r#"{{"base_url": "{}", "timeout": "300000000000y", "attempt_timeout": "300000000000y"}}"#,
+            upstream.url()
+        ))
+        .unwrap();
+        assert_eq!(settings.attempt_timeout, huge);
+        humus::app::check_http_client(&settings).unwrap();
+        let client = Client::new(&setup(&telemetry, faults), settings).unwrap();
+        let response = client.get("/x").send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        let response = client.get("/x").timeout(huge).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        // A retried answer: each attempt's deadline is computed again.
+        upstream.script([Reply::status(503)]);
+        let response = client.get("/x").send().await.unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    // The breaker's periods are capped where they are read.
+    for key in ["breaker_open_for", "breaker_probe_timeout"] {
+        let settings: Settings = serde_json::from_str(&format!(
+            r#"{{"base_url": "{}", "{key}": "300000000000y"}}"#,
+            upstream.url()
+        ))
+        .unwrap();
+        let err = humus::app::check_http_client(&settings)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("want at most 365 days"), "{err}");
+    }
+}
+
 #[test]
 fn new_names_every_bad_field() {
     let err = Client::new(

@@ -550,8 +550,9 @@ impl fmt::Debug for OwnedTicket {
 /// It renders as `circuit: call rejected: open for another 4.2s` (the
 /// remaining time rounded up to the millisecond, as [`Duration`]'s `Debug`
 /// prints it: `10s`, `4.2s`, `1ms`) or `circuit: call rejected: half-open,
-/// and every probe slot is taken`. [`retry_after`](Rejected::retry_after)
-/// keeps the exact time.
+/// and every probe slot is taken`, or `circuit: call rejected: open with
+/// no end (...)` when [`retry_after`](Rejected::retry_after) is
+/// [`Duration::MAX`]. `retry_after` keeps the exact time.
 ///
 /// Design: [states](crate::design::circuit_breaker#states).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -572,6 +573,11 @@ impl fmt::Display for Rejected {
             State::HalfOpen => {
                 f.write_str("circuit: call rejected: half-open, and every probe slot is taken")
             }
+            _ if self.retry_after == Duration::MAX => write!(
+                f,
+                "circuit: call rejected: {} with no end (its open_for is past what the clock can count)",
+                self.state
+            ),
             _ => write!(
                 f,
                 "circuit: call rejected: {} for another {:?}",

@@ -670,24 +670,43 @@ pub fn check_probes(probes: usize) -> Result<(), InvalidValue> {
     count(probes, "probes")
 }
 
+/// The longest [`check_open_for`] and [`check_probe_timeout`] take: 365
+/// days, as the server's longest connection age. A longer period is a
+/// typo (`300000000000y`), and one past what the clock can count would
+/// leave the breaker open for good.
+const LONGEST_BREAKER_PERIOD: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// More than zero and at most [`LONGEST_BREAKER_PERIOD`].
+fn breaker_period(d: Duration) -> Result<(), InvalidValue> {
+    positive(d)?;
+    if d > LONGEST_BREAKER_PERIOD {
+        return Err(InvalidValue::new(format!(
+            "is {}, want at most 365 days",
+            humantime_serde::re::humantime::format_duration(d)
+        )));
+    }
+    Ok(())
+}
+
 /// Checks how long the breaker stays open ([`circuit::Config::open_for`]):
-/// more than zero.
+/// more than zero, and at most 365 days.
 ///
 /// # Errors
 ///
-/// [`InvalidValue`] for zero.
+/// [`InvalidValue`] for zero, or for more than 365 days.
 pub fn check_open_for(open_for: Duration) -> Result<(), InvalidValue> {
-    positive(open_for)
+    breaker_period(open_for)
 }
 
 /// Checks how long a probe holds its slot
-/// ([`circuit::Config::probe_timeout`]): more than zero.
+/// ([`circuit::Config::probe_timeout`]): more than zero, and at most 365
+/// days.
 ///
 /// # Errors
 ///
-/// [`InvalidValue`] for zero.
+/// [`InvalidValue`] for zero, or for more than 365 days.
 pub fn check_probe_timeout(probe_timeout: Duration) -> Result<(), InvalidValue> {
-    positive(probe_timeout)
+    breaker_period(probe_timeout)
 }
 
 /// Checks the backoff's base: more than zero.
@@ -937,6 +956,17 @@ mod tests {
         let d = Settings::default().breaker;
         assert!(check_window(d.window).is_ok() && check_probes(d.probes).is_ok());
         assert!(check_open_for(d.open_for).is_ok() && check_probe_timeout(d.probe_timeout).is_ok());
+        let year = Duration::from_secs(365 * 24 * 3600);
+        for check in [check_open_for, check_probe_timeout] {
+            assert_eq!(check(year), Ok(()));
+            let err = check(year + Duration::from_secs(1))
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with("is 11months 30days "), "{err}");
+            assert!(err.ends_with(", want at most 365 days"), "{err}");
+            let err = check(Duration::MAX).unwrap_err().to_string();
+            assert!(err.ends_with("want at most 365 days"), "{err}");
+        }
         for n in [1, circuit::MAX_COUNT] {
             assert!(check_window(n).is_ok() && check_probes(n).is_ok(), "{n}");
         }

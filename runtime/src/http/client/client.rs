@@ -482,11 +482,14 @@ impl Client {
             } else {
                 Instant::now()
             };
+            // Saturating: an attempt_timeout too long for the clock is no
+            // timer of the client's own.
+            let own_deadline = later(now, inner.settings.attempt_timeout);
             let attempt_deadline = match deadline {
-                Some(d) => d.min(now + inner.settings.attempt_timeout),
-                None => now + inner.settings.attempt_timeout,
+                Some(d) => d.min(own_deadline),
+                None => own_deadline,
             };
-            let call_deadline = deadline.unwrap_or(attempt_deadline + Duration::from_secs(1));
+            let call_deadline = deadline.unwrap_or(later(attempt_deadline, Duration::from_secs(1)));
             // The attempt, inline (a future of its own would hold a second
             // copy of the request): the fault point, the propagation
             // headers, then reqwest.
@@ -519,7 +522,7 @@ impl Client {
                 // attempt has all of it, else the attempt's time left.
                 if stripped.is_some()
                     || request.timeout().is_some()
-                    || attempt_deadline < now + inner.settings.attempt_timeout
+                    || attempt_deadline < own_deadline
                 {
                     *request.timeout_mut() =
                         Some(attempt_deadline.saturating_duration_since(Instant::now()));
@@ -604,6 +607,16 @@ impl Client {
             Ok(inner.faults.strip(span.context()))
         }
     }
+}
+
+/// `at + d`, or, when that is past what the clock can count (a setting of
+/// hundreds of years), an instant about 30 years after `at` (as tokio's own
+/// timers saturate): no panic on any duration a setting holds.
+fn later(at: Instant, d: Duration) -> Instant {
+    const FAR: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
+    at.checked_add(d)
+        .or_else(|| at.checked_add(FAR))
+        .unwrap_or(at)
 }
 
 /// Why a path given to [`Client::request`] would leave the base URL's
