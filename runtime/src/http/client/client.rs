@@ -327,6 +327,10 @@ impl Client {
     ///
     /// As [`execute_with`](Client::execute_with).
     ///
+    /// # Panics
+    ///
+    /// As [`execute_with`](Client::execute_with).
+    ///
     /// [`reqwest::Request`]: https://docs.rs/reqwest/0.13/reqwest/struct.Request.html
     pub fn execute(
         &self,
@@ -367,7 +371,10 @@ impl Client {
     ///
     /// # Panics
     ///
-    /// Whatever the classify or breaker policy functions panic with.
+    /// When polled outside a tokio runtime, or on one without its time and
+    /// I/O drivers (`Builder::enable_all`): the client's timers and
+    /// reqwest's connections run on tokio. And whatever the classify or
+    /// breaker policy functions panic with.
     pub fn execute_with(
         &self,
         request: reqwest::Request,
@@ -411,6 +418,7 @@ impl Client {
         cx: Context,
         inherited: Option<Instant>,
     ) -> Result<reqwest::Response, Error> {
+        require_runtime();
         let inner = &*self.inner;
         let request = original.as_ref().expect("call is given its request");
         let url = request.url();
@@ -606,6 +614,19 @@ impl Client {
         } else {
             Ok(inner.faults.strip(span.context()))
         }
+    }
+}
+
+/// Panics, saying what to do, when a call is polled outside a tokio
+/// runtime (reqwest's own panic comes from deep inside hyper, and names
+/// neither the client nor the fix).
+fn require_runtime() {
+    if tokio::runtime::Handle::try_current().is_err() {
+        panic!(
+            "humus::http::client::Client: a call was polled outside a tokio runtime; \
+             its timers and its reqwest connections run on tokio: await it on a runtime \
+             built with its time and I/O drivers (tokio::main, or Builder::enable_all)"
+        );
     }
 }
 
@@ -887,6 +908,10 @@ impl RequestBuilder {
     /// # Errors
     ///
     /// As [`Client::execute_with`], and [`build`](RequestBuilder::build)'s.
+    ///
+    /// # Panics
+    ///
+    /// As [`Client::execute_with`]: when polled outside a tokio runtime.
     pub fn send(self) -> impl Future<Output = Result<reqwest::Response, Error>> + Send + use<> {
         let client = self.client.clone();
         let plain = self.plain;
@@ -990,6 +1015,38 @@ mod tests {
     }
 
     use proptest::prelude::*;
+
+    /// Outside a tokio runtime a call panics with the client's own message,
+    /// not tokio's from deep inside reqwest.
+    #[test]
+    fn a_call_polled_outside_a_runtime_panics_saying_so() {
+        let client = Client::new(
+            &Setup::new(),
+            Settings {
+                base_url: "http://127.0.0.1:1".into(),
+                ..Settings::default()
+            },
+        )
+        .unwrap();
+        let send = client.get("/x").send();
+        let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut send = std::pin::pin!(send);
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            let _ = send.as_mut().poll(&mut cx);
+        }))
+        .unwrap_err();
+        let text = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_default();
+        assert!(
+            text.starts_with(
+                "humus::http::client::Client: a call was polled outside a tokio runtime"
+            ),
+            "{text}"
+        );
+    }
 
     proptest! {
         /// Whatever path is accepted, the URL built stays on the base URL's
