@@ -186,7 +186,7 @@ async fn a_checked_connection_that_breaks_is_dialled_again_by_the_next_call() {
     assert_eq!(host.dials("carts:9090"), 2);
 }
 
-/// A server that answers, but not in HTTP/2 (an HTTP/1.1 server on the
+/// A server that answers, but not in HTTP/2 (a proxy's HTTP/1.1 502 page on the
 /// port): the dial fails, the call is Unavailable, and the client never
 /// turns healthy.
 #[tokio::test(start_paused = true)]
@@ -201,7 +201,7 @@ async fn a_server_that_does_not_speak_http2_is_not_connected() {
                 let mut request = [0u8; 64];
                 let _ = conn.read(&mut request).await;
                 let _ = conn
-                    .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+                    .write_all(b"HTTP/1.1 502 Bad Gateway\r\ncontent-type: text/html\r\ncontent-length: 24\r\n\r\n<html>Bad Gateway</html>")
                     .await;
                 let _ = conn.read(&mut request).await;
             });
@@ -220,7 +220,14 @@ async fn a_server_that_does_not_speak_http2_is_not_connected() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
-    assert!(err.message().contains("does not speak HTTP/2"), "{err:?}");
+    // Told it answered in HTTP/1, with no guess about TLS.
+    assert!(
+        err.message().contains(
+            "the server answered in HTTP/1 (its first bytes are \"HTTP/1.1 \"), not HTTP/2"
+        ),
+        "{err:?}"
+    );
+    assert!(!err.message().contains("TLS"), "{err:?}");
     assert!(
         timeout(Duration::from_secs(5), client.connected().check())
             .await

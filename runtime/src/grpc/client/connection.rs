@@ -153,8 +153,9 @@ impl Dialer {
 
     /// [`Dialer::connect`], cut short by a close, as a connection that
     /// fails its IO once the connection is closed, and that tells
-    /// `preface` whether the server's first bytes are HTTP/2 settings.
-    async fn connect_gated(self: Arc<Self>, preface: oneshot::Sender<bool>) -> io::Result<Gated> {
+    /// `preface` the server's first bytes (up to a frame head's 9), or
+    /// that they are HTTP/2 settings.
+    async fn connect_gated(self: Arc<Self>, preface: oneshot::Sender<Heard>) -> io::Result<Gated> {
         let io = tokio::select! {
             biased;
             () = self.wait_closed() => return Err(self.closed_error()),
@@ -322,27 +323,10 @@ impl Dialer {
         tokio::spawn(async move {
             let _ = connection.await;
         });
-        // In plain text, the likeliest cause of either failure is a server
-        // that speaks TLS (it closes, or answers with a TLS alert).
-        let hint = if plain_text {
-            ": the server probably speaks TLS: set Settings::tls to a TLS config that trusts its certificate"
-        } else {
-            ""
-        };
         match preface.await {
-            Ok(true) => Ok(send),
-            Ok(false) => Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "dial {addr}: the server does not speak HTTP/2 (its first bytes are no settings frame){hint}"
-                ),
-            )),
-            Err(_) => Err(io::Error::new(
-                io::ErrorKind::ConnectionAborted,
-                format!(
-                    "dial {addr}: the connection closed before the server's HTTP/2 settings{hint}"
-                ),
-            )),
+            Ok(Heard::Settings) => Ok(send),
+            Ok(Heard::Other { head, len }) => Err(not_http2(&addr, &head[..len], plain_text)),
+            Err(_) => Err(not_http2(&addr, &[], plain_text)),
         }
     }
 }
@@ -633,15 +617,76 @@ struct Gated {
     preface: Option<Preface>,
 }
 
+/// The error of a dial whose server's first bytes, `first` (up to 9; none
+/// if it closed first), are no HTTP/2 settings frame, saying what they
+/// tell: an HTTP/1 answer (`HTTP/1.1 502 Bad Gateway` from a proxy not
+/// set up for gRPC), a TLS record (a TLS server, to a plain-text client),
+/// or neither.
+fn not_http2(addr: &str, first: &[u8], plain_text: bool) -> io::Error {
+    const TLS_HINT: &str = "the server probably speaks TLS: set Settings::tls to a TLS config that trusts its certificate";
+    // A TLS record's head: an alert (21) or a handshake (22), version 3.x.
+    let tls_record = first.len() >= 2 && matches!(first[0], 0x15 | 0x16) && first[1] == 0x03;
+    let (kind, text) = if first.is_empty() {
+        // Nothing to go by: in plain text, a TLS server that closes on
+        // bytes that are no ClientHello is the likeliest.
+        let hint = if plain_text {
+            format!(": {TLS_HINT}")
+        } else {
+            String::new()
+        };
+        (
+            io::ErrorKind::ConnectionAborted,
+            format!("dial {addr}: the connection closed before the server's HTTP/2 settings{hint}"),
+        )
+    } else if first.starts_with(b"HTTP/1.") {
+        (
+            io::ErrorKind::InvalidData,
+            format!(
+                "dial {addr}: the server answered in HTTP/1 (its first bytes are {:?}), not HTTP/2, which gRPC needs end to end: the likeliest cause is a proxy or server that is not set up for gRPC (HTTP/2{})",
+                String::from_utf8_lossy(first),
+                if plain_text {
+                    " in plain text, h2c"
+                } else {
+                    ""
+                }
+            ),
+        )
+    } else if tls_record && plain_text {
+        (
+            io::ErrorKind::InvalidData,
+            format!(
+                "dial {addr}: the server does not speak HTTP/2 in plain text (its first bytes are a TLS record, {first:02x?}): {TLS_HINT}"
+            ),
+        )
+    } else {
+        (
+            io::ErrorKind::InvalidData,
+            format!(
+                "dial {addr}: the server does not speak HTTP/2 (its first bytes, {first:02x?}, are no settings frame)"
+            ),
+        )
+    };
+    io::Error::new(kind, text)
+}
+
+/// What a server's first bytes were: an HTTP/2 settings frame's head, or
+/// other bytes (fewer than 9 if the connection ended first).
+#[derive(Debug)]
+enum Heard {
+    Settings,
+    Other { head: [u8; 9], len: usize },
+}
+
 /// The head of the first frame a server sends, which HTTP/2 requires to be
 /// a SETTINGS frame that is not an acknowledgement (RFC 9113, 3.4): 9
 /// bytes, type 4, no ACK flag, stream 0.
 struct Preface {
     head: [u8; 9],
     len: usize,
-    /// Told whether the head is a settings frame's; dropped unsent if the
-    /// connection ends first.
-    heard: oneshot::Sender<bool>,
+    /// Told whether the head is a settings frame's, or what it is; told
+    /// the bytes so far at the end of the stream; dropped unsent if the
+    /// connection fails first.
+    heard: oneshot::Sender<Heard>,
 }
 
 impl Preface {
@@ -690,15 +735,21 @@ impl tokio::io::AsyncRead for Gated {
         if let Some(preface) = &mut this.preface
             && let Poll::Ready(Ok(())) = polled
         {
-            match preface.read(&buf.filled()[before..]) {
-                Some(settings) => {
-                    if let Some(preface) = this.preface.take() {
-                        let _ = preface.heard.send(settings);
-                    }
-                }
-                // The end of the stream before the settings.
-                None if buf.filled().len() == before => this.preface = None,
-                None => {}
+            let read = preface.read(&buf.filled()[before..]);
+            let ended = read.is_none() && buf.filled().len() == before;
+            if (read.is_some() || ended)
+                && let Some(preface) = this.preface.take()
+            {
+                // The settings, other bytes, or the end of the stream
+                // before the settings (with the bytes so far).
+                let heard = match read {
+                    Some(true) => Heard::Settings,
+                    _ => Heard::Other {
+                        head: preface.head,
+                        len: preface.len,
+                    },
+                };
+                let _ = preface.heard.send(heard);
             }
         }
         polled
@@ -1162,6 +1213,42 @@ mod tests {
         let mut refused = Status::unavailable("refused");
         refused.set_source(Arc::new(io::Error::other("y")));
         assert_eq!(transport_status(refused).message(), "refused");
+    }
+
+    /// What the first bytes of a server that is no HTTP/2 one tell.
+    #[test]
+    fn a_dial_that_hears_no_settings_says_what_it_heard() {
+        let said = |first: &[u8], plain_text: bool| not_http2("a:1", first, plain_text).to_string();
+        // A proxy's HTTP/1.1 answer: no TLS hint, whatever the client's TLS.
+        for plain_text in [true, false] {
+            let text = said(b"HTTP/1.1 ", plain_text);
+            assert!(text.starts_with("dial a:1: the server answered in HTTP/1 (its first bytes are \"HTTP/1.1 \"), not HTTP/2"), "{text}");
+            assert!(text.contains("not set up for gRPC"), "{text}");
+            assert!(!text.contains("TLS"), "{text}");
+        }
+        assert!(said(b"HTTP/1.0", true).contains("answered in HTTP/1"));
+        // A TLS alert (and a handshake record) to a plain-text client.
+        for record in [
+            &[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x32][..],
+            &[0x16, 0x03, 0x01, 0, 0, 0, 0, 0, 0],
+        ] {
+            let text = said(record, true);
+            assert!(text.contains("its first bytes are a TLS record"), "{text}");
+            assert!(text.ends_with("the server probably speaks TLS: set Settings::tls to a TLS config that trusts its certificate"), "{text}");
+        }
+        // Neither: said as bytes, with no guess.
+        let text = said(b"SSH-2.0-x", true);
+        assert_eq!(
+            text,
+            "dial a:1: the server does not speak HTTP/2 (its first bytes, [53, 53, 48, 2d, 32, 2e, 30, 2d, 78], are no settings frame)"
+        );
+        assert!(!said(&[0x15, 0x03], false).contains("TLS"));
+        // Nothing read: in plain text, TLS is the likeliest.
+        assert!(said(&[], true).ends_with("the server probably speaks TLS: set Settings::tls to a TLS config that trusts its certificate"));
+        assert_eq!(
+            said(&[], false),
+            "dial a:1: the connection closed before the server's HTTP/2 settings"
+        );
     }
 
     #[test]

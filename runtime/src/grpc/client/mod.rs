@@ -124,7 +124,8 @@
 //! address). A client of `10.0.0.7:9090` may so require a certificate for
 //! `carts` and send `:authority carts-api`. A dial that fails because one
 //! side speaks TLS and the other does not says so, and names
-//! [`Settings::tls`].
+//! [`Settings::tls`]; one whose server answers in HTTP/1 (a proxy not set
+//! up for gRPC, answering `HTTP/1.1 502 Bad Gateway`) says that instead.
 
 mod anchor;
 mod attempt;
