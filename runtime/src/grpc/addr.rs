@@ -96,8 +96,9 @@ pub(crate) fn split(addr: &str) -> Result<HostPort<'_>, Problem<'_>> {
     Ok(HostPort { host, port })
 }
 
-/// Checks a host that is not in brackets: an IPv4 address or a host name.
-fn check_host(host: &str) -> Result<(), String> {
+/// Checks a host that is not in brackets: an IPv4 address or a host name
+/// (the HTTP client's base URL's host too).
+pub(crate) fn check_host(host: &str) -> Result<(), String> {
     let name = host.strip_suffix('.').unwrap_or(host);
     // Digits and dots alone are an IPv4 address, or a mistake: a resolver
     // reads `1.2.3` as 1.2.0.3, and a name's last label is never numeric.

@@ -2,7 +2,7 @@
 //! ([`server`]), and the [`deadline`] and context a served RPC hands to the
 //! calls its handler makes.
 
-mod addr;
+pub(crate) mod addr;
 pub mod client;
 pub mod deadline;
 pub mod server;

@@ -10,7 +10,7 @@ use opentelemetry::Context;
 use reqwest::{Method, Url};
 use tokio::time::Instant;
 
-use super::settings::redacted;
+use super::settings::{is_dot_segment, redacted};
 use super::{Error, Kind, NewError, Settings};
 use crate::circuit::Outcome;
 use crate::grpc::client::Classification;
@@ -683,28 +683,7 @@ fn check_path(path: &str) -> Result<(), String> {
             "the path {path:?} is an absolute URL: a client's paths are under its base URL (send a request built with the URL in full through Client::execute)"
         ));
     }
-    // `.` or `..`, each dot maybe percent-encoded (`%2e`, `%2E`).
-    let dot = |segment: &str| {
-        let mut rest = segment;
-        let mut dots = 0;
-        while !rest.is_empty() {
-            if let Some(r) = rest.strip_prefix('.') {
-                rest = r;
-            } else if rest
-                .as_bytes()
-                .get(..3)
-                .is_some_and(|b| b.eq_ignore_ascii_case(b"%2e"))
-            {
-                // Three ASCII bytes: `rest[3..]` starts on a character.
-                rest = &rest[3..];
-            } else {
-                return false;
-            }
-            dots += 1;
-        }
-        dots == 1 || dots == 2
-    };
-    if let Some(segment) = path[..end].split('/').find(|s| dot(s)) {
+    if let Some(segment) = path[..end].split('/').find(|s| is_dot_segment(s)) {
         return Err(format!(
             "the path {path:?} has the segment {segment:?}, which would leave the base URL's path: a client's paths are under its base URL"
         ));

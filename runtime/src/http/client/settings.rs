@@ -237,7 +237,12 @@ impl TryFrom<Read> for Settings {
 /// taken as it is: white space or a control character anywhere (a space
 /// before the scheme, a newline after the path) is refused, where a URL
 /// parser would trim it, and so are `http:payments` and `http:///payments`,
-/// which a URL parser reads as `http://payments/`.
+/// which a URL parser reads as `http://payments/`, and a `.` or `..` path
+/// segment (`/v1/../x`, which it reads as `/x`). The host is checked as
+/// the gRPC client's [`check_addr`](crate::grpc::client::check_addr)
+/// checks one: an IP address (IPv6 in brackets) or a host name of
+/// letters, digits, `-` and `_` (no empty label, none starting or ending
+/// with `-`); the port, when given, is from 1 to 65535.
 ///
 /// ```
 /// use humus::http::client::check_base_url;
@@ -332,6 +337,45 @@ pub(super) fn parse_base_url(base_url: &str) -> Result<Url, InvalidValue> {
             shown(base_url)
         )));
     }
+    // The host as written, checked as the gRPC client's addresses are
+    // (an IPv6 address in brackets the URL parser has checked).
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(bracketed) => (None, bracketed.split_once("]:").map(|(_, port)| port)),
+        None => match authority.rsplit_once(':') {
+            Some((host, port)) => (Some(host), Some(port)),
+            None => (Some(authority), None),
+        },
+    };
+    if let Some(host) = host
+        && let Err(why) = crate::grpc::addr::check_host(host)
+    {
+        return Err(InvalidValue::new(format!(
+            "{:?} has a bad host: {why}",
+            shown(base_url)
+        )));
+    }
+    match port {
+        Some("") => {
+            return Err(InvalidValue::new(format!(
+                "{base_url:?} has a ':' with no port after it: give the port, or no ':'"
+            )));
+        }
+        Some(_) if url.port() == Some(0) => {
+            return Err(InvalidValue::new(format!(
+                "{base_url:?} has port 0, want a port from 1 to 65535"
+            )));
+        }
+        _ => {}
+    }
+    // The path as written: a URL parser would resolve `.` and `..` away
+    // (`/v1/../x` is `/x`), and the text is taken as it is.
+    let path_text = &rest[authority.len()..];
+    let path_text = &path_text[..path_text.find(['?', '#']).unwrap_or(path_text.len())];
+    if let Some(segment) = path_text.split('/').find(|s| is_dot_segment(s)) {
+        return Err(InvalidValue::new(format!(
+            "{base_url:?} has the path segment {segment:?}, which a URL parser would resolve away: write the path it means"
+        )));
+    }
     if url.query().is_some() {
         return Err(InvalidValue::new(format!(
             "{base_url:?} has a query, want none (give it on each request)"
@@ -343,6 +387,29 @@ pub(super) fn parse_base_url(base_url: &str) -> Result<Url, InvalidValue> {
         )));
     }
     Ok(url)
+}
+
+/// Whether `segment` is `.` or `..`, each dot maybe percent-encoded
+/// (`%2e`, `%2E`), as a URL parser reads it.
+pub(super) fn is_dot_segment(segment: &str) -> bool {
+    let mut rest = segment;
+    let mut dots = 0;
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            rest = r;
+        } else if rest
+            .as_bytes()
+            .get(..3)
+            .is_some_and(|b| b.eq_ignore_ascii_case(b"%2e"))
+        {
+            // Three ASCII bytes: `rest[3..]` starts on a character.
+            rest = &rest[3..];
+        } else {
+            return false;
+        }
+        dots += 1;
+    }
+    dots == 1 || dots == 2
 }
 
 /// `base_url` as an error message shows it: any user info before an `@`
@@ -474,6 +541,10 @@ mod tests {
             "https://payments",
             "http://127.0.0.1:1/",
             "http://[::1]:8080/api/",
+            "http://[::1]/",
+            "https://payments.default.svc.cluster.local.:8443/v1..x/.a/b.",
+            "http://_grpc._tcp.carts",
+            "http://10.0.0.7:65535",
         ] {
             assert_eq!(check_base_url(ok), Ok(()), "{ok}");
         }
@@ -502,6 +573,19 @@ mod tests {
             ("https://payments#top", "fragment"),
             ("https://pay ments", "at byte 11, ' '"),
             ("https://payments:99999", "not an absolute URL"),
+            ("http://a:0", "port 0"),
+            ("http://a:00/v1", "port 0"),
+            ("http://a:/v1", "no port after it"),
+            ("http://a..b", "empty label"),
+            ("http://.a", "empty label"),
+            ("http://-a-/", "starts or ends with '-'"),
+            ("http://a_b+c", "a host name has letters"),
+            ("http://1.2.3/", "no IPv4 address"),
+            ("http://a%2eb/", "holds '%'"),
+            ("http://a/v1/../x", "the path segment \"..\""),
+            ("http://a/./x", "the path segment \".\""),
+            ("http://a/v1/%2E%2e", "the path segment \"%2E%2e\""),
+            ("http://a/v1/..?", "the path segment"),
         ] {
             let err = check_base_url(bad).unwrap_err().to_string();
             assert!(err.contains(says), "{bad:?}: {err}");
