@@ -32,6 +32,73 @@
 //! error naming its path, and [`check_client`] and [`check_server`] run the
 //! checks after, naming each bad field.
 //!
+//! # Which variable: envy's errors do not say
+//!
+//! `envy` reads a [`Settings`](crate::http::client::Settings) in one line,
+//! but its errors name no variable, or one without its prefix, and it
+//! ignores a misspelled one without a word (serde ignores unknown keys).
+//! [`check_client`] and [`check_http_client`] then name the field
+//! (`attempt_timeout`), not the variable:
+//!
+//! ```
+//! use humus::http::client::Settings;
+//!
+//! let read = |name: &str, value: &str| {
+//!     let vars = [("RATES_BASE_URL", "http://rates:8080"), (name, value)];
+//!     envy::prefixed("RATES_")
+//!         .from_iter::<_, Settings>(vars.map(|(k, v)| (k.to_owned(), v.to_owned())))
+//! };
+//! // No variable named:
+//! let err = read("RATES_ATTEMPT_TIMEOUT", "soon").unwrap_err();
+//! assert_eq!(err.to_string(), r#"invalid value: string "soon", expected a duration"#);
+//! // Named without its prefix:
+//! let err = read("RATES_MAX_ATTEMPTS", "three").unwrap_err();
+//! assert!(err.to_string().contains("MAX_ATTEMPTS"), "{err}");
+//! assert!(!err.to_string().contains("RATES_MAX_ATTEMPTS"), "{err}");
+//! // Misspelled: ignored, and the field keeps its default.
+//! let rates = read("RATES_ATEMPT_TIMEOUT", "1s").unwrap();
+//! assert_eq!(rates.attempt_timeout, std::time::Duration::from_secs(5));
+//! ```
+//!
+//! So that an operator's mistake names the variable, read each variable
+//! yourself and run its field's check (the public `check_*` function of
+//! each field), prefixing the error with the variable's name, as the
+//! examples' wallet does (`wallet: bad settings: LEDGER_TIMEOUT: "soon"
+//! is not a duration (such as 250ms, 2s, 1m30s)`):
+//!
+//! ```
+//! use std::time::Duration;
+//! use humus::app::{Error, ErrorKind};
+//! use humus::http::client::{Settings, check_attempt_timeout, check_base_url};
+//!
+//! fn read(var: impl Fn(&str) -> Option<String>) -> Result<Settings, Error> {
+//!     let bad = |name: &str, why: &dyn std::fmt::Display| Error::settings(format!("{name}: {why}"));
+//!     let mut rates = Settings::default();
+//!     let name = "RATES_BASE_URL";
+//!     rates.base_url = var(name).ok_or_else(|| bad(name, &"is not set"))?;
+//!     check_base_url(&rates.base_url).map_err(|e| bad(name, &e))?;
+//!     let name = "RATES_ATTEMPT_TIMEOUT";
+//!     if let Some(raw) = var(name) {
+//!         rates.attempt_timeout = humantime_serde::re::humantime::parse_duration(&raw)
+//!             .map_err(|e| bad(name, &format_args!("{raw:?} is not a duration ({e})")))?;
+//!         check_attempt_timeout(rates.attempt_timeout).map_err(|e| bad(name, &e))?;
+//!     }
+//!     Ok(rates)
+//! }
+//!
+//! let env = |pairs: &'static [(&str, &str)]| {
+//!     move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+//! };
+//! let err = read(env(&[("RATES_BASE_URL", "http://rates:8080"), ("RATES_ATTEMPT_TIMEOUT", "soon")]))
+//!     .unwrap_err();
+//! assert_eq!(err.kind(), ErrorKind::Settings); // exit 78
+//! assert!(err.to_string().starts_with(r#"RATES_ATTEMPT_TIMEOUT: "soon" is not a duration"#), "{err}");
+//! let err = read(env(&[("RATES_BASE_URL", "http://rates:0")])).unwrap_err();
+//! assert_eq!(err.to_string(), r#"RATES_BASE_URL: "http://rates:0" has port 0, want a port from 1 to 65535"#);
+//! let rates = read(env(&[("RATES_BASE_URL", "http://rates:8080"), ("RATES_ATTEMPT_TIMEOUT", "1s")]));
+//! assert_eq!(rates.unwrap().attempt_timeout, Duration::from_secs(1));
+//! ```
+//!
 //! ```no_run
 //! use humus::App;
 //! use humus::app::{Error, Exit};
@@ -257,10 +324,12 @@ pub fn check_server(settings: &crate::grpc::server::Settings) -> Result<(), Erro
 /// Deserialises settings (a client's or a server's [`Settings`](crate::grpc::client::Settings), or a
 /// service's own struct of them) from `deserializer`, a file format's or a
 /// loader's (`serde_json`'s, `toml`'s), so that a value serde refuses is a
-/// settings error (exit 78) naming its path: `breaker.window: invalid type:
-/// string "x", expected usize`, `timeout: invalid value: string "10
-/// parsecs", expected a duration`. The checks run after, with
-/// [`check_client`] and [`check_server`].
+/// settings error (exit 78) naming its path, then the format's own
+/// message (serde_json's ends with where it is): `breaker.window: invalid
+/// type: string "many", expected usize at line 1 column 51`, `timeout:
+/// invalid value: string "10 parsecs", expected a duration at line 1
+/// column 46` (the examples below). The checks run after, with [`check_client`] and
+/// [`check_server`].
 ///
 /// An unknown top-level key is ignored here, as serde ignores it, so that
 /// one environment or file can hold the settings of other parts of the
@@ -276,7 +345,18 @@ pub fn check_server(settings: &crate::grpc::server::Settings) -> Result<(), Erro
 /// let err = app::deserialize::<Settings, _>(&mut serde_json::Deserializer::from_str(json))
 ///     .unwrap_err();
 /// assert_eq!(err.kind(), ErrorKind::Settings);
-/// assert!(err.to_string().starts_with("breaker.window: invalid type"), "{err}");
+/// assert_eq!(
+///     err.to_string(),
+///     r#"breaker.window: invalid type: string "many", expected usize at line 1 column 51"#
+/// );
+///
+/// let json = r#"{"addr": "carts:9090", "timeout": "10 parsecs"}"#;
+/// let err = app::deserialize::<Settings, _>(&mut serde_json::Deserializer::from_str(json))
+///     .unwrap_err();
+/// assert_eq!(
+///     err.to_string(),
+///     r#"timeout: invalid value: string "10 parsecs", expected a duration at line 1 column 46"#
+/// );
 /// ```
 ///
 /// # Errors
