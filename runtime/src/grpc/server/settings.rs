@@ -40,7 +40,7 @@ impl fmt::Debug for TrustScenario {
 /// | [`tls`](Settings::tls) | `None`: plain-text HTTP/2 | [`check_tls`] |
 /// | [`trust_scenario`](Settings::trust_scenario) | `None`: trusts no caller | none (set in code) |
 /// | [`max_connection_age`](Settings::max_connection_age) | `None`: connections live on | [`check_max_connection_age`] |
-/// | [`max_connection_age_grace`](Settings::max_connection_age_grace) | `None`: no bound | [`check_grace`] |
+/// | [`max_connection_age_grace`](Settings::max_connection_age_grace) | `None`: no bound | [`check_grace`]; set only with `max_connection_age` |
 /// | [`shutdown_grace`](Settings::shutdown_grace) | 10 s | [`check_grace`] |
 ///
 /// `tls` and `trust_scenario` are set in code and never deserialised: a
@@ -89,7 +89,9 @@ pub struct Settings {
     /// How long a connection that reached its age may still serve the
     /// calls and streams it has open (gRFC A9's `MAX_CONNECTION_AGE_GRACE`).
     /// Then its open streams end with `UNAVAILABLE`, and it is closed.
-    /// `None`: it stays open until its last call ends.
+    /// `None`: it stays open until its last call ends. Set only with
+    /// [`max_connection_age`](Settings::max_connection_age) (alone, it
+    /// would never apply: [`check`](Settings::check) refuses it).
     #[serde(with = "humantime_serde")]
     pub max_connection_age_grace: Option<Duration>,
 
@@ -325,6 +327,14 @@ impl Settings {
         );
         if let Some(grace) = self.max_connection_age_grace {
             put("max_connection_age_grace", check_grace(grace));
+            if self.max_connection_age.is_none() {
+                put(
+                    "max_connection_age_grace",
+                    Err(InvalidValue::new(
+                        "is set, but max_connection_age is not: the grace follows a connection's age, so it would never apply; set max_connection_age too, or leave max_connection_age_grace unset",
+                    )),
+                );
+            }
         }
         put("shutdown_grace", check_grace(self.shutdown_grace));
         if problems.is_empty() {
@@ -417,6 +427,30 @@ mod tests {
                 .contains("shutdown_grace is 2h, want at most 1h"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_grace_without_an_age_is_refused_naming_both() {
+        let settings = Settings {
+            addr: ":8443".into(),
+            max_connection_age_grace: Some(Duration::from_secs(5)),
+            ..Settings::default()
+        };
+        let err = settings.check().unwrap_err();
+        assert_eq!(
+            err.fields().collect::<Vec<_>>(),
+            ["max_connection_age_grace"]
+        );
+        assert!(
+            err.to_string()
+                .contains("max_connection_age_grace is set, but max_connection_age is not"),
+            "{err}"
+        );
+        let settings = Settings {
+            max_connection_age: Some(Duration::from_secs(60)),
+            ..settings
+        };
+        assert_eq!(settings.check(), Ok(()));
     }
 
     #[test]
