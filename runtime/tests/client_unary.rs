@@ -33,6 +33,25 @@ async fn unavailable_is_retried_until_an_attempt_succeeds() {
     assert_eq!(carts.arrivals(&GET_CART), 3);
 }
 
+/// A timeout too long for the clock (300 billion years passes the check)
+/// is no deadline: the calls and their retries go on, with no panic.
+#[tokio::test(start_paused = true)]
+async fn a_timeout_too_long_for_the_clock_is_no_deadline_and_no_panic() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_get_cart_unavailable_until(2);
+    let _carts = start_carts(&host, &ca, &carts);
+    let huge = humantime_serde::re::humantime::parse_duration("300000000000y").unwrap();
+    let settings = Settings {
+        timeout: huge,
+        ..carts_settings(&ca)
+    };
+    humus::app::check_client(&settings).unwrap();
+    let client = Client::new(&setup(&host), settings).unwrap();
+    let cart: Response<Cart> = client.unary(&GET_CART, get("c-1")).await.unwrap();
+    assert_eq!(cart.get_ref().id, "c-1");
+    assert_eq!(carts.arrivals(&GET_CART), 2);
+}
+
 #[tokio::test(start_paused = true)]
 async fn max_attempts_bounds_each_call() {
     let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
