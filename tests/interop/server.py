@@ -13,6 +13,9 @@ Each test selects the server's behaviour through request metadata:
   ``grpc-retry-pushback-ms`` value (``RESOURCE_EXHAUSTED@300``,
   ``RESOURCE_EXHAUSTED@-1``).
 
+It serves grpc.health.v1.Health too: Check follows the same script, and
+answers SERVING.
+
 Every answer, OK or not, carries in its trailer ``x-attempt`` (this
 attempt's number for the test id, from 1), ``x-gap-ms`` (milliseconds
 since the test id's previous attempt, measured by the server; 0 for the
@@ -66,15 +69,22 @@ def load_stubs():
         "humus_interop_pb/messages.proto",
         "humus_interop_pb/empty.proto",
     ]
+    with open(os.path.join(PROTO_ROOT, "grpc/health/v1/health.proto")) as f:
+        health = f.read()
+    with open(os.path.join(src, "health.proto"), "w") as f:
+        f.write(health)
+    args.append("humus_interop_pb/health.proto")
     if protoc.main(args) != 0:
         sys.exit("protoc failed on grpc/testing/test.proto")
     sys.path.insert(0, out)
     from humus_interop_pb import empty_pb2, messages_pb2, test_pb2_grpc  # noqa: E402
+    from humus_interop_pb import health_pb2, health_pb2_grpc  # noqa: E402
 
-    return empty_pb2, messages_pb2, test_pb2_grpc
+    return empty_pb2, messages_pb2, test_pb2_grpc, health_pb2, health_pb2_grpc
 
 
 empty_pb2, messages_pb2, test_pb2_grpc = None, None, None
+health_pb2, health_pb2_grpc = None, None
 
 
 class Attempts:
@@ -173,8 +183,23 @@ class TestService(object):
                 yield resp
 
 
+class Health(object):
+    """grpc.health.v1.Health: SERVING, after the request's x-script."""
+
+    def Check(self, request, context):
+        behave(context)
+        return health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
+
+    def Watch(self, request, context):
+        behave(context)
+        yield health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
+
+    def List(self, request, context):
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "List is not implemented")
+
+
 def main():
-    global empty_pb2, messages_pb2, test_pb2_grpc
+    global empty_pb2, messages_pb2, test_pb2_grpc, health_pb2, health_pb2_grpc
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--tls-cert")
@@ -182,7 +207,7 @@ def main():
     parser.add_argument("--max-connection-age-ms", type=int)
     args = parser.parse_args()
 
-    empty_pb2, messages_pb2, test_pb2_grpc = load_stubs()
+    empty_pb2, messages_pb2, test_pb2_grpc, health_pb2, health_pb2_grpc = load_stubs()
 
     options = [("grpc.so_reuseport", 1)]
     if args.max_connection_age_ms:
@@ -194,6 +219,7 @@ def main():
     servicer = TestService()
     # Register the generic handler from the generated stubs.
     test_pb2_grpc.add_TestServiceServicer_to_server(servicer, server)
+    health_pb2_grpc.add_HealthServicer_to_server(Health(), server)
     address = f"127.0.0.1:{args.port}"
     if args.tls_cert:
         with open(args.tls_cert, "rb") as f:

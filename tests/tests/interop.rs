@@ -726,3 +726,176 @@ async fn the_retry_budget_spends_as_grpcs_retry_throttling() {
     // spent; every call after made one attempt.
     assert_eq!(humus, CALLS + 3);
 }
+
+// ---- stock tonic clients over a humus Client -------------------------------
+//
+// tonic-health's `HealthClient` and the plain tonic-prost-build stub of
+// `grpc.testing.TestService` (the `test_service_client` module next to the
+// typed client), each over `Client::channel()`.
+
+use humus::grpc::client::Methods;
+use humus_tests::grpc_proto::grpc::testing::test_service_client::TestServiceClient;
+use humus_tests::grpc_proto::grpc::testing::test_service_humus;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
+
+/// TestService with `UnaryCall` never sent twice: its descriptors go to a
+/// stock stub's channel.
+#[humus::client(service = test_service_humus)]
+pub trait Strict {
+    /// Never sent twice.
+    #[humus(never_retry)]
+    fn unary_call();
+}
+
+fn humus_client(settings: Settings) -> Client {
+    Client::new(&Setup::new(), settings).expect("valid settings")
+}
+
+#[tokio::test]
+async fn a_stock_stub_over_a_humus_client_retries_unavailable_twice_then_ok() {
+    needs_grpcio!("a_stock_stub_over_a_humus_client_retries_unavailable_twice_then_ok");
+    let client = humus_client(settings(Server::shared()));
+    let methods = Methods::new(&[StrictHumusClient::METHODS]).expect("one list");
+    for (id, channel) in [
+        ("channel-unavailable-twice", client.channel()),
+        (
+            "channel-unavailable-twice-listed",
+            client.channel().with_methods(methods),
+        ),
+    ] {
+        let mut test = TestServiceClient::new(channel);
+        let response = test
+            .empty_call(scripted(Empty {}, id, "UNAVAILABLE;UNAVAILABLE;OK"))
+            .await
+            .expect("the third attempt succeeds");
+        assert_eq!(attempt(response.metadata()), 3, "{id}");
+    }
+    let mut health = HealthClient::new(client.channel());
+    let response = health
+        .check(scripted(
+            HealthCheckRequest::default(),
+            "channel-health",
+            "UNAVAILABLE;UNAVAILABLE;OK",
+        ))
+        .await
+        .expect("the third attempt succeeds");
+    assert_eq!(attempt(response.metadata()), 3);
+    assert_eq!(response.into_inner().status(), ServingStatus::Serving);
+}
+
+#[tokio::test]
+async fn a_never_retry_method_from_the_registry_makes_one_attempt() {
+    needs_grpcio!("a_never_retry_method_from_the_registry_makes_one_attempt");
+    let client = humus_client(settings(Server::shared()));
+    let methods = Methods::new(&[StrictHumusClient::METHODS]).expect("one list");
+    let mut test = TestServiceClient::new(client.channel().with_methods(methods));
+    let status = test
+        .unary_call(scripted(
+            SimpleRequest::default(),
+            "channel-never-retry",
+            "UNAVAILABLE;OK",
+        ))
+        .await
+        .expect_err("sent once");
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert_eq!(attempt(status.metadata()), 1);
+    // Without the registry, the same method is retried.
+    let mut plain = TestServiceClient::new(client.channel());
+    let response = plain
+        .unary_call(scripted(
+            SimpleRequest::default(),
+            "channel-never-retry-plain",
+            "UNAVAILABLE;OK",
+        ))
+        .await
+        .expect("retried");
+    assert_eq!(attempt(response.metadata()), 2);
+}
+
+#[tokio::test]
+async fn through_a_stock_stub_the_breaker_opens_and_rejects_without_sending() {
+    needs_grpcio!("through_a_stock_stub_the_breaker_opens_and_rejects_without_sending");
+    let server = Server::shared();
+    let client = humus_client(Settings {
+        max_attempts: 1,
+        ..settings(server)
+    });
+    let mut health = HealthClient::new(client.channel());
+    let id = "channel-breaker";
+    // The default policy opens after five failures in a row.
+    for n in 1..=5 {
+        let status = health
+            .check(scripted(HealthCheckRequest::default(), id, "UNAVAILABLE"))
+            .await
+            .expect_err("scripted");
+        assert_eq!(status.code(), Code::Unavailable);
+        assert!(rejection(&status).is_none(), "call {n} was rejected");
+        assert_eq!(attempt(status.metadata()), n);
+    }
+    let status = health
+        .check(scripted(HealthCheckRequest::default(), id, "UNAVAILABLE"))
+        .await
+        .expect_err("the breaker is open");
+    assert!(rejection(&status).is_some(), "not a rejection: {status:?}");
+    // Nothing was sent: the server's next attempt of this id is its sixth.
+    let mut other = HealthClient::new(humus_client(settings(server)).channel());
+    let status = other
+        .check(scripted(HealthCheckRequest::default(), id, "UNAVAILABLE"))
+        .await
+        .expect_err("scripted");
+    assert_eq!(attempt(status.metadata()), 6);
+}
+
+#[tokio::test]
+async fn each_rpc_kind_through_a_stock_stub() {
+    needs_grpcio!("each_rpc_kind_through_a_stock_stub");
+    let client = humus_client(settings(Server::shared()));
+    let methods = Methods::new(&[StrictHumusClient::METHODS]).expect("one list");
+    for channel in [client.channel(), client.channel().with_methods(methods)] {
+        let mut test = TestServiceClient::new(channel);
+        let parameters: Vec<_> = [1, 2, 3]
+            .into_iter()
+            .map(|size| ResponseParameters {
+                size,
+                ..ResponseParameters::default()
+            })
+            .collect();
+        let mut out = test
+            .streaming_output_call(scripted(
+                StreamingOutputCallRequest {
+                    response_parameters: parameters,
+                    ..StreamingOutputCallRequest::default()
+                },
+                "channel-kinds-server-streaming",
+                "OK",
+            ))
+            .await
+            .expect("opens")
+            .into_inner();
+        let mut got = Vec::new();
+        while let Some(message) = out.message().await.expect("StreamingOutputCall") {
+            got.push(message.payload.expect("a payload").body.len());
+        }
+        assert_eq!(got, [1, 2, 3]);
+        let uploads: Vec<_> = [5, 6, 7]
+            .into_iter()
+            .map(|n| StreamingInputCallRequest {
+                payload: Some(Payload {
+                    body: vec![0; n],
+                    ..Payload::default()
+                }),
+                ..StreamingInputCallRequest::default()
+            })
+            .collect();
+        let sum = test
+            .streaming_input_call(scripted(
+                tokio_stream::iter(uploads),
+                "channel-kinds-client-streaming",
+                "OK",
+            ))
+            .await
+            .expect("StreamingInputCall");
+        assert_eq!(sum.into_inner().aggregated_payload_size, 18);
+    }
+}

@@ -28,7 +28,7 @@ use crate::retry::{self, Attempted, Decision, Next};
 
 /// How many times one attempt is sent again, at once, when its request
 /// never reached the server (gRPC's transparent retry).
-const TRANSPARENT_RETRIES: usize = 3;
+pub(super) const TRANSPARENT_RETRIES: usize = 3;
 
 /// The status of a call the breaker rejected: Unavailable, with the
 /// rejection's message, and the [`Rejected`] as its source, so a caller can
@@ -191,8 +191,8 @@ struct Call<'a> {
 }
 
 /// What every attempt of one call reads.
-struct CallCtx<'a> {
-    inner: &'a Inner,
+pub(super) struct CallCtx<'a> {
+    pub(super) inner: &'a Inner,
     method: &'static Method,
     hooks: Hooks<'a>,
     deadline: Option<Instant>,
@@ -378,7 +378,7 @@ impl CallCtx<'_> {
     /// `rpc.client.call.duration` point, and the resend gets a span of its
     /// own, a sibling under the call's context. Nothing is classified: the
     /// attempt goes on.
-    fn resend(&self, attempt: u32, span: &mut AttemptSpan, status: &Status) {
+    pub(super) fn resend(&self, attempt: u32, span: &mut AttemptSpan, status: &Status) {
         let next = self.hooks.attempt_start(attempt);
         self.hooks
             .attempt_end(std::mem::replace(span, next), Some(status));
@@ -387,7 +387,7 @@ impl CallCtx<'_> {
     /// The metadata one send of an attempt carries: the caller's, with the
     /// time left before the deadline as its `grpc-timeout`, and the
     /// attempt's trace context.
-    fn metadata(&self, base: &MetadataMap, span: &AttemptSpan) -> MetadataMap {
+    pub(super) fn metadata(&self, base: &MetadataMap, span: &AttemptSpan) -> MetadataMap {
         let mut metadata = base.clone();
         if let Some(deadline) = self.deadline {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -499,7 +499,7 @@ fn timeout_value(left: std::time::Duration) -> (u64, u8) {
 }
 
 /// The caller's metadata, without the `grpc-timeout` each attempt sets.
-fn caller_metadata(mut metadata: MetadataMap) -> MetadataMap {
+pub(super) fn caller_metadata(mut metadata: MetadataMap) -> MetadataMap {
     // An empty map (most calls) is left as it is, without parsing the key.
     if !metadata.is_empty() {
         metadata.remove(GRPC_TIMEOUT);
@@ -550,34 +550,102 @@ where
     // Encoded once: every attempt sends these bytes.
     let body = encode_once(&message);
     drop(message);
-    async move {
-        require_runtime();
-        let mut call = Call::new(inner, method, cx, deadline);
-        loop {
-            call.allow()?;
-            let (ctx, span, n) = call.attempt_parts();
-            let (metadata, body) = (&metadata, &body);
-            let attempt = bounded(inner, deadline, async move {
-                ctx.hooks.inject_fault(span, deadline).await?;
-                send_unary::<Resp>(ctx, n, metadata, span, body).await
-            });
-            let result = match attempt.await {
-                Cut::Returned(result) => result,
-                Cut::Deadline => Err(deadline_exceeded()),
-                Cut::Closed(injected) => {
-                    return Err(call.closed(injected.unwrap_or_else(closing)));
-                }
-            };
-            let ticket = call.end_attempt(result.as_ref().err());
-            let next = match &result {
-                Ok(response) => call.settle(ticket, None, response.metadata(), true),
-                Err(status) => call.settle(ticket, Some(status), status.metadata(), true),
-            };
-            match next {
-                Next::Retry { after } => call.wait(after).await?,
-                next => return result.map_err(|status| with_decision(status, next.decision())),
+    let send = TypedUnary {
+        metadata,
+        body,
+        _response: std::marker::PhantomData::<fn() -> Resp>,
+    };
+    run_unary(inner, method, cx, deadline, send)
+}
+
+/// What each attempt of a unary call sends, for [`run_unary`]: a typed
+/// call's ([`TypedUnary`]) or a stock tonic client's, through the channel.
+pub(super) trait UnarySend: Sync {
+    /// The answer of an attempt that succeeded.
+    type Output: Send;
+
+    /// One attempt (its transparent resends included): `call`'s metadata
+    /// and span for attempt number `attempt`.
+    fn send<'s>(
+        &'s self,
+        call: &'s CallCtx<'_>,
+        attempt: u32,
+        span: &'s mut AttemptSpan,
+    ) -> impl Future<Output = Result<Self::Output, Status>> + Send + 's;
+
+    /// The trailer of an answer that succeeded, for its classification.
+    fn trailer(output: &Self::Output) -> &MetadataMap;
+
+    /// Whether what the last attempt sent can be sent again.
+    fn is_resendable(&self) -> bool {
+        true
+    }
+}
+
+/// The attempt loop of a unary call: each attempt passes the breaker,
+/// the fault point and the deadline, and is classified, counted and
+/// retried as its classification and the budget decide.
+pub(super) async fn run_unary<S: UnarySend>(
+    inner: &Inner,
+    method: &'static Method,
+    cx: Context,
+    deadline: Option<Instant>,
+    send: S,
+) -> Result<S::Output, Status> {
+    require_runtime();
+    let mut call = Call::new(inner, method, cx, deadline);
+    loop {
+        call.allow()?;
+        let (ctx, span, n) = call.attempt_parts();
+        let send = &send;
+        let attempt = bounded(inner, deadline, async move {
+            ctx.hooks.inject_fault(span, deadline).await?;
+            send.send(ctx, n, span).await
+        });
+        let result = match attempt.await {
+            Cut::Returned(result) => result,
+            Cut::Deadline => Err(deadline_exceeded()),
+            Cut::Closed(injected) => {
+                return Err(call.closed(injected.unwrap_or_else(closing)));
             }
+        };
+        let ticket = call.end_attempt(result.as_ref().err());
+        let resendable = send.is_resendable();
+        let next = match &result {
+            Ok(output) => call.settle(ticket, None, S::trailer(output), resendable),
+            Err(status) => call.settle(ticket, Some(status), status.metadata(), resendable),
+        };
+        match next {
+            Next::Retry { after } => call.wait(after).await?,
+            next => return result.map_err(|status| with_decision(status, next.decision())),
         }
+    }
+}
+
+/// A typed unary call's attempts: the message encoded once.
+struct TypedUnary<Resp> {
+    metadata: MetadataMap,
+    body: bytes::Bytes,
+    _response: std::marker::PhantomData<fn() -> Resp>,
+}
+
+impl<Resp> UnarySend for TypedUnary<Resp>
+where
+    Resp: prost::Message + Default + Send + 'static,
+{
+    type Output = tonic::Response<Resp>;
+
+    fn send<'s>(
+        &'s self,
+        call: &'s CallCtx<'_>,
+        attempt: u32,
+        span: &'s mut AttemptSpan,
+    ) -> impl Future<Output = Result<Self::Output, Status>> + Send + 's {
+        send_unary::<Resp>(call, attempt, &self.metadata, span, &self.body)
+    }
+
+    fn trailer(output: &Self::Output) -> &MetadataMap {
+        output.metadata()
     }
 }
 
@@ -668,75 +736,149 @@ where
     let (metadata, extensions, outbound) = request.into_parts();
     let cx = call_context(&extensions);
     let metadata = caller_metadata(metadata);
+    let send = TypedOpen::<S, Req, Resp> {
+        path: PathAndQuery::from_static(method.full_name),
+        metadata,
+        outbound,
+        _response: std::marker::PhantomData,
+    };
     async move {
-        require_runtime();
-        let path = PathAndQuery::from_static(method.full_name);
-        let mut call = Call::new(inner, method, cx, deadline);
-        loop {
-            call.allow()?;
-            let (ctx, span, n) = call.attempt_parts();
-            let (path, metadata, outbound) = (&path, &metadata, &outbound);
-            let attempt = bounded(inner, deadline, async move {
-                ctx.hooks.inject_fault(span, deadline).await?;
-                send_open::<S, Req, Resp>(ctx, n, path, metadata, span, outbound).await
-            });
-            let result = match attempt.await {
-                Cut::Returned(result) => result,
-                Cut::Deadline => Err(deadline_exceeded()),
-                Cut::Closed(injected) => {
-                    return Err(call.closed(injected.unwrap_or_else(closing)));
-                }
-            };
-            let status = match result {
-                Ok(Ok(response)) => {
-                    // Opened: the call succeeded, however the stream ends;
-                    // the stream keeps the ticket, and settles it at its end.
-                    call.opened();
-                    let InFlight { ticket, span } = call.take_attempt();
-                    let (headers, stream, extensions) = response.into_parts();
-                    let settle = stream_settle(
-                        inner,
-                        method,
-                        call.ctx.hooks.cx.clone(),
-                        ticket.into_owned(),
-                        span,
-                        deadline,
-                    );
-                    let stream = Streaming::new(stream, settle, deadline, inner.conn.closed_flag())
-                        .one_response(one_response);
-                    return Ok(tonic::Response::from_parts(headers, stream, extensions));
-                }
-                Ok(Err(status)) => {
-                    // The server answered with a trailers-only status: the
-                    // stream opened, and ended at once. Never retried; it
-                    // counts as the end of a stream that opened.
-                    call.opened();
-                    let InFlight { ticket, span } = call.take_attempt();
-                    let settle = stream_settle(
-                        inner,
-                        method,
-                        call.ctx.hooks.cx.clone(),
-                        ticket.into_owned(),
-                        span,
-                        deadline,
-                    );
-                    settle(End::Failed(&status));
-                    return Err(status);
-                }
-                Err(status) => status,
-            };
-            let ticket = call.end_attempt(Some(&status));
-            let next = call.settle(
-                ticket,
-                Some(&status),
-                status.metadata(),
-                outbound.is_resendable(),
-            );
-            match next {
-                Next::Retry { after } => call.wait(after).await?,
-                next => return Err(with_decision(status, next.decision())),
+        let Opened { response, settle } = run_open(inner, method, cx, deadline, send).await?;
+        let (headers, stream, extensions) = response.into_parts();
+        let stream = Streaming::new(stream, settle, deadline, inner.conn.closed_flag())
+            .one_response(one_response);
+        Ok(tonic::Response::from_parts(headers, stream, extensions))
+    }
+}
+
+/// What each attempt to open a stream sends, for [`run_open`]: a typed
+/// call's ([`TypedOpen`]) or a stock tonic client's, through the channel.
+pub(super) trait OpenSend: Sync {
+    /// The answer of an attempt that opened the stream.
+    type Output: Send;
+
+    /// One attempt to open the stream (its transparent resends included):
+    /// `Ok(Ok(_))` opened; `Ok(Err(status))` is the server's trailers-only
+    /// status (the stream opened and ended at once: never retried); `Err`
+    /// a failed open, classified and retried as a unary attempt.
+    fn send<'s>(
+        &'s self,
+        call: &'s CallCtx<'_>,
+        attempt: u32,
+        span: &'s mut AttemptSpan,
+    ) -> impl Future<Output = Result<Result<Self::Output, Status>, Status>> + Send + 's;
+
+    /// Whether what the last attempt sent can be sent again.
+    fn is_resendable(&self) -> bool;
+}
+
+/// A stream that opened, and what counts it in the breaker at its end.
+pub(super) struct Opened<T> {
+    pub(super) response: T,
+    pub(super) settle: Settle,
+}
+
+/// The attempt loop of a stream's open: attempts as [`run_unary`]'s until
+/// one opens the stream; the stream then keeps the attempt's ticket and
+/// span, and `settle` counts it once, at its end.
+pub(super) async fn run_open<S: OpenSend>(
+    inner: &Arc<Inner>,
+    method: &'static Method,
+    cx: Context,
+    deadline: Option<Instant>,
+    send: S,
+) -> Result<Opened<S::Output>, Status> {
+    require_runtime();
+    let mut call = Call::new(inner, method, cx, deadline);
+    loop {
+        call.allow()?;
+        let (ctx, span, n) = call.attempt_parts();
+        let send = &send;
+        let attempt = bounded(inner, deadline, async move {
+            ctx.hooks.inject_fault(span, deadline).await?;
+            send.send(ctx, n, span).await
+        });
+        let result = match attempt.await {
+            Cut::Returned(result) => result,
+            Cut::Deadline => Err(deadline_exceeded()),
+            Cut::Closed(injected) => {
+                return Err(call.closed(injected.unwrap_or_else(closing)));
             }
+        };
+        let status = match result {
+            Ok(answered) => {
+                // Opened: the call succeeded, however the stream ends; the
+                // stream keeps the ticket, and settles it at its end. A
+                // trailers-only status opened it and ended it at once:
+                // never retried, it counts as the end of a stream.
+                call.opened();
+                let InFlight { ticket, span } = call.take_attempt();
+                let settle = stream_settle(
+                    inner,
+                    method,
+                    call.ctx.hooks.cx.clone(),
+                    ticket.into_owned(),
+                    span,
+                    deadline,
+                );
+                return match answered {
+                    Ok(response) => Ok(Opened { response, settle }),
+                    Err(status) => {
+                        settle(End::Failed(&status));
+                        Err(status)
+                    }
+                };
+            }
+            Err(status) => status,
+        };
+        let ticket = call.end_attempt(Some(&status));
+        let next = call.settle(
+            ticket,
+            Some(&status),
+            status.metadata(),
+            send.is_resendable(),
+        );
+        match next {
+            Next::Retry { after } => call.wait(after).await?,
+            next => return Err(with_decision(status, next.decision())),
         }
+    }
+}
+
+/// A typed stream's attempts to open.
+struct TypedOpen<S, Req, Resp> {
+    path: PathAndQuery,
+    metadata: MetadataMap,
+    outbound: Outbound<S>,
+    _response: std::marker::PhantomData<fn() -> (Req, Resp)>,
+}
+
+impl<S, Req, Resp> OpenSend for TypedOpen<S, Req, Resp>
+where
+    S: Stream<Item = Req> + Send + 'static,
+    Req: prost::Message + Send + 'static,
+    Resp: prost::Message + Default + Send + 'static,
+{
+    type Output = tonic::Response<tonic::Streaming<Resp>>;
+
+    fn send<'s>(
+        &'s self,
+        call: &'s CallCtx<'_>,
+        attempt: u32,
+        span: &'s mut AttemptSpan,
+    ) -> impl Future<Output = Result<Result<Self::Output, Status>, Status>> + Send + 's {
+        send_open::<S, Req, Resp>(
+            call,
+            attempt,
+            &self.path,
+            &self.metadata,
+            span,
+            &self.outbound,
+        )
+    }
+
+    fn is_resendable(&self) -> bool {
+        self.outbound.is_resendable()
     }
 }
 
@@ -815,7 +957,7 @@ where
 
 /// The settle function of a stream that opened: counts it in the breaker
 /// once, at its end.
-fn stream_settle(
+pub(super) fn stream_settle(
     inner: &Arc<Inner>,
     method: &'static Method,
     cx: Context,

@@ -148,6 +148,19 @@ impl Client {
         health::Monitor::from_fn(move || conn.check())
     }
 
+    /// This client as the channel of any tonic-generated client
+    /// (`HealthClient::new(client.channel())`): its calls go through this
+    /// client's attempts, breaker, budget, deadline, telemetry and fault
+    /// points, as the typed client's do. A cheap handle; give it the
+    /// generated descriptors of the services it calls
+    /// ([`Channel::with_methods`](super::Channel::with_methods)) so that
+    /// each method keeps its kind and policy.
+    ///
+    /// Design: [stock tonic clients](crate::design::client#stock-tonic-clients).
+    pub fn channel(&self) -> super::Channel {
+        super::Channel::new(self.inner.clone())
+    }
+
     /// Makes a unary call of `method`: the request is encoded once, and
     /// sent in up to [`max_attempts`](Settings::max_attempts) attempts, as
     /// the classification of each decides (the method's

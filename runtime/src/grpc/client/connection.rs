@@ -876,18 +876,34 @@ impl Connection {
     /// Outside a tokio runtime when it must dial (tokio's panic); and with
     /// the panic of the dial's task, if it panicked.
     pub(crate) async fn grpc(&self) -> Result<tonic::client::Grpc<Sender>, Status> {
+        Ok(tonic::client::Grpc::with_origin(
+            self.sender().await?,
+            self.origin.clone(),
+        ))
+    }
+
+    /// What [`Connection::grpc`] sends through (the per-attempt layers, if
+    /// any, over the connection), for a request already made (the
+    /// channel's: a stock tonic client's, its body gRPC-framed), whose URI
+    /// gets [`Connection::origin`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Connection::grpc`].
+    pub(crate) async fn sender(&self) -> Result<Sender, Status> {
         let send = self.send_request(Backoff::Respect).await?;
-        let sender = match &self.layers {
+        Ok(match &self.layers {
             None => Sender::Direct(send),
             Some(stack) => Sender::Layered {
                 stack: stack.clone(),
                 send,
             },
-        };
-        Ok(tonic::client::Grpc::with_origin(
-            sender,
-            self.origin.clone(),
-        ))
+        })
+    }
+
+    /// The scheme and authority of every request.
+    pub(crate) fn origin(&self) -> &Uri {
+        &self.origin
     }
 
     /// hyper's handle on the connection, dialled first if need be

@@ -129,6 +129,7 @@
 
 mod anchor;
 mod attempt;
+mod channel;
 mod classify;
 #[allow(clippy::module_inception)]
 mod client;
@@ -142,6 +143,7 @@ mod settings;
 pub(crate) use settings::{BreakerSection, BudgetSection, breaker_of, budget_of, section_checks};
 mod stream;
 
+pub use channel::{Channel, ChannelBody, ChannelFuture, DuplicateMethod, Methods, RETRY_BUFFER};
 pub use classify::{Classification, ClassifyFn};
 pub use classify::{Classify, PUSHBACK_KEY, Pushback, classify_method, default_classify, pushback};
 pub use client::Client;

@@ -1,0 +1,937 @@
+//! The channel stock tonic clients take: a [`Client`](super::Client) as a
+//! `tonic::client::GrpcService`, so any tonic-generated client
+//! (`HealthClient::new(client.channel())`) calls through the client's
+//! attempt loop, breaker, budget, deadline, telemetry and fault point
+//! ([design](crate::design::client#stock-tonic-clients)).
+//!
+//! tonic's generated code hands the channel an HTTP request whose body is
+//! already gRPC-framed, and reads the channel's HTTP response with its own
+//! decoder. In between, the channel runs the same loop as the typed
+//! client's calls ([`run_unary`], [`run_open`]), with its own send:
+//!
+//! - the request's body is kept as it is read, up to [`RETRY_BUFFER`]
+//!   bytes, so another attempt can send it again ([`Replay`]); a body over
+//!   that is sent once, and its call is not retried;
+//! - a unary method's response is read whole, by tonic's decoder, before
+//!   it is classified (its `grpc-status` is in the trailer), and handed on
+//!   as the bytes and trailer read ([`read_unary`]);
+//! - a stream's response is handed on as it arrives, and counted in the
+//!   breaker once, at its end ([`Live`]).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError, RwLock};
+use std::task::{Context, Poll};
+
+use bytes::{Buf, Bytes};
+use http::uri::PathAndQuery;
+use http::{HeaderMap, Uri};
+use http_body::{Body as _, Frame};
+use tokio::time::{Instant, Sleep};
+use tonic::metadata::MetadataMap;
+use tonic::{Code, Status};
+use tower_service::Service;
+
+use super::attempt::{
+    CallCtx, OpenSend, Opened, TRANSPARENT_RETRIES, UnarySend, at_deadline, caller_metadata,
+    run_open, run_unary,
+};
+use super::client::{Inner, deadline};
+use super::connection::{ClosedFlag, closing, mapped_from_http, never_processed, transport_status};
+use super::hooks::AttemptSpan;
+use super::stream::{End, Settle, deadline_exceeded, missing_response};
+use super::{Method, MethodPolicy, RpcKind};
+
+/// How many bytes of a call's request body the channel keeps to send it
+/// again (grpc-go's retry buffer per call, 256 KiB): a call whose body is
+/// longer is sent once, and not retried (a request the server never saw is
+/// not sent again either).
+pub const RETRY_BUFFER: usize = 256 * 1024;
+
+/// The methods a [`Channel`] knows, by path (`/package.Service/Method`):
+/// the descriptors humus-build generates for each service
+/// (`ledger_humus::LedgerHumusClient::METHODS`), so that a stock tonic
+/// client's call of a method gets that method's kind and policy
+/// (`never_retry`, its classify table), as the typed client's does.
+///
+/// A method not listed gets [`Settings::classify`](super::Settings::classify),
+/// the fault point `grpc:<path without its leading slash>`, and is called
+/// as a stream whose open is retried (see [`Channel`]).
+#[derive(Clone, Default)]
+pub struct Methods {
+    by_path: Arc<HashMap<&'static str, &'static Method>>,
+}
+
+impl fmt::Debug for Methods {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut paths: Vec<_> = self.by_path.keys().collect();
+        paths.sort();
+        f.debug_struct("Methods").field("paths", &paths).finish()
+    }
+}
+
+/// Two different descriptors for one method path given to
+/// [`Methods::new`]: two policies' lists of one service
+/// (`Client::<Strict>::METHODS` and `Client::<Lenient>::METHODS`), or two
+/// services generated with the same full name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "Methods::new: two different descriptors for {path}: give each service's METHODS once, from one policy"
+)]
+pub struct DuplicateMethod {
+    /// The method's path, `/package.Service/Method`.
+    pub path: &'static str,
+}
+
+impl Methods {
+    /// The methods of `services`, each a generated service's list of
+    /// descriptors (`ledger_humus::LedgerHumusClient::METHODS`). The same
+    /// list given twice is one.
+    ///
+    /// # Errors
+    ///
+    /// [`DuplicateMethod`] when two different descriptors name one path.
+    pub fn new(services: &[&'static [&'static Method]]) -> Result<Methods, DuplicateMethod> {
+        let mut by_path = HashMap::new();
+        for method in services.iter().flat_map(|methods| methods.iter()) {
+            match by_path.insert(method.full_name, *method) {
+                Some(before) if !std::ptr::eq(before, *method) => {
+                    return Err(DuplicateMethod {
+                        path: method.full_name,
+                    });
+                }
+                _ => {}
+            }
+        }
+        Ok(Methods {
+            by_path: Arc::new(by_path),
+        })
+    }
+
+    /// The descriptor of the method at `path` (`/package.Service/Method`),
+    /// if it is listed.
+    pub fn get(&self, path: &str) -> Option<&'static Method> {
+        self.by_path.get(path).copied()
+    }
+
+    /// How many methods are listed.
+    pub fn len(&self) -> usize {
+        self.by_path.len()
+    }
+
+    /// Whether no method is listed.
+    pub fn is_empty(&self) -> bool {
+        self.by_path.is_empty()
+    }
+}
+
+/// The descriptor of a method the channel does not know: its path, the
+/// fault point `grpc:<path>`, no policy. Made once per path in the process
+/// (and kept: the paths are generated code's, a set fixed at build time).
+fn unknown(path: &str) -> &'static Method {
+    static SEEN: LazyLock<RwLock<HashMap<Box<str>, &'static Method>>> =
+        LazyLock::new(RwLock::default);
+    if let Some(method) = SEEN
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(path)
+    {
+        return method;
+    }
+    let mut seen = SEEN.write().unwrap_or_else(PoisonError::into_inner);
+    seen.entry(path.into()).or_insert_with(|| {
+        let full_name: &'static str = Box::leak(path.into());
+        let point: &'static str =
+            Box::leak(format!("grpc:{}", path.strip_prefix('/').unwrap_or(path)).into_boxed_str());
+        Box::leak(Box::new(Method {
+            full_name,
+            point,
+            // Not read: how an unknown method is called is the channel's
+            // own rule (see `Channel`).
+            kind: RpcKind::Streaming,
+            policy: MethodPolicy::DEFAULT,
+        }))
+    })
+}
+
+/// A [`Client`](super::Client) as the channel of any tonic-generated
+/// client: a cheap handle ([`Client::channel`](super::Client::channel)),
+/// cloned as tonic's clients clone theirs, that implements
+/// `tower::Service<http::Request<tonic::body::Body>>` and so tonic's
+/// `GrpcService`:
+///
+/// ```
+/// # use humus::grpc::client::{Client, Methods, Settings};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let setup = humus::Setup::new();
+/// let client = Client::new(&setup, Settings { addr: "ledger:9090".into(), ..Settings::default() })?;
+/// // Every call of this stub goes through the client's breaker, budget,
+/// // retries, deadline, telemetry and fault points.
+/// let health = tonic_health::pb::health_client::HealthClient::new(client.channel());
+/// // With the descriptors humus-build generated, each method keeps its
+/// // kind and policy (`never_retry`, its classify table):
+/// let methods = Methods::new(&[/* ledger_humus::LedgerHumusClient::METHODS, ... */])?;
+/// let _channel = client.channel().with_methods(methods);
+/// # drop(health);
+/// # Ok(())
+/// # }
+/// ```
+///
+/// A call through the channel is one of the client's calls, as the typed
+/// client makes them: the same attempts, span names and attributes,
+/// instruments, fault point, classification and decisions. How each is
+/// sent depends on what [`Methods`] says of its path:
+///
+/// - **A unary method**: each attempt sends the request's body again and
+///   reads the whole response (at most 4 MiB, tonic's decoding limit, as
+///   the typed client's) before it is classified; the deadline is the
+///   typed call's ([`Settings::timeout`](super::Settings::timeout), the
+///   request's `grpc-timeout`, the inherited one). The request's body is
+///   kept for the retries up to [`RETRY_BUFFER`] bytes; a call with a
+///   longer body is sent once, and not retried.
+/// - **A streaming method**: only the open is retried; once the server
+///   has answered (with headers, or a trailers-only status), the stream is
+///   never retried, and it is counted in the breaker once, at its end, as
+///   [`Streaming`](super::Streaming) is. Its deadline is the request's
+///   own `grpc-timeout` or the inherited one, as a typed stream's.
+/// - **A method not listed** is called as a stream, except that a
+///   trailers-only status (the server answered nothing but its status,
+///   as a unary call's error usually is) is classified and retried as a
+///   unary attempt's: the caller has seen nothing of the call yet, so
+///   another attempt is safe whatever the method's kind, and a unary
+///   method's `Unavailable` is retried as it would be if it were listed.
+///   Once the server has answered with headers, the call is a stream
+///   (never retried, counted at its end, where an `Unavailable` is
+///   ignored). It has no [`Settings::timeout`](super::Settings::timeout):
+///   the channel cannot tell a unary call from a stream that may live
+///   for hours, and cutting the stream would be wrong; set the request's
+///   own (`tonic::Request::set_timeout`), or list the method. Buffering a
+///   whole response before the caller sees it (what a unary call needs to
+///   be classified on its trailer) would break a server stream, so it is
+///   done only for the methods listed as unary.
+///
+/// The request's extensions are not sent, but an `opentelemetry::Context`
+/// among them is the call's context (else the current one), as for the
+/// typed client. Responses are read uncompressed: a stub's
+/// `accept_compressed` is not supported (humus's tonic has no compression).
+///
+/// # Errors
+///
+/// A call's future fails with the [`Status`] the typed call would return
+/// (its source a [`NoRetry`](super::NoRetry) when retries stopped, a
+/// [`circuit::Rejected`](crate::circuit::Rejected) when the breaker
+/// rejected it); tonic hands it to the caller as it is. `poll_ready` never
+/// fails.
+///
+/// # Panics
+///
+/// As [`Client::unary`](super::Client::unary): when a call is polled
+/// outside a tokio runtime.
+#[derive(Clone)]
+pub struct Channel {
+    inner: Arc<Inner>,
+    methods: Methods,
+}
+
+impl fmt::Debug for Channel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Channel")
+            .field("addr", &self.inner.settings.addr)
+            .field("methods", &self.methods.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Channel {
+    pub(super) fn new(inner: Arc<Inner>) -> Channel {
+        Channel {
+            inner,
+            methods: Methods::default(),
+        }
+    }
+
+    /// The same channel, knowing `methods` (which replace any it knew).
+    #[must_use]
+    pub fn with_methods(mut self, methods: Methods) -> Channel {
+        self.methods = methods;
+        self
+    }
+
+    /// The methods it knows.
+    pub fn methods(&self) -> &Methods {
+        &self.methods
+    }
+}
+
+/// The response future of a [`Channel`]'s call.
+pub struct ChannelFuture {
+    inner: Pin<Box<dyn Future<Output = Result<http::Response<ChannelBody>, Status>> + Send>>,
+}
+
+impl fmt::Debug for ChannelFuture {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChannelFuture").finish_non_exhaustive()
+    }
+}
+
+impl Future for ChannelFuture {
+    type Output = Result<http::Response<ChannelBody>, Status>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+impl Service<http::Request<tonic::body::Body>> for Channel {
+    type Response = http::Response<ChannelBody>;
+    type Error = Status;
+    type Future = ChannelFuture;
+
+    /// Always ready: the client's connection is dialled by the call.
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Status>> {
+        Poll::Ready(Ok(()))
+    }
+
+    /// Makes the call: its deadline and context are read here, when the
+    /// call is made.
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> ChannelFuture {
+        let (parts, body) = request.into_parts();
+        let path = parts
+            .uri
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| PathAndQuery::from_static("/"));
+        let listed = self.methods.get(path.path());
+        let method = listed.unwrap_or_else(|| unknown(path.path()));
+        let metadata = MetadataMap::from_headers(parts.headers);
+        let unary = listed.is_some_and(|m| m.kind == RpcKind::Unary);
+        let timeout = unary.then_some(self.inner.settings.timeout);
+        let deadline = deadline(Instant::now(), timeout, &metadata);
+        let cx = parts
+            .extensions
+            .get::<opentelemetry::Context>()
+            .cloned()
+            .unwrap_or_else(opentelemetry::Context::current);
+        let send = Attempts {
+            uri: request_uri(self.inner.conn.origin(), path),
+            metadata: caller_metadata(metadata),
+            replay: Replay::new(body),
+            trailers_only_is_attempt: listed.is_none(),
+        };
+        let inner = self.inner.clone();
+        let future: Pin<Box<dyn Future<Output = _> + Send>> = if unary {
+            Box::pin(async move {
+                let read = run_unary(&inner, method, cx, deadline, send).await?;
+                Ok(read.into_response())
+            })
+        } else {
+            let one_response = listed.is_some_and(|m| m.kind == RpcKind::ClientStreaming);
+            Box::pin(async move {
+                let replay = send.replay.clone();
+                let Opened { response, settle } =
+                    run_open(&inner, method, cx, deadline, send).await?;
+                // Opened: never sent again, so nothing more is kept.
+                replay.commit();
+                let (parts, body) = response.into_parts();
+                let live = Live::new(body, &parts, settle, deadline, inner.conn.closed_flag())
+                    .one_response(one_response);
+                Ok(http::Response::from_parts(parts, ChannelBody::live(live)))
+            })
+        };
+        ChannelFuture { inner: future }
+    }
+}
+
+/// The URI of every send of a call: the connection's scheme and
+/// authority, the request's path.
+fn request_uri(origin: &Uri, path: PathAndQuery) -> Uri {
+    let mut parts = origin.clone().into_parts();
+    parts.path_and_query = Some(path);
+    Uri::from_parts(parts).expect("an origin's scheme and authority with a path form a URI")
+}
+
+/// What each attempt of a call through the channel sends.
+struct Attempts {
+    uri: Uri,
+    /// The caller's headers, without its `grpc-timeout` (each send says
+    /// the time left).
+    metadata: MetadataMap,
+    replay: Replay,
+    /// For a method not listed: a trailers-only status is an attempt's,
+    /// classified and retried as a unary call's.
+    trailers_only_is_attempt: bool,
+}
+
+impl Attempts {
+    /// The request of one send: the caller's headers with what the
+    /// attempt adds (the time left, the trace context), the body again.
+    fn request(&self, call: &CallCtx<'_>, span: &AttemptSpan) -> http::Request<tonic::body::Body> {
+        let mut request = http::Request::new(self.replay.lend());
+        *request.method_mut() = http::Method::POST;
+        *request.uri_mut() = self.uri.clone();
+        *request.version_mut() = http::Version::HTTP_2;
+        *request.headers_mut() = call.metadata(&self.metadata, span).into_headers();
+        request
+    }
+
+    /// One send of an attempt, sent again at once (up to
+    /// [`TRANSPARENT_RETRIES`] times, each in a span of its own) while the
+    /// server never saw it and its body can be sent again; `answer` reads
+    /// the response.
+    async fn send_with<T, A, F>(
+        &self,
+        call: &CallCtx<'_>,
+        attempt: u32,
+        span: &mut AttemptSpan,
+        answer: A,
+    ) -> Result<T, Status>
+    where
+        A: Fn(http::Response<hyper::body::Incoming>) -> F,
+        F: Future<Output = Result<T, Status>>,
+    {
+        let mut resent = 0;
+        loop {
+            // Again for a resend: the connection that failed it has gone.
+            let mut sender = call.inner.conn.sender().await?;
+            let status = match sender.call(self.request(call, span)).await {
+                Ok(response) => return answer(response).await,
+                Err(err) => transport_status(Status::from_error(Box::new(err))),
+            };
+            if resent < TRANSPARENT_RETRIES
+                && self.replay.is_resendable()
+                && never_processed(&status)
+            {
+                resent += 1;
+                call.resend(attempt, span, &status);
+            } else {
+                return Err(status);
+            }
+        }
+    }
+}
+
+impl UnarySend for Attempts {
+    type Output = Read;
+
+    fn send<'s>(
+        &'s self,
+        call: &'s CallCtx<'_>,
+        attempt: u32,
+        span: &'s mut AttemptSpan,
+    ) -> impl Future<Output = Result<Read, Status>> + Send + 's {
+        self.send_with(call, attempt, span, read_unary)
+    }
+
+    fn trailer(output: &Read) -> &MetadataMap {
+        &output.trailers
+    }
+
+    fn is_resendable(&self) -> bool {
+        self.replay.is_resendable()
+    }
+}
+
+impl OpenSend for Attempts {
+    type Output = http::Response<hyper::body::Incoming>;
+
+    fn send<'s>(
+        &'s self,
+        call: &'s CallCtx<'_>,
+        attempt: u32,
+        span: &'s mut AttemptSpan,
+    ) -> impl Future<Output = Result<Result<Self::Output, Status>, Status>> + Send + 's {
+        let trailers_only_is_attempt = self.trailers_only_is_attempt;
+        let answered = move |response: http::Response<hyper::body::Incoming>| async move {
+            match Status::from_header_map(response.headers()) {
+                // A proxy's page (mapped by the connection): no gRPC
+                // server answered, so the stream has not opened.
+                Some(status) if mapped_from_http(&status) => Err(status),
+                // A method not listed: the caller has seen nothing but a
+                // status, a unary attempt's answer.
+                Some(status) if status.code() != Code::Ok && trailers_only_is_attempt => {
+                    Err(status)
+                }
+                Some(status) if status.code() != Code::Ok => Ok(Err(status)),
+                _ => Ok(Ok(response)),
+            }
+        };
+        self.send_with(call, attempt, span, answered)
+    }
+
+    fn is_resendable(&self) -> bool {
+        self.replay.is_resendable()
+    }
+}
+
+/// A unary call's response, read whole: the head, the one message
+/// (decoded, uncompressed) and the trailer.
+struct Read {
+    parts: http::response::Parts,
+    message: Bytes,
+    trailers: MetadataMap,
+}
+
+impl Read {
+    /// The response tonic's decoder reads: the same head, the message
+    /// framed again, the trailer.
+    fn into_response(self) -> http::Response<ChannelBody> {
+        let len = u32::try_from(self.message.len()).expect("at most tonic's 4 MiB decoding limit");
+        let mut head = [0u8; 5];
+        head[1..].copy_from_slice(&len.to_be_bytes());
+        let body = ChannelBody {
+            kind: Kind::Read {
+                head: Some(Bytes::copy_from_slice(&head)),
+                message: Some(self.message),
+                trailers: Some(self.trailers.into_headers()),
+            },
+        };
+        http::Response::from_parts(self.parts, body)
+    }
+}
+
+/// Reads a unary call's whole response as tonic's `Grpc::unary` does
+/// (with tonic's own decoder, so every status is the one the typed call
+/// gets): a trailers-only status, the one message, the trailer's status.
+async fn read_unary(response: http::Response<hyper::body::Incoming>) -> Result<Read, Status> {
+    let (parts, body) = response.into_parts();
+    if let Some(status) = Status::from_header_map(&parts.headers) {
+        if status.code() != Code::Ok {
+            return Err(status);
+        }
+        return Err(Status::internal("Missing response message."));
+    }
+    let mut stream = tonic::codec::Streaming::new_response(Raw, body, parts.status, None, None);
+    // As tonic's: an error read from the body carries the headers too.
+    let with_headers = |status: Status| {
+        let mut status = transport_status(status);
+        let mut merged = parts.headers.clone();
+        merged.extend(std::mem::take(status.metadata_mut()).into_headers());
+        *status.metadata_mut() = MetadataMap::from_headers(merged);
+        status
+    };
+    let message = match stream.message().await {
+        Ok(Some(message)) => message,
+        Ok(None) => return Err(Status::internal("Missing response message.")),
+        Err(status) => return Err(with_headers(status)),
+    };
+    let trailers = stream
+        .trailers()
+        .await
+        .map_err(transport_status)?
+        .unwrap_or_default();
+    let mut merged = parts.headers.clone();
+    merged.extend(trailers.into_headers());
+    Ok(Read {
+        parts,
+        message,
+        trailers: MetadataMap::from_headers(merged),
+    })
+}
+
+/// tonic's decoder of a message as its bytes.
+struct Raw;
+
+impl tonic::codec::Decoder for Raw {
+    type Item = Bytes;
+    type Error = Status;
+
+    fn decode(&mut self, src: &mut tonic::codec::DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
+        Ok(Some(src.copy_to_bytes(src.remaining())))
+    }
+}
+
+/// A call's request body, kept as it is read (up to [`RETRY_BUFFER`]
+/// bytes) so that another attempt sends it again: each attempt sends a
+/// [`Lent`] body, which replays what was kept, then reads on.
+#[derive(Clone)]
+struct Replay {
+    state: Arc<Mutex<Kept>>,
+}
+
+struct Kept {
+    /// The caller's body, read by the attempt under way.
+    source: tonic::body::Body,
+    /// What was read of it, in order, while it fits the buffer.
+    chunks: Vec<Bytes>,
+    len: usize,
+    /// Read past the buffer (or committed): what was read is not kept, and
+    /// nothing can be sent again.
+    spent: bool,
+    /// The caller's body has ended.
+    ended: bool,
+    /// The latest attempt's body: an older one reads nothing more.
+    epoch: u64,
+}
+
+impl Replay {
+    fn new(source: tonic::body::Body) -> Replay {
+        Replay {
+            state: Arc::new(Mutex::new(Kept {
+                source,
+                chunks: Vec::new(),
+                len: 0,
+                spent: false,
+                ended: false,
+                epoch: 0,
+            })),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The body of the next send.
+    fn lend(&self) -> tonic::body::Body {
+        let epoch = {
+            let mut kept = self.lock();
+            kept.epoch += 1;
+            kept.epoch
+        };
+        // Unlocked: `Body::new` asks the body whether it has ended.
+        tonic::body::Body::new(Lent {
+            state: self.state.clone(),
+            epoch,
+            next: 0,
+        })
+    }
+
+    /// Whether what was read can be sent again: none of it was let go.
+    fn is_resendable(&self) -> bool {
+        !self.lock().spent
+    }
+
+    /// The call is committed (its stream opened): nothing more is kept.
+    fn commit(&self) {
+        let mut kept = self.lock();
+        kept.spent = true;
+        kept.chunks = Vec::new();
+    }
+}
+
+/// One send's request body ([`Replay`]).
+struct Lent {
+    state: Arc<Mutex<Kept>>,
+    epoch: u64,
+    /// The next kept chunk to send.
+    next: usize,
+}
+
+impl http_body::Body for Lent {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        let this = &mut *self;
+        let mut kept = this.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.epoch != this.epoch {
+            // A later send took over.
+            return Poll::Ready(None);
+        }
+        if !kept.spent && this.next < kept.chunks.len() {
+            this.next += 1;
+            return Poll::Ready(Some(Ok(Frame::data(kept.chunks[this.next - 1].clone()))));
+        }
+        if kept.ended {
+            return Poll::Ready(None);
+        }
+        match Pin::new(&mut kept.source).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref()
+                    && !kept.spent
+                {
+                    kept.len += data.len();
+                    if kept.len > RETRY_BUFFER {
+                        kept.spent = true;
+                        kept.chunks = Vec::new();
+                    } else {
+                        let data = data.clone();
+                        kept.chunks.push(data);
+                        this.next = kept.chunks.len();
+                    }
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(status))) => {
+                // The caller's body failed (an encoding error): what it
+                // sends cannot be sent again.
+                kept.spent = true;
+                kept.chunks = Vec::new();
+                Poll::Ready(Some(Err(status)))
+            }
+            Poll::Ready(None) => {
+                kept.ended = true;
+                Poll::Ready(None)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        let kept = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.epoch != self.epoch || (kept.ended && (kept.spent || self.next >= kept.chunks.len()))
+    }
+}
+
+/// The response body of a [`Channel`]'s call, as tonic's decoder reads
+/// it: a unary call's, read whole before it was classified; or a
+/// stream's, as it arrives, counted in the client's breaker once, at its
+/// end (its trailer, its error, its deadline), as
+/// [`Streaming`](super::Streaming) counts a typed stream. Its errors are
+/// [`Status`]es (a broken connection's `Unavailable`, the deadline's
+/// `DeadlineExceeded`, `Cancelled` after [`Setup::stop`](crate::Setup::stop)),
+/// which tonic hands to the caller as they are.
+pub struct ChannelBody {
+    kind: Kind,
+}
+
+enum Kind {
+    Read {
+        head: Option<Bytes>,
+        message: Option<Bytes>,
+        trailers: Option<HeaderMap>,
+    },
+    Live(Box<Live>),
+}
+
+impl fmt::Debug for ChannelBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match &self.kind {
+            Kind::Read { .. } => "read",
+            Kind::Live(_) => "stream",
+        };
+        f.debug_struct("ChannelBody")
+            .field("kind", &kind)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ChannelBody {
+    fn live(live: Live) -> ChannelBody {
+        ChannelBody {
+            kind: Kind::Live(Box::new(live)),
+        }
+    }
+}
+
+impl http_body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        match &mut self.kind {
+            Kind::Read {
+                head,
+                message,
+                trailers,
+            } => Poll::Ready(
+                head.take()
+                    .or_else(|| message.take())
+                    .map(Frame::data)
+                    .or_else(|| trailers.take().map(Frame::trailers))
+                    .map(Ok),
+            ),
+            Kind::Live(live) => live.poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::Read { trailers, .. } => trailers.is_none(),
+            Kind::Live(live) => live.ended,
+        }
+    }
+}
+
+/// A stream's response body that settles its ticket once, at its end.
+struct Live {
+    /// Dropped (which cancels the HTTP/2 stream) once it ends at its
+    /// deadline.
+    inner: Option<hyper::body::Incoming>,
+    settle: Option<Settle>,
+    deadline: Option<Pin<Box<Sleep>>>,
+    closed: ClosedFlag,
+    /// The HTTP status, for a trailer without `grpc-status`.
+    http: http::StatusCode,
+    /// A trailers-only OK: the status of the stream's end.
+    trailers_only: Option<MetadataMap>,
+    ended: bool,
+    /// A client-streaming call's: its stream must carry one message.
+    one_response: bool,
+    received: bool,
+}
+
+impl Live {
+    fn new(
+        inner: hyper::body::Incoming,
+        parts: &http::response::Parts,
+        settle: Settle,
+        deadline: Option<Instant>,
+        closed: ClosedFlag,
+    ) -> Live {
+        let trailers_only = parts
+            .headers
+            .contains_key("grpc-status")
+            .then(|| MetadataMap::from_headers(parts.headers.clone()));
+        Live {
+            inner: Some(inner),
+            settle: Some(settle),
+            deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d))),
+            closed,
+            http: parts.status,
+            trailers_only,
+            ended: false,
+            one_response: false,
+            received: false,
+        }
+    }
+
+    fn one_response(mut self, one: bool) -> Live {
+        self.one_response = one;
+        self
+    }
+
+    fn end(&mut self, how: End<'_>) {
+        self.ended = true;
+        if let Some(settle) = self.settle.take() {
+            settle(how);
+        }
+    }
+
+    fn deadline_passed(&self) -> bool {
+        self.deadline
+            .as_ref()
+            .is_some_and(|d| Instant::now() >= d.deadline())
+    }
+
+    fn end_at_deadline(&mut self) -> Status {
+        self.end(End::DeadlinePassed);
+        self.inner = None;
+        deadline_exceeded()
+    }
+
+    /// Counts the stream's clean end with `trailer` (its `grpc-status`,
+    /// as tonic reads it).
+    fn finish(&mut self, trailer: Option<&HeaderMap>) {
+        match end_status(trailer, self.http) {
+            Ok(()) if self.one_response && !self.received => {
+                let mut status = missing_response();
+                if let Some(trailer) = trailer {
+                    *status.metadata_mut() = MetadataMap::from_headers(trailer.clone());
+                }
+                self.end(End::Failed(&status));
+            }
+            Ok(()) => {
+                let empty = MetadataMap::new();
+                let trailer = trailer.map(|t| MetadataMap::from_headers(t.clone()));
+                self.end(End::Finished(trailer.as_ref().unwrap_or(&empty)));
+            }
+            Err(status) => self.end(End::Failed(&status)),
+        }
+    }
+
+    fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        let Some(inner) = self.inner.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match Pin::new(&mut *inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    // A stream whose messages keep coming is never idle:
+                    // its deadline is read with each of them.
+                    if self.deadline_passed() {
+                        return Poll::Ready(Some(Err(self.end_at_deadline())));
+                    }
+                    self.received |= !data.is_empty();
+                } else if let Some(trailer) = frame.trailers_ref() {
+                    let trailer = trailer.clone();
+                    self.finish(Some(&trailer));
+                }
+                return Poll::Ready(Some(Ok(frame)));
+            }
+            Poll::Ready(Some(Err(err))) => {
+                if self.closed.is_closed() {
+                    self.end(End::Closed);
+                    return Poll::Ready(Some(Err(closing())));
+                }
+                let status = transport_status(Status::from_error(Box::new(err)));
+                if self.deadline_passed() {
+                    return Poll::Ready(Some(Err(self.end_at_deadline())));
+                }
+                self.end(End::Failed(&status));
+                return Poll::Ready(Some(Err(status)));
+            }
+            Poll::Ready(None) => {
+                // The end with no trailer: a trailers-only answer's (its
+                // status was in the headers), else a missing status.
+                let trailer = self.trailers_only.take().map(MetadataMap::into_headers);
+                self.finish(trailer.as_ref());
+                return Poll::Ready(None);
+            }
+            Poll::Pending => {}
+        }
+        if let Some(deadline) = self.deadline.as_mut()
+            && deadline.as_mut().poll(cx).is_ready()
+        {
+            return Poll::Ready(Some(Err(self.end_at_deadline())));
+        }
+        if !self.closed.is_closed() {
+            return Poll::Pending;
+        }
+        self.end(End::Closed);
+        Poll::Ready(Some(Err(closing())))
+    }
+}
+
+impl Drop for Live {
+    /// As a typed [`Streaming`](super::Streaming) dropped before its end:
+    /// at its deadline it counts as the deadline, before it nothing.
+    fn drop(&mut self) {
+        if self.ended || self.settle.is_none() {
+            return;
+        }
+        let at = self
+            .deadline
+            .as_ref()
+            .is_some_and(|d| at_deadline(d.deadline(), Instant::now()));
+        if at {
+            self.end(End::DeadlinePassed);
+        }
+    }
+}
+
+/// The status a stream ended with, as tonic's decoder reads its trailer:
+/// its `grpc-status`; without one, gRPC's mapping of the HTTP status
+/// (`Unknown` for a 200).
+fn end_status(trailer: Option<&HeaderMap>, http: http::StatusCode) -> Result<(), Status> {
+    if let Some(status) = trailer.and_then(Status::from_header_map) {
+        return if status.code() == Code::Ok {
+            Ok(())
+        } else {
+            Err(status)
+        };
+    }
+    let code = match http.as_u16() {
+        400 => Code::Internal,
+        401 => Code::Unauthenticated,
+        403 => Code::PermissionDenied,
+        404 => Code::Unimplemented,
+        429 | 502 | 503 | 504 => Code::Unavailable,
+        _ => Code::Unknown,
+    };
+    Err(Status::new(
+        code,
+        "protocol error: missing grpc-status trailer, stream was terminated without a final status",
+    ))
+}

@@ -1,0 +1,530 @@
+//! A humus Client as the channel of a stock tonic client (docs/client.md,
+//! "Stock tonic clients"): tonic's own `Grpc` dispatcher, as every
+//! tonic-generated stub uses it, over `Client::channel()`, to carts on the
+//! testing Host over TLS, on paused time. Each test asserts what reached
+//! the dependency and what the caller got, and that a call through the
+//! channel is the typed call's (attempts, breaker, telemetry, faults).
+
+mod client_support;
+
+use std::error::Error as _;
+use std::time::Duration;
+
+use client_support::*;
+use http::uri::PathAndQuery;
+use humus::circuit::{Policy, Rejected};
+use humus::fault::{self, Fault, Injector, Rule, Scenario, jsonscenario};
+use humus::grpc::client::{
+    Channel, Client, CodeRule, DuplicateMethod, Method, MethodPolicy, Methods, RETRY_BUFFER,
+    RpcKind, Settings,
+};
+use humus::telemetry::names::*;
+use humus::testing::{Ca, Host, Telemetry};
+use opentelemetry::Context;
+use opentelemetry::baggage::BaggageExt as _;
+use tonic::client::Grpc;
+use tonic::{Code, Request, Response, Status};
+use tonic_prost::ProstCodec;
+
+/// The stub a tonic-generated client is: `Grpc` over the channel.
+fn stub(channel: Channel) -> Grpc<Channel> {
+    Grpc::new(channel)
+}
+
+fn path(method: &Method) -> PathAndQuery {
+    PathAndQuery::from_static(method.full_name)
+}
+
+async fn get_cart(channel: &Channel, request: Request<CartRequest>) -> Result<Cart, Status> {
+    let mut grpc = stub(channel.clone());
+    grpc.ready().await.expect("the channel is always ready");
+    grpc.unary(request, path(&GET_CART), ProstCodec::default())
+        .await
+        .map(Response::into_inner)
+}
+
+fn carts_methods() -> Methods {
+    static ALL: [&Method; 4] = [&GET_CART, &WATCH_CART, &ADD_ITEMS, &SYNC_ITEMS];
+    Methods::new(&[&ALL]).unwrap()
+}
+
+/// GetCart with `never_retry`, as a `.proto` option makes it.
+static GET_CART_ONCE: Method = Method {
+    policy: MethodPolicy {
+        never_retry: true,
+        ..MethodPolicy::DEFAULT
+    },
+    ..GET_CART
+};
+
+#[tokio::test(start_paused = true)]
+async fn a_listed_unary_call_is_retried_and_its_answer_reaches_tonic() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_get_cart_unavailable_until(3);
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let channel = client.channel().with_methods(carts_methods());
+    let cart = get_cart(&channel, get("c-1")).await.unwrap();
+    assert_eq!(cart.id, "c-1");
+    assert_eq!(carts.arrivals(&GET_CART), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unlisted_method_is_retried_while_the_server_answered_only_a_status() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_get_cart_unavailable_until(3);
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let cart = get_cart(&client.channel(), get("c-2")).await.unwrap();
+    assert_eq!(cart.id, "c-2");
+    assert_eq!(carts.arrivals(&GET_CART), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn never_retry_from_the_registry_makes_one_attempt() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_get_cart(|_, _| async { Err::<Response<Cart>, _>(unavailable()) });
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    static ONCE: [&Method; 1] = [&GET_CART_ONCE];
+    let channel = client
+        .channel()
+        .with_methods(Methods::new(&[&ONCE]).unwrap());
+    let err = get_cart(&channel, get("c-1")).await.unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable);
+    assert_eq!(err.message(), "carts is busy");
+    assert_eq!(carts.arrivals(&GET_CART), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_method_table_from_the_registry_decides() {
+    static TABLE: Method = Method {
+        policy: MethodPolicy {
+            table: &[CodeRule {
+                code: Code::NotFound,
+                retry: humus::retry::Verdict::Retry,
+                breaker: humus::circuit::Outcome::Success,
+            }],
+            ..MethodPolicy::DEFAULT
+        },
+        ..GET_CART
+    };
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_get_cart(|_, _| async { Err::<Response<Cart>, _>(Status::not_found("no cart")) });
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    static LIST: [&Method; 1] = [&TABLE];
+    let listed = client
+        .channel()
+        .with_methods(Methods::new(&[&LIST]).unwrap());
+    let err = get_cart(&listed, get("c-1")).await.unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+    assert_eq!(
+        carts.arrivals(&GET_CART),
+        3,
+        "NotFound retried by the table"
+    );
+    let _ = get_cart(&client.channel(), get("c-1")).await.unwrap_err();
+    assert_eq!(
+        carts.arrivals(&GET_CART),
+        4,
+        "unlisted: the default classify"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_breaker_opens_and_rejects_without_sending() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_get_cart(|_, _| async { Err::<Response<Cart>, _>(unavailable()) });
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            breaker_policy: Policy::consecutive(2),
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let channel = client.channel().with_methods(carts_methods());
+    let err = get_cart(&channel, get("c-1")).await.unwrap_err();
+    assert_eq!(
+        carts.arrivals(&GET_CART),
+        2,
+        "the third attempt is rejected"
+    );
+    let rejected = |err: &Status| {
+        err.source()
+            .and_then(|s| s.downcast_ref::<Rejected>())
+            .is_some()
+    };
+    assert!(rejected(&err), "{err:?}");
+    let err = get_cart(&channel, get("c-1")).await.unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable);
+    assert!(rejected(&err), "{err:?}");
+    assert_eq!(carts.arrivals(&GET_CART), 2, "nothing sent while open");
+}
+
+/// A cart id of `len` bytes: a request body of about that size.
+fn big(len: usize) -> Request<CartRequest> {
+    get(&"x".repeat(len))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_over_the_retry_buffer_is_sent_once_and_one_within_it_is_retried() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_get_cart(|_, _| async { Err::<Response<Cart>, _>(unavailable()) });
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let channel = client.channel().with_methods(carts_methods());
+    // The body is the message, its 5-byte gRPC frame head, and the id's
+    // 1-byte tag with its 3-byte length.
+    let within = RETRY_BUFFER - 5 - 4;
+    let err = get_cart(&channel, big(within)).await.unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable);
+    assert_eq!(carts.arrivals(&GET_CART), 3, "within the buffer: retried");
+    let err = get_cart(&channel, big(within + 1)).await.unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable);
+    assert_eq!(carts.arrivals(&GET_CART), 4, "over it: sent once");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retried_body_reaches_the_server_whole() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_get_cart(|seen, req| async move {
+        if seen.n < 2 {
+            return Err(unavailable());
+        }
+        Ok(Response::new(cart(&req.id, 0)))
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let channel = client.channel().with_methods(carts_methods());
+    let id = "y".repeat(100_000);
+    let cart = get_cart(&channel, get(&id)).await.unwrap();
+    assert_eq!(cart.id, id);
+    assert_eq!(carts.arrivals(&GET_CART), 2);
+}
+
+async fn watch(channel: &Channel, id: &str) -> Result<Vec<u32>, Status> {
+    let mut grpc = stub(channel.clone());
+    let mut stream = grpc
+        .server_streaming(
+            get(id),
+            path(&WATCH_CART),
+            ProstCodec::<CartRequest, Cart>::default(),
+        )
+        .await?
+        .into_inner();
+    let mut got = Vec::new();
+    while let Some(cart) = stream.message().await? {
+        got.push(cart.items);
+    }
+    Ok(got)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_listed_stream_is_not_retried_once_the_server_answered() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_watch_cart(|_, _| async {
+        Err::<Response<futures_util::stream::Empty<Result<Cart, Status>>>, _>(unavailable())
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let channel = client.channel().with_methods(carts_methods());
+    let err = watch(&channel, "c-1").await.unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable);
+    assert_eq!(
+        carts.arrivals(&WATCH_CART),
+        1,
+        "trailers-only: the stream opened"
+    );
+    // Unlisted, the same status is an attempt's, and retried.
+    let err = watch(&client.channel(), "c-1").await.unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable);
+    assert_eq!(carts.arrivals(&WATCH_CART), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_through_the_channel_delivers_as_it_arrives_and_counts_once_at_its_end() {
+    let (ca, host, carts, capture) = (Ca::new(), Host::new(), Carts::new(), Telemetry::new());
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Cart, Status>>(4);
+    let rx = std::sync::Mutex::new(Some(rx));
+    carts.on_watch_cart(move |_, _| {
+        let rx = rx.lock().unwrap().take().expect("one watch");
+        async move {
+            Ok(Response::new(tokio_stream::wrappers::ReceiverStream::new(
+                rx,
+            )))
+        }
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(
+        &setup(&host).with_telemetry(capture.telemetry()),
+        carts_settings(&ca),
+    )
+    .unwrap();
+    let channel = client.channel().with_methods(carts_methods());
+    let mut grpc = stub(channel);
+    let mut stream = grpc
+        .server_streaming(
+            get("c"),
+            path(&WATCH_CART),
+            ProstCodec::<CartRequest, Cart>::default(),
+        )
+        .await
+        .unwrap()
+        .into_inner();
+    tx.send(Ok(cart("c", 1))).await.unwrap();
+    assert_eq!(
+        stream.message().await.unwrap().unwrap().items,
+        1,
+        "not held back"
+    );
+    let calls = || {
+        capture
+            .metrics(CLIENT_SCOPE)
+            .iter()
+            .filter(|p| p.name == HUMUS_CIRCUIT_CALLS)
+            .map(|p| p.value.as_f64())
+            .sum::<f64>()
+    };
+    assert_eq!(calls(), 0.0, "counted at its end only");
+    // DeadlineExceeded, the server's own: a failure, by the default.
+    tx.send(Err(Status::deadline_exceeded("broke")))
+        .await
+        .unwrap();
+    let err = stream.message().await.unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded);
+    assert_eq!(carts.arrivals(&WATCH_CART), 1);
+    let failures: f64 = capture
+        .metrics(CLIENT_SCOPE)
+        .iter()
+        .filter(|p| p.name == HUMUS_CIRCUIT_CALLS && p.has(&[(HUMUS_CIRCUIT_OUTCOME, "failure")]))
+        .map(|p| p.value.as_f64())
+        .sum();
+    assert_eq!((calls(), failures), (1.0, 1.0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_ends_at_its_deadline() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_watch_cart(|_, _| async {
+        Ok(Response::new(futures_util::stream::pending::<
+            Result<Cart, Status>,
+        >()))
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let mut grpc = stub(client.channel().with_methods(carts_methods()));
+    let mut request = get("c");
+    request.set_timeout(Duration::from_secs(30));
+    let started = tokio::time::Instant::now();
+    let mut stream = grpc
+        .server_streaming(
+            request,
+            path(&WATCH_CART),
+            ProstCodec::<CartRequest, Cart>::default(),
+        )
+        .await
+        .unwrap()
+        .into_inner();
+    let err = stream.message().await.unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded);
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_secs(30),
+        "not Settings::timeout's 10 s"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn client_and_bidirectional_streams_through_the_channel() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    for channel in [
+        client.channel().with_methods(carts_methods()),
+        client.channel(),
+    ] {
+        let mut grpc = stub(channel);
+        let items = || {
+            tokio_stream::iter((0..3).map(|n| Item {
+                sku: format!("s-{n}"),
+            }))
+        };
+        let added = grpc
+            .client_streaming(
+                Request::new(items()),
+                path(&ADD_ITEMS),
+                ProstCodec::<Item, Cart>::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(added.into_inner().items, 3);
+        let mut synced = grpc
+            .streaming(
+                Request::new(items()),
+                path(&SYNC_ITEMS),
+                ProstCodec::<Item, Cart>::default(),
+            )
+            .await
+            .unwrap()
+            .into_inner();
+        let mut n = Vec::new();
+        while let Some(cart) = synced.message().await.unwrap() {
+            n.push(cart.items);
+        }
+        assert_eq!(n, [1, 2, 3]);
+    }
+}
+
+#[test]
+fn two_descriptors_of_one_path_are_refused_and_one_list_twice_is_one() {
+    static A: [&Method; 1] = [&GET_CART];
+    static B: [&Method; 1] = [&GET_CART_ONCE];
+    let twice = Methods::new(&[&A, &A]).unwrap();
+    assert_eq!(twice.len(), 1);
+    assert!(std::ptr::eq(
+        twice.get(GET_CART.full_name).unwrap(),
+        &GET_CART
+    ));
+    let err = Methods::new(&[&A, &B]).unwrap_err();
+    assert_eq!(
+        err,
+        DuplicateMethod {
+            path: "/test.carts.v1.Carts/GetCart"
+        }
+    );
+    assert!(
+        err.to_string().contains("/test.carts.v1.Carts/GetCart"),
+        "{err}"
+    );
+    assert!(Methods::default().is_empty());
+}
+
+// ---- indistinguishable from the typed client ---------------------------
+
+const KEY: &str = "acme.fault";
+
+fn injector() -> Injector {
+    Injector::new(fault::Settings::new(jsonscenario::Codec::new(KEY).unwrap())).unwrap()
+}
+
+fn aborted_at(point: &str) -> Context {
+    let scenario = Scenario::new([Rule::new(
+        point,
+        Fault {
+            delay: Duration::ZERO,
+            abort: true,
+        },
+    )]);
+    let cx = Context::new().with_baggage([opentelemetry::KeyValue::new("tenant", "acme")]);
+    fault::with_scenario(&cx, &jsonscenario::Codec::new(KEY).unwrap(), &scenario).unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_fault_point_is_the_methods_listed_or_not() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let _carts = start_carts(&host, &ca, &carts);
+    let setup = setup(&host).with_faults(injector());
+    let client = Client::new(&setup, carts_settings(&ca)).unwrap();
+    let cx = aborted_at("grpc:test.carts.v1.Carts/GetCart");
+    for channel in [
+        client.channel(),
+        client.channel().with_methods(carts_methods()),
+    ] {
+        let mut request = get("c-1");
+        request.extensions_mut().insert(cx.clone());
+        let err = get_cart(&channel, request).await.unwrap_err();
+        assert_eq!(err.code(), Code::Unavailable);
+        assert!(
+            humus::fault::InjectedError::from_status(&err).is_some(),
+            "{err:?}"
+        );
+    }
+    assert_eq!(carts.arrivals(&GET_CART), 0, "every attempt aborted");
+}
+
+/// What a call leaves in telemetry, apart from times and ids: each span's
+/// name, kind, scope, attributes and status, and each metric point.
+fn shape(capture: &Telemetry) -> (Vec<String>, Vec<String>) {
+    let spans = capture
+        .spans()
+        .into_iter()
+        .map(|s| {
+            let mut attributes: Vec<_> = s
+                .attributes
+                .iter()
+                .map(|kv| format!("{}={}", kv.key, kv.value))
+                .collect();
+            attributes.sort();
+            format!(
+                "{} {:?} {} {:?} {attributes:?}",
+                s.name,
+                s.span_kind,
+                s.instrumentation_scope.name(),
+                s.status
+            )
+        })
+        .collect();
+    let mut metrics: Vec<_> = [CLIENT_SCOPE, RPC_SCOPE]
+        .iter()
+        .flat_map(|scope| capture.metrics(scope))
+        .map(|p| {
+            // A duration's count, not its times.
+            let value = match p.name.as_str() {
+                RPC_CLIENT_CALL_DURATION => String::from("-"),
+                _ => format!("{}", p.value.as_f64()),
+            };
+            format!("{} {} {:?} {value}", p.name, p.unit, p.attributes)
+        })
+        .collect();
+    metrics.sort();
+    (spans, metrics)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_through_the_channel_leaves_the_typed_calls_telemetry() {
+    let mut shapes = Vec::new();
+    for through_channel in [false, true] {
+        let (ca, host, carts, capture) = (Ca::new(), Host::new(), Carts::new(), Telemetry::new());
+        carts.on_get_cart_unavailable_until(3);
+        let _carts = start_carts(&host, &ca, &carts);
+        let client = Client::new(
+            &setup(&host).with_telemetry(capture.telemetry()),
+            carts_settings(&ca),
+        )
+        .unwrap();
+        if through_channel {
+            get_cart(&client.channel().with_methods(carts_methods()), get("c-1"))
+                .await
+                .unwrap();
+        } else {
+            let _: Response<Cart> = client.unary(&GET_CART, get("c-1")).await.unwrap();
+        }
+        shapes.push(shape(&capture));
+    }
+    assert_eq!(shapes[0].0.len(), 3, "{:#?}", shapes[0]);
+    assert_eq!(shapes[0], shapes[1]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_listed_method_of_any_kind_is_called_by_its_kind() {
+    // A descriptor that says GetCart streams: its trailers-only
+    // Unavailable is a stream's end, never retried.
+    static AS_STREAM: Method = Method {
+        kind: RpcKind::ServerStreaming,
+        ..GET_CART
+    };
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_get_cart(|_, _| async { Err::<Response<Cart>, _>(unavailable()) });
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    static LIST: [&Method; 1] = [&AS_STREAM];
+    let channel = client
+        .channel()
+        .with_methods(Methods::new(&[&LIST]).unwrap());
+    let err = get_cart(&channel, get("c-1")).await.unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable);
+    assert_eq!(carts.arrivals(&GET_CART), 1);
+}
