@@ -1,6 +1,7 @@
 //! Overhead per call, interleaved: the clients of `benches/overhead.rs`
 //! (tonic's generated client over a raw `Channel`, the same with a 10 s
-//! deadline per request, and humus's typed client), and a control,
+//! deadline per request, humus's typed client, and tonic's generated client
+//! over a humus client's channel, `tonic over humus`), and a control,
 //! `tonic-generic` (tonic's client again, over a channel built with a
 //! connector of its own: the same code, in a second copy), take turns, call by
 //! call (one at a time) or batch by batch (64 at once), so that a machine

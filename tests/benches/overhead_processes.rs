@@ -8,7 +8,7 @@
 //! threads. The parent tells the children, one after the other, to make a
 //! turn of calls (one at a time) or of batches (64 calls at once), in
 //! rounds; the order of the turns changes from round to round, through all
-//! 24 orders, so a machine whose load changes during the run (2 cores
+//! 120 orders (of its 5 clients), so a machine whose load changes during the run (2 cores
 //! shared with other builds) slows them all alike, and no client always
 //! follows the same one.
 //!
@@ -42,7 +42,7 @@ use support::{Answer, Dependency, PEERS, Peer};
 
 /// Rounds of the single phase (one call at a time), after
 /// [`WARM_UP_ROUNDS`]; each client takes one turn per round. A multiple of
-/// 24, the orders of 4 turns.
+/// 120, the orders of 5 turns.
 const ROUNDS: usize = 480;
 /// Calls, one at a time, in a client's turn of the single phase.
 const CALLS_PER_TURN: usize = 200;

@@ -755,13 +755,14 @@ fn humus_client(settings: Settings) -> Client {
 #[tokio::test]
 async fn a_stock_stub_over_a_humus_client_retries_unavailable_twice_then_ok() {
     needs_grpcio!("a_stock_stub_over_a_humus_client_retries_unavailable_twice_then_ok");
-    let client = humus_client(settings(Server::shared()));
+    // A client per call: each spends the retry budget of its own.
+    let client = || humus_client(settings(Server::shared()));
     let methods = Methods::new(&[StrictHumusClient::METHODS]).expect("one list");
     for (id, channel) in [
-        ("channel-unavailable-twice", client.channel()),
+        ("channel-unavailable-twice", client().channel()),
         (
             "channel-unavailable-twice-listed",
-            client.channel().with_methods(methods),
+            client().channel().with_methods(methods),
         ),
     ] {
         let mut test = TestServiceClient::new(channel);
@@ -771,7 +772,7 @@ async fn a_stock_stub_over_a_humus_client_retries_unavailable_twice_then_ok() {
             .expect("the third attempt succeeds");
         assert_eq!(attempt(response.metadata()), 3, "{id}");
     }
-    let mut health = HealthClient::new(client.channel());
+    let mut health = HealthClient::new(client().channel());
     let response = health
         .check(scripted(
             HealthCheckRequest::default(),
@@ -839,7 +840,13 @@ async fn through_a_stock_stub_the_breaker_opens_and_rejects_without_sending() {
         .expect_err("the breaker is open");
     assert!(rejection(&status).is_some(), "not a rejection: {status:?}");
     // Nothing was sent: the server's next attempt of this id is its sixth.
-    let mut other = HealthClient::new(humus_client(settings(server)).channel());
+    let mut other = HealthClient::new(
+        humus_client(Settings {
+            max_attempts: 1,
+            ..settings(server)
+        })
+        .channel(),
+    );
     let status = other
         .check(scripted(HealthCheckRequest::default(), id, "UNAVAILABLE"))
         .await

@@ -26,6 +26,8 @@ use tonic::{Request, Response, Status};
 pub type TonicClient = test_service_client::TestServiceClient<tonic::transport::Channel>;
 /// humus's typed client.
 pub type HumusClient = test_service_humus::TestServiceHumusClient;
+/// tonic's generated client over a humus Client's channel.
+pub type ChannelClient = test_service_client::TestServiceClient<humus::grpc::client::Channel>;
 
 /// How the dependency answers every unary call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -249,9 +251,27 @@ pub fn humus_client(addr: SocketAddr, settings: Settings) -> HumusClient {
     HumusClient::new(Client::new(&humus::Setup::new(), settings).expect("valid settings"))
 }
 
+/// tonic's generated client over the channel of a humus client of `addr`
+/// (default settings, a new `Setup`), which knows TestService's methods.
+pub fn channel_client(addr: SocketAddr) -> ChannelClient {
+    let settings = Settings {
+        addr: addr.to_string(),
+        ..Settings::default()
+    };
+    let client = Client::new(&humus::Setup::new(), settings).expect("valid settings");
+    let methods = humus::grpc::client::Methods::new(&[HumusClient::METHODS]).expect("one list");
+    test_service_client::TestServiceClient::new(client.channel().with_methods(methods))
+}
+
 /// The clients the overhead benches compare, by name; ratios are to the
 /// first.
-pub const PEERS: [&str; 4] = ["tonic", "tonic+deadline", "humus", "tonic-generic"];
+pub const PEERS: [&str; 5] = [
+    "tonic",
+    "tonic+deadline",
+    "humus",
+    "tonic-generic",
+    "tonic over humus",
+];
 
 /// The clients `overhead_interleaved -- layers` compares: humus with no
 /// per-attempt layer, with one no-op tonic interceptor, and with one
@@ -270,6 +290,8 @@ pub enum Peer {
     Humus(HumusClient),
     /// The control, [`tonic_generic_client`].
     Generic(TonicClient),
+    /// tonic's client over a humus client's channel ([`channel_client`]).
+    Channel(ChannelClient),
 }
 
 impl Peer {
@@ -289,6 +311,7 @@ impl Peer {
                 Settings::default().layer(tower_layer::Identity::new()),
             )),
             "tonic-generic" => Peer::Generic(tonic_generic_client(addr)),
+            "tonic over humus" => Peer::Channel(channel_client(addr)),
             _ => return None,
         })
     }
@@ -308,6 +331,13 @@ impl Peer {
                 let mut request = Request::new(SimpleRequest::default());
                 request.set_timeout(Duration::from_secs(10));
                 tonic.unary_call(request).await.expect("OK");
+            }
+            Peer::Channel(channel) => {
+                let mut channel = channel.clone();
+                channel
+                    .unary_call(SimpleRequest::default())
+                    .await
+                    .expect("OK");
             }
             Peer::Humus(humus) => {
                 humus

@@ -78,6 +78,21 @@
 //! set the attempt is sent as before, with no box or allocation more.
 //! Design: [per-attempt layers](crate::design::client#per-attempt-layers).
 //!
+//! # Stock tonic clients
+//!
+//! [`Client::channel`] is the channel any tonic-generated client takes
+//! (`HealthClient::new(client.channel())`): a [`Channel`], a tower
+//! `Service` of HTTP requests and so tonic's `GrpcService`, whose calls run
+//! the same attempt loop as the typed client's, with the same breaker,
+//! budget, deadline, telemetry, fault point and classification. Given the
+//! generated descriptors ([`Methods`], [`Channel::with_methods`]), each
+//! method keeps its kind and policy; a method with none gets
+//! [`Settings::classify`] and the fault point `grpc:<package.Service/Method>`,
+//! and is called as a stream that is retried while the server has
+//! answered only a status. A unary request's body is kept for the retries
+//! up to [`RETRY_BUFFER`] bytes (a longer one is sent once, not retried);
+//! see [`Channel`].
+//!
 //! # The connection and its backoff
 //!
 //! Every call goes over one HTTP/2 connection, dialled when the first call
