@@ -528,3 +528,80 @@ async fn a_listed_method_of_any_kind_is_called_by_its_kind() {
     assert_eq!(err.code(), Code::Unavailable);
     assert_eq!(carts.arrivals(&GET_CART), 1);
 }
+
+/// A proxy's error page, not gRPC: the connection maps it, and through the
+/// channel it is retried (listed, unlisted, and a stream's failed open).
+#[tokio::test(start_paused = true)]
+async fn a_proxys_503_page_is_retried_through_the_channel() {
+    let host = Host::new();
+    let _proxy = h2_server(&host, "carts:9090", move |n, _, respond| {
+        if n % 3 == 0 {
+            answer_grpc(respond, &cart("c", 0));
+        } else {
+            answer_http(respond, 503, Some("text/html"), "<h1>503</h1>");
+        }
+    });
+    // A client per call: each has a retry budget of its own.
+    let client = || {
+        Client::new(
+            &setup(&host),
+            Settings {
+                addr: "carts:9090".into(),
+                ..Settings::default()
+            },
+        )
+        .unwrap()
+    };
+    let listed = || client().channel().with_methods(carts_methods());
+    assert_eq!(get_cart(&listed(), get("c")).await.unwrap().id, "c");
+    assert_eq!(
+        get_cart(&client().channel(), get("c")).await.unwrap().id,
+        "c"
+    );
+    let mut grpc = stub(listed());
+    let mut stream = grpc
+        .server_streaming(
+            get("c"),
+            path(&WATCH_CART),
+            ProstCodec::<CartRequest, Cart>::default(),
+        )
+        .await
+        .expect("the third attempt opens")
+        .into_inner();
+    assert_eq!(stream.message().await.unwrap().unwrap().id, "c");
+}
+
+/// An unlisted method may be a stream that lives for hours: no
+/// `Settings::timeout`, and its messages are not held back.
+#[tokio::test(start_paused = true)]
+async fn an_unlisted_stream_is_not_cut_at_the_settings_timeout() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Cart, Status>>(4);
+    let rx = std::sync::Mutex::new(Some(rx));
+    carts.on_watch_cart(move |_, _| {
+        let rx = rx.lock().unwrap().take().expect("one watch");
+        async move {
+            Ok(Response::new(tokio_stream::wrappers::ReceiverStream::new(
+                rx,
+            )))
+        }
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let mut grpc = stub(client.channel());
+    let mut stream = grpc
+        .server_streaming(
+            get("c"),
+            path(&WATCH_CART),
+            ProstCodec::<CartRequest, Cart>::default(),
+        )
+        .await
+        .unwrap()
+        .into_inner();
+    tx.send(Ok(cart("c", 1))).await.unwrap();
+    assert_eq!(stream.message().await.unwrap().unwrap().items, 1);
+    let waited = tokio::time::timeout(Duration::from_secs(60), stream.message()).await;
+    assert!(waited.is_err(), "still open after 60 s: {waited:?}");
+    tx.send(Ok(cart("c", 2))).await.unwrap();
+    assert_eq!(stream.message().await.unwrap().unwrap().items, 2);
+}
