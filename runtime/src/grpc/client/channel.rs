@@ -44,6 +44,9 @@ use super::hooks::AttemptSpan;
 use super::stream::{End, Settle, deadline_exceeded, missing_response};
 use super::{Method, MethodPolicy, RpcKind};
 
+/// The body of what the connection's send answers.
+type WireBody = hyper::body::Incoming;
+
 /// How many bytes of a call's request body the channel keeps to send it
 /// again (grpc-go's retry buffer per call, 256 KiB): a call whose body is
 /// longer is sent once, and not retried (a request the server never saw is
@@ -388,7 +391,7 @@ impl Attempts {
         answer: A,
     ) -> Result<T, Status>
     where
-        A: Fn(http::Response<hyper::body::Incoming>) -> F,
+        A: Fn(http::Response<WireBody>) -> F,
         F: Future<Output = Result<T, Status>>,
     {
         let mut resent = 0;
@@ -397,7 +400,7 @@ impl Attempts {
             let mut sender = call.inner.conn.sender().await?;
             let status = match sender.call(self.request(call, span)).await {
                 Ok(response) => return answer(response).await,
-                Err(err) => transport_status(Status::from_error(Box::new(err))),
+                Err(err) => transport_status(Status::from_error(err.into())),
             };
             if resent < TRANSPARENT_RETRIES
                 && self.replay.is_resendable()
@@ -434,7 +437,7 @@ impl UnarySend for Attempts {
 }
 
 impl OpenSend for Attempts {
-    type Output = http::Response<hyper::body::Incoming>;
+    type Output = http::Response<WireBody>;
 
     fn send<'s>(
         &'s self,
@@ -443,7 +446,7 @@ impl OpenSend for Attempts {
         span: &'s mut AttemptSpan,
     ) -> impl Future<Output = Result<Result<Self::Output, Status>, Status>> + Send + 's {
         let trailers_only_is_attempt = self.trailers_only_is_attempt;
-        let answered = move |response: http::Response<hyper::body::Incoming>| async move {
+        let answered = move |response: http::Response<WireBody>| async move {
             match Status::from_header_map(response.headers()) {
                 // A proxy's page (mapped by the connection): no gRPC
                 // server answered, so the stream has not opened.
@@ -494,7 +497,7 @@ impl Read {
 /// Reads a unary call's whole response as tonic's `Grpc::unary` does
 /// (with tonic's own decoder, so every status is the one the typed call
 /// gets): a trailers-only status, the one message, the trailer's status.
-async fn read_unary(response: http::Response<hyper::body::Incoming>) -> Result<Read, Status> {
+async fn read_unary(response: http::Response<WireBody>) -> Result<Read, Status> {
     let (parts, body) = response.into_parts();
     if let Some(status) = Status::from_header_map(&parts.headers) {
         if status.code() != Code::Ok {
@@ -755,7 +758,7 @@ impl http_body::Body for ChannelBody {
 struct Live {
     /// Dropped (which cancels the HTTP/2 stream) once it ends at its
     /// deadline.
-    inner: Option<hyper::body::Incoming>,
+    inner: Option<WireBody>,
     settle: Option<Settle>,
     deadline: Option<Pin<Box<Sleep>>>,
     closed: ClosedFlag,
@@ -771,7 +774,7 @@ struct Live {
 
 impl Live {
     fn new(
-        inner: hyper::body::Incoming,
+        inner: WireBody,
         parts: &http::response::Parts,
         settle: Settle,
         deadline: Option<Instant>,
@@ -865,7 +868,7 @@ impl Live {
                     self.end(End::Closed);
                     return Poll::Ready(Some(Err(closing())));
                 }
-                let status = transport_status(Status::from_error(Box::new(err)));
+                let status = transport_status(Status::from_error(err.into()));
                 if self.deadline_passed() {
                     return Poll::Ready(Some(Err(self.end_at_deadline())));
                 }
