@@ -222,7 +222,7 @@ fn unknown(path: &str) -> &'static Method {
 ///
 /// # Errors
 ///
-/// A call's future fails with the [`Status`] the typed call would return
+/// A call's future fails with the [`Status`](https://docs.rs/tonic/0.14/tonic/struct.Status.html) the typed call would return
 /// (its source a [`NoRetry`](super::NoRetry) when retries stopped, a
 /// [`circuit::Rejected`](crate::circuit::Rejected) when the breaker
 /// rejected it); tonic hands it to the caller as it is. `poll_ready` never
@@ -686,7 +686,7 @@ impl http_body::Body for Lent {
 /// stream's, as it arrives, counted in the client's breaker once, at its
 /// end (its trailer, its error, its deadline), as
 /// [`Streaming`](super::Streaming) counts a typed stream. Its errors are
-/// [`Status`]es (a broken connection's `Unavailable`, the deadline's
+/// [`Status`](https://docs.rs/tonic/0.14/tonic/struct.Status.html)es (a broken connection's `Unavailable`, the deadline's
 /// `DeadlineExceeded`, `Cancelled` after [`Setup::stop`](crate::Setup::stop)),
 /// which tonic hands to the caller as they are.
 pub struct ChannelBody {
