@@ -605,3 +605,25 @@ async fn an_unlisted_stream_is_not_cut_at_the_settings_timeout() {
     tx.send(Ok(cart("c", 2))).await.unwrap();
     assert_eq!(stream.message().await.unwrap().unwrap().items, 2);
 }
+
+/// A response over tonic's 4 MiB decoding limit ends as the typed call's:
+/// `ResourceExhausted`, with the same message.
+#[tokio::test(start_paused = true)]
+async fn a_response_over_the_limit_is_the_typed_calls_resource_exhausted() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_get_cart(|_, _| async { Ok(Response::new(cart(&"z".repeat(5 << 20), 0))) });
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let typed = client
+        .unary::<_, Cart>(&GET_CART, get("c"))
+        .await
+        .unwrap_err();
+    let channel = get_cart(&client.channel().with_methods(carts_methods()), get("c"))
+        .await
+        .unwrap_err();
+    assert_eq!(typed.code(), Code::ResourceExhausted, "{typed:?}");
+    assert_eq!(
+        (channel.code(), channel.message()),
+        (typed.code(), typed.message())
+    );
+}

@@ -12,9 +12,10 @@
 //! - the request's body is kept as it is read, up to [`RETRY_BUFFER`]
 //!   bytes, so another attempt can send it again ([`Replay`]); a body over
 //!   that is sent once, and its call is not retried;
-//! - a unary method's response is read whole, by tonic's decoder, before
-//!   it is classified (its `grpc-status` is in the trailer), and handed on
-//!   as the bytes and trailer read ([`read_unary`]);
+//! - a unary method's response is read whole before it is classified (its
+//!   `grpc-status` is in the trailer), with the statuses tonic's decoder
+//!   gives the typed call, and handed on as the bytes and trailer read,
+//!   uncopied ([`read_unary`]);
 //! - a stream's response is handed on as it arrives, and counted in the
 //!   breaker once, at its end ([`Live`]).
 
@@ -25,7 +26,7 @@ use std::pin::Pin;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError, RwLock};
 use std::task::{Context, Poll};
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use http::uri::PathAndQuery;
 use http::{HeaderMap, Uri};
 use http_body::{Body as _, Frame};
@@ -468,25 +469,22 @@ impl OpenSend for Attempts {
     }
 }
 
-/// A unary call's response, read whole: the head, the one message
-/// (decoded, uncompressed) and the trailer.
+/// A unary call's response, read whole: the head, the body's bytes as
+/// they came (the framed message, handed on without a copy) and the
+/// trailer.
 struct Read {
     parts: http::response::Parts,
-    message: Bytes,
+    data: std::collections::VecDeque<Bytes>,
     trailers: MetadataMap,
 }
 
 impl Read {
-    /// The response tonic's decoder reads: the same head, the message
-    /// framed again, the trailer.
+    /// The response tonic's decoder reads: the same head, bytes and
+    /// trailer.
     fn into_response(self) -> http::Response<ChannelBody> {
-        let len = u32::try_from(self.message.len()).expect("at most tonic's 4 MiB decoding limit");
-        let mut head = [0u8; 5];
-        head[1..].copy_from_slice(&len.to_be_bytes());
         let body = ChannelBody {
             kind: Kind::Read {
-                head: Some(Bytes::copy_from_slice(&head)),
-                message: Some(self.message),
+                data: self.data,
                 trailers: Some(self.trailers.into_headers()),
             },
         };
@@ -494,19 +492,24 @@ impl Read {
     }
 }
 
-/// Reads a unary call's whole response as tonic's `Grpc::unary` does
-/// (with tonic's own decoder, so every status is the one the typed call
-/// gets): a trailers-only status, the one message, the trailer's status.
+/// tonic's limit on a decoded message, 4 MiB, which the typed call has.
+const MAX_MESSAGE: usize = 4 * 1024 * 1024;
+
+/// Reads a unary call's whole response and its status as tonic's
+/// `Grpc::unary` reads them for the typed call (the same statuses, and
+/// messages): a trailers-only status; one message, at most 4 MiB and not
+/// compressed; the trailer's `grpc-status`, else gRPC's mapping of the
+/// HTTP status; a broken body as the connection's error. The bytes are
+/// kept as they came, for the caller's decoder.
 async fn read_unary(response: http::Response<WireBody>) -> Result<Read, Status> {
-    let (parts, body) = response.into_parts();
+    let (parts, mut body) = response.into_parts();
     if let Some(status) = Status::from_header_map(&parts.headers) {
         if status.code() != Code::Ok {
             return Err(status);
         }
         return Err(Status::internal("Missing response message."));
     }
-    let mut stream = tonic::codec::Streaming::new_response(Raw, body, parts.status, None, None);
-    // As tonic's: an error read from the body carries the headers too.
+    // As tonic's: a status read from the body carries the headers too.
     let with_headers = |status: Status| {
         let mut status = transport_status(status);
         let mut merged = parts.headers.clone();
@@ -514,35 +517,58 @@ async fn read_unary(response: http::Response<WireBody>) -> Result<Read, Status> 
         *status.metadata_mut() = MetadataMap::from_headers(merged);
         status
     };
-    let message = match stream.message().await {
-        Ok(Some(message)) => message,
-        Ok(None) => return Err(Status::internal("Missing response message.")),
-        Err(status) => return Err(with_headers(status)),
-    };
-    let trailers = stream
-        .trailers()
-        .await
-        .map_err(transport_status)?
-        .unwrap_or_default();
-    let mut merged = parts.headers.clone();
-    merged.extend(trailers.into_headers());
+    let mut data = std::collections::VecDeque::new();
+    let mut len = 0usize;
+    let mut head = [0u8; 5];
+    let mut trailer = None;
+    while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+        let frame = frame.map_err(|err| with_headers(Status::from_error(err.into())))?;
+        match frame.into_data() {
+            Ok(chunk) => {
+                // The frame's head, as its bytes arrive.
+                for (i, b) in chunk.iter().take(5usize.saturating_sub(len)).enumerate() {
+                    head[len + i] = *b;
+                }
+                len += chunk.len();
+                if len >= 5 {
+                    let size = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+                    if head[0] != 0 {
+                        return Err(with_headers(Status::internal(
+                            "protocol error: received message with compressed-flag but no grpc-encoding was specified",
+                        )));
+                    }
+                    if size > MAX_MESSAGE {
+                        return Err(with_headers(Status::out_of_range(format!(
+                            "Error, decoded message length too large: found {size} bytes, the limit is: {MAX_MESSAGE} bytes"
+                        ))));
+                    }
+                }
+                if !chunk.is_empty() {
+                    data.push_back(chunk);
+                }
+            }
+            Err(frame) => {
+                if let Ok(trailers) = frame.into_trailers() {
+                    trailer = Some(trailers);
+                }
+            }
+        }
+    }
+    if let Err(status) = end_status(trailer.as_ref(), parts.status) {
+        return Err(with_headers(status));
+    }
+    if len < 5 {
+        return Err(if len == 0 {
+            Status::internal("Missing response message.")
+        } else {
+            Status::internal("Unexpected EOF decoding stream.")
+        });
+    }
     Ok(Read {
         parts,
-        message,
-        trailers: MetadataMap::from_headers(merged),
+        data,
+        trailers: MetadataMap::from_headers(trailer.unwrap_or_default()),
     })
-}
-
-/// tonic's decoder of a message as its bytes.
-struct Raw;
-
-impl tonic::codec::Decoder for Raw {
-    type Item = Bytes;
-    type Error = Status;
-
-    fn decode(&mut self, src: &mut tonic::codec::DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
-        Ok(Some(src.copy_to_bytes(src.remaining())))
-    }
 }
 
 /// A call's request body, kept as it is read (up to [`RETRY_BUFFER`]
@@ -695,8 +721,7 @@ pub struct ChannelBody {
 
 enum Kind {
     Read {
-        head: Option<Bytes>,
-        message: Option<Bytes>,
+        data: std::collections::VecDeque<Bytes>,
         trailers: Option<HeaderMap>,
     },
     Live(Box<Live>),
@@ -731,13 +756,8 @@ impl http_body::Body for ChannelBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
         match &mut self.kind {
-            Kind::Read {
-                head,
-                message,
-                trailers,
-            } => Poll::Ready(
-                head.take()
-                    .or_else(|| message.take())
+            Kind::Read { data, trailers } => Poll::Ready(
+                data.pop_front()
                     .map(Frame::data)
                     .or_else(|| trailers.take().map(Frame::trailers))
                     .map(Ok),
