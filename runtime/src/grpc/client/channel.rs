@@ -684,6 +684,12 @@ impl http_body::Body for Lent {
                         this.next = kept.chunks.len();
                     }
                 }
+                // Known now, so the frame just read carries END_STREAM
+                // (no empty DATA frame after it), as the caller's body
+                // sent alone would.
+                if kept.source.is_end_stream() {
+                    kept.ended = true;
+                }
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(status))) => {
