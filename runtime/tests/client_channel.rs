@@ -627,3 +627,30 @@ async fn a_response_over_the_limit_is_the_typed_calls_resource_exhausted() {
         (typed.code(), typed.message())
     );
 }
+
+/// The client's per-attempt layers wrap the channel's attempts too: an
+/// interceptor runs once per attempt of a stock stub's call.
+#[tokio::test(start_paused = true)]
+async fn the_clients_interceptor_runs_once_per_attempt_of_the_channel() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_get_cart_unavailable_until(3);
+    let _carts = start_carts(&host, &ca, &carts);
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = seen.clone();
+    let settings = carts_settings(&ca).interceptor(move |request: tonic::Request<()>| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        Ok(request)
+    });
+    let client = Client::new(&setup(&host), settings).unwrap();
+    get_cart(&client.channel().with_methods(carts_methods()), get("c-1"))
+        .await
+        .unwrap();
+    assert_eq!(seen.load(Ordering::SeqCst), 3, "listed: 3 attempts");
+    // Arrivals 4 and 5 fail, the 6th answers.
+    carts.on_get_cart_unavailable_until(6);
+    get_cart(&client.channel(), get("c-1")).await.unwrap();
+    assert_eq!(seen.load(Ordering::SeqCst), 6, "unlisted: 3 attempts more");
+    assert_eq!(carts.arrivals(&GET_CART), 6);
+}

@@ -46,7 +46,7 @@ use super::stream::{End, Settle, deadline_exceeded, missing_response};
 use super::{Method, MethodPolicy, RpcKind};
 
 /// The body of what the connection's send answers.
-type WireBody = hyper::body::Incoming;
+type WireBody = super::connection::AttemptBody;
 
 /// How many bytes of a call's request body the channel keeps to send it
 /// again (grpc-go's retry buffer per call, 256 KiB): a call whose body is
