@@ -401,7 +401,7 @@ impl Attempts {
             let mut sender = call.inner.conn.sender().await?;
             let status = match sender.call(self.request(call, span)).await {
                 Ok(response) => return answer(response).await,
-                Err(err) => transport_status(Status::from_error(err.into())),
+                Err(err) => transport_status(Status::from_error(err)),
             };
             if resent < TRANSPARENT_RETRIES
                 && self.replay.is_resendable()
@@ -522,7 +522,7 @@ async fn read_unary(response: http::Response<WireBody>) -> Result<Read, Status> 
     let mut head = [0u8; 5];
     let mut trailer = None;
     while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
-        let frame = frame.map_err(|err| with_headers(Status::from_error(err.into())))?;
+        let frame = frame.map_err(|err| with_headers(Status::from_error(err)))?;
         match frame.into_data() {
             Ok(chunk) => {
                 // The frame's head, as its bytes arrive.
@@ -894,7 +894,7 @@ impl Live {
                     self.end(End::Closed);
                     return Poll::Ready(Some(Err(closing())));
                 }
-                let status = transport_status(Status::from_error(err.into()));
+                let status = transport_status(Status::from_error(err));
                 if self.deadline_passed() {
                     return Poll::Ready(Some(Err(self.end_at_deadline())));
                 }
