@@ -1,5 +1,6 @@
 //! `Telemetry`: the providers and the propagator, and its `Builder`.
 
+use std::any::TypeId;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
@@ -7,7 +8,7 @@ use opentelemetry::global::{BoxedTracer, ObjectSafeTracerProvider};
 use opentelemetry::logs::LoggerProvider;
 use opentelemetry::metrics::{Meter, MeterProvider};
 use opentelemetry::propagation::TextMapPropagator;
-use opentelemetry::trace::noop::{NoopTextMapPropagator, NoopTracer};
+use opentelemetry::trace::noop::{NoopTextMapPropagator, NoopTracer, NoopTracerProvider};
 use opentelemetry::trace::{Span, Tracer, TracerProvider};
 use opentelemetry::{InstrumentationScope, metrics::noop::NoopMeterProvider};
 
@@ -50,6 +51,13 @@ pub struct Telemetry {
 struct Inner {
     tracer_provider: Option<Arc<dyn ObjectSafeTracerProvider + Send + Sync>>,
     meter_provider: Option<Arc<dyn MeterProvider + Send + Sync>>,
+    /// Whether the tracer provider given is OpenTelemetry's
+    /// [`NoopTracerProvider`]: its spans record nothing and have their
+    /// parent's context.
+    noop_tracer_provider: bool,
+    /// Whether the meter provider given is OpenTelemetry's
+    /// [`NoopMeterProvider`]: its instruments record nothing.
+    noop_meter_provider: bool,
     logger_provider: Option<Arc<dyn ObjectSafeLoggerProvider>>,
     propagator: Arc<dyn TextMapPropagator + Send + Sync>,
     /// What every client of this telemetry shares, built by the first.
@@ -61,6 +69,8 @@ impl Default for Inner {
         Inner {
             tracer_provider: None,
             meter_provider: None,
+            noop_tracer_provider: false,
+            noop_meter_provider: false,
             logger_provider: None,
             propagator: Arc::new(NoopTextMapPropagator::new()),
             kit: OnceLock::new(),
@@ -132,6 +142,19 @@ impl Telemetry {
         self.inner.meter_provider.is_some()
     }
 
+    /// Whether the tracer provider given is OpenTelemetry's
+    /// [`NoopTracerProvider`], whose every span has its parent's span
+    /// context (an invalid one without a parent) and records nothing.
+    pub(crate) fn is_noop_tracer_provider(&self) -> bool {
+        self.inner.noop_tracer_provider
+    }
+
+    /// Whether the meter provider given is OpenTelemetry's
+    /// [`NoopMeterProvider`], whose instruments record nothing.
+    pub(crate) fn is_noop_meter_provider(&self) -> bool {
+        self.inner.noop_meter_provider
+    }
+
     /// The same propagator as [`propagator`](Self::propagator), as a shared
     /// handle, for what keeps one (such as the server layer
     /// [`StripScenarioLayer`](crate::grpc::server::StripScenarioLayer)).
@@ -176,6 +199,7 @@ impl Builder {
         T: Tracer<Span = S> + Send + Sync + 'static,
         S: Span + Send + Sync + 'static,
     {
+        self.inner.noop_tracer_provider = TypeId::of::<P>() == TypeId::of::<NoopTracerProvider>();
         self.inner.tracer_provider = Some(Arc::new(provider));
         self
     }
@@ -185,6 +209,7 @@ impl Builder {
     where
         P: MeterProvider + Send + Sync + 'static,
     {
+        self.inner.noop_meter_provider = TypeId::of::<P>() == TypeId::of::<NoopMeterProvider>();
         self.inner.meter_provider = Some(Arc::new(provider));
         self
     }

@@ -38,6 +38,12 @@ use crate::telemetry::{Telemetry, code_name};
 pub(super) struct RpcShared {
     pub(super) strip: Shared,
     tracer: Option<BoxedTracer>,
+    /// Whether `tracer` is the no-op provider's: its span would have the
+    /// parent's context and record nothing, so none is started when the
+    /// RPC's context has no valid span (it would have an invalid context).
+    noop_tracer: bool,
+    /// The duration histogram; `None` without a meter provider or with the
+    /// no-op one (whose instruments record nothing).
     duration: Option<Histogram<f64>>,
     /// The names of the services served (`ledger.v1.Ledger`), so that an
     /// unknown method is recorded as `_OTHER`.
@@ -58,18 +64,24 @@ impl RpcShared {
         let tracer = telemetry
             .has_tracer_provider()
             .then(|| telemetry.tracer(scope()));
-        let duration = telemetry.has_meter_provider().then(|| {
-            telemetry
-                .meter(scope())
-                .f64_histogram(RPC_SERVER_CALL_DURATION)
-                .with_unit("s")
-                .with_description("Measures the duration of inbound remote procedure calls.")
-                .with_boundaries(crate::telemetry::DURATION_BOUNDARIES.to_vec())
-                .build()
-        });
+        let duration = (telemetry.has_meter_provider() && !telemetry.is_noop_meter_provider())
+            .then(|| {
+                telemetry
+                    .meter(scope())
+                    .f64_histogram(RPC_SERVER_CALL_DURATION)
+                    .with_unit("s")
+                    .with_description("Measures the duration of inbound remote procedure calls.")
+                    .with_boundaries(crate::telemetry::DURATION_BOUNDARIES.to_vec())
+                    .build()
+            });
+        // A name with a slash is never a served service's (the method's
+        // service is what comes before its path's first slash).
+        let mut services = services;
+        services.retain(|s| !s.contains('/'));
         RpcShared {
             strip,
             tracer,
+            noop_tracer: telemetry.is_noop_tracer_provider(),
             duration,
             services,
         }
@@ -79,11 +91,17 @@ impl RpcShared {
     /// server serves its service, else `_OTHER`.
     fn method_name(&self, path: &str) -> &'static str {
         let name = path.strip_prefix('/').unwrap_or(path);
-        match name.split_once('/') {
-            Some((service, method)) if !method.is_empty() && self.services.contains(&service) => {
-                intern(name)
-            }
-            _ => RPC_METHOD_OTHER,
+        // `service/method`, `method` not empty, for a served `service`
+        // (which has no slash: its end is the name's first slash).
+        let served = self.services.iter().any(|service| {
+            name.len() > service.len() + 1
+                && name.as_bytes()[service.len()] == b'/'
+                && name.starts_with(service)
+        });
+        if served {
+            intern(name)
+        } else {
+            RPC_METHOD_OTHER
         }
     }
 }
@@ -211,12 +229,18 @@ where
             (extracted, false)
         };
         // 3. The SERVER span, a child of the caller's, and the duration.
-        let method = if shared.tracer.is_some() || shared.duration.is_some() {
+        // The no-op tracer's span has its parent's context: with no valid
+        // parent, an invalid one, which the span would be dropped for.
+        let tracer = shared
+            .tracer
+            .as_ref()
+            .filter(|_| !shared.noop_tracer || cx.span().span_context().is_valid());
+        let method = if tracer.is_some() || shared.duration.is_some() {
             shared.method_name(request.uri().path())
         } else {
             RPC_METHOD_OTHER
         };
-        let (cx, traced) = match &shared.tracer {
+        let (cx, traced) = match tracer {
             Some(tracer) => {
                 let span = tracer
                     .span_builder(method)
@@ -540,5 +564,77 @@ where
             Some(inner) if !self.ended => inner.size_hint(),
             _ => SizeHint::with_exact(0),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use http::{HeaderMap, HeaderValue};
+    use opentelemetry::metrics::noop::NoopMeterProvider;
+    use opentelemetry::trace::noop::NoopTracerProvider;
+    use opentelemetry_sdk::metrics::SdkMeterProvider;
+    use opentelemetry_sdk::propagation::BaggagePropagator;
+    use opentelemetry_sdk::trace::SdkTracerProvider;
+
+    use super::super::service::Shared;
+    use super::*;
+    use crate::fault::Injector;
+
+    fn shared(telemetry: &Telemetry, services: Vec<&'static str>) -> RpcShared {
+        let strip = Shared::new(Injector::off(), Arc::new(BaggagePropagator::new()));
+        RpcShared::new(telemetry, strip, services)
+    }
+
+    #[test]
+    fn a_method_is_named_only_for_a_served_service_and_a_method() {
+        let rpc = shared(&Telemetry::default(), vec!["a.B", "x/y"]);
+        assert_eq!(rpc.method_name("/a.B/Get"), "a.B/Get");
+        assert_eq!(rpc.method_name("/a.B/Get/More"), "a.B/Get/More");
+        assert_eq!(rpc.method_name("/a.B/"), RPC_METHOD_OTHER);
+        assert_eq!(rpc.method_name("/a.B"), RPC_METHOD_OTHER);
+        assert_eq!(rpc.method_name("/a.Bc/Get"), RPC_METHOD_OTHER);
+        assert_eq!(rpc.method_name("/a/Get"), RPC_METHOD_OTHER);
+        // A service named with a slash is never the path's.
+        assert_eq!(rpc.method_name("/x/y/Get"), RPC_METHOD_OTHER);
+    }
+
+    #[test]
+    fn the_noop_providers_start_no_span_and_build_no_histogram() {
+        let noop = Telemetry::builder()
+            .tracer_provider(NoopTracerProvider::new())
+            .meter_provider(NoopMeterProvider::new())
+            .build();
+        let rpc = shared(&noop, vec!["a.B"]);
+        assert!(rpc.tracer.is_some() && rpc.noop_tracer);
+        assert!(rpc.duration.is_none());
+
+        let sdk = Telemetry::builder()
+            .tracer_provider(SdkTracerProvider::builder().build())
+            .meter_provider(SdkMeterProvider::builder().build())
+            .build();
+        let rpc = shared(&sdk, vec!["a.B"]);
+        assert!(rpc.tracer.is_some() && !rpc.noop_tracer);
+        assert!(rpc.duration.is_some());
+    }
+
+    #[test]
+    fn the_propagators_fields_are_found_among_few_headers_and_many() {
+        let rpc = shared(&Telemetry::default(), vec!["a.B"]);
+        let mut headers = HeaderMap::new();
+        headers.insert("content-type", HeaderValue::from_static("application/grpc"));
+        assert!(!rpc.strip.carries_fields(&headers));
+        headers.insert("baggage", HeaderValue::from_static("k=v"));
+        assert!(rpc.strip.carries_fields(&headers));
+        for i in 0..20 {
+            headers.insert(
+                http::HeaderName::try_from(format!("x-extra-{i}")).unwrap(),
+                HeaderValue::from_static("1"),
+            );
+        }
+        assert!(rpc.strip.carries_fields(&headers));
+        headers.remove("baggage");
+        assert!(!rpc.strip.carries_fields(&headers));
     }
 }

@@ -197,7 +197,13 @@ impl Shared {
 
     /// Whether `headers` hold any of the propagator's fields.
     pub(super) fn carries_fields(&self, headers: &HeaderMap) -> bool {
-        self.fields.iter().any(|f| headers.contains_key(f))
+        // A few headers (a usual request's) are quicker compared by name
+        // than looked up by hash, once per field.
+        if headers.keys_len() <= SCAN_HEADERS {
+            headers.keys().any(|k| self.fields.contains(k))
+        } else {
+            self.fields.iter().any(|f| headers.contains_key(f))
+        }
     }
 
     /// The trace context and baggage of `request`, read with the
@@ -252,6 +258,10 @@ impl Shared {
 /// separated, as W3C Baggage reads several `baggage` headers: so that a
 /// scenario in a second header cannot slip past a propagator that reads
 /// only the first.
+/// Up to how many header names [`Shared::carries_fields`] compares each
+/// with the propagator's fields rather than looks the fields up.
+const SCAN_HEADERS: usize = 8;
+
 fn combine_repeated(headers: &mut HeaderMap, fields: &[HeaderName]) {
     for field in fields {
         let mut values = headers.get_all(field).iter();
