@@ -380,15 +380,15 @@ impl Client {
         request: reqwest::Request,
         options: CallOptions,
     ) -> impl Future<Output = Result<reqwest::Response, Error>> + Send + use<> {
-        self.execute_inner(request, options, false)
+        self.clone().into_call(request, options, false)
     }
 
     /// [`execute_with`](Client::execute_with); `plain` says `request` was
     /// built by a [`RequestBuilder`] whose reqwest builder only humus's own
     /// methods touched, so it carries no extension but its timeout, and an
     /// attempt's copy of it can be made part by part ([`copy_of`]).
-    fn execute_inner(
-        &self,
+    fn into_call(
+        self,
         request: reqwest::Request,
         options: CallOptions,
         plain: bool,
@@ -397,7 +397,7 @@ impl Client {
         // another task.
         let cx = options.context.unwrap_or_else(Context::current);
         let inherited = Inherited::current_deadline();
-        let client = self.clone();
+        let client = self;
         // Not boxed (no allocation per call): the call's state is kept
         // small instead (about 1.3 KB; a retry's wait and answer are boxed),
         // and `send` adds no second copy of it.
@@ -621,7 +621,11 @@ impl Client {
 /// runtime (reqwest's own panic comes from deep inside hyper, and names
 /// neither the client nor the fix).
 fn require_runtime() {
-    if tokio::runtime::Handle::try_current().is_err() {
+    // A task of tokio's (the usual case) is polled on a runtime: a
+    // thread-local read, where `Handle::try_current` clones the runtime's
+    // handle (an atomic increment and decrement of a counter the runtime's
+    // workers share) on every call.
+    if tokio::task::try_id().is_none() && tokio::runtime::Handle::try_current().is_err() {
         panic!(
             "humus::http::client::Client: a call was polled outside a tokio runtime; \
              its timers and its reqwest connections run on tokio: await it on a runtime \
@@ -692,7 +696,7 @@ fn check_path(path: &str) -> Result<(), String> {
 }
 
 /// A copy of a plain `request` (one whose only extension, if any, is its
-/// timeout: see [`Client::execute_inner`]) for an attempt another may
+/// timeout: see [`Client::into_call`]) for an attempt another may
 /// follow, or `None` for a body that cannot be sent again. One with no
 /// body is copied part by part, so that a request with no timeout gets no
 /// extension map (reqwest's `try_clone` gives every copy one).
@@ -892,13 +896,23 @@ impl RequestBuilder {
     ///
     /// As [`Client::execute_with`]: when polled outside a tokio runtime.
     pub fn send(self) -> impl Future<Output = Result<reqwest::Response, Error>> + Send + use<> {
-        let client = self.client.clone();
-        let plain = self.plain;
-        // Either, not an async block holding the future it then awaits,
-        // which would hold the call's state twice.
-        match self.build() {
-            Ok((request, options)) => {
-                futures_util::future::Either::Left(client.execute_inner(request, options, plain))
+        let RequestBuilder {
+            client,
+            inner,
+            options,
+            refused,
+            plain,
+        } = self;
+        // The builder's own handle moves into the call (no second clone of
+        // the client's `Arc`). Either, not an async block holding the
+        // future it then awaits, which would hold the call's state twice.
+        let request = match refused {
+            Some(why) => Err(Error::new(Kind::Request, why)),
+            None => inner.build().map_err(|e| Error::new(Kind::Request, e)),
+        };
+        match request {
+            Ok(request) => {
+                futures_util::future::Either::Left(client.into_call(request, options, plain))
             }
             Err(e) => futures_util::future::Either::Right(std::future::ready(Err(e))),
         }
