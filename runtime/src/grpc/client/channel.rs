@@ -40,7 +40,9 @@ use super::attempt::{
     run_open, run_unary,
 };
 use super::client::{Inner, deadline};
-use super::connection::{ClosedFlag, closing, mapped_from_http, never_processed, transport_status};
+use super::connection::{
+    ClosedFlag, closing, http_to_grpc, mapped_from_http, never_processed, transport_status,
+};
 use super::hooks::AttemptSpan;
 use super::stream::{End, Settle, deadline_exceeded, missing_response};
 use super::{Method, MethodPolicy, RpcKind};
@@ -951,16 +953,8 @@ fn end_status(trailer: Option<&HeaderMap>, http: http::StatusCode) -> Result<(),
             Err(status)
         };
     }
-    let code = match http.as_u16() {
-        400 => Code::Internal,
-        401 => Code::Unauthenticated,
-        403 => Code::PermissionDenied,
-        404 => Code::Unimplemented,
-        429 | 502 | 503 | 504 => Code::Unavailable,
-        _ => Code::Unknown,
-    };
     Err(Status::new(
-        code,
+        http_to_grpc(http),
         "protocol error: missing grpc-status trailer, stream was terminated without a final status",
     ))
 }

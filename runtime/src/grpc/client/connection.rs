@@ -580,7 +580,7 @@ fn is_grpc_content_type(content_type: &[u8]) -> bool {
 }
 
 /// gRPC's mapping of an HTTP status with no gRPC status.
-fn http_to_grpc(status: http::StatusCode) -> tonic::Code {
+pub(super) fn http_to_grpc(status: http::StatusCode) -> tonic::Code {
     use tonic::Code;
     match status.as_u16() {
         400 => Code::Internal,
