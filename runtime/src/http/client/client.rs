@@ -230,7 +230,10 @@ impl Client {
     /// path is refused, and [`send`](RequestBuilder::send) and
     /// [`build`](RequestBuilder::build) return [`Kind::Request`] with
     /// nothing sent. Refused are a `.` or `..` segment (`../ok`,
-    /// `a/./b`, percent-encoded `%2e%2e` too), a backslash (which URL
+    /// `a/./b`, percent-encoded `%2e%2e` too, and one between
+    /// percent-encoded separators, `..%2Fadmin`, which a server that
+    /// decodes `%2F` or `%5C` before routing reads as `../admin`; an
+    /// encoded slash inside a name, `objects/a%2Fb`, passes), a backslash (which URL
     /// parsers read as `/`), an absolute URL (`https://other/x`), a path
     /// that starts with `//` (which names a host), and white space or a
     /// control character anywhere in the text, query and fragment included
@@ -692,7 +695,47 @@ fn check_path(path: &str) -> Result<(), String> {
             "the path {path:?} has the segment {segment:?}, which would leave the base URL's path: a client's paths are under its base URL"
         ));
     }
+    // A server (or a proxy before it) that decodes `%2F` or `%5C` before it
+    // routes reads `..%2Fadmin` as `../admin`: a dot segment between
+    // encoded separators is refused too. An encoded slash elsewhere
+    // (`objects/a%2Fb`) is a name's own character and passes.
+    if let Some(segment) = path[..end]
+        .split('/')
+        .find(|s| encoded_parts(s).any(is_dot_segment))
+    {
+        return Err(format!(
+            "the path {path:?} has the segment {segment:?}, which a server that decodes %2F or %5C before routing reads as holding a '.' or '..' segment that would leave the base URL's path: a client's paths are under its base URL"
+        ));
+    }
     Ok(())
+}
+
+/// The parts of a path segment between its percent-encoded slashes and
+/// backslashes (`%2F`, `%5C`, in either case): what a server that decodes
+/// them before routing takes for segments.
+fn encoded_parts(segment: &str) -> impl Iterator<Item = &str> {
+    let mut rest = Some(segment);
+    std::iter::from_fn(move || {
+        let text = rest?;
+        let bytes = text.as_bytes();
+        let at = (0..bytes.len()).find(|&i| {
+            bytes[i] == b'%'
+                && bytes
+                    .get(i + 1..i + 3)
+                    .is_some_and(|b| b.eq_ignore_ascii_case(b"2f") || b.eq_ignore_ascii_case(b"5c"))
+        });
+        match at {
+            // Three ASCII bytes: `text[i + 3..]` starts on a character.
+            Some(i) => {
+                rest = Some(&text[i + 3..]);
+                Some(&text[..i])
+            }
+            None => {
+                rest = None;
+                Some(text)
+            }
+        }
+    })
 }
 
 /// A copy of a plain `request` (one whose only extension, if any, is its
@@ -1000,6 +1043,24 @@ mod tests {
                 "{path:?}: {why}"
             );
         }
+        // A `.` or `..` between encoded separators, which a server that
+        // decodes `%2F` or `%5C` before routing reads as a segment.
+        for path in [
+            "..%2fadmin",
+            "a/..%2Fadmin",
+            "a%2F..%2Fb",
+            "a%2f.",
+            "%2e%2e%2fetc",
+            "..%5cwindows",
+            "x/%2E%5C..%5Cy?q=..%2f",
+        ] {
+            let why = check_path(path).unwrap_err();
+            assert!(why.contains("decodes %2F or %5C"), "{path:?}: {why}");
+        }
+        // An encoded slash inside a name passes.
+        for path in ["objects/a%2Fb", "a%2f.b", "%2f", "a%5c...b", "x?q=..%2f"] {
+            assert_eq!(check_path(path), Ok(()), "{path:?}");
+        }
         // A `%2` before a character of more than one byte is no dot (and
         // no panic).
         for path in ["%2é", "a/%2ü/b", "%2e%2é"] {
@@ -1070,6 +1131,14 @@ mod tests {
                 prop_assert!(
                     url.path() == "/api/v1" || url.path().starts_with("/api/v1/"),
                     "{:?} gave {}", path, url
+                );
+                // Nor does a server that decodes encoded separators before
+                // routing read a dot segment in it.
+                let decoded = url.path().replace("%2f", "/").replace("%2F", "/")
+                    .replace("%5c", "/").replace("%5C", "/");
+                prop_assert!(
+                    !decoded.split('/').any(is_dot_segment),
+                    "{:?} gave {}, read as {}", path, url, decoded
                 );
                 let (request, _) = client.get(&path).build().unwrap();
                 prop_assert_eq!(request.url(), &url);
