@@ -37,7 +37,8 @@ struct Inner {
     gate: AtomicU64,
     /// While open with nothing to deliver, the end of the open period as
     /// time since `base`, [packed](pack), else 0: lets `allow` reject
-    /// without the lock (the core keeps it packed since it opened).
+    /// without the lock (the core packs it at the first rejection under
+    /// the lock).
     open_until: AtomicU64,
     base: Instant,
     policy: Policy,
@@ -175,6 +176,13 @@ impl Breaker {
             if !core.queue.is_empty() && !core.delivering {
                 core = inner.deliver(core);
                 continue;
+            }
+            // Open: the first rejection under the lock packs the end of
+            // the open period, so that the next ones need no lock.
+            if let Phase::Open { until: Some(until) } = core.phase
+                && core.open_until == 0
+            {
+                core.pack_open_until(until);
             }
             // What this holder changed (a transition left to the thread
             // delivering) is published before any return.

@@ -289,9 +289,10 @@ pub(super) struct Core {
     /// The breaker's time zero, for `open_until`.
     base: Instant,
     /// While open, the end of the open period as time since `base`,
-    /// [packed](super::breaker::pack); 0 when not open, or for ever, or
-    /// beyond what a packed time holds (the lock-free rejection is then
-    /// off, and the slow path rejects).
+    /// [packed](super::breaker::pack), from the first rejection under the
+    /// lock on ([`pack_open_until`](Core::pack_open_until)); 0 when not
+    /// open, not packed yet, for ever, or beyond what a packed time holds
+    /// (the lock-free rejection is then off, and the slow path rejects).
     pub(super) open_until: u64,
     /// Whether the phase, the epoch or the queue changed since the breaker
     /// last published its lock-free words (`Inner::publish`).
@@ -335,6 +336,20 @@ impl Core {
         match self.phase {
             Phase::Open { until: Some(until) } if until <= now() => State::HalfOpen,
             phase => phase.state(),
+        }
+    }
+
+    /// While open until `until`, packs the end of the open period for the
+    /// lock-free rejection, if it is not packed yet: done by the first
+    /// rejection under the lock, not when the breaker opens, so that a
+    /// breaker whose open period ends before anyone is rejected (a short
+    /// `open_for`) never pays for it.
+    #[cold]
+    pub(super) fn pack_open_until(&mut self, until: Instant) {
+        let packed = super::breaker::pack(until.saturating_duration_since(self.base));
+        if packed != u64::MAX {
+            self.open_until = packed;
+            self.changed = true;
         }
     }
 
@@ -401,10 +416,15 @@ impl Core {
         loop {
             match self.phase {
                 Phase::Closed => return,
-                Phase::Open { until } => match until {
-                    Some(until) if until <= now => self.move_to(State::HalfOpen, until),
-                    _ => return,
-                },
+                Phase::Open { until } => {
+                    if let Some(until) = until
+                        && until <= now
+                    {
+                        // No probe holds a slot yet: nothing more is due.
+                        self.move_to(State::HalfOpen, until);
+                    }
+                    return;
+                }
                 Phase::HalfOpen => {
                     let Some(due) = self.slots.due(now) else {
                         return;
@@ -499,17 +519,9 @@ impl Core {
         self.open_until = 0;
         self.phase = match to {
             State::Closed => Phase::Closed,
-            State::Open => {
-                let until = at.checked_add(self.open_for);
-                if let Some(until) = until {
-                    self.open_until =
-                        match super::breaker::pack(until.saturating_duration_since(self.base)) {
-                            u64::MAX => 0,
-                            packed => packed,
-                        };
-                }
-                Phase::Open { until }
-            }
+            State::Open => Phase::Open {
+                until: at.checked_add(self.open_for),
+            },
             State::HalfOpen => {
                 self.slots.start_period();
                 Phase::HalfOpen
