@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::core::{Core, Phase, Settled, Tag};
+use super::core::{Core, Settled, Tag};
 use super::lock::{Guard, Lock};
 use super::{Config, ConfigError, Outcome, Policy, State, Transition};
 
@@ -165,8 +165,8 @@ impl Breaker {
         let mut read = read;
         let mut core = inner.lock();
         loop {
-            let now = match core.phase {
-                Phase::Closed => None,
+            let now = match core.state {
+                State::Closed => None,
                 _ => {
                     let now = core.now(read.take());
                     core.advance(now, &inner.policy);
@@ -179,7 +179,8 @@ impl Breaker {
             }
             // Open: the first rejection under the lock packs the end of
             // the open period, so that the next ones need no lock.
-            if let Phase::Open { until: Some(until) } = core.phase
+            if core.state == State::Open
+                && let Some(until) = core.until
                 && core.open_until == 0
             {
                 core.pack_open_until(until);
@@ -187,15 +188,15 @@ impl Breaker {
             // What this holder changed (a transition left to the thread
             // delivering) is published before any return.
             inner.publish_if_changed(&mut core);
-            let tag = match (core.phase, now) {
-                (Phase::Closed, _) => Tag::closed(core.epoch),
-                (Phase::Open { until }, Some(now)) => {
+            let tag = match (core.state, now) {
+                (State::Closed, _) => Tag::closed(core.epoch),
+                (State::Open, Some(now)) => {
                     return Err(Rejected {
                         state: State::Open,
-                        retry_after: until.map_or(Duration::MAX, |until| until - now),
+                        retry_after: core.until.map_or(Duration::MAX, |until| until - now),
                     });
                 }
-                (Phase::HalfOpen, Some(now)) => match core.take_slot(now) {
+                (State::HalfOpen, Some(now)) => match core.take_slot(now) {
                     Some(tag) => tag,
                     None => {
                         return Err(Rejected {
@@ -278,20 +279,21 @@ impl Inner {
     /// lock, unless another thread is already doing so; then that thread
     /// delivers what this one queued. Returns the lock, taken again.
     fn deliver<'a>(&'a self, mut core: Guard<'a, Core>) -> Guard<'a, Core> {
-        while !core.delivering {
-            let Some(transition) = core.queue.pop_front() else {
-                break;
-            };
-            core.delivering = true;
-            self.publish(&mut core);
-            drop(core);
-            // If `observe` panics, the panic continues; the next `allow` or
-            // `done` delivers the rest.
-            let unwinding = Unwinding(self);
-            (self.observe)(&transition);
-            std::mem::forget(unwinding);
-            core = self.lock();
-            core.delivering = false;
+        if !core.delivering {
+            // Copied once, out of the queue (a `pop_front` moved it twice).
+            while let Some(&transition) = core.queue.front() {
+                core.queue.pop_front();
+                core.delivering = true;
+                self.publish(&mut core);
+                drop(core);
+                // If `observe` panics, the panic continues; the next `allow`
+                // or `done` delivers the rest.
+                let unwinding = Unwinding(self);
+                (self.observe)(&transition);
+                std::mem::forget(unwinding);
+                core = self.lock();
+                core.delivering = false;
+            }
         }
         self.publish_if_changed(&mut core);
         core
@@ -317,8 +319,8 @@ impl Inner {
 
     #[cold]
     fn settle_slow(&self, mut core: Guard<'_, Core>, tag: Tag, outcome: Outcome) -> bool {
-        let now = match core.phase {
-            Phase::Closed => None,
+        let now = match core.state {
+            State::Closed => None,
             _ => {
                 let now = core.now(None);
                 core.advance(now, &self.policy);
