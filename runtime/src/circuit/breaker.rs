@@ -135,14 +135,15 @@ impl Breaker {
     /// `allow` when not closed (or with a transition to deliver). Open with
     /// nothing to deliver and not yet due to become half-open: a rejection
     /// without the lock, with how much longer it stays open. Otherwise the
-    /// slow path, with the time read for the rejection if one was.
+    /// slow path, with the time read here, before the lock (the clock read
+    /// and the lock's atomic operation then overlap).
     #[inline(never)]
     fn allow_not_closed(&self) -> Result<Ticket<'_>, Rejected> {
         let until = self.inner.open_until.load(Ordering::Acquire);
-        if until == 0 {
-            return self.allow_slow(None);
-        }
         let now = Instant::now();
+        if until == 0 {
+            return self.allow_slow(Some(now));
+        }
         let since = pack(now.saturating_duration_since(self.inner.base));
         if since < until {
             return Err(Rejected {
@@ -154,10 +155,10 @@ impl Breaker {
     }
 
     /// Admits or rejects under the lock. `read` is the time `allow` read
-    /// just before taking it, if it did (as `allow_not_closed` reads it): the
-    /// lock's holder reads the clock
-    /// only if no such time was read, and the time used is never earlier
-    /// than one a holder before it used, so time order matches lock order.
+    /// just before taking it (as `allow_not_closed` and, after delivering,
+    /// `deliver` read it): the lock's holder reads the clock only if no such
+    /// time was read, and the time used is never earlier than one a holder
+    /// before it used, so time order matches lock order.
     #[cold]
     #[inline(never)]
     fn allow_slow(&self, read: Option<Instant>) -> Result<Ticket<'_>, Rejected> {
@@ -174,7 +175,9 @@ impl Breaker {
                 }
             };
             if !core.queue.is_empty() && !core.delivering {
-                core = inner.deliver(core);
+                // The time after the last delivery, read before the lock is
+                // taken again.
+                core = inner.deliver(core, Some(&mut read));
                 continue;
             }
             // Open: the first rejection under the lock packs the end of
@@ -278,7 +281,16 @@ impl Inner {
     /// Hands the queued transitions to `observe` one at a time, outside the
     /// lock, unless another thread is already doing so; then that thread
     /// delivers what this one queued. Returns the lock, taken again.
-    fn deliver<'a>(&'a self, mut core: Guard<'a, Core>) -> Guard<'a, Core> {
+    ///
+    /// With `read`, the clock is read after each delivery to a state other
+    /// than closed, just before the lock is taken again (`allow`, which
+    /// needs the time after the deliveries, reads it there instead of under
+    /// the lock: the read and the lock's atomic operation then overlap).
+    fn deliver<'a>(
+        &'a self,
+        mut core: Guard<'a, Core>,
+        mut read: Option<&mut Option<Instant>>,
+    ) -> Guard<'a, Core> {
         if !core.delivering {
             // Copied once, out of the queue (a `pop_front` moved it twice).
             while let Some(&transition) = core.queue.front() {
@@ -291,6 +303,9 @@ impl Inner {
                 let unwinding = Unwinding(self);
                 (self.observe)(&transition);
                 std::mem::forget(unwinding);
+                if let Some(read) = read.as_deref_mut() {
+                    *read = (transition.to != State::Closed).then(Instant::now);
+                }
                 core = self.lock();
                 core.delivering = false;
             }
@@ -301,6 +316,15 @@ impl Inner {
 
     #[inline]
     fn settle(&self, tag: Tag, outcome: Outcome) -> bool {
+        // A probe's result needs the time (probe timeouts are made due
+        // first): read before the lock, as `allow` reads it, so that the
+        // read and the lock's atomic operation overlap. A closed ticket's
+        // result reads the clock only if it trips the breaker.
+        let read = if tag.is_probe() {
+            Some(Instant::now())
+        } else {
+            None
+        };
         let mut core = self.lock();
         // Closed, and the ticket is current: count without reading the
         // clock; most results change nothing else.
@@ -309,20 +333,26 @@ impl Inner {
                 false => return true,
                 true => {
                     // Tripped: the queue now holds the transition.
-                    drop(self.deliver(core));
+                    drop(self.deliver(core, None));
                     return true;
                 }
             }
         }
-        self.settle_slow(core, tag, outcome)
+        self.settle_slow(core, tag, outcome, read)
     }
 
     #[cold]
-    fn settle_slow(&self, mut core: Guard<'_, Core>, tag: Tag, outcome: Outcome) -> bool {
+    fn settle_slow(
+        &self,
+        mut core: Guard<'_, Core>,
+        tag: Tag,
+        outcome: Outcome,
+        read: Option<Instant>,
+    ) -> bool {
         let now = match core.state {
             State::Closed => None,
             _ => {
-                let now = core.now(None);
+                let now = core.now(read);
                 core.advance(now, &self.policy);
                 Some(now)
             }
@@ -333,7 +363,7 @@ impl Inner {
         if core.queue.is_empty() {
             self.publish_if_changed(&mut core);
         } else {
-            drop(self.deliver(core));
+            drop(self.deliver(core, None));
         }
         settled == Settled::Current
     }
