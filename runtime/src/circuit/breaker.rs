@@ -316,15 +316,9 @@ impl Inner {
 
     #[inline]
     fn settle(&self, tag: Tag, outcome: Outcome) -> bool {
-        // A probe's result needs the time (probe timeouts are made due
-        // first): read before the lock, as `allow` reads it, so that the
-        // read and the lock's atomic operation overlap. A closed ticket's
-        // result reads the clock only if it trips the breaker.
-        let read = if tag.is_probe() {
-            Some(Instant::now())
-        } else {
-            None
-        };
+        if tag.is_probe() {
+            return self.settle_probe(tag, outcome);
+        }
         let mut core = self.lock();
         // Closed, and the ticket is current: count without reading the
         // clock; most results change nothing else.
@@ -338,7 +332,19 @@ impl Inner {
                 }
             }
         }
-        self.settle_slow(core, tag, outcome, read)
+        self.settle_slow(core, tag, outcome, None)
+    }
+
+    /// A probe's result needs the time (probe timeouts are made due first):
+    /// it is read before the lock, as `allow` reads it, so that the read and
+    /// the lock's atomic operation overlap. (A closed ticket's result reads
+    /// the clock only if it trips the breaker.)
+    #[cold]
+    #[inline(never)]
+    fn settle_probe(&self, tag: Tag, outcome: Outcome) -> bool {
+        let read = Instant::now();
+        let core = self.lock();
+        self.settle_slow(core, tag, outcome, Some(read))
     }
 
     #[cold]
