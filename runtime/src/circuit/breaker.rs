@@ -286,6 +286,7 @@ impl Inner {
     /// than closed, just before the lock is taken again (`allow`, which
     /// needs the time after the deliveries, reads it there instead of under
     /// the lock: the read and the lock's atomic operation then overlap).
+    #[inline(always)]
     fn deliver<'a>(
         &'a self,
         mut core: Guard<'a, Core>,
