@@ -496,6 +496,7 @@ impl Core {
 
     /// Changes state as of `at`, starting a new epoch with zero counts and
     /// no probes, and queues the transition.
+    #[inline(always)]
     fn move_to(&mut self, to: State, at: Instant) {
         let from = self.state;
         let counts = std::mem::take(&mut self.counts);
