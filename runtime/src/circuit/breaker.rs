@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::core::{Core, Phase, Settled, Tag};
+use super::core::{Core, Settled, Tag};
 use super::lock::{Guard, Lock};
 use super::{Config, ConfigError, Outcome, Policy, State, Transition};
 
@@ -37,7 +37,8 @@ struct Inner {
     gate: AtomicU64,
     /// While open with nothing to deliver, the end of the open period as
     /// time since `base`, [packed](pack), else 0: lets `allow` reject
-    /// without the lock (the core keeps it packed since it opened).
+    /// without the lock (the core packs it at the first rejection under
+    /// the lock).
     open_until: AtomicU64,
     base: Instant,
     policy: Policy,
@@ -134,14 +135,15 @@ impl Breaker {
     /// `allow` when not closed (or with a transition to deliver). Open with
     /// nothing to deliver and not yet due to become half-open: a rejection
     /// without the lock, with how much longer it stays open. Otherwise the
-    /// slow path, with the time read for the rejection if one was.
+    /// slow path, with the time read here, before the lock (the clock read
+    /// and the lock's atomic operation then overlap).
     #[inline(never)]
     fn allow_not_closed(&self) -> Result<Ticket<'_>, Rejected> {
         let until = self.inner.open_until.load(Ordering::Acquire);
-        if until == 0 {
-            return self.allow_slow(None);
-        }
         let now = Instant::now();
+        if until == 0 {
+            return self.allow_slow(Some(now));
+        }
         let since = pack(now.saturating_duration_since(self.inner.base));
         if since < until {
             return Err(Rejected {
@@ -153,10 +155,10 @@ impl Breaker {
     }
 
     /// Admits or rejects under the lock. `read` is the time `allow` read
-    /// just before taking it, if it did (as `allow_not_closed` reads it): the
-    /// lock's holder reads the clock
-    /// only if no such time was read, and the time used is never earlier
-    /// than one a holder before it used, so time order matches lock order.
+    /// just before taking it (as `allow_not_closed` and, after delivering,
+    /// `deliver` read it): the lock's holder reads the clock only if no such
+    /// time was read, and the time used is never earlier than one a holder
+    /// before it used, so time order matches lock order.
     #[cold]
     #[inline(never)]
     fn allow_slow(&self, read: Option<Instant>) -> Result<Ticket<'_>, Rejected> {
@@ -164,8 +166,8 @@ impl Breaker {
         let mut read = read;
         let mut core = inner.lock();
         loop {
-            let now = match core.phase {
-                Phase::Closed => None,
+            let now = match core.state {
+                State::Closed => None,
                 _ => {
                     let now = core.now(read.take());
                     core.advance(now, &inner.policy);
@@ -173,21 +175,31 @@ impl Breaker {
                 }
             };
             if !core.queue.is_empty() && !core.delivering {
-                core = inner.deliver(core);
+                // The time after the last delivery, read before the lock is
+                // taken again.
+                core = inner.deliver(core, Some(&mut read));
                 continue;
+            }
+            // Open: the first rejection under the lock packs the end of
+            // the open period, so that the next ones need no lock.
+            if core.state == State::Open
+                && let Some(until) = core.until
+                && core.open_until == 0
+            {
+                core.pack_open_until(until);
             }
             // What this holder changed (a transition left to the thread
             // delivering) is published before any return.
             inner.publish_if_changed(&mut core);
-            let tag = match (core.phase, now) {
-                (Phase::Closed, _) => Tag::closed(core.epoch),
-                (Phase::Open { until }, Some(now)) => {
+            let tag = match (core.state, now) {
+                (State::Closed, _) => Tag::closed(core.epoch),
+                (State::Open, Some(now)) => {
                     return Err(Rejected {
                         state: State::Open,
-                        retry_after: until.map_or(Duration::MAX, |until| until - now),
+                        retry_after: core.until.map_or(Duration::MAX, |until| until - now),
                     });
                 }
-                (Phase::HalfOpen, Some(now)) => match core.take_slot(now) {
+                (State::HalfOpen, Some(now)) => match core.take_slot(now) {
                     Some(tag) => tag,
                     None => {
                         return Err(Rejected {
@@ -269,21 +281,35 @@ impl Inner {
     /// Hands the queued transitions to `observe` one at a time, outside the
     /// lock, unless another thread is already doing so; then that thread
     /// delivers what this one queued. Returns the lock, taken again.
-    fn deliver<'a>(&'a self, mut core: Guard<'a, Core>) -> Guard<'a, Core> {
-        while !core.delivering {
-            let Some(transition) = core.queue.pop_front() else {
-                break;
-            };
-            core.delivering = true;
-            self.publish(&mut core);
-            drop(core);
-            // If `observe` panics, the panic continues; the next `allow` or
-            // `done` delivers the rest.
-            let unwinding = Unwinding(self);
-            (self.observe)(&transition);
-            std::mem::forget(unwinding);
-            core = self.lock();
-            core.delivering = false;
+    ///
+    /// With `read`, the clock is read after each delivery to a state other
+    /// than closed, just before the lock is taken again (`allow`, which
+    /// needs the time after the deliveries, reads it there instead of under
+    /// the lock: the read and the lock's atomic operation then overlap).
+    #[inline(always)]
+    fn deliver<'a>(
+        &'a self,
+        mut core: Guard<'a, Core>,
+        mut read: Option<&mut Option<Instant>>,
+    ) -> Guard<'a, Core> {
+        if !core.delivering {
+            // Copied once, out of the queue (a `pop_front` moved it twice).
+            while let Some(&transition) = core.queue.front() {
+                core.queue.pop_front();
+                core.delivering = true;
+                self.publish(&mut core);
+                drop(core);
+                // If `observe` panics, the panic continues; the next `allow`
+                // or `done` delivers the rest.
+                let unwinding = Unwinding(self);
+                (self.observe)(&transition);
+                std::mem::forget(unwinding);
+                if let Some(read) = read.as_deref_mut() {
+                    *read = (transition.to != State::Closed).then(Instant::now);
+                }
+                core = self.lock();
+                core.delivering = false;
+            }
         }
         self.publish_if_changed(&mut core);
         core
@@ -291,6 +317,9 @@ impl Inner {
 
     #[inline]
     fn settle(&self, tag: Tag, outcome: Outcome) -> bool {
+        if tag.is_probe() {
+            return self.settle_probe(tag, outcome);
+        }
         let mut core = self.lock();
         // Closed, and the ticket is current: count without reading the
         // clock; most results change nothing else.
@@ -299,20 +328,38 @@ impl Inner {
                 false => return true,
                 true => {
                     // Tripped: the queue now holds the transition.
-                    drop(self.deliver(core));
+                    drop(self.deliver(core, None));
                     return true;
                 }
             }
         }
-        self.settle_slow(core, tag, outcome)
+        self.settle_slow(core, tag, outcome, None)
+    }
+
+    /// A probe's result needs the time (probe timeouts are made due first):
+    /// it is read before the lock, as `allow` reads it, so that the read and
+    /// the lock's atomic operation overlap. (A closed ticket's result reads
+    /// the clock only if it trips the breaker.)
+    #[cold]
+    #[inline(never)]
+    fn settle_probe(&self, tag: Tag, outcome: Outcome) -> bool {
+        let read = Instant::now();
+        let core = self.lock();
+        self.settle_slow(core, tag, outcome, Some(read))
     }
 
     #[cold]
-    fn settle_slow(&self, mut core: Guard<'_, Core>, tag: Tag, outcome: Outcome) -> bool {
-        let now = match core.phase {
-            Phase::Closed => None,
+    fn settle_slow(
+        &self,
+        mut core: Guard<'_, Core>,
+        tag: Tag,
+        outcome: Outcome,
+        read: Option<Instant>,
+    ) -> bool {
+        let now = match core.state {
+            State::Closed => None,
             _ => {
-                let now = core.now(None);
+                let now = core.now(read);
                 core.advance(now, &self.policy);
                 Some(now)
             }
@@ -323,7 +370,7 @@ impl Inner {
         if core.queue.is_empty() {
             self.publish_if_changed(&mut core);
         } else {
-            drop(self.deliver(core));
+            drop(self.deliver(core, None));
         }
         settled == Settled::Current
     }

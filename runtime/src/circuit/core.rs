@@ -1,4 +1,4 @@
-//! The breaker's state under its lock: the phase, the counts, the window of
+//! What a breaker keeps under its lock: its state, the counts, the window of
 //! results, the probe slots and the queue of transitions to deliver.
 //!
 //! Everything here is allocated once, when the breaker is built, so no
@@ -10,28 +10,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Config, Counts, Outcome, Policy, State, Transition};
-
-/// Where a breaker is, with what its state needs to know of time.
-#[derive(Clone, Copy, Debug)]
-pub(super) enum Phase {
-    Closed,
-    /// Open until the instant, or for ever if `open_for` is too long for the
-    /// clock to represent.
-    Open {
-        until: Option<Instant>,
-    },
-    HalfOpen,
-}
-
-impl Phase {
-    fn state(self) -> State {
-        match self {
-            Phase::Closed => State::Closed,
-            Phase::Open { .. } => State::Open,
-            Phase::HalfOpen => State::HalfOpen,
-        }
-    }
-}
 
 /// What a ticket knows of where it was admitted, in one word, so that a
 /// ticket is two words and moves in registers:
@@ -270,14 +248,17 @@ pub(super) enum Settled {
 /// The state of one breaker, kept under its lock.
 #[derive(Debug)]
 pub(super) struct Core {
-    pub(super) phase: Phase,
-    /// Bumped on every change of state; a ticket carries the epoch it was
-    /// admitted in.
+    pub(super) state: State,
+    /// While open, when the open period ends; `None` while open for ever
+    /// (an `open_for` too long for the clock to represent), and while not
+    /// open.
+    pub(super) until: Option<Instant>,
+    /// Bumped on every change of state (the transition's generation); a
+    /// ticket carries the epoch it was admitted in.
     pub(super) epoch: u64,
     counts: Counts,
     window: Window,
     slots: Slots,
-    generation: u64,
     /// Transitions made and not yet handed to `observe`.
     pub(super) queue: VecDeque<Transition>,
     /// Whether some thread is running `observe` now.
@@ -289,11 +270,12 @@ pub(super) struct Core {
     /// The breaker's time zero, for `open_until`.
     base: Instant,
     /// While open, the end of the open period as time since `base`,
-    /// [packed](super::breaker::pack); 0 when not open, or for ever, or
-    /// beyond what a packed time holds (the lock-free rejection is then
-    /// off, and the slow path rejects).
+    /// [packed](super::breaker::pack), from the first rejection under the
+    /// lock on ([`pack_open_until`](Core::pack_open_until)); 0 when not
+    /// open, not packed yet, for ever, or beyond what a packed time holds
+    /// (the lock-free rejection is then off, and the slow path rejects).
     pub(super) open_until: u64,
-    /// Whether the phase, the epoch or the queue changed since the breaker
+    /// Whether the state, the epoch or the queue changed since the breaker
     /// last published its lock-free words (`Inner::publish`).
     pub(super) changed: bool,
 }
@@ -301,12 +283,12 @@ pub(super) struct Core {
 impl Core {
     pub(super) fn new(config: &Config, base: Instant) -> Core {
         Core {
-            phase: Phase::Closed,
+            state: State::Closed,
+            until: None,
             epoch: 0,
             counts: Counts::default(),
             window: Window::new(config.window),
             slots: Slots::new(config.probes),
-            generation: 0,
             // A few transitions may queue up behind a slow or panicking
             // observer; the queue grows only then.
             queue: VecDeque::with_capacity(8),
@@ -332,33 +314,45 @@ impl Core {
 
     /// The state as time has left it, without making any change.
     pub(super) fn state_at(&self, now: impl FnOnce() -> Instant) -> State {
-        match self.phase {
-            Phase::Open { until: Some(until) } if until <= now() => State::HalfOpen,
-            phase => phase.state(),
+        match (self.state, self.until) {
+            (State::Open, Some(until)) if until <= now() => State::HalfOpen,
+            (state, _) => state,
+        }
+    }
+
+    /// While open until `until`, packs the end of the open period for the
+    /// lock-free rejection, if it is not packed yet: done by the first
+    /// rejection under the lock, not when the breaker opens, so that a
+    /// breaker whose open period ends before anyone is rejected (a short
+    /// `open_for`) never pays for it.
+    #[cold]
+    pub(super) fn pack_open_until(&mut self, until: Instant) {
+        let packed = super::breaker::pack(until.saturating_duration_since(self.base));
+        if packed != u64::MAX {
+            self.open_until = packed;
+            self.changed = true;
         }
     }
 
     /// Whether `allow` may admit without taking the lock: closed, with no
     /// transition waiting to be delivered.
     pub(super) fn open_gate(&self) -> bool {
-        matches!(self.phase, Phase::Closed) && self.queue.is_empty()
+        self.state == State::Closed && self.queue.is_empty()
     }
 
     /// Whether the ticket of `tag` was admitted in the current closed
     /// state, with nothing queued.
     #[inline]
     pub(super) fn is_closed_for(&self, tag: Tag) -> bool {
-        tag == Tag::closed(self.epoch)
-            && matches!(self.phase, Phase::Closed)
-            && self.queue.is_empty()
+        tag == Tag::closed(self.epoch) && self.state == State::Closed && self.queue.is_empty()
     }
 
     /// Whether the ticket of `tag` was admitted in the current state.
     fn is_current(&self, tag: Tag) -> bool {
-        match self.phase {
-            Phase::Closed => tag == Tag::closed(self.epoch),
-            Phase::HalfOpen => self.slots.in_period(tag),
-            Phase::Open { .. } => false,
+        match self.state {
+            State::Closed => tag == Tag::closed(self.epoch),
+            State::HalfOpen => self.slots.in_period(tag),
+            State::Open => false,
         }
     }
 
@@ -384,28 +378,41 @@ impl Core {
     /// Makes the changes time has made due by `now`, in the order they fell
     /// due and each as of that moment: becoming half-open at the end of the
     /// open period, and each probe timing out (which asks `policy.probe`).
-    #[inline]
+    #[inline(always)]
     pub(super) fn advance(&mut self, now: Instant, policy: &Policy) {
-        let due = match self.phase {
-            Phase::Closed => false,
-            Phase::Open { until } => until.is_some_and(|until| until <= now),
-            Phase::HalfOpen => self.slots.due(now).is_some(),
-        };
-        if due {
-            self.advance_due(now, policy);
+        match self.state {
+            State::Closed => {}
+            State::Open => {
+                if let Some(until) = self.until
+                    && until <= now
+                {
+                    // No probe holds a slot yet: nothing more is due.
+                    self.move_to(State::HalfOpen, until);
+                }
+            }
+            State::HalfOpen => {
+                if self.slots.due(now).is_some() {
+                    self.advance_due(now, policy);
+                }
+            }
         }
     }
 
     #[cold]
     fn advance_due(&mut self, now: Instant, policy: &Policy) {
         loop {
-            match self.phase {
-                Phase::Closed => return,
-                Phase::Open { until } => match until {
-                    Some(until) if until <= now => self.move_to(State::HalfOpen, until),
-                    _ => return,
-                },
-                Phase::HalfOpen => {
+            match self.state {
+                State::Closed => return,
+                State::Open => {
+                    if let Some(until) = self.until
+                        && until <= now
+                    {
+                        // No probe holds a slot yet: nothing more is due.
+                        self.move_to(State::HalfOpen, until);
+                    }
+                    return;
+                }
+                State::HalfOpen => {
                     let Some(due) = self.slots.due(now) else {
                         return;
                     };
@@ -450,20 +457,20 @@ impl Core {
             Outcome::Ignored => return Settled::Current,
         };
         self.record(failure);
-        match self.phase {
-            Phase::Closed => {
+        match self.state {
+            State::Closed => {
                 if policy.trip(&self.counts) {
                     self.move_to(State::Open, now());
                 }
             }
-            Phase::HalfOpen => {
+            State::HalfOpen => {
                 let to = policy.probe(&self.counts);
                 if to != State::HalfOpen {
                     self.move_to(to, now());
                 }
             }
             // No ticket is current while open.
-            Phase::Open { .. } => {}
+            State::Open => {}
         }
         Settled::Current
     }
@@ -489,37 +496,26 @@ impl Core {
 
     /// Changes state as of `at`, starting a new epoch with zero counts and
     /// no probes, and queues the transition.
+    #[inline(always)]
     fn move_to(&mut self, to: State, at: Instant) {
-        let from = self.phase.state();
+        let from = self.state;
         let counts = std::mem::take(&mut self.counts);
         self.window.clear();
         self.slots.clear();
         self.epoch += 1;
-        self.generation += 1;
         self.open_until = 0;
-        self.phase = match to {
-            State::Closed => Phase::Closed,
-            State::Open => {
-                let until = at.checked_add(self.open_for);
-                if let Some(until) = until {
-                    self.open_until =
-                        match super::breaker::pack(until.saturating_duration_since(self.base)) {
-                            u64::MAX => 0,
-                            packed => packed,
-                        };
-                }
-                Phase::Open { until }
-            }
-            State::HalfOpen => {
-                self.slots.start_period();
-                Phase::HalfOpen
-            }
-        };
+        self.state = to;
+        self.until = None;
+        match to {
+            State::Closed => {}
+            State::Open => self.until = at.checked_add(self.open_for),
+            State::HalfOpen => self.slots.start_period(),
+        }
         self.changed = true;
         self.queue.push_back(Transition {
             from,
             to,
-            generation: self.generation,
+            generation: self.epoch,
             counts,
         });
     }
