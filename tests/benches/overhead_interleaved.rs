@@ -23,6 +23,17 @@
 //! With `layers`, the clients are those of `support::LAYER_PEERS`: tonic,
 //! humus with no per-attempt layer, with one no-op tonic interceptor and
 //! with one identity tower layer (what one trivial layer costs).
+//!
+//! `HUMUS_OVERHEAD_PROFILE=<client>` (a name of `support::PEERS` or
+//! `support::LAYER_PEERS`) makes only that client's calls, nothing timed,
+//! for a profiler (`valgrind --tool=callgrind`, `strace -c -f`):
+//! `HUMUS_OVERHEAD_CALLS` of them (10,000 unless set), in batches of
+//! `HUMUS_OVERHEAD_BATCH` at once (1 unless set), after one batch to dial.
+//!
+//! ```text
+//! HUMUS_OVERHEAD_PROFILE=tonic HUMUS_OVERHEAD_CALLS=6400 HUMUS_OVERHEAD_BATCH=64 \
+//!     valgrind --tool=callgrind target/release/deps/overhead_interleaved-<hash>
+//! ```
 
 mod support;
 
@@ -45,10 +56,39 @@ fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
+/// `HUMUS_OVERHEAD_PROFILE`'s run: one client's calls, untimed.
+fn profile(rt: &tokio::runtime::Runtime, addr: std::net::SocketAddr, name: &str) {
+    let number = |var: &str, default: usize| -> usize {
+        std::env::var(var)
+            .ok()
+            .map(|v| {
+                v.parse()
+                    .unwrap_or_else(|_| panic!("{var}={v:?}: not a number"))
+            })
+            .unwrap_or(default)
+    };
+    let calls = number("HUMUS_OVERHEAD_CALLS", 10_000);
+    let batch = number("HUMUS_OVERHEAD_BATCH", 1).max(1);
+    let peer = Peer::new(name, addr)
+        .unwrap_or_else(|| panic!("HUMUS_OVERHEAD_PROFILE={name:?}: not a client"));
+    rt.block_on(tokio::spawn(async move {
+        // The dial, apart from the calls counted.
+        join_all((0..batch).map(|_| peer.call())).await;
+        for _ in 0..calls / batch {
+            join_all((0..batch).map(|_| peer.call())).await;
+        }
+    }))
+    .expect("no call failed");
+}
+
 fn main() {
     let rt = support::runtime(2);
     let _guard = rt.enter();
     let addr = rt.block_on(support::serve(Dependency::new(Answer::Ok)));
+    if let Ok(name) = std::env::var("HUMUS_OVERHEAD_PROFILE") {
+        profile(&rt, addr, &name);
+        return;
+    }
     let names: &[&str] = if std::env::args().any(|a| a == "layers") {
         &LAYER_PEERS
     } else {

@@ -28,7 +28,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::uri::PathAndQuery;
-use http::{HeaderMap, Uri};
+use http::{HeaderMap, HeaderName, Uri};
 use http_body::{Body as _, Frame};
 use tokio::time::{Instant, Sleep};
 use tonic::metadata::MetadataMap;
@@ -36,10 +36,9 @@ use tonic::{Code, Status};
 use tower_service::Service;
 
 use super::attempt::{
-    CallCtx, OpenSend, Opened, TRANSPARENT_RETRIES, UnarySend, at_deadline, caller_metadata,
-    run_open, run_unary,
+    CallCtx, OpenSend, Opened, TRANSPARENT_RETRIES, UnarySend, at_deadline, run_open, run_unary,
 };
-use super::client::{Inner, deadline};
+use super::client::{Inner, deadline, parse_grpc_timeout};
 use super::connection::{
     ClosedFlag, closing, http_to_grpc, mapped_from_http, never_processed, transport_status,
 };
@@ -49,6 +48,35 @@ use super::{Method, MethodPolicy, RpcKind};
 
 /// The body of what the connection's send answers.
 type WireBody = super::connection::AttemptBody;
+
+/// `grpc-status`, `grpc-message` and `grpc-status-details-bin`, as
+/// names: looked up without parsing a string.
+const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
+const GRPC_STATUS_DETAILS: HeaderName = HeaderName::from_static("grpc-status-details-bin");
+/// `grpc-timeout`, as a name.
+const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+
+/// Whether `trailer` says `OK` as tonic reads it (`Status::from_header_map`
+/// gives `Code::Ok`), told without making the status (which copies the
+/// trailer): `grpc-status: 0`, a `grpc-message`, if any, that decodes (an
+/// undecodable one makes tonic's status `Unknown`), and no details (which
+/// tonic decodes too). Any other trailer is read by tonic.
+fn is_ok(trailer: &HeaderMap) -> bool {
+    if trailer
+        .get(&GRPC_STATUS)
+        .is_none_or(|v| v.as_bytes() != b"0")
+    {
+        return false;
+    }
+    // The status alone (as tonic's servers end): nothing more to read.
+    trailer.len() == 1
+        || (trailer.get(&GRPC_MESSAGE).is_none_or(|m| {
+            percent_encoding::percent_decode(m.as_bytes())
+                .decode_utf8()
+                .is_ok()
+        }) && !trailer.contains_key(&GRPC_STATUS_DETAILS))
+}
 
 /// How many bytes of a call's request body the channel keeps to send it
 /// again (grpc-go's retry buffer per call, 256 KiB): a call whose body is
@@ -311,10 +339,24 @@ impl Service<http::Request<tonic::body::Body>> for Channel {
             .unwrap_or_else(|| PathAndQuery::from_static("/"));
         let listed = self.methods.get(path.path());
         let method = listed.unwrap_or_else(|| unknown(path.path()));
-        let metadata = MetadataMap::from_headers(parts.headers);
+        let mut headers = parts.headers;
+        // The caller's `grpc-timeout`, taken out of the headers (each send
+        // says the time left): one look-up, by name, where reading it and
+        // then removing it (`deadline`, `caller_metadata`) would parse its
+        // key twice.
+        let own = headers
+            .remove(&GRPC_TIMEOUT)
+            .and_then(|v| parse_grpc_timeout(v.as_bytes()));
         let unary = listed.is_some_and(|m| m.kind == RpcKind::Unary);
         let timeout = unary.then_some(self.inner.settings.timeout);
-        let deadline = deadline(Instant::now(), timeout, &metadata);
+        let now = Instant::now();
+        let deadline = [
+            own.and_then(|d| now.checked_add(d)),
+            deadline(now, timeout, &MetadataMap::new()),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         let cx = parts
             .extensions
             .get::<opentelemetry::Context>()
@@ -322,7 +364,7 @@ impl Service<http::Request<tonic::body::Body>> for Channel {
             .unwrap_or_else(opentelemetry::Context::current);
         let send = Attempts {
             uri: request_uri(self.inner.conn.origin(), path),
-            metadata: caller_metadata(metadata),
+            metadata: MetadataMap::from_headers(headers),
             replay: Replay::new(body),
             trailers_only_is_attempt: listed.is_none(),
         };
@@ -476,7 +518,7 @@ impl OpenSend for Attempts {
 /// trailer.
 struct Read {
     parts: http::response::Parts,
-    data: std::collections::VecDeque<Bytes>,
+    data: Chunks,
     trailers: MetadataMap,
 }
 
@@ -505,7 +547,9 @@ const MAX_MESSAGE: usize = 4 * 1024 * 1024;
 /// kept as they came, for the caller's decoder.
 async fn read_unary(response: http::Response<WireBody>) -> Result<Read, Status> {
     let (parts, mut body) = response.into_parts();
-    if let Some(status) = Status::from_header_map(&parts.headers) {
+    if parts.headers.contains_key(&GRPC_STATUS)
+        && let Some(status) = Status::from_header_map(&parts.headers)
+    {
         if status.code() != Code::Ok {
             return Err(status);
         }
@@ -519,7 +563,7 @@ async fn read_unary(response: http::Response<WireBody>) -> Result<Read, Status> 
         *status.metadata_mut() = MetadataMap::from_headers(merged);
         status
     };
-    let mut data = std::collections::VecDeque::new();
+    let mut data = Chunks::default();
     let mut len = 0usize;
     let mut head = [0u8; 5];
     let mut trailer = None;
@@ -546,12 +590,15 @@ async fn read_unary(response: http::Response<WireBody>) -> Result<Read, Status> 
                     }
                 }
                 if !chunk.is_empty() {
-                    data.push_back(chunk);
+                    data.push(chunk);
                 }
             }
             Err(frame) => {
                 if let Ok(trailers) = frame.into_trailers() {
+                    // The last frame (as tonic's decoder reads it: nothing
+                    // after the trailer is polled).
                     trailer = Some(trailers);
+                    break;
                 }
             }
         }
@@ -573,6 +620,43 @@ async fn read_unary(response: http::Response<WireBody>) -> Result<Read, Status> 
     })
 }
 
+/// Byte chunks in order, the first held inline: a unary message most often
+/// comes, and is sent, in one chunk, which then needs no allocation.
+#[derive(Default)]
+struct Chunks {
+    first: Option<Bytes>,
+    rest: std::collections::VecDeque<Bytes>,
+}
+
+impl Chunks {
+    /// Adds `chunk` after the others.
+    fn push(&mut self, chunk: Bytes) {
+        if self.first.is_none() && self.rest.is_empty() {
+            self.first = Some(chunk);
+        } else {
+            self.rest.push_back(chunk);
+        }
+    }
+
+    /// Takes the first chunk.
+    fn pop_front(&mut self) -> Option<Bytes> {
+        self.first.take().or_else(|| self.rest.pop_front())
+    }
+
+    /// The chunk at `index`, of chunks none of which was taken.
+    fn get(&self, index: usize) -> Option<&Bytes> {
+        match index {
+            0 => self.first.as_ref(),
+            _ => self.rest.get(index - 1),
+        }
+    }
+
+    /// How many chunks there are.
+    fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+}
+
 /// A call's request body, kept as it is read (up to [`RETRY_BUFFER`]
 /// bytes) so that another attempt sends it again: each attempt sends a
 /// [`Lent`] body, which replays what was kept, then reads on.
@@ -582,16 +666,16 @@ struct Replay {
 }
 
 struct Kept {
-    /// The caller's body, read by the attempt under way.
-    source: tonic::body::Body,
+    /// The caller's body, read by the attempt under way; dropped once it
+    /// has ended (by the task that read its end: hyper's connection task,
+    /// as tonic's own channel drops it).
+    source: Option<tonic::body::Body>,
     /// What was read of it, in order, while it fits the buffer.
-    chunks: Vec<Bytes>,
+    chunks: Chunks,
     len: usize,
     /// Read past the buffer (or committed): what was read is not kept, and
     /// nothing can be sent again.
     spent: bool,
-    /// The caller's body has ended.
-    ended: bool,
     /// The latest attempt's body: an older one reads nothing more.
     epoch: u64,
 }
@@ -600,11 +684,10 @@ impl Replay {
     fn new(source: tonic::body::Body) -> Replay {
         Replay {
             state: Arc::new(Mutex::new(Kept {
-                source,
-                chunks: Vec::new(),
+                source: Some(source),
+                chunks: Chunks::default(),
                 len: 0,
                 spent: false,
-                ended: false,
                 epoch: 0,
             })),
         }
@@ -638,7 +721,7 @@ impl Replay {
     fn commit(&self) {
         let mut kept = self.lock();
         kept.spent = true;
-        kept.chunks = Vec::new();
+        kept.chunks = Chunks::default();
     }
 }
 
@@ -660,18 +743,22 @@ impl http_body::Body for Lent {
     ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
         let this = &mut *self;
         let mut kept = this.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let kept = &mut *kept;
         if kept.epoch != this.epoch {
             // A later send took over.
             return Poll::Ready(None);
         }
-        if !kept.spent && this.next < kept.chunks.len() {
+        if !kept.spent
+            && let Some(chunk) = kept.chunks.get(this.next)
+        {
             this.next += 1;
-            return Poll::Ready(Some(Ok(Frame::data(kept.chunks[this.next - 1].clone()))));
+            return Poll::Ready(Some(Ok(Frame::data(chunk.clone()))));
         }
-        if kept.ended {
+        let Some(source) = kept.source.as_mut() else {
+            // Ended.
             return Poll::Ready(None);
-        }
-        match Pin::new(&mut kept.source).poll_frame(cx) {
+        };
+        match Pin::new(&mut *source).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref()
                     && !kept.spent
@@ -679,18 +766,17 @@ impl http_body::Body for Lent {
                     kept.len += data.len();
                     if kept.len > RETRY_BUFFER {
                         kept.spent = true;
-                        kept.chunks = Vec::new();
+                        kept.chunks = Chunks::default();
                     } else {
-                        let data = data.clone();
-                        kept.chunks.push(data);
+                        kept.chunks.push(data.clone());
                         this.next = kept.chunks.len();
                     }
                 }
                 // Known now, so the frame just read carries END_STREAM
                 // (no empty DATA frame after it), as the caller's body
                 // sent alone would.
-                if kept.source.is_end_stream() {
-                    kept.ended = true;
+                if source.is_end_stream() {
+                    kept.source = None;
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
@@ -698,11 +784,11 @@ impl http_body::Body for Lent {
                 // The caller's body failed (an encoding error): what it
                 // sends cannot be sent again.
                 kept.spent = true;
-                kept.chunks = Vec::new();
+                kept.chunks = Chunks::default();
                 Poll::Ready(Some(Err(status)))
             }
             Poll::Ready(None) => {
-                kept.ended = true;
+                kept.source = None;
                 Poll::Ready(None)
             }
             Poll::Pending => Poll::Pending,
@@ -711,7 +797,8 @@ impl http_body::Body for Lent {
 
     fn is_end_stream(&self) -> bool {
         let kept = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        kept.epoch != self.epoch || (kept.ended && (kept.spent || self.next >= kept.chunks.len()))
+        kept.epoch != self.epoch
+            || (kept.source.is_none() && (kept.spent || self.next >= kept.chunks.len()))
     }
 }
 
@@ -729,7 +816,7 @@ pub struct ChannelBody {
 
 enum Kind {
     Read {
-        data: std::collections::VecDeque<Bytes>,
+        data: Chunks,
         trailers: Option<HeaderMap>,
     },
     Live(Box<Live>),
@@ -946,6 +1033,9 @@ impl Drop for Live {
 /// its `grpc-status`; without one, gRPC's mapping of the HTTP status
 /// (`Unknown` for a 200).
 fn end_status(trailer: Option<&HeaderMap>, http: http::StatusCode) -> Result<(), Status> {
+    if trailer.is_some_and(is_ok) {
+        return Ok(());
+    }
     if let Some(status) = trailer.and_then(Status::from_header_map) {
         return if status.code() == Code::Ok {
             Ok(())
@@ -957,4 +1047,53 @@ fn end_status(trailer: Option<&HeaderMap>, http: http::StatusCode) -> Result<(),
         http_to_grpc(http),
         "protocol error: missing grpc-status trailer, stream was terminated without a final status",
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trailer(pairs: &[(&'static str, &'static [u8])]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(
+                HeaderName::from_static(name),
+                http::HeaderValue::from_bytes(value).expect("a header value"),
+            );
+        }
+        map
+    }
+
+    #[test]
+    fn a_trailer_ends_a_call_as_tonic_reads_it() {
+        let trailers = [
+            trailer(&[("grpc-status", b"0")]),
+            trailer(&[("grpc-status", b"0"), ("grpc-message", b"")]),
+            trailer(&[("grpc-status", b"0"), ("grpc-message", b"fine%20thanks")]),
+            // Not UTF-8 once decoded: tonic's status is Unknown.
+            trailer(&[("grpc-status", b"0"), ("grpc-message", b"%FF")]),
+            trailer(&[("grpc-status", b"0"), ("grpc-status-details-bin", b"")]),
+            trailer(&[("grpc-status", b"0"), ("x-extra", b"1")]),
+            trailer(&[("grpc-status", b"0"), ("grpc-status", b"14")]),
+            trailer(&[("grpc-status", b"14"), ("grpc-status", b"0")]),
+            trailer(&[("grpc-status", b"00")]),
+            trailer(&[("grpc-status", b" 0")]),
+            trailer(&[("grpc-status", b"14")]),
+            trailer(&[("grpc-status", b"14"), ("grpc-message", b"down")]),
+            trailer(&[("x-extra", b"1")]),
+            trailer(&[]),
+        ];
+        for trailer in &trailers {
+            let tonic = Status::from_header_map(trailer).map(|s| s.code());
+            let ours = end_status(Some(trailer), http::StatusCode::OK);
+            assert_eq!(ours.is_ok(), tonic == Some(Code::Ok), "{trailer:?}");
+            if let Err(status) = ours {
+                assert_eq!(
+                    Some(status.code()),
+                    tonic.or(Some(Code::Unknown)),
+                    "{trailer:?}"
+                );
+            }
+        }
+    }
 }

@@ -35,7 +35,7 @@ use futures_util::task::AtomicWaker;
 use http::Uri;
 use http::header::{CONTENT_TYPE, HeaderValue, USER_AGENT};
 use hyper::client::conn::http2;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use rustls_pki_types::ServerName;
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
@@ -303,7 +303,7 @@ impl Dialer {
         let plain_text = self.tls.is_none();
         let (heard, preface) = oneshot::channel();
         let io = self.connect_gated(heard).await?;
-        let (send, connection) = http2::Builder::new(TokioExecutor::new())
+        let (send, connection) = http2::Builder::new(BoxingExecutor)
             .timer(TokioTimer::new())
             // Boxed: hyper spawns a task per request (and one more for a
             // request's body that h2 cannot take at once), each the size of
@@ -328,6 +328,24 @@ impl Dialer {
             Ok(Heard::Other { head, len }) => Err(not_http2(&addr, &head[..len], plain_text)),
             Err(_) => Err(not_http2(&addr, &[], plain_text)),
         }
+    }
+}
+
+/// The executor of hyper's tasks on a connection: each spawned boxed, as
+/// tonic's own channel spawns them. hyper spawns a task per request (and one
+/// for a request's body that h2 cannot take at once), each the size of its
+/// largest kind, the connection's; in a task of its own, that future would
+/// be copied whole as tokio moves it into its task and sets its stages,
+/// where a box is copied once and then moved as a pointer.
+#[derive(Clone, Copy)]
+struct BoxingExecutor;
+
+impl<F> hyper::rt::Executor<F> for BoxingExecutor
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    fn execute(&self, future: F) {
+        tokio::spawn(Box::pin(future));
     }
 }
 
