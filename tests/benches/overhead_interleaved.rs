@@ -23,6 +23,18 @@
 //! With `layers`, the clients are those of `support::LAYER_PEERS`: tonic,
 //! humus with no per-attempt layer, with one no-op tonic interceptor and
 //! with one identity tower layer (what one trivial layer costs).
+//!
+//! `HUMUS_OVERHEAD_PROFILE=<client>` (a name of `PEERS` or `LAYER_PEERS`,
+//! such as `tonic` or `humus`) makes only that client's calls,
+//! `HUMUS_OVERHEAD_CALLS` of them (default 10 000), in batches of
+//! `HUMUS_OVERHEAD_BATCH` at once (default 1), and prints nothing: for a
+//! profiler that counts instructions, whose two runs' difference, divided
+//! by the difference of their calls, is the cost of one call (client and
+//! in-process server):
+//!
+//! ```text
+//! HUMUS_OVERHEAD_PROFILE=humus HUMUS_OVERHEAD_CALLS=3000 valgrind --tool=callgrind target/release/deps/overhead_interleaved-<hash>
+//! ```
 
 mod support;
 
@@ -45,6 +57,28 @@ fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
+/// Only the calls of the client named `name`, for a profiler: see the
+/// module's docs.
+fn profile(rt: &tokio::runtime::Runtime, name: &str, addr: std::net::SocketAddr) {
+    let var = |name: &str, default: usize| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let calls = var("HUMUS_OVERHEAD_CALLS", 10_000);
+    let batch = var("HUMUS_OVERHEAD_BATCH", 1).max(1);
+    let peer = Peer::new(name, addr).unwrap_or_else(|| {
+        panic!("HUMUS_OVERHEAD_PROFILE={name:?}: want a name of {PEERS:?} or {LAYER_PEERS:?}")
+    });
+    rt.block_on(tokio::spawn(async move {
+        for _ in 0..calls / batch {
+            join_all((0..batch).map(|_| peer.call())).await;
+        }
+    }))
+    .expect("no call failed");
+}
+
 fn main() {
     let rt = support::runtime(2);
     let _guard = rt.enter();
@@ -54,6 +88,10 @@ fn main() {
     } else {
         &PEERS
     };
+    if let Ok(only) = std::env::var("HUMUS_OVERHEAD_PROFILE") {
+        profile(&rt, &only, addr);
+        return;
+    }
     let n = names.len();
     let clients: Vec<Peer> = names
         .iter()
