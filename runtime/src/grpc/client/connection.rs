@@ -35,7 +35,7 @@ use futures_util::task::AtomicWaker;
 use http::Uri;
 use http::header::{CONTENT_TYPE, HeaderValue, USER_AGENT};
 use hyper::client::conn::http2;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use rustls_pki_types::ServerName;
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
@@ -303,7 +303,7 @@ impl Dialer {
         let plain_text = self.tls.is_none();
         let (heard, preface) = oneshot::channel();
         let io = self.connect_gated(heard).await?;
-        let (send, connection) = http2::Builder::new(TokioExecutor::new())
+        let (send, connection) = http2::Builder::new(BoxingExecutor)
             .timer(TokioTimer::new())
             // Boxed: hyper spawns a task per request (and one more for a
             // request's body that h2 cannot take at once), each the size of
@@ -328,6 +328,28 @@ impl Dialer {
             Ok(Heard::Other { head, len }) => Err(not_http2(&addr, &head[..len], plain_text)),
             Err(_) => Err(not_http2(&addr, &[], plain_text)),
         }
+    }
+}
+
+/// The executor of hyper's tasks on the connection: each future boxed,
+/// then spawned on tokio.
+///
+/// hyper spawns a task per request (and one more for a request's body
+/// that h2 cannot take at once), a future the size of its largest kind,
+/// the connection's own (about 1.4 KB). tokio's `spawn` moves a future by
+/// value several times on its way into the task's cell (and writes the
+/// cell's stage once more when it completes): boxed first, the future is
+/// moved once, into its box, and the task holds a pointer. tonic's
+/// channel spawns hyper's tasks boxed too.
+#[derive(Clone, Copy, Debug)]
+struct BoxingExecutor;
+
+impl<F> hyper::rt::Executor<F> for BoxingExecutor
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    fn execute(&self, future: F) {
+        tokio::spawn(Box::pin(future));
     }
 }
 
