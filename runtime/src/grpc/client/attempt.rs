@@ -404,6 +404,11 @@ impl Drop for Call<'_> {
     /// the caller's giving up (before it: its ticket and span are dropped,
     /// which release the ticket and end the span `CANCELLED`).
     fn drop(&mut self) {
+        // A call that ended (or never started an attempt) has nothing to
+        // settle: no clock read.
+        if self.in_flight.is_none() && !self.waiting {
+            return;
+        }
         let ctx = &self.ctx;
         let at_deadline = ctx.deadline.is_some_and(|d| at_deadline(d, Instant::now()));
         if !at_deadline {
@@ -445,6 +450,13 @@ pub(super) fn at_deadline(deadline: Instant, now: Instant) -> bool {
 /// digits and a unit), and the rounding of gRPC core's timeout encoding.
 fn grpc_timeout(left: std::time::Duration) -> tonic::metadata::AsciiMetadataValue {
     let (value, unit) = timeout_value(left);
+    if unit == b'S'
+        && let Some(written) = usize::try_from(value)
+            .ok()
+            .and_then(|secs| whole_seconds().get(secs))
+    {
+        return written.clone();
+    }
     // At most 8 digits and the unit.
     let mut digits = [0u8; 8];
     let mut n = 0;
@@ -464,6 +476,23 @@ fn grpc_timeout(left: std::time::Duration) -> tonic::metadata::AsciiMetadataValu
     buf[n] = unit;
     tonic::metadata::AsciiMetadataValue::try_from(&buf[..=n])
         .expect("digits and a unit letter are visible ASCII")
+}
+
+/// The `grpc-timeout` values `0S` to `300S`, written once: a first
+/// attempt under a timeout of whole seconds (the default's `10S`) sends
+/// one of them, a clone of a static value, where a value written from
+/// bytes is checked and copied to the heap on every send.
+fn whole_seconds() -> &'static [tonic::metadata::AsciiMetadataValue] {
+    static VALUES: std::sync::LazyLock<Vec<tonic::metadata::AsciiMetadataValue>> =
+        std::sync::LazyLock::new(|| {
+            (0..=300)
+                .map(|secs| {
+                    let text: &'static str = Box::leak(format!("{secs}S").into_boxed_str());
+                    tonic::metadata::AsciiMetadataValue::from_static(text)
+                })
+                .collect()
+        });
+    &VALUES
 }
 
 /// The value and unit of [`grpc_timeout`]: `value` has 1 to 8 digits.
@@ -518,7 +547,11 @@ fn grpc_timeout_key() -> tonic::metadata::AsciiMetadataKey {
 /// Panics, saying why, when the call is polled outside a tokio runtime
 /// (tokio's own panic, deep in a timer, would not say what to do).
 fn require_runtime() {
-    if tokio::runtime::Handle::try_current().is_err() {
+    // A task of tokio's (the usual case) is polled on a runtime: a
+    // thread-local read, where `Handle::try_current` clones the runtime's
+    // handle (an atomic increment and decrement of a counter the runtime's
+    // workers share) on every call.
+    if tokio::task::try_id().is_none() && tokio::runtime::Handle::try_current().is_err() {
         panic!(
             "humus::grpc::client::Client: a call was polled outside a tokio runtime; \
              its deadline, dials and connection run on tokio: await it on a runtime \
