@@ -711,7 +711,7 @@ where
             .unary(
                 request,
                 PathAndQuery::from_static(call.method.full_name),
-                PreEncoded::<Resp>::new(),
+                PreEncoded::<Resp>::new(body.len()),
             )
             .await
             .map_err(transport_status)
@@ -948,7 +948,7 @@ where
                     tonic::Extensions::default(),
                     body.clone(),
                 );
-                grpc.server_streaming(request, path.clone(), PreEncoded::<Resp>::new())
+                grpc.server_streaming(request, path.clone(), PreEncoded::<Resp>::new(body.len()))
                     .await
             }
             Outbound::Many(held) => {
