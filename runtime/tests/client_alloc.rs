@@ -84,6 +84,12 @@ fn plain() -> Settings {
 /// code of then): the no-layer path must not allocate more.
 const BEFORE_LAYERS: usize = 62;
 
+/// What hyper's tasks cost since they are spawned boxed (the request's
+/// task and its body's, each a ~1.4 KB future that tokio's spawn moved by
+/// value several times: boxed, it is moved once), less the `grpc-timeout`
+/// value no longer copied to the heap for a whole number of seconds.
+const BOXED_TASKS: usize = 2 - 1;
+
 #[tokio::test(start_paused = true)]
 async fn no_layer_allocates_what_a_call_did_before_and_one_layer_a_few_more() {
     let host = Host::new();
@@ -96,8 +102,8 @@ async fn no_layer_allocates_what_a_call_did_before_and_one_layer_a_few_more() {
         "allocations per call: no layer {direct}, identity layer {layered}, no-op interceptor {intercepted}"
     );
     assert!(
-        direct <= BEFORE_LAYERS,
-        "no layer: {direct}, before layers: {BEFORE_LAYERS}"
+        direct <= BEFORE_LAYERS + BOXED_TASKS,
+        "no layer: {direct}, before layers: {BEFORE_LAYERS} (+{BOXED_TASKS}, boxed tasks)"
     );
     assert!(layered > direct);
     assert!(layered <= direct + 10, "one identity layer: {layered}");

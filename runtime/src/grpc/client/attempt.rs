@@ -17,7 +17,9 @@ use tonic::metadata::MetadataMap;
 
 use super::client::{GRPC_TIMEOUT, Inner, deadline};
 use super::codec::{PreEncoded, encode_once};
-use super::connection::{Connection, closing, mapped_from_http, never_processed, transport_status};
+use super::connection::{
+    Connection, Sender, closing, mapped_from_http, never_processed, transport_status,
+};
 use super::decide::with_decision;
 use super::hooks::{AttemptSpan, Hooks, call_context};
 use super::stream::{End, Holder, Settle, Streaming, deadline_exceeded};
@@ -389,12 +391,78 @@ impl CallCtx<'_> {
     /// attempt's trace context.
     pub(super) fn metadata(&self, base: &MetadataMap, span: &AttemptSpan) -> MetadataMap {
         let mut metadata = base.clone();
-        if let Some(deadline) = self.deadline {
-            let left = deadline.saturating_duration_since(Instant::now());
-            metadata.insert(grpc_timeout_key(), grpc_timeout(left));
+        if let Some(timeout) = self.timeout() {
+            let mut headers = metadata.into_headers();
+            headers.insert(GRPC_TIMEOUT_NAME, timeout);
+            metadata = MetadataMap::from_headers(headers);
         }
         self.hooks.propagate(span, &mut metadata);
         metadata
+    }
+
+    /// The time left before the deadline as a `grpc-timeout` value, if the
+    /// call has a deadline.
+    fn timeout(&self) -> Option<http::HeaderValue> {
+        let deadline = self.deadline?;
+        Some(grpc_timeout(
+            deadline.saturating_duration_since(Instant::now()),
+        ))
+    }
+
+    /// What a typed send goes through: tonic's `Grpc` over the
+    /// connection's sender ([`Timed`]), which adds the send's
+    /// `grpc-timeout` (the time left now) to the request tonic makes.
+    /// Its metadata is then [`CallCtx::untimed_metadata`].
+    async fn grpc(&self) -> Result<tonic::client::Grpc<Timed>, Status> {
+        let sender = self.inner.conn.sender().await?;
+        let timed = Timed {
+            sender,
+            timeout: self.timeout(),
+        };
+        Ok(tonic::client::Grpc::with_origin(
+            timed,
+            self.inner.conn.origin().clone(),
+        ))
+    }
+
+    /// The caller's metadata with the attempt's trace context, for a send
+    /// through [`CallCtx::grpc`], which adds the `grpc-timeout`.
+    fn untimed_metadata(&self, base: &MetadataMap, span: &AttemptSpan) -> MetadataMap {
+        let mut metadata = base.clone();
+        self.hooks.propagate(span, &mut metadata);
+        metadata
+    }
+}
+
+/// The `grpc-timeout` header's name.
+const GRPC_TIMEOUT_NAME: http::header::HeaderName =
+    http::header::HeaderName::from_static(GRPC_TIMEOUT);
+
+/// The connection's sender under tonic's `Grpc`, for one typed send: it
+/// adds the send's `grpc-timeout` to the request tonic made of the
+/// caller's metadata, so that the map tonic takes its reserved headers out
+/// of is the caller's own (empty for most calls, where each of those
+/// removals is a search in a map that is not empty with the timeout in
+/// it). The per-attempt layers, if any, see the header as before.
+struct Timed {
+    sender: Sender,
+    timeout: Option<http::HeaderValue>,
+}
+
+impl tower_service::Service<http::Request<tonic::body::Body>> for Timed {
+    type Response = <Sender as tower_service::Service<http::Request<tonic::body::Body>>>::Response;
+    type Error = <Sender as tower_service::Service<http::Request<tonic::body::Body>>>::Error;
+    type Future = <Sender as tower_service::Service<http::Request<tonic::body::Body>>>::Future;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.sender.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: http::Request<tonic::body::Body>) -> Self::Future {
+        if let Some(timeout) = self.timeout.take() {
+            request.headers_mut().insert(GRPC_TIMEOUT_NAME, timeout);
+        }
+        self.sender.call(request)
     }
 }
 
@@ -404,6 +472,11 @@ impl Drop for Call<'_> {
     /// the caller's giving up (before it: its ticket and span are dropped,
     /// which release the ticket and end the span `CANCELLED`).
     fn drop(&mut self) {
+        // A call that ended (or never started an attempt) has nothing to
+        // settle: no clock read.
+        if self.in_flight.is_none() && !self.waiting {
+            return;
+        }
         let ctx = &self.ctx;
         let at_deadline = ctx.deadline.is_some_and(|d| at_deadline(d, Instant::now()));
         if !at_deadline {
@@ -443,8 +516,15 @@ pub(super) fn at_deadline(deadline: Instant, now: Instant) -> bool {
 ///
 /// Source: gRPC over HTTP/2 (`PROTOCOL-HTTP2.md`, "Timeout": at most 8
 /// digits and a unit), and the rounding of gRPC core's timeout encoding.
-fn grpc_timeout(left: std::time::Duration) -> tonic::metadata::AsciiMetadataValue {
+fn grpc_timeout(left: std::time::Duration) -> http::HeaderValue {
     let (value, unit) = timeout_value(left);
+    if unit == b'S'
+        && let Some(written) = usize::try_from(value)
+            .ok()
+            .and_then(|secs| whole_seconds().get(secs))
+    {
+        return written.clone();
+    }
     // At most 8 digits and the unit.
     let mut digits = [0u8; 8];
     let mut n = 0;
@@ -462,8 +542,23 @@ fn grpc_timeout(left: std::time::Duration) -> tonic::metadata::AsciiMetadataValu
         buf[i] = *d;
     }
     buf[n] = unit;
-    tonic::metadata::AsciiMetadataValue::try_from(&buf[..=n])
-        .expect("digits and a unit letter are visible ASCII")
+    http::HeaderValue::from_bytes(&buf[..=n]).expect("digits and a unit letter are visible ASCII")
+}
+
+/// The `grpc-timeout` values `0S` to `300S`, written once: a first
+/// attempt under a timeout of whole seconds (the default's `10S`) sends
+/// one of them, a clone of a static value, where a value written from
+/// bytes is checked and copied to the heap on every send.
+fn whole_seconds() -> &'static [http::HeaderValue] {
+    static VALUES: std::sync::LazyLock<Vec<http::HeaderValue>> = std::sync::LazyLock::new(|| {
+        (0..=300)
+            .map(|secs| {
+                let text: &'static str = Box::leak(format!("{secs}S").into_boxed_str());
+                http::HeaderValue::from_static(text)
+            })
+            .collect()
+    });
+    &VALUES
 }
 
 /// The value and unit of [`grpc_timeout`]: `value` has 1 to 8 digits.
@@ -507,18 +602,14 @@ pub(super) fn caller_metadata(mut metadata: MetadataMap) -> MetadataMap {
     metadata
 }
 
-/// The `grpc-timeout` key, checked once (inserting by `&str` would parse
-/// it on every send).
-fn grpc_timeout_key() -> tonic::metadata::AsciiMetadataKey {
-    static KEY: std::sync::LazyLock<tonic::metadata::AsciiMetadataKey> =
-        std::sync::LazyLock::new(|| tonic::metadata::AsciiMetadataKey::from_static(GRPC_TIMEOUT));
-    KEY.clone()
-}
-
 /// Panics, saying why, when the call is polled outside a tokio runtime
 /// (tokio's own panic, deep in a timer, would not say what to do).
 fn require_runtime() {
-    if tokio::runtime::Handle::try_current().is_err() {
+    // A task of tokio's (the usual case) is polled on a runtime: a
+    // thread-local read, where `Handle::try_current` clones the runtime's
+    // handle (an atomic increment and decrement of a counter the runtime's
+    // workers share) on every call.
+    if tokio::task::try_id().is_none() && tokio::runtime::Handle::try_current().is_err() {
         panic!(
             "humus::grpc::client::Client: a call was polled outside a tokio runtime; \
              its deadline, dials and connection run on tokio: await it on a runtime \
@@ -668,9 +759,9 @@ where
     let mut resent = 0;
     loop {
         // Again for a resend: the connection that failed it has gone.
-        let mut grpc = call.inner.conn.grpc().await?;
+        let mut grpc = call.grpc().await?;
         let request = tonic::Request::from_parts(
-            call.metadata(base, span),
+            call.untimed_metadata(base, span),
             tonic::Extensions::default(),
             body.clone(),
         );
@@ -678,7 +769,7 @@ where
             .unary(
                 request,
                 PathAndQuery::from_static(call.method.full_name),
-                PreEncoded::<Resp>::new(),
+                PreEncoded::<Resp>::new(body.len()),
             )
             .await
             .map_err(transport_status)
@@ -907,20 +998,20 @@ where
     let mut resent = 0;
     loop {
         // Again for a resend: the connection that failed it has gone.
-        let mut grpc = call.inner.conn.grpc().await?;
+        let mut grpc = call.grpc().await?;
         let result = match outbound {
             Outbound::One(body) => {
                 let request = tonic::Request::from_parts(
-                    call.metadata(base, span),
+                    call.untimed_metadata(base, span),
                     tonic::Extensions::default(),
                     body.clone(),
                 );
-                grpc.server_streaming(request, path.clone(), PreEncoded::<Resp>::new())
+                grpc.server_streaming(request, path.clone(), PreEncoded::<Resp>::new(body.len()))
                     .await
             }
             Outbound::Many(held) => {
                 let request = tonic::Request::from_parts(
-                    call.metadata(base, span),
+                    call.untimed_metadata(base, span),
                     tonic::Extensions::default(),
                     held.lend(),
                 );

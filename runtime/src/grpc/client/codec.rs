@@ -5,18 +5,22 @@ use std::marker::PhantomData;
 
 use bytes::{BufMut, Bytes};
 use tonic::Status;
-use tonic::codec::{Codec, EncodeBuf, Encoder};
+use tonic::codec::{BufferSettings, Codec, EncodeBuf, Encoder};
 use tonic_prost::ProstDecoder;
 
 /// A codec whose encoder writes a message already encoded (once per call,
 /// however many attempts send it), and whose decoder is prost's.
 pub(crate) struct PreEncoded<D> {
+    /// The encoded message's length.
+    len: usize,
     _decode: PhantomData<fn() -> D>,
 }
 
 impl<D> PreEncoded<D> {
-    pub(crate) fn new() -> Self {
+    /// The codec of a send of a message encoded as `len` bytes.
+    pub(crate) fn new(len: usize) -> Self {
         PreEncoded {
+            len,
             _decode: PhantomData,
         }
     }
@@ -32,7 +36,7 @@ where
     type Decoder = ProstDecoder<D>;
 
     fn encoder(&mut self) -> Self::Encoder {
-        BytesEncoder
+        BytesEncoder { len: self.len }
     }
 
     fn decoder(&mut self) -> Self::Decoder {
@@ -42,11 +46,29 @@ where
 
 /// Writes pre-encoded message bytes as they are.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct BytesEncoder;
+pub(crate) struct BytesEncoder {
+    /// The length of the one message it writes.
+    len: usize,
+}
+
+/// The length of a gRPC message's frame head: its compressed flag and its
+/// length.
+const FRAME_HEAD: usize = 5;
+
+/// tonic's default yield threshold (`tonic::codec::BufferSettings`):
+/// with one message to send, never reached before the message's end.
+const YIELD_THRESHOLD: usize = 32 * 1024;
 
 impl Encoder for BytesEncoder {
     type Item = Bytes;
     type Error = Status;
+
+    /// A buffer of the one frame's size (tonic's default is 8 KiB, grown
+    /// for a larger message): tonic's body writes the frame into it and
+    /// sends it whole, so it allocates what is sent, once.
+    fn buffer_settings(&self) -> BufferSettings {
+        BufferSettings::new(FRAME_HEAD + self.len, YIELD_THRESHOLD)
+    }
 
     fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
         dst.reserve(item.len());

@@ -337,7 +337,7 @@ impl Dialer {
 /// largest kind, the connection's; in a task of its own, that future would
 /// be copied whole as tokio moves it into its task and sets its stages,
 /// where a box is copied once and then moved as a pointer.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 struct BoxingExecutor;
 
 impl<F> hyper::rt::Executor<F> for BoxingExecutor
@@ -880,9 +880,13 @@ impl Connection {
         }
     }
 
-    /// What an attempt sends through: tonic's `Grpc` over the connection,
-    /// dialled first if there is none (at the first call, and after the
-    /// last connection went away); a dial in progress is shared.
+    /// What an attempt sends through under tonic's `Grpc` (the
+    /// per-attempt layers, if any, over the connection), dialled first if
+    /// there is none (at the first call, and after the last connection
+    /// went away); a dial in progress is shared. The channel sends
+    /// requests already made (a stock tonic client's, its body
+    /// gRPC-framed) through it too, their URI given
+    /// [`Connection::origin`].
     ///
     /// # Errors
     ///
@@ -893,21 +897,6 @@ impl Connection {
     ///
     /// Outside a tokio runtime when it must dial (tokio's panic); and with
     /// the panic of the dial's task, if it panicked.
-    pub(crate) async fn grpc(&self) -> Result<tonic::client::Grpc<Sender>, Status> {
-        Ok(tonic::client::Grpc::with_origin(
-            self.sender().await?,
-            self.origin.clone(),
-        ))
-    }
-
-    /// What [`Connection::grpc`] sends through (the per-attempt layers, if
-    /// any, over the connection), for a request already made (the
-    /// channel's: a stock tonic client's, its body gRPC-framed), whose URI
-    /// gets [`Connection::origin`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Connection::grpc`].
     pub(crate) async fn sender(&self) -> Result<Sender, Status> {
         let send = self.send_request(Backoff::Respect).await?;
         Ok(match &self.layers {
@@ -925,7 +914,7 @@ impl Connection {
     }
 
     /// hyper's handle on the connection, dialled first if need be
-    /// ([`Connection::grpc`]). While the connection backs off after a
+    /// ([`Connection::sender`]). While the connection backs off after a
     /// failed dial, fails at once with that dial's error, unless
     /// `backoff` is [`Backoff::Ignore`] (a readiness check's dial).
     async fn send_request(&self, backoff: Backoff) -> Result<SendRequest, Status> {
