@@ -289,7 +289,13 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
             "the client's defaults (no `humus.v1.policy` option)"
         };
         let proto_never_retry = declared.is_some_and(|policy| policy.never_retry);
-        let policy = policy_tokens(declared.unwrap_or(&Policy::default()));
+        // No option: the shared `MethodPolicy::DEFAULT`, less for rustc to
+        // check per method than a literal (a googleapis-sized crate has
+        // thousands).
+        let policy = match declared {
+            Some(policy) => policy_tokens(policy),
+            None => quote!(::humus::codegen::MethodPolicy::DEFAULT),
+        };
         let static_ident = format_ident!("{}", static_name(method));
         let ident: syn::Ident =
             syn::parse_str(&method.name).expect("prost makes method names valid identifiers");
@@ -312,7 +318,6 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
             format!(" What the policy type changes in `{full_name}`'s policy: nothing by default.");
         consts.push(quote! {
             #[doc = #const_doc]
-            #[allow(non_upper_case_globals)]
             const #ident: ::humus::codegen::Override = ::humus::codegen::Override::NONE;
         });
         let descriptor_doc = format!(
@@ -485,6 +490,8 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
             #(#statics)*
 
             #[doc = #policy_doc]
+            // One `allow` for every constant (named as the RPC's method).
+            #[allow(non_upper_case_globals)]
             pub trait Policy: ::core::marker::Sized + 'static {
                 #(#consts)*
             }
