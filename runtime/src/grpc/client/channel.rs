@@ -11,7 +11,10 @@
 //!
 //! - the request's body is kept as it is read, up to [`RETRY_BUFFER`]
 //!   bytes, so another attempt can send it again ([`Replay`]); a body over
-//!   that is sent once, and its call is not retried;
+//!   that is sent once, and its call is not retried. A unary call's body
+//!   (one message, ready at once) is read whole by the caller's task when
+//!   the call is made, as the typed client encodes its message, so each
+//!   send is those bytes, ending with their DATA frame;
 //! - a unary method's response is read whole before it is classified (its
 //!   `grpc-status` is in the trailer), with the statuses tonic's decoder
 //!   gives the typed call, and handed on as the bytes and trailer read,
@@ -365,7 +368,12 @@ impl Service<http::Request<tonic::body::Body>> for Channel {
         let send = Attempts {
             uri: request_uri(self.inner.conn.origin(), path),
             metadata: MetadataMap::from_headers(headers),
-            replay: Replay::new(body),
+            // A unary stub's body is its one message, ready at once.
+            replay: if unary {
+                Replay::read_ahead(body)
+            } else {
+                Replay::new(body)
+            },
             trailers_only_is_attempt: listed.is_none(),
         };
         let inner = self.inner.clone();
@@ -622,7 +630,7 @@ async fn read_unary(response: http::Response<WireBody>) -> Result<Read, Status> 
 
 /// Byte chunks in order, the first held inline: a unary message most often
 /// comes, and is sent, in one chunk, which then needs no allocation.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Chunks {
     first: Option<Bytes>,
     rest: std::collections::VecDeque<Bytes>,
@@ -659,10 +667,13 @@ impl Chunks {
 
 /// A call's request body, kept as it is read (up to [`RETRY_BUFFER`]
 /// bytes) so that another attempt sends it again: each attempt sends a
-/// [`Lent`] body, which replays what was kept, then reads on.
+/// [`Lent`] body, which replays what was kept, then reads on; or, for a
+/// body read whole before the first send ([`Replay::read_ahead`]), the
+/// same bytes each time ([`Whole`]).
 #[derive(Clone)]
-struct Replay {
-    state: Arc<Mutex<Kept>>,
+enum Replay {
+    Reading(Arc<Mutex<Kept>>),
+    Whole(Chunks),
 }
 
 struct Kept {
@@ -673,6 +684,10 @@ struct Kept {
     /// What was read of it, in order, while it fits the buffer.
     chunks: Chunks,
     len: usize,
+    /// A frame read ahead ([`Replay::read_ahead`]) and not kept (data
+    /// past the buffer, trailers, an error): the next frame a send reads
+    /// after the kept chunks, as if read from the source then.
+    held: Option<Result<Frame<Bytes>, Status>>,
     /// Read past the buffer (or committed): what was read is not kept, and
     /// nothing can be sent again.
     spent: bool,
@@ -682,31 +697,79 @@ struct Kept {
 
 impl Replay {
     fn new(source: tonic::body::Body) -> Replay {
-        Replay {
-            state: Arc::new(Mutex::new(Kept {
-                source: Some(source),
-                chunks: Chunks::default(),
-                len: 0,
-                spent: false,
-                epoch: 0,
-            })),
-        }
+        Replay::Reading(Arc::new(Mutex::new(Kept {
+            source: Some(source),
+            chunks: Chunks::default(),
+            len: 0,
+            held: None,
+            spent: false,
+            epoch: 0,
+        })))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The caller's `source`, read in the caller's task, before the first
+    /// send, as far as it is ready and fits the buffer: a unary stub's body
+    /// (one message, encoded when read) is whole at once, and every send
+    /// then has the same bytes ([`Whole`]), with no lock, and ends with its
+    /// last DATA frame. What is not ready yet, or does not fit, is read by
+    /// the sends as [`Replay::new`]'s.
+    fn read_ahead(mut source: tonic::body::Body) -> Replay {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut chunks = Chunks::default();
+        let mut len = 0;
+        let mut held = None;
+        loop {
+            match Pin::new(&mut source).poll_frame(&mut cx) {
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) if len + data.len() <= RETRY_BUFFER => {
+                        len += data.len();
+                        chunks.push(data);
+                    }
+                    Ok(data) => {
+                        held = Some(Ok(Frame::data(data)));
+                        break;
+                    }
+                    Err(frame) => {
+                        held = Some(Ok(frame));
+                        break;
+                    }
+                },
+                Poll::Ready(Some(Err(status))) => {
+                    held = Some(Err(status));
+                    break;
+                }
+                Poll::Ready(None) => return Replay::Whole(chunks),
+                Poll::Pending => break,
+            }
+        }
+        Replay::Reading(Arc::new(Mutex::new(Kept {
+            source: Some(source),
+            chunks,
+            len,
+            held,
+            spent: false,
+            epoch: 0,
+        })))
     }
 
     /// The body of the next send.
     fn lend(&self) -> tonic::body::Body {
+        let state = match self {
+            Replay::Reading(state) => state,
+            Replay::Whole(chunks) => {
+                return tonic::body::Body::new(Whole {
+                    chunks: chunks.clone(),
+                });
+            }
+        };
         let epoch = {
-            let mut kept = self.lock();
+            let mut kept = lock(state);
             kept.epoch += 1;
             kept.epoch
         };
         // Unlocked: `Body::new` asks the body whether it has ended.
         tonic::body::Body::new(Lent {
-            state: self.state.clone(),
+            state: state.clone(),
             epoch,
             next: 0,
         })
@@ -714,15 +777,48 @@ impl Replay {
 
     /// Whether what was read can be sent again: none of it was let go.
     fn is_resendable(&self) -> bool {
-        !self.lock().spent
+        match self {
+            Replay::Reading(state) => !lock(state).spent,
+            Replay::Whole(_) => true,
+        }
     }
 
     /// The call is committed (its stream opened): nothing more is kept.
     fn commit(&self) {
-        let mut kept = self.lock();
-        kept.spent = true;
-        kept.chunks = Chunks::default();
+        if let Replay::Reading(state) = self {
+            let mut kept = lock(state);
+            kept.spent = true;
+            kept.chunks = Chunks::default();
+        }
     }
+}
+
+fn lock(state: &Mutex<Kept>) -> std::sync::MutexGuard<'_, Kept> {
+    state.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One send's request body, of a body read whole ahead ([`Replay`]).
+struct Whole {
+    chunks: Chunks,
+}
+
+impl http_body::Body for Whole {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        Poll::Ready(self.chunks.pop_front().map(|chunk| Ok(Frame::data(chunk))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.chunks.len() == 0
+    }
+
+    // No exact `size_hint`: hyper would add a `content-length` header,
+    // which the caller's body sent alone has not.
 }
 
 /// One send's request body ([`Replay`]).
@@ -742,7 +838,7 @@ impl http_body::Body for Lent {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
         let this = &mut *self;
-        let mut kept = this.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut kept = lock(&this.state);
         let kept = &mut *kept;
         if kept.epoch != this.epoch {
             // A later send took over.
@@ -754,12 +850,25 @@ impl http_body::Body for Lent {
             this.next += 1;
             return Poll::Ready(Some(Ok(Frame::data(chunk.clone()))));
         }
-        let Some(source) = kept.source.as_mut() else {
-            // Ended.
-            return Poll::Ready(None);
+        let read = match kept.held.take() {
+            Some(read) => read,
+            None => {
+                let Some(source) = kept.source.as_mut() else {
+                    // Ended.
+                    return Poll::Ready(None);
+                };
+                match Pin::new(&mut *source).poll_frame(cx) {
+                    Poll::Ready(Some(read)) => read,
+                    Poll::Ready(None) => {
+                        kept.source = None;
+                        return Poll::Ready(None);
+                    }
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
         };
-        match Pin::new(&mut *source).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => {
+        match read {
+            Ok(frame) => {
                 if let Some(data) = frame.data_ref()
                     && !kept.spent
                 {
@@ -775,30 +884,31 @@ impl http_body::Body for Lent {
                 // Known now, so the frame just read carries END_STREAM
                 // (no empty DATA frame after it), as the caller's body
                 // sent alone would.
-                if source.is_end_stream() {
+                if kept
+                    .source
+                    .as_ref()
+                    .is_some_and(http_body::Body::is_end_stream)
+                {
                     kept.source = None;
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
-            Poll::Ready(Some(Err(status))) => {
+            Err(status) => {
                 // The caller's body failed (an encoding error): what it
                 // sends cannot be sent again.
                 kept.spent = true;
                 kept.chunks = Chunks::default();
                 Poll::Ready(Some(Err(status)))
             }
-            Poll::Ready(None) => {
-                kept.source = None;
-                Poll::Ready(None)
-            }
-            Poll::Pending => Poll::Pending,
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        let kept = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let kept = lock(&self.state);
         kept.epoch != self.epoch
-            || (kept.source.is_none() && (kept.spent || self.next >= kept.chunks.len()))
+            || (kept.source.is_none()
+                && kept.held.is_none()
+                && (kept.spent || self.next >= kept.chunks.len()))
     }
 }
 
@@ -1052,6 +1162,108 @@ fn end_status(trailer: Option<&HeaderMap>, http: http::StatusCode) -> Result<(),
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::VecDeque;
+
+    /// A caller's body that yields `script` in order (a `Pending` wakes
+    /// nothing: the tests poll again), then ends; like tonic's encoding
+    /// body, it never says it has ended before it is read to its end.
+    struct Script(VecDeque<Step>);
+
+    /// One read of a body.
+    type Step = Poll<Option<Result<Frame<Bytes>, Status>>>;
+
+    impl http_body::Body for Script {
+        type Data = Bytes;
+        type Error = Status;
+
+        fn poll_frame(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Step {
+            self.0.pop_front().unwrap_or(Poll::Ready(None))
+        }
+    }
+
+    fn script(items: impl IntoIterator<Item = Step>) -> tonic::body::Body {
+        tonic::body::Body::new(Script(items.into_iter().collect()))
+    }
+
+    fn data(bytes: &'static [u8]) -> Step {
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(bytes)))))
+    }
+
+    /// What one send of `replay` reads: its data and whether it ended
+    /// with them (its last DATA frame carries END_STREAM), or the error.
+    fn send(replay: &Replay) -> Result<(Vec<Bytes>, bool), Status> {
+        let mut body = replay.lend();
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut read = Vec::new();
+        let mut ended_with_data = false;
+        loop {
+            match Pin::new(&mut body).poll_frame(&mut cx) {
+                Poll::Ready(Some(Ok(frame))) => {
+                    read.push(frame.into_data().expect("data"));
+                    ended_with_data = body.is_end_stream();
+                    if ended_with_data {
+                        return Ok((read, true));
+                    }
+                }
+                Poll::Ready(Some(Err(status))) => return Err(status),
+                Poll::Ready(None) => return Ok((read, ended_with_data)),
+                Poll::Pending => {}
+            }
+        }
+    }
+
+    #[test]
+    fn a_unary_body_is_read_ahead_and_each_send_ends_with_its_data() {
+        let replay = Replay::read_ahead(script([data(b"\0\0\0\0\x01a"), Poll::Ready(None)]));
+        assert!(matches!(replay, Replay::Whole(_)));
+        for _ in 0..2 {
+            let (read, ended) = send(&replay).expect("sent");
+            assert_eq!(read, [Bytes::from_static(b"\0\0\0\0\x01a")]);
+            // One DATA frame with END_STREAM, no empty one after it.
+            assert!(ended);
+            assert!(replay.is_resendable());
+        }
+    }
+
+    #[test]
+    fn a_body_not_ready_ahead_is_read_by_the_send_and_kept() {
+        let replay = Replay::read_ahead(script([
+            data(b"ab"),
+            Poll::Pending,
+            data(b"cd"),
+            Poll::Ready(None),
+        ]));
+        assert!(matches!(replay, Replay::Reading(_)));
+        let whole = [Bytes::from_static(b"ab"), Bytes::from_static(b"cd")];
+        assert_eq!(send(&replay).expect("sent").0, whole);
+        assert!(replay.is_resendable());
+        assert_eq!(send(&replay).expect("sent again").0, whole);
+    }
+
+    #[test]
+    fn a_body_failing_ahead_fails_its_first_send_which_is_not_sent_again() {
+        let failed = Status::out_of_range("too large to encode");
+        let replay = Replay::read_ahead(script([
+            data(b"ab"),
+            Poll::Ready(Some(Err(failed.clone()))),
+        ]));
+        assert!(replay.is_resendable());
+        let status = send(&replay).expect_err("the body's error");
+        assert_eq!(status.code(), failed.code());
+        assert_eq!(status.message(), failed.message());
+        assert!(!replay.is_resendable());
+    }
+
+    #[test]
+    fn a_body_over_the_buffer_ahead_is_sent_once() {
+        static BIG: [u8; RETRY_BUFFER + 1] = [7; RETRY_BUFFER + 1];
+        let replay = Replay::read_ahead(script([data(b"ab"), data(&BIG), Poll::Ready(None)]));
+        assert!(replay.is_resendable());
+        let (read, _) = send(&replay).expect("sent");
+        assert_eq!(read.len(), 2);
+        assert_eq!(read[1].len(), RETRY_BUFFER + 1);
+        assert!(!replay.is_resendable());
+    }
 
     fn trailer(pairs: &[(&'static str, &'static [u8])]) -> HeaderMap {
         let mut map = HeaderMap::new();
