@@ -309,6 +309,11 @@ impl Extractor for HeaderExtractor<'_> {
 /// "Timeout").
 pub(crate) const GRPC_TIMEOUT: &str = "grpc-timeout";
 
+/// [`GRPC_TIMEOUT`] as a header name: inserted, read or removed without
+/// parsing a string.
+pub(crate) const GRPC_TIMEOUT_HEADER: http::HeaderName =
+    http::HeaderName::from_static(GRPC_TIMEOUT);
+
 /// Parses a `grpc-timeout` value: 1 to 8 digits and a unit (`H`, `M`,
 /// `S`, `m`, `u`, `n`).
 pub(crate) fn parse_grpc_timeout(value: &[u8]) -> Option<Duration> {

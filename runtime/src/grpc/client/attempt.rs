@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 
-use super::client::{GRPC_TIMEOUT, Inner, deadline};
+use super::client::{GRPC_TIMEOUT, GRPC_TIMEOUT_HEADER, Inner, deadline, own_timeout};
 use super::codec::{PreEncoded, encode_once};
 use super::connection::{
     Connection, Sender, closing, mapped_from_http, never_processed, transport_status,
@@ -393,7 +393,7 @@ impl CallCtx<'_> {
         let mut metadata = base.clone();
         if let Some(timeout) = self.timeout() {
             let mut headers = metadata.into_headers();
-            headers.insert(GRPC_TIMEOUT_NAME, timeout);
+            headers.insert(GRPC_TIMEOUT_HEADER, timeout);
             metadata = MetadataMap::from_headers(headers);
         }
         self.hooks.propagate(span, &mut metadata);
@@ -434,10 +434,6 @@ impl CallCtx<'_> {
     }
 }
 
-/// The `grpc-timeout` header's name.
-const GRPC_TIMEOUT_NAME: http::header::HeaderName =
-    http::header::HeaderName::from_static(GRPC_TIMEOUT);
-
 /// The connection's sender under tonic's `Grpc`, for one typed send: it
 /// adds the send's `grpc-timeout` to the request tonic made of the
 /// caller's metadata, so that the map tonic takes its reserved headers out
@@ -460,7 +456,7 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for Timed {
 
     fn call(&mut self, mut request: http::Request<tonic::body::Body>) -> Self::Future {
         if let Some(timeout) = self.timeout.take() {
-            request.headers_mut().insert(GRPC_TIMEOUT_NAME, timeout);
+            request.headers_mut().insert(GRPC_TIMEOUT_HEADER, timeout);
         }
         self.sender.call(request)
     }
@@ -633,7 +629,7 @@ where
     let deadline = deadline(
         Instant::now(),
         Some(inner.settings.timeout),
-        request.metadata(),
+        own_timeout(request.metadata()),
     );
     let (metadata, extensions, message) = request.into_parts();
     let cx = call_context(&extensions);
@@ -823,7 +819,7 @@ where
     Req: prost::Message + Send + 'static,
     Resp: prost::Message + Default + Send + 'static,
 {
-    let deadline = deadline(Instant::now(), None, request.metadata());
+    let deadline = deadline(Instant::now(), None, own_timeout(request.metadata()));
     let (metadata, extensions, outbound) = request.into_parts();
     let cx = call_context(&extensions);
     let metadata = caller_metadata(metadata);

@@ -41,7 +41,7 @@ use tower_service::Service;
 use super::attempt::{
     CallCtx, OpenSend, Opened, TRANSPARENT_RETRIES, UnarySend, at_deadline, run_open, run_unary,
 };
-use super::client::{Inner, deadline, parse_grpc_timeout};
+use super::client::{GRPC_TIMEOUT_HEADER, Inner, deadline, parse_grpc_timeout};
 use super::connection::{
     ClosedFlag, closing, http_to_grpc, mapped_from_http, never_processed, transport_status,
 };
@@ -57,8 +57,6 @@ type WireBody = super::connection::AttemptBody;
 const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
 const GRPC_STATUS_DETAILS: HeaderName = HeaderName::from_static("grpc-status-details-bin");
-/// `grpc-timeout`, as a name.
-const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 
 /// Whether `trailer` says `OK` as tonic reads it (`Status::from_header_map`
 /// gives `Code::Ok`), told without making the status (which copies the
@@ -348,18 +346,11 @@ impl Service<http::Request<tonic::body::Body>> for Channel {
         // then removing it (`deadline`, `caller_metadata`) would parse its
         // key twice.
         let own = headers
-            .remove(&GRPC_TIMEOUT)
+            .remove(&GRPC_TIMEOUT_HEADER)
             .and_then(|v| parse_grpc_timeout(v.as_bytes()));
         let unary = listed.is_some_and(|m| m.kind == RpcKind::Unary);
         let timeout = unary.then_some(self.inner.settings.timeout);
-        let now = Instant::now();
-        let deadline = [
-            own.and_then(|d| now.checked_add(d)),
-            deadline(now, timeout, &MetadataMap::new()),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
+        let deadline = deadline(Instant::now(), timeout, own);
         let cx = parts
             .extensions
             .get::<opentelemetry::Context>()

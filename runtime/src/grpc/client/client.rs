@@ -358,25 +358,31 @@ impl Client {
 }
 
 /// The deadline of a call made `now`: the earliest of `timeout` (none for
-/// a stream), the request's own `grpc-timeout` and the deadline inherited
-/// from the RPC being served ([`Inherited::current`]).
+/// a stream), the request's own `grpc-timeout` (`own`, as
+/// [`own_timeout`] reads it) and the deadline inherited from the RPC being
+/// served ([`Inherited::current`]).
 pub(super) fn deadline(
     now: Instant,
     timeout: Option<Duration>,
-    metadata: &tonic::metadata::MetadataMap,
+    own: Option<Duration>,
 ) -> Option<Instant> {
-    // An empty map (most calls) is not searched (that parses the key).
-    let own = (!metadata.is_empty())
-        .then(|| metadata.get(GRPC_TIMEOUT))
-        .flatten()
-        .and_then(|v| parse_grpc_timeout(v.as_bytes()))
-        .and_then(|d| now.checked_add(d));
+    let own = own.and_then(|d| now.checked_add(d));
     let ours = timeout.and_then(|d| now.checked_add(d));
     let inherited = Inherited::current_deadline();
     [own, ours, inherited].into_iter().flatten().min()
 }
 
-pub(super) use crate::grpc::deadline::{GRPC_TIMEOUT, parse_grpc_timeout};
+/// The request's own `grpc-timeout` (tonic's `Request::set_timeout`), if
+/// it has one that parses.
+pub(super) fn own_timeout(metadata: &tonic::metadata::MetadataMap) -> Option<Duration> {
+    // An empty map (most calls) is not searched (that parses the key).
+    (!metadata.is_empty())
+        .then(|| metadata.get(GRPC_TIMEOUT))
+        .flatten()
+        .and_then(|v| parse_grpc_timeout(v.as_bytes()))
+}
+
+pub(super) use crate::grpc::deadline::{GRPC_TIMEOUT, GRPC_TIMEOUT_HEADER, parse_grpc_timeout};
 
 #[cfg(test)]
 mod tests {
@@ -386,6 +392,9 @@ mod tests {
     fn the_earlier_deadline_wins() {
         let now = Instant::now();
         let mut request = tonic::Request::new(());
+        let deadline = |now, timeout, metadata: &tonic::metadata::MetadataMap| {
+            deadline(now, timeout, own_timeout(metadata))
+        };
         assert_eq!(deadline(now, None, request.metadata()), None);
         assert_eq!(
             deadline(now, Some(Duration::from_secs(10)), request.metadata()),
