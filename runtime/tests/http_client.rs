@@ -558,6 +558,42 @@ async fn a_call_made_while_serving_an_rpc_ends_by_its_deadline() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_deadline_already_passed_sends_nothing_and_counts_nothing() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = client(&setup(&telemetry, false), &upstream, settings());
+    upstream.script([Reply::status(502), Reply::status(502)]);
+    // A request's own timeout of zero.
+    let err = client
+        .get("/x")
+        .timeout(Duration::ZERO)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), Kind::Timeout);
+    assert!(
+        std::error::Error::source(&err).is_some_and(|s| s.to_string().contains("nothing was sent")),
+        "{err:?}"
+    );
+    // The deadline of the RPC being served, already passed.
+    let served = humus::grpc::deadline::Inherited::new(
+        Some(Instant::now() - Duration::from_millis(1)),
+        opentelemetry::Context::new(),
+    );
+    let err = served
+        .scope(async { client.get("/x").send().await })
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), Kind::Timeout);
+    assert!(upstream.seen().is_empty(), "{:?}", upstream.seen());
+    assert!(telemetry.spans().is_empty());
+    assert_eq!(
+        calls(&telemetry, "failure") + calls(&telemetry, "success"),
+        0.0
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_slow_answer_is_cut_by_attempt_timeout_and_retried_then_by_timeout() {
     let upstream = Upstream::start().await;
     let telemetry = Telemetry::new();

@@ -233,7 +233,9 @@ impl Client {
     /// `a/./b`, percent-encoded `%2e%2e` too, and one between
     /// percent-encoded separators, `..%2Fadmin`, which a server that
     /// decodes `%2F` or `%5C` before routing reads as `../admin`; an
-    /// encoded slash inside a name, `objects/a%2Fb`, passes), a backslash (which URL
+    /// encoded slash inside a name, `objects/a%2Fb`, passes; and one with
+    /// parameters, `..;/admin` or `%2e%2e%3b`, which servlet containers
+    /// read as `..`; a name with parameters, `a;v=1`, passes), a backslash (which URL
     /// parsers read as `/`), an absolute URL (`https://other/x`), a path
     /// that starts with `//` (which names a host), and white space or a
     /// control character anywhere in the text, query and fragment included
@@ -367,7 +369,8 @@ impl Client {
     /// # Errors
     ///
     /// [`Error`] when the last attempt got no response: [`Kind::Timeout`]
-    /// once the call's timeout has passed; [`Kind::Rejected`],
+    /// once the call's timeout has passed (at once, with nothing sent, for
+    /// a timeout of zero or a served RPC's deadline already passed); [`Kind::Rejected`],
     /// [`Kind::Transport`] or [`Kind::AttemptTimeout`] otherwise;
     /// [`Kind::Request`] for a request whose URL is not on the base URL's
     /// origin (nothing is sent or counted).
@@ -449,6 +452,15 @@ impl Client {
             (Some(own), Some(served)) => Some(own.min(served)),
             (own, served) => own.or(served),
         };
+        // A deadline that has already passed (a timeout of zero, or the
+        // served RPC's deadline) leaves no time for an attempt: nothing is
+        // sent or counted, as the gRPC client does.
+        if deadline.is_some_and(|d| d <= started) {
+            return Err(Error::new(
+                Kind::Timeout,
+                "the call's deadline had passed before its first attempt: nothing was sent",
+            ));
+        }
         let retryable = retry.unwrap_or_else(|| is_idempotent(request.method()));
         // A body of bytes can be sent again; a stream cannot.
         let replayable = request.body().is_none_or(|b| b.as_bytes().is_some());
@@ -707,7 +719,37 @@ fn check_path(path: &str) -> Result<(), String> {
             "the path {path:?} has the segment {segment:?}, which a server that decodes %2F or %5C before routing reads as holding a '.' or '..' segment that would leave the base URL's path: a client's paths are under its base URL"
         ));
     }
+    // Servlet containers (Tomcat, and the frameworks on it) drop a
+    // segment's parameters, from `;` on, before they route: `..;/admin`,
+    // `..;x=1` or `%2e%2e%3b` is `..` to them.
+    if let Some(segment) = path[..end].split('/').find(|s| {
+        encoded_parts(s).any(|part| {
+            let stem = without_parameters(part);
+            stem.len() < part.len() && is_dot_segment(stem)
+        })
+    }) {
+        return Err(format!(
+            "the path {path:?} has the segment {segment:?}, which a server that drops a segment's parameters (from ';' on, as servlet containers do) reads as a '.' or '..' segment that would leave the base URL's path: a client's paths are under its base URL"
+        ));
+    }
     Ok(())
+}
+
+/// `part` up to its first `;` or percent-encoded `;` (`%3B`, either case):
+/// the segment as a server that drops path parameters routes it.
+fn without_parameters(part: &str) -> &str {
+    let bytes = part.as_bytes();
+    let end = (0..bytes.len())
+        .find(|&i| {
+            bytes[i] == b';'
+                || (bytes[i] == b'%'
+                    && bytes
+                        .get(i + 1..i + 3)
+                        .is_some_and(|b| b.eq_ignore_ascii_case(b"3b")))
+        })
+        .unwrap_or(bytes.len());
+    // `end` is on an ASCII byte or the end: a character boundary.
+    &part[..end]
 }
 
 /// The parts of a path segment between its percent-encoded slashes and
@@ -1061,6 +1103,26 @@ mod tests {
         for path in ["objects/a%2Fb", "a%2f.b", "%2f", "a%5c...b", "x?q=..%2f"] {
             assert_eq!(check_path(path), Ok(()), "{path:?}");
         }
+        // A `.` or `..` with parameters, which a servlet container reads
+        // as the dot segment alone.
+        for path in [
+            "..;/admin",
+            "a/..;x=1/b",
+            "%2e%2e%3b/admin",
+            "..%3B",
+            ".;",
+            "a%2F..;%2Fb",
+        ] {
+            let why = check_path(path).unwrap_err();
+            assert!(
+                why.contains("drops a segment's parameters"),
+                "{path:?}: {why}"
+            );
+        }
+        // A name with parameters passes, and so do dots that are no segment.
+        for path in ["a;v=1", "..a;b", "a/...;/b", ";..", "x?q=..;"] {
+            assert_eq!(check_path(path), Ok(()), "{path:?}");
+        }
         // A `%2` before a character of more than one byte is no dot (and
         // no panic).
         for path in ["%2é", "a/%2ü/b", "%2e%2é"] {
@@ -1111,7 +1173,7 @@ mod tests {
                 proptest::sample::select(vec![
                     ".", ".", "/", "/", "%2e", "%2E", "%2", "e", "a", "\t", "\n", "\r",
                     " ", "\\", ":", "//", "?", "#", "%", "\u{0}", "\u{b}", "\u{c}", "..",
-                    "%5c", "%2f", "\u{3000}", "\u{ff0e}", "é", "ü",
+                    "%5c", "%2f", "\u{3000}", "\u{ff0e}", "é", "ü", ";", "%3b",
                 ]),
                 0..12,
             ).prop_map(|parts| parts.concat())
@@ -1139,6 +1201,11 @@ mod tests {
                 prop_assert!(
                     !decoded.split('/').any(is_dot_segment),
                     "{:?} gave {}, read as {}", path, url, decoded
+                );
+                // Nor one that drops a segment's parameters.
+                prop_assert!(
+                    !decoded.split('/').any(|s| is_dot_segment(without_parameters(s))),
+                    "{:?} gave {}, read as {} without parameters", path, url, decoded
                 );
                 let (request, _) = client.get(&path).build().unwrap();
                 prop_assert_eq!(request.url(), &url);
