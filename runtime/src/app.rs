@@ -239,6 +239,15 @@ impl From<client::NewError> for Error {
     }
 }
 
+/// A [`Methods`](client::Methods) registry refused with `?` (two services'
+/// descriptors for one method path): exit 1, a fault in the code that
+/// builds it.
+impl From<client::DuplicateMethod> for Error {
+    fn from(e: client::DuplicateMethod) -> Error {
+        Error::other(e)
+    }
+}
+
 /// Runs every check of a client's `settings`, as
 /// [`Client::new`](client::Client::new) will: call it once the settings
 /// are read (deserialised with `envy`, `figment` or `config`), so that a
@@ -388,8 +397,10 @@ where
 ///
 /// # Errors
 ///
-/// [`Error::settings`] wrapping a [`ReadError`]: the path of a refused
-/// value, or every unknown key.
+/// [`Error::settings`] wrapping a [`ReadError`]: every unknown key, or
+/// the path of a refused value (an unknown key inside a section is one)
+/// after the unknown keys read before it; what follows a refused value is
+/// not read.
 pub fn deserialize_strict<'de, T, D>(deserializer: D) -> Result<T, Error>
 where
     T: serde::Deserialize<'de>,
@@ -401,7 +412,18 @@ where
         deserializer,
         &mut ignored,
     ));
-    let settings = read.map_err(|e| Error::settings(ReadError::of(&e)))?;
+    let settings = match read {
+        Ok(settings) => settings,
+        // The unknown keys read before the refused value are named too.
+        Err(e) if !unknown.is_empty() => {
+            let mut error = ReadError::unknown(unknown);
+            let refused = ReadError::of(&e);
+            error.message = format!("{}; {}", error.message, refused.message);
+            error.paths.extend(refused.paths);
+            return Err(Error::settings(error));
+        }
+        Err(e) => return Err(Error::settings(ReadError::of(&e))),
+    };
     if unknown.is_empty() {
         Ok(settings)
     } else {

@@ -400,6 +400,10 @@ fn two_descriptors_of_one_path_are_refused_and_one_list_twice_is_one() {
         "{err}"
     );
     assert!(Methods::default().is_empty());
+    // In an App's init, `?` makes it an error of the code (exit 1).
+    let app = humus::app::Error::from(err);
+    assert_eq!(app.kind(), humus::app::ErrorKind::Other);
+    assert!(app.to_string().contains("GetCart"), "{app}");
 }
 
 // ---- indistinguishable from the typed client ---------------------------

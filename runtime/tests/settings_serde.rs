@@ -226,6 +226,24 @@ fn an_unknown_key_in_a_section_is_refused_and_at_the_top_only_a_strict_read_refu
         err.to_string(),
         "unknown settings timout, retries (are they misspelled?)"
     );
+    // One at the top and one in a section, which stops the read: both named.
+    let err =
+        app::deserialize_strict::<client::Settings, _>(&mut serde_json::Deserializer::from_str(
+            r#"{"addr": "carts:9090", "timout": "1s", "retry_budget": {"max_tokns": 3}}"#,
+        ))
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.starts_with("unknown setting timout (is it misspelled?); retry_budget.max_tokns: unknown field `max_tokns`"),
+        "{text}"
+    );
+    let read = std::error::Error::source(&err)
+        .and_then(|e| e.downcast_ref::<app::ReadError>())
+        .unwrap();
+    assert_eq!(
+        read.paths().collect::<Vec<_>>(),
+        ["timout", "retry_budget.max_tokns"]
+    );
     let s = app::deserialize_strict::<server::Settings, _>(
         toml::Deserializer::parse("addr = \":8443\"\nshutdown_grace = \"30s\"").unwrap(),
     )
