@@ -105,7 +105,7 @@ pub(crate) fn module_name(service_name: &str) -> String {
 }
 
 /// A service's name in snake case as tonic makes its module names.
-fn naive_snake(service_name: &str) -> String {
+pub(crate) fn naive_snake(service_name: &str) -> String {
     let mut name = String::new();
     let mut chars = service_name.chars().peekable();
     while let Some(c) = chars.next() {

@@ -44,7 +44,7 @@
 //! None of these names can be one prost or tonic gives an item of the
 //! `.proto`, so a module can use tonic's `ledger_client::LedgerClient` and
 //! `ledger_server::Ledger` next to `ledger_humus::LedgerHumusClient`, and
-//! any RPC name works:
+//! any RPC name tonic's stubs take works:
 //!
 //! - an RPC whose Rust name is `new`, `client` or `into_client` takes that
 //!   method of the typed client (which is then built with `From`, and gives
@@ -56,7 +56,10 @@
 //!   `_` but for a few keywords);
 //! - two RPCs of one service with the same Rust name (`GetFoo` and
 //!   `get_foo`) fail the build with an error naming the file, service and
-//!   both methods, as tonic's stubs could not compile either.
+//!   both methods, as tonic's stubs could not compile either; so does an
+//!   RPC named as a method tonic's client stub has of its own (`New`,
+//!   `WithOrigin`, `Connect`, ...), unless that stub (`build_client`), or
+//!   for `Connect` its transport helpers (`build_transport`), is off.
 //!
 //! # The `humus.v1.policy` method option
 //!
@@ -119,6 +122,7 @@ pub fn configure() -> Builder {
         tonic: tonic_prost_build::configure(),
         build_client: true,
         build_server: true,
+        build_transport: true,
         build_humus_client: true,
         proto_path: "super".to_owned(),
         disable_comments: HashSet::new(),
@@ -146,6 +150,7 @@ pub struct Builder {
     tonic: tonic_prost_build::Builder,
     build_client: bool,
     build_server: bool,
+    build_transport: bool,
     build_humus_client: bool,
     proto_path: String,
     disable_comments: HashSet<String>,
@@ -189,10 +194,12 @@ impl Builder {
         self
     }
 
-    pass_through!(
-        /// Whether tonic's stubs get transport helpers (`connect`). Default on.
-        build_transport(enable: bool)
-    );
+    /// Whether tonic's stubs get transport helpers (`connect`). Default on.
+    pub fn build_transport(mut self, enable: bool) -> Self {
+        self.build_transport = enable;
+        self.tonic = self.tonic.build_transport(enable);
+        self
+    }
 
     pass_through!(
         /// Where the generated files go. Default: `OUT_DIR`.
@@ -389,7 +396,12 @@ impl Builder {
         };
         let policies =
             policy::read(&pool, &source).map_err(|problems| Error::annotations(shown(problems)))?;
-        let clashes = names::rpc_clashes(&pool);
+        let stub = match (self.build_client, self.build_transport) {
+            (false, _) => names::StubMethods::None,
+            (true, false) => names::StubMethods::Client,
+            (true, true) => names::StubMethods::ClientAndConnect,
+        };
+        let clashes = names::rpc_clashes(&pool, stub);
         if !clashes.is_empty() {
             return Err(Error::names(shown(clashes)));
         }

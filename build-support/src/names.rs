@@ -42,11 +42,46 @@ pub(crate) fn message_modules(
     modules
 }
 
+/// Which inherent methods tonic-prost-build's client stub defines beside
+/// the RPCs' (`tonic-build`'s client generator).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StubMethods {
+    /// No client stub.
+    None,
+    /// `new`, `with_origin`, `with_interceptor`, the compression and
+    /// message size setters.
+    Client,
+    /// Those and `connect`, with the transport helpers.
+    ClientAndConnect,
+}
+
+impl StubMethods {
+    fn names(self) -> &'static [&'static str] {
+        const CLIENT: [&str; 8] = [
+            "new",
+            "with_origin",
+            "with_interceptor",
+            "send_compressed",
+            "accept_compressed",
+            "max_decoding_message_size",
+            "max_encoding_message_size",
+            "connect",
+        ];
+        match self {
+            StubMethods::None => &[],
+            StubMethods::Client => &CLIENT[..7],
+            StubMethods::ClientAndConnect => &CLIENT,
+        }
+    }
+}
+
 /// Two RPCs of one service that prost names alike (`GetFoo` and `get_foo`
 /// are both `get_foo`): tonic-prost-build's stubs and the typed client
 /// would define the method twice. One problem per clash, at the second
-/// RPC.
-pub(crate) fn rpc_clashes(pool: &DescriptorPool) -> Vec<Problem> {
+/// RPC. And an RPC whose Rust name is one of the methods tonic's client
+/// stub defines of its own (`New` is `new`), which would be defined twice
+/// in the stub, as plain tonic-prost-build's output fails too.
+pub(crate) fn rpc_clashes(pool: &DescriptorPool, stub: StubMethods) -> Vec<Problem> {
     let mut problems = Vec::new();
     for service in pool.services() {
         if service.parent_file().name() == crate::policy::OPTIONS_FILE {
@@ -55,6 +90,27 @@ pub(crate) fn rpc_clashes(pool: &DescriptorPool) -> Vec<Problem> {
         let mut seen: HashMap<String, String> = HashMap::new();
         for method in service.methods() {
             let rust = prost_snake(method.name());
+            if stub.names().contains(&rust.as_str()) {
+                problems.push(Problem {
+                    file: service.parent_file().name().to_owned(),
+                    line: line_of(&service.parent_file(), method.path()),
+                    service: service.full_name().to_owned(),
+                    method: method.name().to_owned(),
+                    message: format!(
+                        "RPC `{}` is `{rust}` in Rust, a method tonic's generated client \
+                         (`{}_client::{}Client`) defines of its own, so it would be defined \
+                         twice; rename the RPC{}",
+                        method.name(),
+                        crate::generate::naive_snake(service.name()),
+                        service.name(),
+                        if rust == "connect" {
+                            ", or turn tonic's transport helpers off (`build_transport(false)`)"
+                        } else {
+                            ", or turn tonic's client stubs off (`build_client(false)`)"
+                        }
+                    ),
+                });
+            }
             match seen.get(&rust) {
                 Some(first) => problems.push(Problem {
                     file: service.parent_file().name().to_owned(),

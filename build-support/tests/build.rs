@@ -629,18 +629,27 @@ fn a_message_whose_module_is_the_humus_modules_name_moves_it() {
 
 #[test]
 fn rpcs_named_like_the_clients_items_take_their_names() {
-    let code = generated(
+    // Without tonic's client stub, which has a `new` of its own.
+    let dir = workspace(
         "rpc-names",
-        &ledger(
-            "  rpc Methods(Req) returns (Resp);\n  rpc Client(Req) returns (Resp);\n  \
-             rpc IntoClient(Req) returns (Resp);\n  rpc New(Req) returns (Resp);",
-        ),
+        &[(
+            "ledger.proto",
+            &ledger(
+                "  rpc Methods(Req) returns (Resp);\n  rpc Client(Req) returns (Resp);\n  \
+                 rpc IntoClient(Req) returns (Resp);\n  rpc New(Req) returns (Resp);",
+            ),
+        )],
     );
+    builder(&dir)
+        .build_client(false)
+        .compile_protos(&[dir.join("proto/ledger.proto")], &[dir.join("proto")])
+        .unwrap();
+    let code = fs::read_to_string(dir.join("out/ledger.v1.rs")).unwrap();
     // The RPCs' descriptors and methods.
     assert!(code.contains("pub const METHODS: &'static ::humus::codegen::Method ="));
-    assert!(code.contains("pub async fn client("));
-    assert!(code.contains("pub async fn into_client("));
-    assert!(code.contains("pub async fn new("));
+    assert!(code.contains("pub fn client(\n            &self,\n            request"));
+    assert!(code.contains("pub fn into_client(\n            &self,\n            request"));
+    assert!(code.contains("pub fn new(\n            &self,\n            request"));
     // Not the fixed items they would clash with; From, AsRef and
     // Descriptors::METHODS remain.
     assert!(!code.contains("<P as Descriptors>::METHODS"), "{code}");
@@ -678,4 +687,50 @@ fn two_rpcs_with_one_rust_name_fail_the_build() {
          RPCs `GetFoo` and `get_foo` are both `get_foo` in Rust, so the generated clients \
          would define it twice; rename one of them"
     );
+}
+
+#[test]
+fn an_rpc_named_as_a_method_of_tonics_client_stub_fails_the_build() {
+    let error = error_of(
+        "stub-clash",
+        &ledger(
+            "  rpc Pay(Req) returns (Resp);\n  rpc New(Req) returns (Resp);\n  rpc Connect(Req) returns (Resp);",
+        ),
+    );
+    assert!(!error.is_compile());
+    let [new, connect] = error.problems() else {
+        panic!("two problems: {error}");
+    };
+    assert_eq!((new.line(), connect.line()), (Some(8), Some(9)));
+    assert_eq!(new.method(), "New");
+    assert_eq!(
+        text_of("stub-clash", &error),
+        "2 RPC name clashes in the generated Rust code:\n  ledger.proto:8: ledger.v1.Ledger/New: \
+         RPC `New` is `new` in Rust, a method tonic's generated client \
+         (`ledger_client::LedgerClient`) defines of its own, so it would be defined twice; \
+         rename the RPC, or turn tonic's client stubs off (`build_client(false)`)\n  \
+         ledger.proto:9: ledger.v1.Ledger/Connect: RPC `Connect` is `connect` in Rust, a \
+         method tonic's generated client (`ledger_client::LedgerClient`) defines of its own, \
+         so it would be defined twice; rename the RPC, or turn tonic's transport helpers off \
+         (`build_transport(false)`)"
+    );
+}
+
+#[test]
+fn an_rpc_named_as_a_stub_method_passes_when_that_stub_method_is_off() {
+    let text = ledger("  rpc New(Req) returns (Resp);\n  rpc Connect(Req) returns (Resp);");
+    let dir = workspace("stub-off", &[("ledger.proto", &text)]);
+    let build = |b: humus_build::Builder| {
+        b.compile_protos(&[dir.join("proto/ledger.proto")], &[dir.join("proto")])
+    };
+    // No transport helpers: `Connect` is free, `New` is not.
+    let error = build(builder(&dir).build_transport(false)).unwrap_err();
+    let [problem] = error.problems() else {
+        panic!("one problem: {error}");
+    };
+    assert_eq!(problem.method(), "New");
+    // No client stub: both are free.
+    build(builder(&dir).build_client(false)).unwrap();
+    let code = fs::read_to_string(dir.join("out/ledger.v1.rs")).unwrap();
+    assert!(code.contains("async fn connect("), "{code}");
 }
