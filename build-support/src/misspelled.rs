@@ -315,7 +315,7 @@ fn unknown(given: &str, owner: &str, fields: &[&str]) -> String {
 }
 
 /// The optimal string alignment distance (Levenshtein with transpositions).
-fn distance(a: &str, b: &str) -> usize {
+pub(crate) fn distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
     let mut rows = vec![vec![0usize; b.len() + 1]; a.len() + 1];

@@ -339,13 +339,16 @@ fn check(message: &DynamicMessage, report: &mut Reporter<'_>) -> Option<Policy> 
         } else {
             let code = parse_code(&code_text);
             if code.is_none() {
-                report.at(
-                    &sub,
-                    format!(
-                        "classify entry {number}: unknown gRPC status code {code_text:?}; expected one of {}",
-                        CODES.map(|(name, _)| name).join(", ")
+                let names = CODES.map(|(name, _)| name).join(", ");
+                let message = match nearest_code(&code_text) {
+                    Some(near) => format!(
+                        "classify entry {number}: unknown gRPC status code {code_text:?}; did you mean {near:?}? (one of {names})"
                     ),
-                );
+                    None => format!(
+                        "classify entry {number}: unknown gRPC status code {code_text:?}; expected one of {names}"
+                    ),
+                };
+                report.at(&sub, message);
             }
             code
         };
@@ -414,6 +417,19 @@ pub(crate) fn parse_code(text: &str) -> Option<usize> {
     CODES.iter().position(|(name, _)| squash(name) == key)
 }
 
+/// The canonical name of the status code nearest to `text`, if it is near
+/// enough to be a misspelling (an edit distance of at most a third of its
+/// length, spellings compared as [`parse_code`] does).
+fn nearest_code(text: &str) -> Option<&'static str> {
+    let key = squash(text);
+    CODES
+        .iter()
+        .map(|(name, _)| (crate::misspelled::distance(&key, &squash(name)), *name))
+        .filter(|(d, name)| *d <= squash(name).len().max(key.len()).div_ceil(3))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, name)| name)
+}
+
 fn named<T: Copy>(text: &str, names: &[(&str, T)]) -> Option<T> {
     let key = squash(text);
     names
@@ -433,6 +449,14 @@ fn squash(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_misspelled_code_has_its_nearest() {
+        assert_eq!(nearest_code("ABORTD"), Some("ABORTED"));
+        assert_eq!(nearest_code("unavailabel"), Some("UNAVAILABLE"));
+        assert_eq!(nearest_code("DeadlineExeeded"), Some("DEADLINE_EXCEEDED"));
+        assert_eq!(nearest_code("TEAPOT"), None);
+    }
 
     #[test]
     fn codes_parse_in_every_spelling() {

@@ -369,10 +369,10 @@ fn an_unknown_code_names_file_line_service_and_method() {
     assert_eq!(
         text_of("unknown-code", &error),
         "1 bad humus.v1.policy annotation:\n  ledger.proto:9: ledger.v1.Ledger/Transfer: \
-         classify entry 1: unknown gRPC status code \"ABORTD\"; expected one of OK, CANCELLED, \
-         UNKNOWN, INVALID_ARGUMENT, DEADLINE_EXCEEDED, NOT_FOUND, ALREADY_EXISTS, \
+         classify entry 1: unknown gRPC status code \"ABORTD\"; did you mean \"ABORTED\"? (one of \
+         OK, CANCELLED, UNKNOWN, INVALID_ARGUMENT, DEADLINE_EXCEEDED, NOT_FOUND, ALREADY_EXISTS, \
          PERMISSION_DENIED, RESOURCE_EXHAUSTED, FAILED_PRECONDITION, ABORTED, OUT_OF_RANGE, \
-         UNIMPLEMENTED, INTERNAL, UNAVAILABLE, DATA_LOSS, UNAUTHENTICATED"
+         UNIMPLEMENTED, INTERNAL, UNAVAILABLE, DATA_LOSS, UNAUTHENTICATED)"
     );
 }
 

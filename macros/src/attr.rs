@@ -656,7 +656,8 @@ fn check_table(
 }
 
 /// "unknown X `y`; expected one of ..." with a suggestion when only the
-/// spelling differs (`ABORTED` for `Aborted`).
+/// spelling differs (`ABORTED` for `Aborted`) or the name is a near
+/// misspelling (`Abortd`).
 fn unknown(what: &str, given: &str, known: &[&str]) -> String {
     let squash = |s: &str| {
         s.chars()
@@ -667,6 +668,11 @@ fn unknown(what: &str, given: &str, known: &[&str]) -> String {
     let mut message = format!("unknown {what} `{given}`");
     if let Some(similar) = known.iter().find(|k| squash(k) == squash(given)) {
         message.push_str(&format!("; did you mean `{similar}`?"));
+    } else if let Some(similar) = nearest(given, known) {
+        message.push_str(&format!(
+            "; did you mean `{similar}`? (one of {})",
+            known.join(", ")
+        ));
     } else {
         message.push_str(&format!("; expected one of {}", known.join(", ")));
     }
