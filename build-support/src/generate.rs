@@ -289,6 +289,17 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
             "the client's defaults (no `humus.v1.policy` option)"
         };
         let proto_never_retry = declared.is_some_and(|policy| policy.never_retry);
+        // The first code the `.proto`'s table retries (tonic's variant
+        // name), or "": `never_retry` given alone in `#[humus::client]`
+        // would contradict it.
+        let proto_retries = declared
+            .and_then(|policy| {
+                policy
+                    .table
+                    .iter()
+                    .find(|rule| rule.retry == crate::policy::Verdict::Retry)
+            })
+            .map_or("", |rule| crate::policy::CODES[rule.code].1);
         // No option: the shared `MethodPolicy::DEFAULT`, less for rustc to
         // check per method than a literal (a googleapis-sized crate has
         // thousands).
@@ -301,7 +312,8 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
             syn::parse_str(&method.name).expect("prost makes method names valid identifiers");
         let rust_name = &method.name;
         let proto_name = &method.proto_name;
-        callback_methods.push(quote!((#rust_name, #proto_name, #proto_never_retry)));
+        callback_methods
+            .push(quote!((#rust_name, #proto_name, #proto_never_retry, #proto_retries)));
         let static_doc = format!(
             " The descriptor of `{full_name}`: {kind_text}, fault point `{point}`, policy {policy_source}."
         );

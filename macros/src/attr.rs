@@ -94,10 +94,13 @@ pub(crate) struct ServiceMethod {
     pub(crate) path: String,
     /// Whether the `.proto` declares it `never_retry`.
     pub(crate) never_retry: bool,
+    /// The first code the `.proto`'s classify table retries (`Aborted`),
+    /// or empty.
+    pub(crate) retries: String,
 }
 
 impl Parse for Service {
-    /// `service = "..", client = "..", methods = [("charge", "Charge", true), ..],`
+    /// `service = "..", client = "..", methods = [("charge", "Charge", true, "Aborted"), ..],`
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         fn key(input: ParseStream<'_>, name: &str) -> syn::Result<()> {
             let ident: Ident = input.parse()?;
@@ -125,10 +128,13 @@ impl Parse for Service {
             let proto = entry.parse::<syn::LitStr>()?.value();
             entry.parse::<Token![,]>()?;
             let never_retry = entry.parse::<syn::LitBool>()?.value;
+            entry.parse::<Token![,]>()?;
+            let retries = entry.parse::<syn::LitStr>()?.value();
             methods.push(ServiceMethod {
                 rust,
                 path: format!("{full_name}/{proto}"),
                 never_retry,
+                retries,
             });
             if !list.is_empty() {
                 list.parse::<Token![,]>()?;
@@ -566,6 +572,20 @@ fn parse_method(
         }
     }
 
+    // `never_retry` alone keeps the `.proto`'s table: one that retries a
+    // code contradicts it.
+    if let (Some(name), None, Some(found)) = (&never_retry, &classify, found)
+        && !found.retries.is_empty()
+    {
+        let code = &found.retries;
+        cx.error(
+            name.span(),
+            format!(
+                "`{ident}` retries `{code}` in its .proto's classify table ({}), so it cannot be `never_retry` with that table; give it a table here that does not retry (`classify({code} => (Stop, ..))`), or drop `never_retry`",
+                found.path
+            ),
+        );
+    }
     let table =
         classify.map(|(_, rules)| check_table(cx, &ident, never_retry.is_some(), found, rules));
     Method {

@@ -87,7 +87,8 @@ use proc_macro::TokenStream;
 /// Each at the offending token, all of one attribute at once: a method the
 /// service does not have (listing the service's methods), an unknown status code, verdict or outcome, a
 /// code listed twice, a retry of `Ok`, a retry entry on a `never_retry`
-/// method (declared here or in the `.proto`), a classify function of the
+/// method (declared here or in the `.proto`), `never_retry` without a table
+/// of its own on a method whose `.proto` table retries a code, a classify function of the
 /// wrong type, an option given twice, a trait item that is not `fn name();`.
 ///
 /// Source: humus's compile-time per-method policy; what a table entry
