@@ -714,7 +714,7 @@ impl Replay {
                 Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
                     Ok(data) if len + data.len() <= RETRY_BUFFER => {
                         len += data.len();
-                        chunks.push(data);
+                        chunks.push(own(data));
                     }
                     Ok(data) => {
                         held = Some(Ok(Frame::data(data)));
@@ -781,6 +781,26 @@ impl Replay {
             kept.spent = true;
             kept.chunks = Chunks::default();
         }
+    }
+}
+
+/// tonic's encoder writes a request into a buffer of 8 KiB (its default
+/// `buffer_size`, grown for a larger message) and hands on a slice of it,
+/// which holds the whole buffer.
+const ENCODER_BUFFER: usize = 8 * 1024;
+
+/// `chunk` to keep for the call's life: a copy of its bytes when they are
+/// fewer than the encoder's buffer, which the chunk holds. tonic's own
+/// channel lets that buffer go once the request is written; a kept slice
+/// would hold it until the call ends (64 calls of a small message in
+/// flight: 512 KiB for a few bytes each, which the allocator then gives
+/// back to the system and faults in again, batch after batch). A larger
+/// chunk is most of its buffer, and is kept as it is (no copy).
+fn own(chunk: Bytes) -> Bytes {
+    if chunk.len() < ENCODER_BUFFER {
+        Bytes::copy_from_slice(&chunk)
+    } else {
+        chunk
     }
 }
 
@@ -1213,6 +1233,48 @@ mod tests {
             // One DATA frame with END_STREAM, no empty one after it.
             assert!(ended);
             assert!(replay.is_resendable());
+        }
+    }
+
+    /// The buffer a chunk was sliced from, which says when it is freed.
+    struct Buffer {
+        bytes: Vec<u8>,
+        freed: Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl AsRef<[u8]> for Buffer {
+        fn as_ref(&self) -> &[u8] {
+            &self.bytes
+        }
+    }
+
+    impl Drop for Buffer {
+        fn drop(&mut self) {
+            self.freed.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_small_message_read_ahead_does_not_hold_the_encoders_buffer() {
+        let freed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut bytes = vec![0u8; ENCODER_BUFFER];
+        bytes[..6].copy_from_slice(b"\0\0\0\0\x01a");
+        // As tonic's encoder hands on a message: a slice of its buffer.
+        let chunk = Bytes::from_owner(Buffer {
+            bytes,
+            freed: freed.clone(),
+        })
+        .slice(..6);
+        let replay = Replay::read_ahead(script([
+            Poll::Ready(Some(Ok(Frame::data(chunk)))),
+            Poll::Ready(None),
+        ]));
+        assert!(matches!(replay, Replay::Whole(_)));
+        assert!(freed.load(std::sync::atomic::Ordering::SeqCst));
+        for _ in 0..2 {
+            let (read, ended) = send(&replay).expect("sent");
+            assert_eq!(read, [Bytes::from_static(b"\0\0\0\0\x01a")]);
+            assert!(ended);
         }
     }
 
