@@ -496,8 +496,15 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
     quote! {
         #[doc = #module_doc]
         // An RPC's name is the `.proto`'s, not a Rust convention's
-        // (`IntoClient`, `New`).
-        #[allow(clippy::wrong_self_convention, clippy::new_ret_no_self)]
+        // (`IntoClient`, `New`). A binary crate that uses some of the
+        // generated items and not others gets no warning for them, as with
+        // tonic's modules.
+        #[allow(
+            clippy::wrong_self_convention,
+            clippy::new_ret_no_self,
+            dead_code,
+            unused_imports
+        )]
         pub mod #module {
             #(#statics)*
 
