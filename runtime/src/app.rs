@@ -336,8 +336,8 @@ pub fn check_server(settings: &crate::grpc::server::Settings) -> Result<(), Erro
 /// settings error (exit 78) naming its path, then the format's own
 /// message (serde_json's ends with where it is): `breaker.window: invalid
 /// type: string "many", expected usize at line 1 column 51`, `timeout:
-/// invalid value: string "10 parsecs", expected a duration at line 1
-/// column 46` (the examples below). The checks run after, with [`check_client`] and
+/// invalid value: string "10 parsecs", expected a duration such as "2s",
+/// "250ms" or "1m30s" at line 1 column 46` (the examples below). The checks run after, with [`check_client`] and
 /// [`check_server`].
 ///
 /// An unknown top-level key is ignored here, as serde ignores it, so that
@@ -364,7 +364,7 @@ pub fn check_server(settings: &crate::grpc::server::Settings) -> Result<(), Erro
 ///     .unwrap_err();
 /// assert_eq!(
 ///     err.to_string(),
-///     r#"timeout: invalid value: string "10 parsecs", expected a duration at line 1 column 46"#
+///     r#"timeout: invalid value: string "10 parsecs", expected a duration such as "2s", "250ms" or "1m30s" at line 1 column 46"#
 /// );
 /// ```
 ///
@@ -431,6 +431,9 @@ where
     }
 }
 
+/// humantime's "expected a duration", with the form shown.
+const DURATION_FORM: &str = r#"expected a duration such as "2s", "250ms" or "1m30s""#;
+
 /// Why [`deserialize`] or [`deserialize_strict`] could not read settings:
 /// the path of the value serde refused, and why; or the keys the settings
 /// do not take.
@@ -443,7 +446,12 @@ pub struct ReadError {
 impl ReadError {
     fn of<E: fmt::Display>(e: &serde_path_to_error::Error<E>) -> ReadError {
         let path = e.path().to_string();
-        let inner = e.inner().to_string();
+        // toml's message ends with a newline.
+        let mut inner = e.inner().to_string().trim_end().to_owned();
+        // humantime's words for any value that is not one: show the form.
+        if inner.contains("expected a duration") && !inner.contains(DURATION_FORM) {
+            inner = inner.replacen("expected a duration", DURATION_FORM, 1);
+        }
         if path == "." {
             // Refused as a whole (not a map, or a missing field of a struct
             // of the user's): serde's message says which.

@@ -139,7 +139,11 @@ fn a_value_serde_refuses_is_a_settings_error_naming_its_path() {
         ),
         (
             r#"{"timeout": "10 parsecs"}"#,
-            "timeout: invalid value: string \"10 parsecs\", expected a duration",
+            "timeout: invalid value: string \"10 parsecs\", expected a duration such as \"2s\", \"250ms\" or \"1m30s\"",
+        ),
+        (
+            r#"{"timeout": 2}"#,
+            "timeout: invalid type: integer `2`, expected a duration such as \"2s\"",
         ),
         (
             r#"{"retry_budget": {"token_ratio": "half"}}"#,
