@@ -410,7 +410,7 @@ impl CallCtx<'_> {
         ))
     }
 
-    /// What a typed send goes through: tonic's `Grpc` over the
+    /// What a typed stream's open goes through: tonic's `Grpc` over the
     /// connection's sender ([`Timed`]), which adds the send's
     /// `grpc-timeout` (the time left now) to the request tonic makes.
     /// Its metadata is then [`CallCtx::untimed_metadata`].
@@ -435,7 +435,7 @@ impl CallCtx<'_> {
     }
 }
 
-/// The connection's sender under tonic's `Grpc`, for one typed send: it
+/// The connection's sender under tonic's `Grpc`, for one typed open: it
 /// adds the send's `grpc-timeout` to the request tonic made of the
 /// caller's metadata, so that the map tonic takes its reserved headers out
 /// of is the caller's own (empty for most calls, where each of those
