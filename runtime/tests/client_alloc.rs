@@ -90,6 +90,13 @@ const BEFORE_LAYERS: usize = 62;
 /// value no longer copied to the heap for a whole number of seconds.
 const BOXED_TASKS: usize = 2 - 1;
 
+/// What a typed unary call saves since it sends its frame and reads its
+/// response without tonic's `Grpc` (63 allocations before, 56 after): no
+/// encoding body and its buffer (the frame, encoded once per call, is what
+/// each attempt sends), no `Streaming` decoder and its buffer (a plain
+/// answer is decoded from the bytes received), no per-call `Grpc` config.
+const WITHOUT_GRPC: usize = 7;
+
 #[tokio::test(start_paused = true)]
 async fn no_layer_allocates_what_a_call_did_before_and_one_layer_a_few_more() {
     let host = Host::new();
@@ -102,8 +109,8 @@ async fn no_layer_allocates_what_a_call_did_before_and_one_layer_a_few_more() {
         "allocations per call: no layer {direct}, identity layer {layered}, no-op interceptor {intercepted}"
     );
     assert!(
-        direct <= BEFORE_LAYERS + BOXED_TASKS,
-        "no layer: {direct}, before layers: {BEFORE_LAYERS} (+{BOXED_TASKS}, boxed tasks)"
+        direct <= BEFORE_LAYERS + BOXED_TASKS - WITHOUT_GRPC,
+        "no layer: {direct}, before layers: {BEFORE_LAYERS} (+{BOXED_TASKS}, boxed tasks, -{WITHOUT_GRPC} without tonic's Grpc)"
     );
     assert!(layered > direct);
     assert!(layered <= direct + 10, "one identity layer: {layered}");

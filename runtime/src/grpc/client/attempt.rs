@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use futures_util::Stream;
+use futures_util::future::Either;
 use http::uri::PathAndQuery;
 use opentelemetry::Context;
 use tokio::time::Instant;
@@ -16,7 +17,7 @@ use tonic::Status;
 use tonic::metadata::MetadataMap;
 
 use super::client::{GRPC_TIMEOUT, GRPC_TIMEOUT_HEADER, Inner, deadline, own_timeout};
-use super::codec::{PreEncoded, encode_once};
+use super::codec::PreEncoded;
 use super::connection::{
     Connection, Sender, closing, mapped_from_http, never_processed, transport_status,
 };
@@ -409,7 +410,7 @@ impl CallCtx<'_> {
         ))
     }
 
-    /// What a typed send goes through: tonic's `Grpc` over the
+    /// What a typed stream's open goes through: tonic's `Grpc` over the
     /// connection's sender ([`Timed`]), which adds the send's
     /// `grpc-timeout` (the time left now) to the request tonic makes.
     /// Its metadata is then [`CallCtx::untimed_metadata`].
@@ -434,7 +435,7 @@ impl CallCtx<'_> {
     }
 }
 
-/// The connection's sender under tonic's `Grpc`, for one typed send: it
+/// The connection's sender under tonic's `Grpc`, for one typed open: it
 /// adds the send's `grpc-timeout` to the request tonic made of the
 /// caller's metadata, so that the map tonic takes its reserved headers out
 /// of is the caller's own (empty for most calls, where each of those
@@ -632,17 +633,21 @@ where
         own_timeout(request.metadata()),
     );
     let (metadata, extensions, message) = request.into_parts();
+    // Framed once: every attempt sends these bytes.
+    let frame = match super::unary::frame(&message) {
+        Ok(frame) => frame,
+        // Longer than a frame can say: nothing is sent.
+        Err(status) => return Either::Left(std::future::ready(Err(status))),
+    };
+    drop(message);
     let cx = call_context(&extensions);
     let metadata = caller_metadata(metadata);
-    // Encoded once: every attempt sends these bytes.
-    let body = encode_once(&message);
-    drop(message);
     let send = TypedUnary {
         metadata,
-        body,
+        frame,
         _response: std::marker::PhantomData::<fn() -> Resp>,
     };
-    run_unary(inner, method, cx, deadline, send)
+    Either::Right(run_unary(inner, method, cx, deadline, send))
 }
 
 /// What each attempt of a unary call sends, for [`run_unary`]: a typed
@@ -709,10 +714,11 @@ pub(super) async fn run_unary<S: UnarySend>(
     }
 }
 
-/// A typed unary call's attempts: the message encoded once.
+/// A typed unary call's attempts: the message framed once.
 struct TypedUnary<Resp> {
     metadata: MetadataMap,
-    body: bytes::Bytes,
+    /// The request's gRPC frame: its head and the message.
+    frame: bytes::Bytes,
     _response: std::marker::PhantomData<fn() -> Resp>,
 }
 
@@ -728,7 +734,7 @@ where
         attempt: u32,
         span: &'s mut AttemptSpan,
     ) -> impl Future<Output = Result<Self::Output, Status>> + Send + 's {
-        send_unary::<Resp>(call, attempt, &self.metadata, span, &self.body)
+        send_unary::<Resp>(call, attempt, &self.metadata, span, &self.frame)
     }
 
     fn trailer(output: &Self::Output) -> &MetadataMap {
@@ -737,17 +743,19 @@ where
 }
 
 /// One unary attempt over the connection, sent again at once if the request
-/// never reached the server. Each send's metadata is the caller's `base`
-/// with what [`Call::metadata`] adds (moved into the request: one copy of
-/// the caller's map per send). The path is made for each send (from a
-/// `'static` string: no allocation), not held by the call's future for its
-/// whole life.
+/// never reached the server, each send in a span of its own. Each send's
+/// metadata is the caller's `base` with what [`CallCtx::metadata`] adds
+/// (moved into the request: one copy of the caller's map per send); its
+/// body is `frame`, and its response is read as tonic's `Grpc::unary`
+/// reads it ([`unary::read`](super::unary::read)). The path is made for
+/// each send (from a `'static` string: no allocation), not held by the
+/// call's future for its whole life.
 async fn send_unary<Resp>(
     call: &CallCtx<'_>,
     attempt: u32,
     base: &MetadataMap,
     span: &mut AttemptSpan,
-    body: &bytes::Bytes,
+    frame: &bytes::Bytes,
 ) -> Result<tonic::Response<Resp>, Status>
 where
     Resp: prost::Message + Default + Send + 'static,
@@ -755,21 +763,20 @@ where
     let mut resent = 0;
     loop {
         // Again for a resend: the connection that failed it has gone.
-        let mut grpc = call.grpc().await?;
-        let request = tonic::Request::from_parts(
+        let mut sender = call.inner.conn.sender().await?;
+        let request = super::unary::request(
+            call.inner.conn.origin(),
+            call.method.full_name,
             call.untimed_metadata(base, span),
-            tonic::Extensions::default(),
-            body.clone(),
+            call.timeout(),
+            frame.clone(),
         );
-        match grpc
-            .unary(
-                request,
-                PathAndQuery::from_static(call.method.full_name),
-                PreEncoded::<Resp>::new(body.len()),
-            )
-            .await
-            .map_err(transport_status)
-        {
+        let result = match tower_service::Service::call(&mut sender, request).await {
+            Ok(response) => super::unary::read::<Resp, _>(response).await,
+            Err(err) => Err(Status::from_error(err)),
+        }
+        .map_err(transport_status);
+        match result {
             Err(status) if resent < TRANSPARENT_RETRIES && never_processed(&status) => {
                 resent += 1;
                 call.resend(attempt, span, &status);

@@ -63,7 +63,7 @@ const GRPC_STATUS_DETAILS: HeaderName = HeaderName::from_static("grpc-status-det
 /// trailer): `grpc-status: 0`, a `grpc-message`, if any, that decodes (an
 /// undecodable one makes tonic's status `Unknown`), and no details (which
 /// tonic decodes too). Any other trailer is read by tonic.
-fn is_ok(trailer: &HeaderMap) -> bool {
+pub(super) fn is_ok(trailer: &HeaderMap) -> bool {
     if trailer
         .get(&GRPC_STATUS)
         .is_none_or(|v| v.as_bytes() != b"0")

@@ -403,7 +403,8 @@ fn backing_off_status(err: &Arc<io::Error>, left: Duration) -> Status {
     status
 }
 
-/// What an attempt sends its request through, under tonic's `Grpc`:
+/// What an attempt sends its request through (a typed unary call's
+/// request, one tonic's `Grpc` made for a typed stream, the channel's):
 /// hyper's handle on the connection, straight (no per-attempt layer: no
 /// box, no allocation more), or under the client's layers.
 #[derive(Clone)]
@@ -880,7 +881,7 @@ impl Connection {
         }
     }
 
-    /// What an attempt sends through under tonic's `Grpc` (the
+    /// What an attempt sends through (the
     /// per-attempt layers, if any, over the connection), dialled first if
     /// there is none (at the first call, and after the last connection
     /// went away); a dial in progress is shared. The channel sends

@@ -157,6 +157,7 @@ mod method;
 mod settings;
 pub(crate) use settings::{BreakerSection, BudgetSection, breaker_of, budget_of, section_checks};
 mod stream;
+mod unary;
 
 pub use channel::{Channel, ChannelBody, ChannelFuture, DuplicateMethod, Methods, RETRY_BUFFER};
 pub use classify::{Classification, ClassifyFn};
