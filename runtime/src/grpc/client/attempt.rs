@@ -19,10 +19,12 @@ use tonic::metadata::MetadataMap;
 use super::client::{GRPC_TIMEOUT, GRPC_TIMEOUT_HEADER, Inner, deadline, own_timeout};
 use super::codec::PreEncoded;
 use super::connection::{
-    Connection, Sender, closing, mapped_from_http, never_processed, transport_status,
+    AttemptBody, Connection, Sender, closing, mapped_from_http, never_processed, transport_status,
 };
 use super::decide::with_decision;
 use super::hooks::{AttemptSpan, Hooks, call_context};
+use super::layer::BoxError;
+use super::limit::Limited;
 use super::stream::{End, Holder, Settle, Streaming, deadline_exceeded};
 use super::{CallState, DEADLINE_SLACK, Ended, Method, classify_attempt};
 use crate::circuit::{Outcome, OwnedTicket, Rejected, Ticket};
@@ -419,6 +421,7 @@ impl CallCtx<'_> {
         let timed = Timed {
             sender,
             timeout: self.timeout(),
+            limit: self.inner.settings.max_decoding_message_size,
         };
         Ok(tonic::client::Grpc::with_origin(
             timed,
@@ -440,26 +443,53 @@ impl CallCtx<'_> {
 /// caller's metadata, so that the map tonic takes its reserved headers out
 /// of is the caller's own (empty for most calls, where each of those
 /// removals is a search in a map that is not empty with the timeout in
-/// it). The per-attempt layers, if any, see the header as before.
+/// it). The per-attempt layers, if any, see the header as before. The
+/// response's body is read through [`Limited`]: a message over the
+/// client's decoding limit fails the stream `ResourceExhausted` before
+/// tonic's decoder reads it.
 struct Timed {
     sender: Sender,
     timeout: Option<http::HeaderValue>,
+    /// [`Settings::max_decoding_message_size`](super::Settings::max_decoding_message_size).
+    limit: usize,
 }
 
+/// The sender's response.
+type Sent = <Sender as tower_service::Service<http::Request<tonic::body::Body>>>::Response;
+
 impl tower_service::Service<http::Request<tonic::body::Body>> for Timed {
-    type Response = <Sender as tower_service::Service<http::Request<tonic::body::Body>>>::Response;
+    type Response = http::Response<Limited<AttemptBody>>;
     type Error = <Sender as tower_service::Service<http::Request<tonic::body::Body>>>::Error;
-    type Future = <Sender as tower_service::Service<http::Request<tonic::body::Body>>>::Future;
+    type Future = TimedFuture;
 
     fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.sender.poll_ready(cx)
     }
 
-    fn call(&mut self, mut request: http::Request<tonic::body::Body>) -> Self::Future {
+    fn call(&mut self, mut request: http::Request<tonic::body::Body>) -> TimedFuture {
         if let Some(timeout) = self.timeout.take() {
             request.headers_mut().insert(GRPC_TIMEOUT_HEADER, timeout);
         }
-        self.sender.call(request)
+        TimedFuture {
+            sent: self.sender.call(request),
+            limit: self.limit,
+        }
+    }
+}
+
+/// [`Timed`]'s response future: the sender's, its body [`Limited`].
+struct TimedFuture {
+    sent: <Sender as tower_service::Service<http::Request<tonic::body::Body>>>::Future,
+    limit: usize,
+}
+
+impl Future for TimedFuture {
+    type Output = Result<http::Response<Limited<AttemptBody>>, BoxError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
+        let limit = self.limit;
+        let sent: Result<Sent, BoxError> = std::task::ready!(self.sent.as_mut().poll(cx));
+        Poll::Ready(sent.map(|response| response.map(|body| Limited::new(body, limit))))
     }
 }
 
@@ -772,7 +802,13 @@ where
             frame.clone(),
         );
         let result = match tower_service::Service::call(&mut sender, request).await {
-            Ok(response) => super::unary::read::<Resp, _>(response).await,
+            Ok(response) => {
+                super::unary::read::<Resp, _>(
+                    response,
+                    call.inner.settings.max_decoding_message_size,
+                )
+                .await
+            }
             Err(err) => Err(Status::from_error(err)),
         }
         .map_err(transport_status);

@@ -46,6 +46,7 @@ use super::connection::{
     ClosedFlag, closing, http_to_grpc, mapped_from_http, never_processed, transport_status,
 };
 use super::hooks::AttemptSpan;
+use super::limit::{Limited, too_large};
 use super::stream::{End, Settle, deadline_exceeded, missing_response};
 use super::{Method, MethodPolicy, RpcKind};
 
@@ -382,6 +383,8 @@ impl Service<http::Request<tonic::body::Body>> for Channel {
                 // Opened: never sent again, so nothing more is kept.
                 replay.commit();
                 let (parts, body) = response.into_parts();
+                // The client's decoding limit, before the stock client's.
+                let body = Limited::new(body, inner.settings.max_decoding_message_size);
                 let live = Live::new(body, &parts, settle, deadline, inner.conn.closed_flag())
                     .one_response(one_response);
                 Ok(http::Response::from_parts(parts, ChannelBody::live(live)))
@@ -468,7 +471,10 @@ impl UnarySend for Attempts {
         attempt: u32,
         span: &'s mut AttemptSpan,
     ) -> impl Future<Output = Result<Read, Status>> + Send + 's {
-        self.send_with(call, attempt, span, read_unary)
+        let limit = call.inner.settings.max_decoding_message_size;
+        self.send_with(call, attempt, span, move |response| {
+            read_unary(response, limit)
+        })
     }
 
     fn trailer(output: &Read) -> &MetadataMap {
@@ -535,57 +541,81 @@ impl Read {
     }
 }
 
-/// tonic's limit on a decoded message, 4 MiB, which the typed call has.
-const MAX_MESSAGE: usize = 4 * 1024 * 1024;
-
 /// Reads a unary call's whole response and its status as tonic's
-/// `Grpc::unary` reads them for the typed call (the same statuses, and
-/// messages): a trailers-only status; one message, at most 4 MiB and not
-/// compressed; the trailer's `grpc-status`, else gRPC's mapping of the
-/// HTTP status; a broken body as the connection's error. The bytes are
-/// kept as they came, for the caller's decoder.
-async fn read_unary(response: http::Response<WireBody>) -> Result<Read, Status> {
+/// `Grpc::unary` reads them for the typed call (the same statuses, with
+/// the same messages and metadata): a trailers-only status; one message,
+/// not compressed; the trailer's `grpc-status`, else gRPC's mapping of the
+/// HTTP status; a broken body as the connection's error. A message longer
+/// than `limit` bytes ([`Settings::max_decoding_message_size`](super::Settings::max_decoding_message_size))
+/// ends the call `ResourceExhausted` here ([`too_large`]), as the typed
+/// call's does. The bytes are kept as they came, for the caller's decoder.
+async fn read_unary<B>(response: http::Response<B>, limit: usize) -> Result<Read, Status>
+where
+    B: http_body::Body<Data = Bytes, Error = super::BoxError> + Unpin,
+{
     let (parts, mut body) = response.into_parts();
-    if parts.headers.contains_key(&GRPC_STATUS)
-        && let Some(status) = Status::from_header_map(&parts.headers)
+    // A `grpc-status` in the head: a trailers-only status, or an `OK`
+    // after which tonic reads the body's message and nothing of its
+    // trailer (`Streaming::new_empty`).
+    let ok_in_head = match parts
+        .headers
+        .contains_key(&GRPC_STATUS)
+        .then(|| Status::from_header_map(&parts.headers))
+        .flatten()
     {
-        if status.code() != Code::Ok {
-            return Err(status);
-        }
-        return Err(Status::internal("Missing response message."));
-    }
-    // As tonic's: a status read from the body carries the headers too.
-    let with_headers = |status: Status| {
-        let mut status = transport_status(status);
-        let mut merged = parts.headers.clone();
-        merged.extend(std::mem::take(status.metadata_mut()).into_headers());
-        *status.metadata_mut() = MetadataMap::from_headers(merged);
-        status
+        Some(status) if status.code() != Code::Ok => return Err(status),
+        Some(_) => true,
+        None => false,
     };
     let mut data = Chunks::default();
     let mut len = 0usize;
     let mut head = [0u8; 5];
+    let size = |head: &[u8; 5]| u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+    // As tonic's `Grpc::unary` (`Grpc::client_streaming`): a status met
+    // before the message has arrived whole carries its own metadata (a
+    // trailer's), then the headers, which replace a name both carry
+    // (`MetadataMap::merge`); one met after it (reading on to the
+    // trailer) carries its own alone.
+    let failed = |status: Status, len: usize, head: &[u8; 5]| {
+        let mut status = transport_status(status);
+        if len < 5 || len - 5 < size(head) {
+            let mut merged = std::mem::take(status.metadata_mut()).into_headers();
+            merged.extend(parts.headers.clone());
+            *status.metadata_mut() = MetadataMap::from_headers(merged);
+        }
+        status
+    };
     let mut trailer = None;
     while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
-        let frame = frame.map_err(|err| with_headers(Status::from_error(err)))?;
+        let frame = frame.map_err(|err| failed(Status::from_error(err), len, &head))?;
         match frame.into_data() {
             Ok(chunk) => {
                 // The frame's head, as its bytes arrive.
+                let before = len;
                 for (i, b) in chunk.iter().take(5usize.saturating_sub(len)).enumerate() {
                     head[len + i] = *b;
                 }
                 len += chunk.len();
-                if len >= 5 {
-                    let size = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
-                    if head[0] != 0 {
-                        return Err(with_headers(Status::internal(
-                            "protocol error: received message with compressed-flag but no grpc-encoding was specified",
-                        )));
+                if before < 5 && len >= 5 {
+                    // tonic's decoder's words.
+                    if head[0] == 1 {
+                        return Err(failed(
+                            Status::internal(
+                                "protocol error: received message with compressed-flag but no grpc-encoding was specified",
+                            ),
+                            before,
+                            &head,
+                        ));
                     }
-                    if size > MAX_MESSAGE {
-                        return Err(with_headers(Status::out_of_range(format!(
-                            "Error, decoded message length too large: found {size} bytes, the limit is: {MAX_MESSAGE} bytes"
-                        ))));
+                    if head[0] != 0 {
+                        let message = format!(
+                            "protocol error: received message with invalid compression flag: {} (valid flags are 0 and 1) while receiving response with status: {}",
+                            head[0], parts.status
+                        );
+                        return Err(failed(Status::internal(message), before, &head));
+                    }
+                    if size(&head) > limit {
+                        return Err(failed(too_large(size(&head), limit), before, &head));
                     }
                 }
                 if !chunk.is_empty() {
@@ -602,15 +632,23 @@ async fn read_unary(response: http::Response<WireBody>) -> Result<Read, Status> 
             }
         }
     }
-    if let Err(status) = end_status(trailer.as_ref(), parts.status) {
-        return Err(with_headers(status));
+    // As tonic's decoder ends: a body that ends mid-message, without a
+    // trailer, is a truncated stream; then the trailer's status (none
+    // after an `OK` in the head); a message cut short by an `OK` trailer
+    // is none.
+    let whole = len >= 5 && len - 5 >= size(&head);
+    if trailer.is_none() && len > 0 && !whole {
+        return Err(failed(
+            Status::internal("Unexpected EOF decoding stream."),
+            len,
+            &head,
+        ));
     }
-    if len < 5 {
-        return Err(if len == 0 {
-            Status::internal("Missing response message.")
-        } else {
-            Status::internal("Unexpected EOF decoding stream.")
-        });
+    if !ok_in_head && let Err(status) = end_status(trailer.as_ref(), parts.status) {
+        return Err(failed(status, len, &head));
+    }
+    if !whole {
+        return Err(Status::internal("Missing response message."));
     }
     Ok(Read {
         parts,
@@ -993,8 +1031,9 @@ impl http_body::Body for ChannelBody {
 /// A stream's response body that settles its ticket once, at its end.
 struct Live {
     /// Dropped (which cancels the HTTP/2 stream) once it ends at its
-    /// deadline.
-    inner: Option<WireBody>,
+    /// deadline. A message over the client's decoding limit fails it
+    /// `ResourceExhausted`.
+    inner: Option<Limited<WireBody>>,
     settle: Option<Settle>,
     deadline: Option<Pin<Box<Sleep>>>,
     closed: ClosedFlag,
@@ -1010,7 +1049,7 @@ struct Live {
 
 impl Live {
     fn new(
-        inner: WireBody,
+        inner: Limited<WireBody>,
         parts: &http::response::Parts,
         settle: Settle,
         deadline: Option<Instant>,
@@ -1152,7 +1191,7 @@ impl Drop for Live {
 
 /// The status a stream ended with, as tonic's decoder reads its trailer:
 /// its `grpc-status`; without one, gRPC's mapping of the HTTP status
-/// (`Unknown` for a 200).
+/// (`Unknown` for a 200), with tonic's messages.
 fn end_status(trailer: Option<&HeaderMap>, http: http::StatusCode) -> Result<(), Status> {
     if trailer.is_some_and(is_ok) {
         return Ok(());
@@ -1164,9 +1203,18 @@ fn end_status(trailer: Option<&HeaderMap>, http: http::StatusCode) -> Result<(),
             Err(status)
         };
     }
+    // tonic's `infer_grpc_status`, word for word.
+    if http == http::StatusCode::OK {
+        return Err(Status::unknown(
+            "protocol error: missing grpc-status trailer, stream was terminated without a final status (possible truncation by a proxy or load balancer)",
+        ));
+    }
     Err(Status::new(
         http_to_grpc(http),
-        "protocol error: missing grpc-status trailer, stream was terminated without a final status",
+        format!(
+            "grpc-status header missing, mapped from HTTP status code {}",
+            http.as_u16()
+        ),
     ))
 }
 
@@ -1327,6 +1375,51 @@ mod tests {
             );
         }
         map
+    }
+
+    /// The channel's reading of a unary response, as the stock client
+    /// sees it: `read_unary`'s status, or what tonic's `Grpc::unary`
+    /// decodes of the response it hands on.
+    async fn through_the_channel(
+        response: http::Response<super::super::unary::tests::Script>,
+    ) -> Result<tonic::Response<super::super::unary::tests::Cart>, Status> {
+        let read = read_unary(response, 4 << 20).await?;
+        let mut grpc =
+            tonic::client::Grpc::new(super::super::unary::Answered(Some(read.into_response())));
+        grpc.unary(
+            tonic::Request::new(()),
+            PathAndQuery::from_static("/"),
+            tonic_prost::ProstCodec::<(), super::super::unary::tests::Cart>::default(),
+        )
+        .await
+    }
+
+    /// The typed reader's scripted responses, read by the channel and by
+    /// tonic's `Grpc::unary` alone: the same message, metadata and
+    /// extensions, or the same status (code, message, metadata, source).
+    #[tokio::test]
+    async fn a_unary_response_reads_through_the_channel_as_tonics_grpc_reads_it() {
+        use super::super::unary::tests::{Cart, as_the_clients, cases, response, seen};
+        for (status, head, steps) in &cases() {
+            let tonic = {
+                let mut grpc = tonic::client::Grpc::new(super::super::unary::Answered(Some(
+                    response(*status, head, steps),
+                )));
+                grpc.unary(
+                    tonic::Request::new(()),
+                    PathAndQuery::from_static("/"),
+                    tonic_prost::ProstCodec::<(), Cart>::default(),
+                )
+                .await
+            };
+            let ours = through_the_channel(response(*status, head, steps)).await;
+            assert_eq!(
+                seen(ours),
+                as_the_clients(seen(tonic)),
+                "HTTP {status}, head {head:?}, body {:?}",
+                steps.len()
+            );
+        }
     }
 
     #[test]

@@ -1100,23 +1100,14 @@ pub(super) fn host_of(addr: &str) -> &str {
 /// server reset (`RST_STREAM`) keeps tonic's code, which is gRPC's mapping
 /// of the reason (`REFUSED_STREAM` is `Unavailable`, `CANCEL` is
 /// `Cancelled`, ...). A status the server sent has no source, and is
-/// returned as it is.
-///
-/// A response message over the decoding limit (tonic's `OutOfRange`, which
-/// the default classification would count as the dependency working)
-/// becomes `ResourceExhausted`, as grpc-go, gRPC's C core and grpc-java
-/// answer it, with tonic's status as its source.
+/// returned as it is, whatever its code and message: a tonic server's
+/// `OutOfRange` for a request over its own decoding limit is the server's
+/// answer. (A response over the client's own limit is refused where its
+/// frame's head is read, as `ResourceExhausted`: see `limit.rs`.)
 ///
 /// Source: gRPC over HTTP/2 (`PROTOCOL-HTTP2.md`, "Errors"), and grpc-go,
 /// which fails calls on a broken or unusable connection with `Unavailable`.
 pub(crate) fn transport_status(status: Status) -> Status {
-    if let Some(sizes) = too_large(&status) {
-        let mut exhausted = Status::resource_exhausted(format!(
-            "the response message is larger than the limit: {sizes}"
-        ));
-        exhausted.set_source(Arc::new(status));
-        return exhausted;
-    }
     if status.code() == tonic::Code::Unavailable || !connection_failed(&status) {
         return status;
     }
@@ -1124,17 +1115,6 @@ pub(crate) fn transport_status(status: Status) -> Status {
         Status::unavailable(format!("the connection broke: {}", status.message()));
     unavailable.set_source(Arc::new(status));
     unavailable
-}
-
-/// The sizes in tonic's status for a message over its decoding limit
-/// (`OutOfRange`, `Error, decoded message length too large: found …`).
-fn too_large(status: &Status) -> Option<&str> {
-    if status.code() != tonic::Code::OutOfRange {
-        return None;
-    }
-    status
-        .message()
-        .strip_prefix("Error, decoded message length too large: ")
 }
 
 /// Whether `status` came of a failed connection ([`transport_status`]).
@@ -1219,6 +1199,13 @@ mod tests {
         assert_eq!(theirs.code(), tonic::Code::Unknown);
         let internal = transport_status(Status::internal("x"));
         assert_eq!(internal.code(), tonic::Code::Internal);
+        // A tonic server's answer to a request over its decoding limit.
+        let text = "Error, decoded message length too large: found 5242885 bytes, the limit is: 4194304 bytes";
+        let theirs = transport_status(Status::out_of_range(text));
+        assert_eq!(
+            (theirs.code(), theirs.message()),
+            (tonic::Code::OutOfRange, text)
+        );
     }
 
     #[test]

@@ -121,7 +121,9 @@
 //! `Unauthenticated`, 403 `PermissionDenied`, 404 `Unimplemented`, 429,
 //! 502, 503 and 504 `Unavailable` (retried, and counted against the
 //! dependency), any other `Unknown`. A response message over the decoding
-//! limit (4 MiB) ends `ResourceExhausted`. A request the server never saw
+//! limit ([`Settings::max_decoding_message_size`], 4 MiB by default) ends
+//! `ResourceExhausted`; a status the server sent (a tonic server's
+//! `OutOfRange` for a request over its own limit) is returned as it is. A request the server never saw
 //! (a stream it refused with `REFUSED_STREAM`, one past the last stream of
 //! its GOAWAY, one the connection closed before sending) is sent again at
 //! once, up to 3 times, within the same attempt and whatever the method's
@@ -153,6 +155,7 @@ mod connection;
 mod decide;
 mod hooks;
 mod layer;
+mod limit;
 mod method;
 mod settings;
 pub(crate) use settings::{BreakerSection, BudgetSection, breaker_of, budget_of, section_checks};
@@ -168,7 +171,8 @@ pub use layer::{AttemptLayers, AttemptService, BoxError, LayerError};
 pub use method::{CodeRule, Method, MethodPolicy, RpcKind};
 pub use settings::{
     InvalidValue, NewError, Settings, check_addr, check_authority, check_backoff_base,
-    check_backoff_max, check_breaker, check_max_attempts, check_open_for, check_probe_timeout,
-    check_probes, check_retry_budget, check_server_name, check_timeout, check_tls, check_window,
+    check_backoff_max, check_breaker, check_max_attempts, check_max_decoding_message_size,
+    check_open_for, check_probe_timeout, check_probes, check_retry_budget, check_server_name,
+    check_timeout, check_tls, check_window,
 };
 pub use stream::Streaming;

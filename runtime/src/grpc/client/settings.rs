@@ -32,6 +32,7 @@ use crate::{circuit, retry};
 /// | [`breaker`](Settings::breaker) | window 20, 1 probe, open 10 s, probe timeout 30 s | one per field: [`check_window`], [`check_probes`], [`check_open_for`], [`check_probe_timeout`]; all four: [`check_breaker`] |
 /// | [`breaker_policy`](Settings::breaker_policy) | open after 5 failures in a row or half of 20 or more; close after 3 good probes | none (set in code) |
 /// | [`forward_scenario`](Settings::forward_scenario) | `false` | none |
+/// | [`max_decoding_message_size`](Settings::max_decoding_message_size) | 4 MiB (tonic's) | [`check_max_decoding_message_size`] |
 /// | [`layers`](Settings::layers) | none | none (set in code: [`layer`](Settings::layer), [`interceptor`](Settings::interceptor)) |
 ///
 /// The defaults of the timeout, the backoff and the probe timeout are
@@ -148,6 +149,21 @@ pub struct Settings {
     /// dependency; by default the client strips it.
     pub forward_scenario: bool,
 
+    /// The longest response message the client takes, in bytes (tonic's
+    /// `max_decoding_message_size`, named as tonic names it; 4 MiB, tonic's
+    /// default). A longer one ends the call `ResourceExhausted` (as
+    /// grpc-go, gRPC's C core and grpc-java end it; tonic says
+    /// `OutOfRange`), read no further, not retried by the default
+    /// classification, and counted against the dependency. It applies to
+    /// every response the client reads: a typed unary call's, a typed
+    /// stream's messages, and every call through
+    /// [`Client::channel`](super::Client::channel), before the stock
+    /// client's own limit (so the smaller of the two wins). It does not
+    /// limit what the client sends, nor what a server takes: a server
+    /// refuses a request over its own limit with a status of its own
+    /// (tonic's: `OutOfRange`), which is returned as it is.
+    pub max_decoding_message_size: usize,
+
     /// The tower layers and tonic interceptors around each attempt's send,
     /// outermost first; none by default, which costs the calls nothing.
     /// Set in code, with [`Settings::layer`] and [`Settings::interceptor`].
@@ -171,6 +187,7 @@ impl fmt::Debug for Settings {
             .field("breaker", &self.breaker)
             .field("breaker_policy", &self.breaker_policy)
             .field("forward_scenario", &self.forward_scenario)
+            .field("max_decoding_message_size", &self.max_decoding_message_size)
             .field("layers", &self.layers)
             .finish()
     }
@@ -192,6 +209,7 @@ impl Default for Settings {
             breaker: DEFAULT_BREAKER,
             breaker_policy: circuit::Policy::consecutive_or_half(5, 20, 3),
             forward_scenario: false,
+            max_decoding_message_size: super::limit::DEFAULT,
             layers: AttemptLayers::default(),
         }
     }
@@ -232,6 +250,7 @@ struct Read {
     #[serde(default, with = "humantime_serde")]
     breaker_probe_timeout: Option<Duration>,
     forward_scenario: Option<bool>,
+    max_decoding_message_size: Option<usize>,
 }
 
 /// A `breaker` section as read. (A [`circuit::Config`] read on its own
@@ -362,6 +381,9 @@ impl TryFrom<Read> for Settings {
                 d.breaker,
             )?,
             forward_scenario: read.forward_scenario.unwrap_or(d.forward_scenario),
+            max_decoding_message_size: read
+                .max_decoding_message_size
+                .unwrap_or(d.max_decoding_message_size),
             ..d
         })
     }
@@ -586,6 +608,29 @@ pub fn check_max_attempts(max_attempts: u32) -> Result<(), InvalidValue> {
     if max_attempts == 0 {
         Err(InvalidValue::new(
             "is 0, want 1 or more (1 turns retries off)",
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// Checks the longest response message the client takes, in bytes
+/// ([`Settings::max_decoding_message_size`]): at least 1 (0 would refuse
+/// every message, even an empty one's frame).
+///
+/// ```
+/// use humus::grpc::client::check_max_decoding_message_size;
+/// assert!(check_max_decoding_message_size(16 << 20).is_ok());
+/// assert!(check_max_decoding_message_size(0).is_err());
+/// ```
+///
+/// # Errors
+///
+/// [`InvalidValue`] for 0.
+pub fn check_max_decoding_message_size(bytes: usize) -> Result<(), InvalidValue> {
+    if bytes == 0 {
+        Err(InvalidValue::new(
+            "is 0, want a size in bytes of 1 or more (tonic's default is 4194304, 4 MiB)",
         ))
     } else {
         Ok(())
@@ -843,6 +888,10 @@ impl Settings {
                 ))),
             );
         }
+        put(
+            "max_decoding_message_size",
+            check_max_decoding_message_size(self.max_decoding_message_size),
+        );
         for (field, result) in section_checks(&self.retry_budget, &self.breaker) {
             put(field, result);
         }
@@ -924,6 +973,11 @@ mod tests {
         assert!(check_backoff_max(Duration::ZERO).is_err());
         assert!(check_max_attempts(0).is_err());
         assert!(check_max_attempts(1).is_ok());
+        assert_eq!(
+            check_max_decoding_message_size(0).unwrap_err().to_string(),
+            "is 0, want a size in bytes of 1 or more (tonic's default is 4194304, 4 MiB)"
+        );
+        assert!(check_max_decoding_message_size(1).is_ok());
     }
 
     #[test]
@@ -1057,6 +1111,7 @@ mod tests {
         assert_eq!(s.breaker_policy.probe(&three), circuit::State::Closed);
         assert!(s.tls.is_none());
         assert!(!s.forward_scenario);
+        assert_eq!(s.max_decoding_message_size, 4 * 1024 * 1024);
         let s = Settings {
             addr: "carts:9090".into(),
             ..s
@@ -1076,6 +1131,7 @@ mod tests {
                 probes: 0,
                 ..Settings::default().breaker
             },
+            max_decoding_message_size: 0,
             ..Settings::default()
         };
         let err = s.check().unwrap_err();
@@ -1086,6 +1142,7 @@ mod tests {
                 "timeout",
                 "max_attempts",
                 "backoff_max",
+                "max_decoding_message_size",
                 "breaker.probes"
             ]
         );

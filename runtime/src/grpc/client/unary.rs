@@ -3,9 +3,10 @@
 //! the status read from its trailer): the request is the gRPC frame
 //! encoded once per call ([`frame`]), and a response is read whole
 //! ([`read`]). A plain answer (one uncompressed message, an `OK` trailer as
-//! tonic reads it, a message that decodes) is decoded here; any other is
-//! handed, as the bytes and frames read, to tonic's own `Grpc::unary`, so
-//! that every status and its metadata are tonic's.
+//! tonic reads it, a message that decodes) is decoded here; a message over
+//! the client's decoding limit ends the call here, `ResourceExhausted`;
+//! any other is handed, as the bytes and frames read, to tonic's own
+//! `Grpc::unary`, so that every status and its metadata are tonic's.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -20,12 +21,10 @@ use tonic::metadata::MetadataMap;
 
 use super::channel::is_ok;
 use super::layer::BoxError;
+use super::limit::{Limited, too_large};
 
 /// The length of a gRPC frame's head: its compressed flag and its length.
 const FRAME_HEAD: usize = 5;
-
-/// tonic's limit on a decoded message (`Grpc`'s default), 4 MiB.
-const MAX_MESSAGE: usize = 4 * 1024 * 1024;
 
 /// What tonic takes out of the caller's metadata before sending it
 /// (`MetadataMap::into_sanitized_headers`).
@@ -123,7 +122,7 @@ impl Body for OneFrame {
 enum Stop<E> {
     /// A frame that is not data (the trailer), an error, or the end.
     Polled(Option<Result<Frame<Bytes>, E>>),
-    /// A frame's head tonic refuses (compressed, too long), or data past
+    /// A frame's head tonic refuses (compressed), or data past
     /// the first frame: the rest is left unread, for tonic to read as it
     /// does (a refused frame is not read; further messages are decoded
     /// one by one, not kept).
@@ -135,10 +134,15 @@ enum Stop<E> {
 ///
 /// A response with a `grpc-encoding` or a `grpc-status` in its head
 /// (trailers-only) is tonic's to read, as is any body that is not one
-/// uncompressed message of at most 4 MiB followed by an `OK` trailer
-/// ([`is_ok`]), or whose message does not decode.
+/// uncompressed message followed by an `OK` trailer ([`is_ok`]), or whose
+/// message does not decode. An uncompressed message over `limit` bytes
+/// ([`Settings::max_decoding_message_size`](super::Settings::max_decoding_message_size))
+/// ends the call `ResourceExhausted` ([`too_large`]) as soon as its head
+/// is read, with the response's headers as its metadata (those tonic gives
+/// a status met before the message), whoever reads the body.
 pub(super) async fn read<Resp, B>(
     response: http::Response<B>,
+    limit: usize,
 ) -> Result<tonic::Response<Resp>, Status>
 where
     Resp: prost::Message + Default + Send + 'static,
@@ -146,7 +150,7 @@ where
 {
     let (parts, mut body) = response.into_parts();
     if parts.headers.contains_key(&GRPC_ENCODING) || parts.headers.contains_key(&GRPC_STATUS) {
-        return by_tonic(parts, Replayed::new(Vec::new(), None, body)).await;
+        return by_tonic(parts, Replayed::new(Vec::new(), None, body), limit).await;
     }
     let mut chunks: Vec<Bytes> = Vec::new();
     let mut len = 0usize;
@@ -166,11 +170,12 @@ where
                     if !chunk.is_empty() {
                         chunks.push(chunk);
                     }
-                    if len >= FRAME_HEAD
-                        && (head[0] != 0
-                            || size(&head) > MAX_MESSAGE
-                            || len > FRAME_HEAD + size(&head))
-                    {
+                    if len >= FRAME_HEAD && head[0] == 0 && size(&head) > limit {
+                        let mut status = too_large(size(&head), limit);
+                        *status.metadata_mut() = MetadataMap::from_headers(parts.headers);
+                        return Err(status);
+                    }
+                    if len >= FRAME_HEAD && (head[0] != 0 || len > FRAME_HEAD + size(&head)) {
                         break Stop::Handed;
                     }
                 }
@@ -208,7 +213,7 @@ where
         Stop::Polled(polled) => Some(polled),
         Stop::Handed => None,
     };
-    by_tonic(parts, Replayed::new(chunks, held, body)).await
+    by_tonic(parts, Replayed::new(chunks, held, body), limit).await
 }
 
 /// The length a frame's head says.
@@ -232,17 +237,21 @@ fn decode<Resp: prost::Message + Default>(chunks: &[Bytes]) -> Result<Resp, pros
 
 /// The response `parts` with `body` read by tonic's `Grpc::unary`, as if
 /// it had come from the connection: the same statuses, metadata and
-/// message.
+/// message; a message over `limit` bytes is the client's
+/// `ResourceExhausted` ([`Limited`]), met before tonic's decoder reads its
+/// head.
 async fn by_tonic<Resp, B>(
     parts: http::response::Parts,
     body: Replayed<B>,
+    limit: usize,
 ) -> Result<tonic::Response<Resp>, Status>
 where
     Resp: prost::Message + Default + Send + 'static,
     B: Body<Data = Bytes, Error = BoxError> + Send + Unpin + 'static,
 {
-    let response = http::Response::from_parts(parts, body);
-    let mut grpc = tonic::client::Grpc::new(Answered(Some(response)));
+    let response = http::Response::from_parts(parts, Limited::new(body, limit));
+    let mut grpc =
+        tonic::client::Grpc::new(Answered(Some(response))).max_decoding_message_size(limit);
     grpc.unary(
         tonic::Request::new(()),
         PathAndQuery::from_static("/"),
@@ -254,7 +263,7 @@ where
 /// A service that answers its one call with a response already received
 /// (tonic's reading of it is all that is wanted; its request is dropped
 /// unsent).
-struct Answered<T>(Option<T>);
+pub(super) struct Answered<T>(pub(super) Option<T>);
 
 impl<T> tower_service::Service<http::Request<tonic::body::Body>> for Answered<T> {
     type Response = T;
@@ -330,7 +339,7 @@ where
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::collections::VecDeque;
 
     use http_body_util::BodyExt;
@@ -338,7 +347,7 @@ mod tests {
     use super::*;
 
     #[derive(Clone, PartialEq, prost::Message)]
-    struct Cart {
+    pub(crate) struct Cart {
         #[prost(string, tag = "1")]
         id: String,
         #[prost(uint32, tag = "2")]
@@ -346,7 +355,7 @@ mod tests {
     }
 
     /// A response body that yields its steps in order, then ends.
-    struct Script(VecDeque<Result<Frame<Bytes>, BoxError>>);
+    pub(crate) struct Script(VecDeque<Result<Frame<Bytes>, BoxError>>);
 
     impl Body for Script {
         type Data = Bytes;
@@ -361,14 +370,14 @@ mod tests {
     }
 
     /// Header names and values, in order.
-    type Pairs = Vec<(&'static str, &'static [u8])>;
+    pub(crate) type Pairs = Vec<(&'static str, &'static [u8])>;
 
     /// A response: its HTTP status, its head and its body's steps.
-    type Case = (u16, Pairs, Vec<Step>);
+    pub(crate) type Case = (u16, Pairs, Vec<Step>);
 
     /// One step of a scripted response body.
     #[derive(Clone)]
-    enum Step {
+    pub(crate) enum Step {
         Data(Vec<u8>),
         Trailer(Pairs),
         Fail(&'static str),
@@ -390,7 +399,7 @@ mod tests {
     #[derive(Clone, Debug, PartialEq)]
     struct Marker(u32);
 
-    fn response(
+    pub(crate) fn response(
         status: u16,
         head: &[(&'static str, &'static [u8])],
         steps: &[Step],
@@ -416,12 +425,33 @@ mod tests {
 
     /// What a caller can see of a call's result.
     #[derive(Debug, PartialEq)]
-    enum Seen {
+    pub(crate) enum Seen {
         Ok(Cart, http::HeaderMap, Option<Marker>),
         Err(tonic::Code, String, http::HeaderMap, bool),
     }
 
-    fn seen(result: Result<tonic::Response<Cart>, Status>) -> Seen {
+    /// What tonic's reading `seen` is as the client's: its decoder's
+    /// `OutOfRange` for a message over the limit (none of the scripted
+    /// servers says it) is the client's `ResourceExhausted`, with the same
+    /// sizes and metadata.
+    pub(crate) fn as_the_clients(seen: Seen) -> Seen {
+        match seen {
+            Seen::Err(tonic::Code::OutOfRange, message, metadata, false) => {
+                let sizes = message
+                    .strip_prefix("Error, decoded message length too large: ")
+                    .expect("tonic's decoder's message");
+                Seen::Err(
+                    tonic::Code::ResourceExhausted,
+                    format!("the response message is larger than the limit: {sizes}"),
+                    metadata,
+                    false,
+                )
+            }
+            seen => seen,
+        }
+    }
+
+    pub(crate) fn seen(result: Result<tonic::Response<Cart>, Status>) -> Seen {
         match result {
             Ok(response) => {
                 let (metadata, cart, extensions) = response.into_parts();
@@ -440,8 +470,10 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_response_reads_as_tonics_grpc_reads_it() {
+    /// Scripted responses: plain answers, split frames, statuses in the
+    /// head and in the trailer, headers and trailers with names in common,
+    /// compressed and oversized frames, broken bodies.
+    pub(crate) fn cases() -> Vec<Case> {
         let cart = Cart {
             id: "c-1".into(),
             items: 3,
@@ -459,7 +491,7 @@ mod tests {
             bytes
         };
         let two = [one.clone(), one.clone()].concat();
-        let cases: Vec<Case> = vec![
+        vec![
             (200, vec![], vec![Step::Data(one.clone()), ok.clone()]),
             (
                 200,
@@ -502,6 +534,26 @@ mod tests {
                     Step::Data(one.clone()),
                     Step::Trailer(vec![("grpc-status", b"14"), ("x-trailer", b"2")]),
                 ],
+            ),
+            (
+                200,
+                vec![("x-both", b"head"), ("x-head", b"1")],
+                vec![
+                    Step::Data(one.clone()),
+                    Step::Trailer(vec![
+                        ("grpc-status", b"14"),
+                        ("x-both", b"trailer"),
+                        ("x-trailer", b"2"),
+                    ]),
+                ],
+            ),
+            (
+                200,
+                vec![("x-both", b"head")],
+                vec![Step::Trailer(vec![
+                    ("grpc-status", b"9"),
+                    ("x-both", b"trailer"),
+                ])],
             ),
             (
                 200,
@@ -602,7 +654,12 @@ mod tests {
                 vec![("grpc-encoding", b"identity")],
                 vec![Step::Data(one.clone()), ok.clone()],
             ),
-        ];
+        ]
+    }
+
+    #[tokio::test]
+    async fn a_response_reads_as_tonics_grpc_reads_it() {
+        let cases = cases();
         for (status, head, steps) in &cases {
             let tonic = {
                 let mut grpc =
@@ -614,13 +671,48 @@ mod tests {
                 )
                 .await
             };
-            let ours = read::<Cart, _>(response(*status, head, steps)).await;
+            let ours = read::<Cart, _>(response(*status, head, steps), 4 << 20).await;
             assert_eq!(
                 seen(ours),
-                seen(tonic),
+                as_the_clients(seen(tonic)),
                 "HTTP {status}, head {head:?}, body {:?}",
                 steps.len()
             );
+        }
+    }
+
+    /// The limit is the client's setting: a message just over it ends the
+    /// call as tonic's decoder with that limit would (as the client's
+    /// status), one at it is read, whoever reads the body.
+    #[tokio::test]
+    async fn a_message_over_the_set_limit_is_resource_exhausted() {
+        let cart = Cart {
+            id: "c-4".into(),
+            items: 9,
+        };
+        let one = framed(&cart);
+        let len = one.len() - FRAME_HEAD;
+        let ok = Step::Trailer(vec![("grpc-status", b"0")]);
+        for head in [
+            vec![("x-head", b"1".as_slice())],
+            vec![("grpc-encoding", b"identity")],
+        ] {
+            let steps = [Step::Data(one.clone()), ok.clone()];
+            for limit in [len - 1, len] {
+                let tonic = {
+                    let mut grpc =
+                        tonic::client::Grpc::new(Answered(Some(response(200, &head, &steps))))
+                            .max_decoding_message_size(limit);
+                    grpc.unary(
+                        tonic::Request::new(()),
+                        PathAndQuery::from_static("/"),
+                        tonic_prost::ProstCodec::<(), Cart>::default(),
+                    )
+                    .await
+                };
+                let ours = read::<Cart, _>(response(200, &head, &steps), limit).await;
+                assert_eq!(seen(ours), as_the_clients(seen(tonic)), "{head:?} {limit}");
+            }
         }
     }
 
@@ -644,7 +736,9 @@ mod tests {
             .body_mut()
             .0
             .push_back(Err(BoxError::from("never polled")));
-        let read = read::<Cart, _>(response).await.expect("an OK answer");
+        let read = read::<Cart, _>(response, 4 << 20)
+            .await
+            .expect("an OK answer");
         assert_eq!(read.into_inner(), cart);
     }
 

@@ -1,0 +1,177 @@
+//! The client's decoding limit ([`Settings::max_decoding_message_size`]):
+//! a response message longer than it ends the call `ResourceExhausted`,
+//! as grpc-go, gRPC's C core and grpc-java answer a message over their
+//! receiving limit (tonic's decoder says `OutOfRange`, which the default
+//! classification would count as the dependency working).
+//!
+//! The limit is applied where the client reads a frame's head: the typed
+//! unary reader and the channel's unary reader read it themselves; every
+//! other response body (a typed stream's, which tonic's `Streaming`
+//! decodes; a stream through the channel, which the stock client decodes;
+//! a typed unary response handed to tonic) is read through [`Limited`],
+//! which fails the body at the head of a message over the limit, before
+//! tonic's decoder sees it. So a status is rewritten only when the limit is
+//! exceeded here, never when a server sends one: a server's own
+//! `OutOfRange` for a request over *its* limit is returned as it is.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame};
+use tonic::Status;
+
+use super::layer::BoxError;
+
+/// [`Settings::max_decoding_message_size`]'s default: 4 MiB, tonic's.
+pub(super) const DEFAULT: usize = 4 * 1024 * 1024;
+
+/// The length of a gRPC frame's head: its compressed flag and its length.
+const FRAME_HEAD: usize = 5;
+
+/// The status of a response message of `size` bytes, over the decoding
+/// limit of `limit` bytes.
+pub(super) fn too_large(size: usize, limit: usize) -> Status {
+    Status::resource_exhausted(format!(
+        "the response message is larger than the limit: found {size} bytes, the limit is: {limit} bytes"
+    ))
+}
+
+pin_project_lite::pin_project! {
+    /// A response body whose gRPC frames are checked as they arrive: the
+    /// chunk holding the head of an uncompressed message over `limit`
+    /// bytes is not handed on, and the body fails with [`too_large`]
+    /// (and ends) instead. A compressed frame is left to the decoder,
+    /// which refuses it first (humus's tonic has no compression).
+    pub(super) struct Limited<B> {
+        #[pin]
+        body: B,
+        limit: usize,
+        head: [u8; FRAME_HEAD],
+        // How much of the current frame's head has been read.
+        have: usize,
+        // How much of the current frame's message is still to come.
+        left: usize,
+        failed: bool,
+    }
+}
+
+impl<B> Limited<B> {
+    /// `body`, checked against `limit` bytes per message.
+    pub(super) fn new(body: B, limit: usize) -> Limited<B> {
+        Limited {
+            body,
+            limit,
+            head: [0; FRAME_HEAD],
+            have: 0,
+            left: 0,
+            failed: false,
+        }
+    }
+}
+
+/// Reads `chunk` on from where the frames stand; the size of the first
+/// message over `limit` whose head it completes, if any.
+fn scan(
+    mut chunk: &[u8],
+    limit: usize,
+    head: &mut [u8; FRAME_HEAD],
+    have: &mut usize,
+    left: &mut usize,
+) -> Option<usize> {
+    while !chunk.is_empty() {
+        if *left > 0 {
+            let n = (*left).min(chunk.len());
+            *left -= n;
+            chunk = &chunk[n..];
+            continue;
+        }
+        let n = (FRAME_HEAD - *have).min(chunk.len());
+        head[*have..*have + n].copy_from_slice(&chunk[..n]);
+        *have += n;
+        chunk = &chunk[n..];
+        if *have == FRAME_HEAD {
+            *have = 0;
+            let size = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+            if head[0] == 0 && size > limit {
+                return Some(size);
+            }
+            *left = size;
+        }
+    }
+    None
+}
+
+impl<B> Body for Limited<B>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.project();
+        if *this.failed {
+            return Poll::Ready(None);
+        }
+        let frame = match std::task::ready!(this.body.poll_frame(cx)) {
+            Some(Ok(frame)) => frame,
+            Some(Err(err)) => return Poll::Ready(Some(Err(err.into()))),
+            None => return Poll::Ready(None),
+        };
+        if let Some(data) = frame.data_ref()
+            && let Some(size) = scan(data, *this.limit, this.head, this.have, this.left)
+        {
+            *this.failed = true;
+            return Poll::Ready(Some(Err(Box::new(too_large(size, *this.limit)))));
+        }
+        Poll::Ready(Some(Ok(frame)))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.failed || self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        if self.failed {
+            return http_body::SizeHint::with_exact(0);
+        }
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scanned(chunks: &[&[u8]], limit: usize) -> Vec<Option<usize>> {
+        let (mut head, mut have, mut left) = ([0; FRAME_HEAD], 0, 0);
+        chunks
+            .iter()
+            .map(|c| scan(c, limit, &mut head, &mut have, &mut left))
+            .collect()
+    }
+
+    #[test]
+    fn a_head_over_the_limit_is_found_however_the_frames_are_cut() {
+        // Two messages of 3 bytes, then one of 9: over a limit of 8.
+        let frames: Vec<u8> = [
+            &[0, 0, 0, 0, 3, 1, 2, 3][..],
+            &[0, 0, 0, 0, 3, 4, 5, 6],
+            &[0, 0, 0, 0, 9],
+        ]
+        .concat();
+        assert_eq!(scanned(&[&frames], 8), [Some(9)]);
+        assert_eq!(scanned(&[&frames], 9), [None]);
+        let cut: Vec<&[u8]> = frames.chunks(1).collect();
+        let found = scanned(&cut, 8);
+        assert_eq!(found.last(), Some(&Some(9)));
+        assert!(found[..found.len() - 1].iter().all(Option::is_none));
+        // A compressed frame's length is the decoder's to judge.
+        assert_eq!(scanned(&[&[1, 0, 0, 0, 9]], 8), [None]);
+    }
+}
