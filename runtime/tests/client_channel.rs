@@ -632,6 +632,104 @@ async fn a_response_over_the_limit_is_the_typed_calls_resource_exhausted() {
     );
 }
 
+/// A stock stub's GetCart through `channel`, its own decoding limit `limit`
+/// bytes (tonic's `max_decoding_message_size`).
+async fn get_cart_limited(
+    channel: &Channel,
+    limit: usize,
+    request: Request<CartRequest>,
+) -> Result<Cart, Status> {
+    let mut grpc = stub(channel.clone()).max_decoding_message_size(limit);
+    grpc.ready().await.expect("the channel is always ready");
+    grpc.unary(request, path(&GET_CART), ProstCodec::default())
+        .await
+        .map(Response::into_inner)
+}
+
+/// tonic's server's words for a request over its decoding limit (4 MiB):
+/// a `CartRequest` whose id is 5 MiB is 5242885 bytes.
+const SERVERS_OUT_OF_RANGE: &str =
+    "Error, decoded message length too large: found 5242885 bytes, the limit is: 4194304 bytes";
+
+/// A server's `OutOfRange` for a request over its own limit reaches the
+/// stock client as sent, listed or not (and the typed call's is the
+/// same): the limit exceeded is the server's.
+#[tokio::test(start_paused = true)]
+async fn a_servers_out_of_range_for_a_large_request_reaches_the_stock_client_as_sent() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let big = || get(&"x".repeat(5 << 20));
+    let typed = client.unary::<_, Cart>(&GET_CART, big()).await.unwrap_err();
+    let listed = get_cart(&client.channel().with_methods(carts_methods()), big())
+        .await
+        .unwrap_err();
+    let unlisted = get_cart(&client.channel(), big()).await.unwrap_err();
+    for (how, status) in [("typed", typed), ("listed", listed), ("unlisted", unlisted)] {
+        assert_eq!(
+            (status.code(), status.message()),
+            (Code::OutOfRange, SERVERS_OUT_OF_RANGE),
+            "{how}: {status:?}"
+        );
+    }
+    assert_eq!(carts.arrivals(&GET_CART), 3, "none retried");
+}
+
+/// The channel's decoding limit is the client's setting, listed or not,
+/// and applies before the stock client's own: a 5 MiB response to a stub
+/// whose own limit is 16 MiB is `ResourceExhausted` under the default
+/// setting (4 MiB) and read with the setting at 8 MiB; a stub with
+/// tonic's default limit (4 MiB) then refuses it itself (`OutOfRange`,
+/// tonic's): the smaller of the two wins.
+#[tokio::test(start_paused = true)]
+async fn the_channels_limit_is_the_clients_setting_before_the_stock_clients() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_get_cart(|_, _| async { Ok(Response::new(cart(&"z".repeat(5 << 20), 0))) });
+    let _carts = start_carts(&host, &ca, &carts);
+    let default = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let raised = Client::new(
+        &setup(&host),
+        Settings {
+            max_decoding_message_size: 8 << 20,
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    for listed in [true, false] {
+        let channel = |client: &Client| {
+            if listed {
+                client.channel().with_methods(carts_methods())
+            } else {
+                client.channel()
+            }
+        };
+        let err = get_cart_limited(&channel(&default), 16 << 20, get("c"))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.code(),
+            Code::ResourceExhausted,
+            "listed {listed}: {err:?}"
+        );
+        assert_eq!(
+            err.message(),
+            "the response message is larger than the limit: found 5242892 bytes, the limit is: 4194304 bytes",
+            "listed {listed}"
+        );
+        let cart = get_cart_limited(&channel(&raised), 16 << 20, get("c"))
+            .await
+            .unwrap();
+        assert_eq!(cart.id.len(), 5 << 20, "listed {listed}");
+        let err = get_cart(&channel(&raised), get("c")).await.unwrap_err();
+        assert_eq!(err.code(), Code::OutOfRange, "listed {listed}: {err:?}");
+        assert!(
+            err.message()
+                .starts_with("Error, decoded message length too large"),
+            "listed {listed}: {err:?}"
+        );
+    }
+}
+
 /// The client's per-attempt layers wrap the channel's attempts too: an
 /// interceptor runs once per attempt of a stock stub's call.
 #[tokio::test(start_paused = true)]

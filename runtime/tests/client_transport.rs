@@ -4,6 +4,7 @@
 
 mod client_support;
 
+use std::error::Error as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +13,8 @@ use humus::grpc::client::{Client, Settings};
 use humus::testing::{Ca, Host};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use tonic::{Code, Response};
+use tonic::metadata::MetadataMap;
+use tonic::{Code, Response, Status};
 
 /// The design's "Testing": orders, whose handler calls carts through the
 /// client, answers "orders, via carts", all on the testing host over TLS.
@@ -1199,6 +1201,136 @@ async fn a_response_over_the_size_limit_is_resource_exhausted() {
         "{err:?}"
     );
     assert_eq!(carts.arrivals(&GET_CART), 1, "not retried");
+    assert!(err.source().is_none(), "the client's own status: {err:?}");
+}
+
+/// tonic's server's words for a request over its decoding limit (4 MiB):
+/// a `CartRequest` whose id is 5 MiB is 5242885 bytes.
+const SERVERS_OUT_OF_RANGE: &str =
+    "Error, decoded message length too large: found 5242885 bytes, the limit is: 4194304 bytes";
+
+/// A server that refuses a request over its own decoding limit answers
+/// `OutOfRange` (trailers-only); the call ends with the server's status,
+/// as sent: the limit exceeded is the server's, not the client's
+/// (`ResourceExhausted` is only for a response over the client's limit).
+/// The default classification counts `OutOfRange` as the dependency
+/// working, and does not retry it.
+#[tokio::test(start_paused = true)]
+async fn a_servers_out_of_range_for_a_request_over_its_limit_is_returned_as_sent() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get(&"x".repeat(5 << 20)))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.code(), err.message()),
+        (Code::OutOfRange, SERVERS_OUT_OF_RANGE),
+        "{err:?}"
+    );
+    assert!(err.source().is_none(), "the server's status: {err:?}");
+    assert_eq!(carts.arrivals(&GET_CART), 1, "not retried");
+    let classified =
+        humus::grpc::client::default_classify(GET_CART.full_name, Some(&err), &MetadataMap::new());
+    assert_eq!(classified.breaker, humus::circuit::Outcome::Success);
+    // The client is still fine, and small calls go on.
+    let cart = client.unary::<_, Cart>(&GET_CART, get("c")).await.unwrap();
+    assert_eq!(cart.get_ref().id, "c");
+}
+
+/// The client's decoding limit is its setting: a 5 MiB response is read
+/// with the limit raised to 8 MiB, and is `ResourceExhausted` under the
+/// default (4 MiB) or a limit set below it.
+#[tokio::test(start_paused = true)]
+async fn the_decoding_limit_is_the_clients_setting() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_get_cart(|_, _| async move { Ok(Response::new(cart(&"x".repeat(5 << 20), 0))) });
+    let _carts = start_carts(&host, &ca, &carts);
+    let raised = Settings {
+        max_decoding_message_size: 8 << 20,
+        ..carts_settings(&ca)
+    };
+    let client = Client::new(&setup(&host), raised).unwrap();
+    let read = client.unary::<_, Cart>(&GET_CART, get("c")).await.unwrap();
+    assert_eq!(read.get_ref().id.len(), 5 << 20);
+    let lowered = Settings {
+        max_decoding_message_size: 1024,
+        ..carts_settings(&ca)
+    };
+    carts.on_get_cart(|_, _| async move { Ok(Response::new(cart(&"x".repeat(2000), 0))) });
+    let client = Client::new(&setup(&host), lowered).unwrap();
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get("c"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert!(
+        err.message().ends_with("bytes, the limit is: 1024 bytes"),
+        "{err:?}"
+    );
+}
+
+/// A typed stream's message over the client's limit ends the stream
+/// `ResourceExhausted` (the setting raises the limit); a stream the server
+/// ends with its own `OutOfRange`, whatever its words, ends with it.
+#[tokio::test(start_paused = true)]
+async fn a_stream_message_over_the_limit_is_resource_exhausted_and_a_servers_status_is_kept() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_watch_cart(|_, req| async move {
+        let last = if req.id == "big" {
+            Ok(cart(&"x".repeat(5 << 20), 2))
+        } else {
+            Err(Status::out_of_range(SERVERS_OUT_OF_RANGE))
+        };
+        Ok(Response::new(futures_util::stream::iter(vec![
+            Ok(cart(&req.id, 1)),
+            last,
+        ])))
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let read = |settings: Settings, id: &'static str| {
+        let host = host.clone();
+        async move {
+            let client = Client::new(&setup(&host), settings).unwrap();
+            let mut stream = client
+                .server_streaming::<_, Cart>(&WATCH_CART, get(id))
+                .await
+                .unwrap()
+                .into_inner();
+            let mut items = Vec::new();
+            loop {
+                match stream.message().await {
+                    Ok(Some(cart)) => items.push(cart.items),
+                    Ok(None) => return (items, None),
+                    Err(status) => return (items, Some(status)),
+                }
+            }
+        }
+    };
+    let (items, end) = read(carts_settings(&ca), "big").await;
+    let end = end.expect("an error");
+    assert_eq!(items, [1]);
+    assert_eq!(end.code(), Code::ResourceExhausted, "{end:?}");
+    assert!(
+        end.message()
+            .starts_with("the response message is larger than the limit: found 52"),
+        "{end:?}"
+    );
+    let raised = Settings {
+        max_decoding_message_size: 8 << 20,
+        ..carts_settings(&ca)
+    };
+    let (items, end) = read(raised, "big").await;
+    assert_eq!(items, [1, 2]);
+    assert!(end.is_none(), "{end:?}");
+    let (items, end) = read(carts_settings(&ca), "theirs").await;
+    let end = end.expect("the server's status");
+    assert_eq!(items, [1]);
+    assert_eq!(
+        (end.code(), end.message()),
+        (Code::OutOfRange, SERVERS_OUT_OF_RANGE)
+    );
 }
 
 // ---- transparent resends ----------------------------------------------

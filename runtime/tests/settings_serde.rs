@@ -503,3 +503,43 @@ fn the_http_checks_run_after_deserialising_and_name_every_bad_field() {
     assert_eq!(rates.breaker.open_for, Duration::from_secs(2));
     assert!(check_http_client(&rates).is_ok());
 }
+
+/// The client's decoding limit, in bytes, is read as tonic names it, from
+/// JSON and from the environment; 0 is refused, naming the field.
+#[test]
+fn the_decoding_limit_is_read_and_zero_is_refused_by_name() {
+    let d = client::Settings::default();
+    assert_eq!(d.max_decoding_message_size, 4 * 1024 * 1024);
+    let settings: client::Settings =
+        serde_json::from_str(r#"{"addr": "carts:9090", "max_decoding_message_size": 8388608}"#)
+            .unwrap();
+    assert_eq!(settings.max_decoding_message_size, 8 << 20);
+    assert!(app::check_client(&settings).is_ok());
+    let from_env: client::Settings = envy::prefixed("CARTS_")
+        .from_iter(vars(&[
+            ("CARTS_ADDR", "carts:9090"),
+            ("CARTS_MAX_DECODING_MESSAGE_SIZE", "16777216"),
+        ]))
+        .unwrap();
+    assert_eq!(from_env.max_decoding_message_size, 16 << 20);
+
+    let zero: client::Settings =
+        serde_json::from_str(r#"{"addr": "carts:9090", "max_decoding_message_size": 0}"#).unwrap();
+    let err = app::check_client(&zero).unwrap_err();
+    assert_eq!(err.kind(), app::ErrorKind::Settings);
+    let new = err.get_ref().downcast_ref::<client::NewError>().unwrap();
+    assert_eq!(
+        new.fields().collect::<Vec<_>>(),
+        ["max_decoding_message_size"]
+    );
+    assert!(
+        err.to_string()
+            .contains("max_decoding_message_size is 0, want a size in bytes of 1 or more"),
+        "{err}"
+    );
+    assert!(Client::new(&Setup::new(), zero).is_err());
+    assert!(client::check_max_decoding_message_size(0).is_err());
+    assert!(
+        serde_json::from_str::<client::Settings>(r#"{"max_decoding_message_size": -1}"#).is_err()
+    );
+}

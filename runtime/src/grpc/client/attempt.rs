@@ -423,10 +423,12 @@ impl CallCtx<'_> {
             timeout: self.timeout(),
             limit: self.inner.settings.max_decoding_message_size,
         };
-        Ok(tonic::client::Grpc::with_origin(
-            timed,
-            self.inner.conn.origin().clone(),
-        ))
+        // tonic's decoder's limit is the client's, which [`Limited`] has
+        // applied first.
+        Ok(
+            tonic::client::Grpc::with_origin(timed, self.inner.conn.origin().clone())
+                .max_decoding_message_size(self.inner.settings.max_decoding_message_size),
+        )
     }
 
     /// The caller's metadata with the attempt's trace context, for a send

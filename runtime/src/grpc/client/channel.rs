@@ -221,8 +221,9 @@ fn unknown(path: &str) -> &'static Method {
 /// sent depends on what [`Methods`] says of its path:
 ///
 /// - **A unary method**: each attempt sends the request's body again and
-///   reads the whole response (at most 4 MiB, tonic's decoding limit, as
-///   the typed client's) before it is classified; the deadline is the
+///   reads the whole response (a message of at most
+///   [`Settings::max_decoding_message_size`](super::Settings::max_decoding_message_size)
+///   bytes, as the typed client's) before it is classified; the deadline is the
 ///   typed call's ([`Settings::timeout`](super::Settings::timeout), the
 ///   request's `grpc-timeout`, the inherited one). The request's body is
 ///   kept for the retries up to [`RETRY_BUFFER`] bytes; a call with a
@@ -247,6 +248,12 @@ fn unknown(path: &str) -> &'static Method {
 ///   whole response before the caller sees it (what a unary call needs to
 ///   be classified on its trailer) would break a server stream, so it is
 ///   done only for the methods listed as unary.
+///
+/// A response message over the client's decoding limit
+/// ([`Settings::max_decoding_message_size`](super::Settings::max_decoding_message_size))
+/// ends the call, or the stream, `ResourceExhausted`, whatever the method;
+/// the stock client's own limit applies after it (see
+/// [`Client::channel`](super::Client::channel)).
 ///
 /// The request's extensions are not sent, but an `opentelemetry::Context`
 /// among them is the call's context (else the current one), as for the

@@ -156,6 +156,16 @@ impl Client {
     /// ([`Channel::with_methods`](super::Channel::with_methods)) so that
     /// each method keeps its kind and policy.
     ///
+    /// Every response through the channel, listed or not, unary or
+    /// stream, is held to the client's decoding limit
+    /// ([`Settings::max_decoding_message_size`], 4 MiB by default) before
+    /// the stock client's own decoder holds it to its own (tonic's
+    /// `max_decoding_message_size` on the stub, 4 MiB by default): the
+    /// smaller of the two wins. A message over the channel's limit ends
+    /// the call `ResourceExhausted` (counted against the dependency); one
+    /// within it but over the stub's is the stub's own `OutOfRange`, after
+    /// the channel counted the call. To take larger messages, raise both.
+    ///
     /// Design: [stock tonic clients](crate::design::client#stock-tonic-clients).
     pub fn channel(&self) -> super::Channel {
         super::Channel::new(self.inner.clone())

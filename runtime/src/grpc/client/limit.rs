@@ -39,10 +39,11 @@ pub(super) fn too_large(size: usize, limit: usize) -> Status {
 
 pin_project_lite::pin_project! {
     /// A response body whose gRPC frames are checked as they arrive: the
-    /// chunk holding the head of an uncompressed message over `limit`
-    /// bytes is not handed on, and the body fails with [`too_large`]
-    /// (and ends) instead. A compressed frame is left to the decoder,
-    /// which refuses it first (humus's tonic has no compression).
+    /// head of an uncompressed message over `limit` bytes is not handed
+    /// on (the bytes before it, the messages before it, are), and the body
+    /// fails with [`too_large`] (and ends) instead, as tonic's decoder
+    /// fails there. A compressed frame is left to the decoder, which
+    /// refuses it first (humus's tonic has no compression).
     pub(super) struct Limited<B> {
         #[pin]
         body: B,
@@ -52,6 +53,9 @@ pin_project_lite::pin_project! {
         have: usize,
         // How much of the current frame's message is still to come.
         left: usize,
+        // The size of a message over the limit whose head is next: the
+        // body's error at the next poll.
+        over: Option<usize>,
         failed: bool,
     }
 }
@@ -65,36 +69,40 @@ impl<B> Limited<B> {
             head: [0; FRAME_HEAD],
             have: 0,
             left: 0,
+            over: None,
             failed: false,
         }
     }
 }
 
-/// Reads `chunk` on from where the frames stand; the size of the first
-/// message over `limit` whose head it completes, if any.
+/// Reads `chunk` on from where the frames stand: the size of the first
+/// message over `limit` whose head it completes, if any, and where in
+/// `chunk` that head starts (0 if it started in an earlier chunk).
 fn scan(
-    mut chunk: &[u8],
+    chunk: &[u8],
     limit: usize,
     head: &mut [u8; FRAME_HEAD],
     have: &mut usize,
     left: &mut usize,
-) -> Option<usize> {
-    while !chunk.is_empty() {
+) -> Option<(usize, usize)> {
+    let mut at = 0;
+    while at < chunk.len() {
         if *left > 0 {
-            let n = (*left).min(chunk.len());
+            let n = (*left).min(chunk.len() - at);
             *left -= n;
-            chunk = &chunk[n..];
+            at += n;
             continue;
         }
-        let n = (FRAME_HEAD - *have).min(chunk.len());
-        head[*have..*have + n].copy_from_slice(&chunk[..n]);
+        let starts = at.saturating_sub(*have);
+        let n = (FRAME_HEAD - *have).min(chunk.len() - at);
+        head[*have..*have + n].copy_from_slice(&chunk[at..at + n]);
         *have += n;
-        chunk = &chunk[n..];
+        at += n;
         if *have == FRAME_HEAD {
             *have = 0;
             let size = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
             if head[0] == 0 && size > limit {
-                return Some(size);
+                return Some((size, starts));
             }
             *left = size;
         }
@@ -118,16 +126,25 @@ where
         if *this.failed {
             return Poll::Ready(None);
         }
+        if let Some(size) = this.over.take() {
+            *this.failed = true;
+            return Poll::Ready(Some(Err(Box::new(too_large(size, *this.limit)))));
+        }
         let frame = match std::task::ready!(this.body.poll_frame(cx)) {
             Some(Ok(frame)) => frame,
             Some(Err(err)) => return Poll::Ready(Some(Err(err.into()))),
             None => return Poll::Ready(None),
         };
         if let Some(data) = frame.data_ref()
-            && let Some(size) = scan(data, *this.limit, this.head, this.have, this.left)
+            && let Some((size, starts)) = scan(data, *this.limit, this.head, this.have, this.left)
         {
-            *this.failed = true;
-            return Poll::Ready(Some(Err(Box::new(too_large(size, *this.limit)))));
+            if starts == 0 {
+                *this.failed = true;
+                return Poll::Ready(Some(Err(Box::new(too_large(size, *this.limit)))));
+            }
+            // The messages before it first, as tonic's decoder reads them.
+            *this.over = Some(size);
+            return Poll::Ready(Some(Ok(Frame::data(data.slice(..starts)))));
         }
         Poll::Ready(Some(Ok(frame)))
     }
@@ -148,7 +165,7 @@ where
 mod tests {
     use super::*;
 
-    fn scanned(chunks: &[&[u8]], limit: usize) -> Vec<Option<usize>> {
+    fn scanned(chunks: &[&[u8]], limit: usize) -> Vec<Option<(usize, usize)>> {
         let (mut head, mut have, mut left) = ([0; FRAME_HEAD], 0, 0);
         chunks
             .iter()
@@ -165,12 +182,21 @@ mod tests {
             &[0, 0, 0, 0, 9],
         ]
         .concat();
-        assert_eq!(scanned(&[&frames], 8), [Some(9)]);
+        assert_eq!(scanned(&[&frames], 8), [Some((9, 16))]);
         assert_eq!(scanned(&[&frames], 9), [None]);
         let cut: Vec<&[u8]> = frames.chunks(1).collect();
         let found = scanned(&cut, 8);
-        assert_eq!(found.last(), Some(&Some(9)));
+        assert_eq!(found.last(), Some(&Some((9, 0))));
         assert!(found[..found.len() - 1].iter().all(Option::is_none));
+        // A head cut in two: it starts where its first part does.
+        assert_eq!(
+            scanned(&[&frames[..18], &frames[18..]], 8),
+            [None, Some((9, 0))]
+        );
+        assert_eq!(
+            scanned(&[&frames[..7], &frames[7..]], 8),
+            [None, Some((9, 9))]
+        );
         // A compressed frame's length is the decoder's to judge.
         assert_eq!(scanned(&[&[1, 0, 0, 0, 9]], 8), [None]);
     }

@@ -63,6 +63,13 @@ pub(super) type Settle = Box<dyn for<'a> FnOnce(End<'a>) + Send>;
 /// After [`Setup::stop`](crate::Setup::stop) it ends `Canceled`, counting
 /// nothing.
 ///
+/// A message over the client's decoding limit
+/// ([`Settings::max_decoding_message_size`](super::Settings::max_decoding_message_size))
+/// ends the stream `ResourceExhausted` at its head (the messages before it
+/// are read), as a unary call's does; a status the server ends the stream
+/// with (a tonic server's `OutOfRange` for a request message over its own
+/// limit) is returned as sent.
+///
 /// The stream of a client-streaming call must carry its one response: a
 /// clean end with no message is `Internal` (`Missing response message.`)
 /// and counts as the classify says of `Internal`.

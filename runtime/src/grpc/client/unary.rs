@@ -397,7 +397,7 @@ pub(super) mod tests {
     /// An extension the connection's response carries, which the call's
     /// response must too.
     #[derive(Clone, Debug, PartialEq)]
-    struct Marker(u32);
+    pub(crate) struct Marker(u32);
 
     pub(crate) fn response(
         status: u16,
