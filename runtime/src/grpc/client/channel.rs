@@ -706,10 +706,30 @@ impl Chunks {
 /// [`Lent`] body, which replays what was kept, then reads on; or, for a
 /// body read whole before the first send ([`Replay::read_ahead`]), the
 /// same bytes each time ([`Whole`]).
-#[derive(Clone)]
 enum Replay {
     Reading(Arc<Mutex<Kept>>),
-    Whole(Chunks),
+    Whole {
+        /// What every send after the first sends.
+        kept: Chunks,
+        /// What the first send sends: the chunks as the caller's body gave
+        /// them (slices of tonic's encoder buffer), which h2 frees once
+        /// written, on the connection's task, as tonic's own channel
+        /// lets them go; `kept` holds copies of the small ones
+        /// ([`own`]).
+        first: Mutex<Option<Chunks>>,
+    },
+}
+
+impl Clone for Replay {
+    fn clone(&self) -> Replay {
+        match self {
+            Replay::Reading(state) => Replay::Reading(state.clone()),
+            Replay::Whole { kept, .. } => Replay::Whole {
+                kept: kept.clone(),
+                first: Mutex::new(None),
+            },
+        }
+    }
 }
 
 struct Kept {
@@ -752,6 +772,7 @@ impl Replay {
     fn read_ahead(mut source: tonic::body::Body) -> Replay {
         let mut cx = Context::from_waker(std::task::Waker::noop());
         let mut chunks = Chunks::default();
+        let mut first = Chunks::default();
         let mut len = 0;
         let mut held = None;
         loop {
@@ -759,7 +780,8 @@ impl Replay {
                 Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
                     Ok(data) if len + data.len() <= RETRY_BUFFER => {
                         len += data.len();
-                        chunks.push(own(data));
+                        chunks.push(own(&data));
+                        first.push(data);
                     }
                     Ok(data) => {
                         held = Some(Ok(Frame::data(data)));
@@ -774,7 +796,12 @@ impl Replay {
                     held = Some(Err(status));
                     break;
                 }
-                Poll::Ready(None) => return Replay::Whole(chunks),
+                Poll::Ready(None) => {
+                    return Replay::Whole {
+                        kept: chunks,
+                        first: Mutex::new(Some(first)),
+                    };
+                }
                 Poll::Pending => break,
             }
         }
@@ -792,10 +819,9 @@ impl Replay {
     fn lend(&self) -> tonic::body::Body {
         let state = match self {
             Replay::Reading(state) => state,
-            Replay::Whole(chunks) => {
-                return tonic::body::Body::new(Whole {
-                    chunks: chunks.clone(),
-                });
+            Replay::Whole { kept, first } => {
+                let chunks = lock(first).take().unwrap_or_else(|| kept.clone());
+                return tonic::body::Body::new(Whole { chunks });
             }
         };
         let epoch = {
@@ -815,7 +841,7 @@ impl Replay {
     fn is_resendable(&self) -> bool {
         match self {
             Replay::Reading(state) => !lock(state).spent,
-            Replay::Whole(_) => true,
+            Replay::Whole { .. } => true,
         }
     }
 
@@ -841,15 +867,15 @@ const ENCODER_BUFFER: usize = 8 * 1024;
 /// flight: 512 KiB for a few bytes each, which the allocator then gives
 /// back to the system and faults in again, batch after batch). A larger
 /// chunk is most of its buffer, and is kept as it is (no copy).
-fn own(chunk: Bytes) -> Bytes {
+fn own(chunk: &Bytes) -> Bytes {
     if chunk.len() < ENCODER_BUFFER {
-        Bytes::copy_from_slice(&chunk)
+        Bytes::copy_from_slice(chunk)
     } else {
-        chunk
+        chunk.clone()
     }
 }
 
-fn lock(state: &Mutex<Kept>) -> std::sync::MutexGuard<'_, Kept> {
+fn lock<T>(state: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     state.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -1281,7 +1307,7 @@ mod tests {
     #[test]
     fn a_unary_body_is_read_ahead_and_each_send_ends_with_its_data() {
         let replay = Replay::read_ahead(script([data(b"\0\0\0\0\x01a"), Poll::Ready(None)]));
-        assert!(matches!(replay, Replay::Whole(_)));
+        assert!(matches!(replay, Replay::Whole { .. }));
         for _ in 0..2 {
             let (read, ended) = send(&replay).expect("sent");
             assert_eq!(read, [Bytes::from_static(b"\0\0\0\0\x01a")]);
@@ -1310,7 +1336,7 @@ mod tests {
     }
 
     #[test]
-    fn a_small_message_read_ahead_does_not_hold_the_encoders_buffer() {
+    fn a_small_message_read_ahead_lends_the_encoders_buffer_to_the_first_send_only() {
         let freed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut bytes = vec![0u8; ENCODER_BUFFER];
         bytes[..6].copy_from_slice(b"\0\0\0\0\x01a");
@@ -1324,12 +1350,16 @@ mod tests {
             Poll::Ready(Some(Ok(Frame::data(chunk)))),
             Poll::Ready(None),
         ]));
-        assert!(matches!(replay, Replay::Whole(_)));
-        assert!(freed.load(std::sync::atomic::Ordering::SeqCst));
+        assert!(matches!(replay, Replay::Whole { .. }));
+        // The first send has the buffer, as tonic's own channel sends it,
+        // and lets it go once sent; the call keeps a copy.
+        assert!(!freed.load(std::sync::atomic::Ordering::SeqCst));
         for _ in 0..2 {
             let (read, ended) = send(&replay).expect("sent");
             assert_eq!(read, [Bytes::from_static(b"\0\0\0\0\x01a")]);
             assert!(ended);
+            drop(read);
+            assert!(freed.load(std::sync::atomic::Ordering::SeqCst));
         }
     }
 
