@@ -23,7 +23,13 @@
 //!
 //! and returns the [`Exit`]: 0 after a clean stop, 78 (`EX_CONFIG`) for a
 //! settings error, which names every bad field or variable, and 1 for any
-//! other error.
+//! other error. A panic is not an error: one in the user's functions (the
+//! telemetry, init or a server's task) unwinds out of [`App::run`], so a
+//! `main` that returns the [`Exit`] ends as Rust ends a panicking program
+//! (exit 101). A stop is clean when every server stopped within its
+//! `shutdown_grace`, even if calls still in flight at its end were cut:
+//! their callers see the connection close (an `Unavailable` a retrying
+//! client may send again to another server).
 //!
 //! Settings are read the way Rust services read them: the client's and
 //! the server's are `serde::Deserialize`, for `envy`, `figment`, `config`

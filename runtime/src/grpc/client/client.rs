@@ -194,7 +194,10 @@ impl Client {
     ///
     /// The request's metadata is sent with every attempt; its extensions
     /// are not sent, but an [`opentelemetry::Context`](https://docs.rs/opentelemetry/0.33/opentelemetry/context/struct.Context.html) among them is the
-    /// call's context (else the current one). Each attempt tells the
+    /// call's context (else the current one, when this method is called:
+    /// `.with_context(cx)` on the returned future is too late; attach `cx`
+    /// around the call instead, `async move { .. }.with_context(cx)`).
+    /// Each attempt tells the
     /// server the time left as its `grpc-timeout`, rounded up to about
     /// three significant digits as gRPC's C core does (so a server sees at
     /// most 1 %, or 1 ms, more than is left: `10S` for a first attempt
