@@ -939,7 +939,7 @@ impl RequestBuilder {
 
     /// Opts this request in to retries (`true`, such as a POST with an
     /// idempotency key) or out of them (`false`), whatever its method. A
-    /// body that is a stream (`reqwest::Body::wrap_stream`) is sent once
+    /// body made from a stream (`reqwest::Body::wrap`, `wrap_stream`) is sent once
     /// whatever this says: it cannot be sent again.
     pub fn retry(mut self, retry: bool) -> RequestBuilder {
         self.options.retry = Some(retry);
