@@ -2,9 +2,10 @@
 //! user's services: the extraction of the caller's trace context and
 //! baggage, the scenario strip, the SERVER span and
 //! `rpc.server.call.duration`, the deadline, and the handler run with its
-//! RPC's deadline and context; and the response body that ends the span,
-//! and ends an open stream with `UNAVAILABLE` once its connection was told
-//! to go away.
+//! RPC's deadline and context, answered `INTERNAL` if it panics; and the
+//! response body that ends the span, ends an open stream with
+//! `UNAVAILABLE` once its connection was told to go away, and with
+//! `INTERNAL` if the handler's stream panics.
 
 use std::any::Any;
 use std::collections::HashMap;
