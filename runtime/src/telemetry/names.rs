@@ -52,6 +52,18 @@ pub const SERVER_PORT: &str = "server.port";
 /// RPC conventions ask when a status code was returned.
 pub const ERROR_TYPE: &str = "error.type";
 
+/// `exception`: the span event a [`Server`](crate::grpc::server::Server)
+/// records when a handler panics (OpenTelemetry's exception event).
+pub const EXCEPTION_EVENT: &str = "exception";
+/// `exception.type`: on the [`EXCEPTION_EVENT`] of a handler's panic,
+/// [`EXCEPTION_TYPE_PANIC`].
+pub const EXCEPTION_TYPE: &str = "exception.type";
+/// The [`EXCEPTION_TYPE`] of a handler's panic.
+pub const EXCEPTION_TYPE_PANIC: &str = "panic";
+/// `exception.message`: on the [`EXCEPTION_EVENT`] of a handler's panic,
+/// its payload when it is a string (never sent to the caller).
+pub const EXCEPTION_MESSAGE: &str = "exception.message";
+
 /// `rpc.client.call.duration`: a histogram of each attempt's duration, in
 /// seconds (unit `s`), from its start to its status (a stream's: from its
 /// open to its end).

@@ -29,6 +29,20 @@
 //!    the handler is dropped and the caller is answered
 //!    `DEADLINE_EXCEEDED`.
 //!
+//! # A panic of a handler
+//!
+//! A handler that panics (in a service's `call`, in its future, or in its
+//! response stream) does not take its connection down, nor reset its
+//! stream: its caller is answered `INTERNAL` with the message "the handler
+//! panicked" (trailers-only, or, for a stream whose headers went out, in
+//! its trailers after the messages sent before), a code a client's default
+//! classifier counts as a failure. The payload is never sent to the
+//! caller: the SERVER span records `INTERNAL` as the server's error
+//! (status Error, `error.type`) with an `exception` event whose
+//! `exception.message` is the payload when it is a string (and the panic
+//! hook prints it, as for any panic). The handler is dropped. A panic in
+//! a [`Settings::trust_scenario`] function is not caught this way.
+//!
 //! # Connections: shutdown and age
 //!
 //! [`Server::serve`]'s graceful shutdown stops accepting, sends every

@@ -2,12 +2,15 @@
 //! user's services: the extraction of the caller's trace context and
 //! baggage, the scenario strip, the SERVER span and
 //! `rpc.server.call.duration`, the deadline, and the handler run with its
-//! RPC's deadline and context; and the response body that ends the span,
-//! and ends an open stream with `UNAVAILABLE` once its connection was told
-//! to go away.
+//! RPC's deadline and context, answered `INTERNAL` if it panics; and the
+//! response body that ends the span, ends an open stream with
+//! `UNAVAILABLE` once its connection was told to go away, and with
+//! `INTERNAL` if the handler's stream panics.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -29,7 +32,8 @@ use super::server::ConnInfo;
 use super::service::Shared;
 use crate::fault::record_strip;
 use crate::telemetry::names::{
-    ERROR_TYPE, RPC_METHOD, RPC_METHOD_OTHER, RPC_RESPONSE_STATUS_CODE, RPC_SERVER_CALL_DURATION,
+    ERROR_TYPE, EXCEPTION_EVENT, EXCEPTION_MESSAGE, EXCEPTION_TYPE, EXCEPTION_TYPE_PANIC,
+    RPC_METHOD, RPC_METHOD_OTHER, RPC_RESPONSE_STATUS_CODE, RPC_SERVER_CALL_DURATION,
     RPC_SERVER_SCOPE, RPC_SYSTEM_GRPC, RPC_SYSTEM_NAME,
 };
 use crate::telemetry::{Telemetry, code_name};
@@ -274,9 +278,15 @@ where
             received,
             done: false,
         };
-        let call = inherit::scope(deadline, cx, self.inner.call(request));
+        // A panic in the service's call (a hand-written tower service's) is
+        // answered as one in its future.
+        let (call, panic) = match catch_unwind(AssertUnwindSafe(|| self.inner.call(request))) {
+            Ok(call) => (Some(inherit::scope(deadline, cx, call)), None),
+            Err(payload) => (None, Some(payload)),
+        };
         ResponseFuture {
             call,
+            panic,
             deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d))),
             record: Some(record),
             streams_end: Arc::clone(&self.streams_end),
@@ -286,10 +296,13 @@ where
 
 pin_project_lite::pin_project! {
     /// The response future of [`Rpc`]: the handler's, bounded by its
-    /// RPC's deadline.
+    /// RPC's deadline, and answered `INTERNAL` if it panics.
     pub(super) struct ResponseFuture<F: Future> {
+        // `None` once the handler panicked (or its call did).
         #[pin]
-        call: Scoped<F>,
+        call: Option<Scoped<F>>,
+        // The payload of the call's panic, until it is answered.
+        panic: Option<Box<dyn Any + Send>>,
         deadline: Option<Pin<Box<Sleep>>>,
         record: Option<Record>,
         streams_end: Arc<StreamsEnd>,
@@ -304,8 +317,29 @@ where
     type Output = Result<http::Response<RpcBody<B>>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let response = match this.call.poll(cx) {
+        let mut this = self.project();
+        let polled = match this.call.as_mut().as_pin_mut() {
+            Some(call) => catch_unwind(AssertUnwindSafe(|| call.poll(cx))),
+            None => Err(this
+                .panic
+                .take()
+                .unwrap_or_else(|| Box::new("polled after it was answered"))),
+        };
+        let polled = match polled {
+            Ok(polled) => polled,
+            Err(payload) => {
+                // The handler panicked: it is dropped (a panic in its drop
+                // is caught too), and the caller is answered INTERNAL,
+                // trailers-only, without the payload.
+                let mut call = this.call;
+                let _ = catch_unwind(AssertUnwindSafe(move || call.set(None)));
+                if let Some(mut record) = this.record.take() {
+                    record.panicked(&*payload);
+                }
+                return Poll::Ready(Ok(panicked_response()));
+            }
+        };
+        let response = match polled {
             Poll::Ready(Ok(response)) => response,
             Poll::Ready(Err(e)) => {
                 if let Some(mut record) = this.record.take() {
@@ -356,6 +390,38 @@ where
     }
 }
 
+/// The message a caller is answered with, `INTERNAL`, when the handler
+/// panics; the panic's payload is recorded on the SERVER span only.
+pub(super) const PANICKED: &str = "the handler panicked";
+
+/// The trailers-only `INTERNAL` answer to a call whose handler panicked.
+fn panicked_response<B>() -> http::Response<RpcBody<B>> {
+    let (parts, ()) = tonic::Status::internal(PANICKED)
+        .into_http::<()>()
+        .into_parts();
+    http::Response::from_parts(parts, RpcBody::empty())
+}
+
+/// The trailers that end a stream whose handler panicked after its
+/// headers went out.
+fn panicked_trailers() -> HeaderMap {
+    let mut trailers = HeaderMap::with_capacity(2);
+    trailers.insert("grpc-status", HeaderValue::from_static("13"));
+    trailers.insert(
+        "grpc-message",
+        HeaderValue::from_static("the%20handler%20panicked"),
+    );
+    trailers
+}
+
+/// A panic's payload, when it is a string (`panic!`'s).
+fn payload_message(payload: &(dyn Any + Send)) -> Option<&str> {
+    payload
+        .downcast_ref::<&'static str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+}
+
 /// What is recorded of one RPC when it ends: its span's end and its
 /// duration.
 struct Record {
@@ -383,6 +449,22 @@ fn is_server_error(code: Code) -> bool {
 }
 
 impl Record {
+    /// Ends the RPC as `INTERNAL` for a handler's panic, with an
+    /// `exception` event that holds the payload (when it is a string).
+    fn panicked(&mut self, payload: &(dyn Any + Send)) {
+        if self.done {
+            return;
+        }
+        if let Some(cx) = &self.cx {
+            let mut attributes = vec![KeyValue::new(EXCEPTION_TYPE, EXCEPTION_TYPE_PANIC)];
+            if let Some(message) = payload_message(payload) {
+                attributes.push(KeyValue::new(EXCEPTION_MESSAGE, message.to_owned()));
+            }
+            cx.span().add_event(EXCEPTION_EVENT, attributes);
+        }
+        self.finish(Code::Internal, PANICKED);
+    }
+
     fn finish(&mut self, code: Code, message: &str) {
         if std::mem::replace(&mut self.done, true) {
             return;
@@ -501,7 +583,21 @@ where
         let Some(inner) = this.inner.as_mut().as_pin_mut() else {
             return Poll::Ready(None);
         };
-        match inner.poll_frame(cx) {
+        let polled = match catch_unwind(AssertUnwindSafe(|| inner.poll_frame(cx))) {
+            Ok(polled) => polled,
+            Err(payload) => {
+                // The handler's stream panicked after the headers went out:
+                // the stream ends with INTERNAL in its trailers.
+                *this.ended = true;
+                let mut inner = this.inner;
+                let _ = catch_unwind(AssertUnwindSafe(move || inner.set(None)));
+                if let Some(record) = this.record.as_mut() {
+                    record.panicked(&*payload);
+                }
+                return Poll::Ready(Some(Ok(Frame::trailers(panicked_trailers()))));
+            }
+        };
+        match polled {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(trailers) = frame.trailers_ref()
                     && let Some(record) = this.record.as_mut()
