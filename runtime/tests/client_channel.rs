@@ -222,26 +222,93 @@ async fn watch(channel: &Channel, id: &str) -> Result<Vec<u32>, Status> {
     Ok(got)
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_listed_stream_is_not_retried_once_the_server_answered() {
-    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
-    carts.on_watch_cart(|_, _| async {
-        Err::<Response<futures_util::stream::Empty<Result<Cart, Status>>>, _>(unavailable())
+/// WatchCart with `never_retry`, as a `.proto` option makes it.
+static WATCH_CART_ONCE: Method = Method {
+    policy: MethodPolicy {
+        never_retry: true,
+        ..MethodPolicy::DEFAULT
+    },
+    ..WATCH_CART
+};
+
+/// A handler's trailers-only `Unavailable` until the `n`th open, which
+/// (and every later one) streams three updates.
+fn watch_unavailable_until(carts: &Carts, n: usize) {
+    carts.on_watch_cart(move |seen, req| async move {
+        if seen.n < n {
+            return Err(unavailable());
+        }
+        let updates: Vec<Result<Cart, Status>> = (1..=3).map(|i| Ok(cart(&req.id, i))).collect();
+        Ok(Response::new(futures_util::stream::iter(updates)))
     });
+}
+
+/// A stream's trailers-only status (no response headers: the stream never
+/// opened) is an attempt's, retried as the typed call's is, whether the
+/// channel lists the method or not.
+#[tokio::test(start_paused = true)]
+async fn a_streams_trailers_only_unavailable_is_retried_listed_or_not() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
     let _carts = start_carts(&host, &ca, &carts);
+    for (listed, arrived) in [(true, 3), (false, 6)] {
+        watch_unavailable_until(&carts, arrived);
+        // A client per call: each has a retry budget of its own.
+        let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+        let channel = if listed {
+            client.channel().with_methods(carts_methods())
+        } else {
+            client.channel()
+        };
+        assert_eq!(watch(&channel, "c-1").await.unwrap(), [1, 2, 3]);
+        assert_eq!(carts.arrivals(&WATCH_CART), arrived, "listed: {listed}");
+    }
+    // Listed `never_retry`: one open.
+    watch_unavailable_until(&carts, usize::MAX);
+    static ONCE: [&Method; 1] = [&WATCH_CART_ONCE];
     let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
-    let channel = client.channel().with_methods(carts_methods());
+    let channel = client
+        .channel()
+        .with_methods(Methods::new(&[&ONCE]).unwrap());
     let err = watch(&channel, "c-1").await.unwrap_err();
     assert_eq!(err.code(), Code::Unavailable);
-    assert_eq!(
-        carts.arrivals(&WATCH_CART),
-        1,
-        "trailers-only: the stream opened"
-    );
-    // Unlisted, the same status is an attempt's, and retried.
-    let err = watch(&client.channel(), "c-1").await.unwrap_err();
-    assert_eq!(err.code(), Code::Unavailable);
-    assert_eq!(carts.arrivals(&WATCH_CART), 4);
+    assert_eq!(carts.arrivals(&WATCH_CART), 7, "never retried");
+}
+
+/// A dependency that refuses every stream with a trailers-only
+/// `Unavailable` trips the breaker (the default policy: 5 failures in a
+/// row) through the channel as through the typed client, listed or not.
+#[tokio::test(start_paused = true)]
+async fn trailers_only_unavailable_opens_trip_the_breaker_listed_or_not() {
+    let rejected = |err: &Status| {
+        err.source()
+            .and_then(|s| s.downcast_ref::<Rejected>())
+            .is_some()
+    };
+    for listed in [true, false] {
+        let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+        watch_unavailable_until(&carts, usize::MAX);
+        let _carts = start_carts(&host, &ca, &carts);
+        let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+        let channel = if listed {
+            client.channel().with_methods(carts_methods())
+        } else {
+            client.channel()
+        };
+        let mut calls = 0;
+        loop {
+            calls += 1;
+            assert!(calls <= 5, "the breaker never opened (listed: {listed})");
+            let err = watch(&channel, "c-1").await.unwrap_err();
+            assert_eq!(err.code(), Code::Unavailable);
+            if rejected(&err) {
+                break;
+            }
+        }
+        assert_eq!(carts.arrivals(&WATCH_CART), 5, "listed: {listed}");
+        let err = watch(&channel, "c-2").await.unwrap_err();
+        assert!(rejected(&err), "{err:?}");
+        assert_eq!(carts.arrivals(&WATCH_CART), 5, "nothing sent while open");
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -512,25 +579,38 @@ async fn a_call_through_the_channel_leaves_the_typed_calls_telemetry() {
     assert_eq!(shapes[0], shapes[1]);
 }
 
+/// A descriptor that says GetCart streams: it is called as a stream, with
+/// no `Settings::timeout`, where listed as unary it is cut at it.
 #[tokio::test(start_paused = true)]
 async fn a_listed_method_of_any_kind_is_called_by_its_kind() {
-    // A descriptor that says GetCart streams: its trailers-only
-    // Unavailable is a stream's end, never retried.
     static AS_STREAM: Method = Method {
         kind: RpcKind::ServerStreaming,
         ..GET_CART
     };
     let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
-    carts.on_get_cart(|_, _| async { Err::<Response<Cart>, _>(unavailable()) });
+    carts.on_get_cart(|_, req| async move {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        Ok(Response::new(cart(&req.id, 0)))
+    });
     let _carts = start_carts(&host, &ca, &carts);
-    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            timeout: Duration::from_secs(1),
+            max_attempts: 1,
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let err = get_cart(&client.channel().with_methods(carts_methods()), get("c-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "listed unary");
     static LIST: [&Method; 1] = [&AS_STREAM];
     let channel = client
         .channel()
         .with_methods(Methods::new(&[&LIST]).unwrap());
-    let err = get_cart(&channel, get("c-1")).await.unwrap_err();
-    assert_eq!(err.code(), Code::Unavailable);
-    assert_eq!(carts.arrivals(&GET_CART), 1);
+    assert_eq!(get_cart(&channel, get("c-1")).await.unwrap().id, "c-1");
 }
 
 /// A proxy's error page, not gRPC: the connection maps it, and through the

@@ -652,31 +652,112 @@ async fn a_stream_dropped_at_its_deadline_counts_a_failure() {
     }
 }
 
-/// A server that answers an open with a trailers-only status has
-/// answered: the stream opened, and ended at once. `Unavailable` is then
-/// ignored by the breaker, and nothing is retried.
-#[tokio::test(start_paused = true)]
-async fn a_trailers_only_unavailable_has_opened_is_ignored_and_not_retried() {
-    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
-    carts.on_watch_cart(|_, _| async move {
-        Err::<Response<futures_util::stream::Empty<Result<Cart, Status>>>, _>(unavailable())
+/// WatchCart with `never_retry`, as a `.proto` option makes it.
+static WATCH_CART_ONCE: humus::grpc::client::Method = humus::grpc::client::Method {
+    policy: humus::grpc::client::MethodPolicy {
+        never_retry: true,
+        ..humus::grpc::client::MethodPolicy::DEFAULT
+    },
+    ..WATCH_CART
+};
+
+/// A handler's trailers-only `Unavailable` until the `n`th open, which
+/// (and every later one) streams three updates.
+fn watch_unavailable_until(carts: &Carts, n: usize) {
+    carts.on_watch_cart(move |seen, req| async move {
+        if seen.n < n {
+            return Err(unavailable());
+        }
+        let updates: Vec<Result<Cart, Status>> = (1..=3).map(|i| Ok(cart(&req.id, i))).collect();
+        Ok(Response::new(futures_util::stream::iter(updates)))
     });
+}
+
+/// Whether the breaker rejected the call.
+fn rejected(err: &Status) -> bool {
+    err.source()
+        .and_then(|s| s.downcast_ref::<humus::circuit::Rejected>())
+        .is_some()
+}
+
+/// A server that answers an open with a trailers-only status (its
+/// handler's error before any message: no response headers) has not
+/// opened the stream (gRFC A6: a call is committed by the response's
+/// headers): the open failed with that status, classified and retried as
+/// a unary attempt. `Unavailable` counts as a failure, and is retried.
+#[tokio::test(start_paused = true)]
+async fn a_trailers_only_unavailable_open_is_an_attempts_failure_and_retried() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    watch_unavailable_until(&carts, 3);
+    let _carts = start_carts(&host, &ca, &carts);
+    let (policy, seen) = recording();
+    let client = client(&host, &ca, policy);
+    let mut stream = client
+        .server_streaming::<_, Cart>(&WATCH_CART, get("c-1"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(carts.arrivals(&WATCH_CART), 3, "three opens");
+    assert_eq!(counted(&seen), (0, 2), "two failed opens");
+    assert_eq!(collect(&mut stream).await, (vec![1, 2, 3], None));
+    assert_eq!(counted(&seen), (1, 2), "the stream, once at its end");
+}
+
+/// A `never_retry` method's trailers-only `Unavailable` is one attempt,
+/// counted as a failure.
+#[tokio::test(start_paused = true)]
+async fn a_never_retry_streams_trailers_only_unavailable_is_one_open() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    watch_unavailable_until(&carts, 3);
     let _carts = start_carts(&host, &ca, &carts);
     let (policy, seen) = recording();
     let client = client(&host, &ca, policy);
     let err = client
-        .server_streaming::<_, Cart>(&WATCH_CART, get("c-1"))
+        .server_streaming::<_, Cart>(&WATCH_CART_ONCE, get("c-1"))
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::Unavailable);
     assert_eq!(carts.arrivals(&WATCH_CART), 1, "never retried");
-    assert_eq!(counted(&seen), (0, 0), "ignored");
+    assert_eq!(counted(&seen), (0, 1));
 }
 
-/// Any other trailers-only status counts as the classifier says of a
-/// stream's end, and is never retried, even with a pushback.
+/// A dependency that refuses every stream with a trailers-only
+/// `Unavailable` trips the breaker (the default policy: 5 failures in a
+/// row), which then rejects opens without sending them.
 #[tokio::test(start_paused = true)]
-async fn a_trailers_only_status_is_a_streams_end_never_retried() {
+async fn trailers_only_unavailable_opens_trip_the_breaker() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    watch_unavailable_until(&carts, usize::MAX);
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let mut calls = 0;
+    loop {
+        calls += 1;
+        assert!(calls <= 5, "the breaker never opened");
+        let err = client
+            .server_streaming::<_, Cart>(&WATCH_CART, get("c-1"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::Unavailable);
+        if rejected(&err) {
+            break;
+        }
+    }
+    assert_eq!(carts.arrivals(&WATCH_CART), 5, "five failed opens");
+    let err = client
+        .server_streaming::<_, Cart>(&WATCH_CART, get("c-2"))
+        .await
+        .unwrap_err();
+    assert!(rejected(&err), "{err:?}");
+    assert_eq!(carts.arrivals(&WATCH_CART), 5, "nothing sent while open");
+}
+
+/// Any other trailers-only status at the open is classified as a unary
+/// attempt's: `ResourceExhausted` with a pushback is retried after it, and
+/// counts as a failure; `NotFound` (the dependency answered) is not
+/// retried and counts as a success.
+#[tokio::test(start_paused = true)]
+async fn a_trailers_only_status_at_the_open_is_classified_as_a_unary_attempts() {
     let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
     carts.on_watch_cart(|_, _| async move {
         let mut trailer = tonic::metadata::MetadataMap::new();
@@ -687,13 +768,52 @@ async fn a_trailers_only_status_is_a_streams_end_never_retried() {
     let _carts = start_carts(&host, &ca, &carts);
     let (policy, seen) = recording();
     let client = client(&host, &ca, policy);
+    let started = Instant::now();
     let err = client
         .server_streaming::<_, Cart>(&WATCH_CART, get("c-1"))
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::ResourceExhausted);
-    assert_eq!(carts.arrivals(&WATCH_CART), 1, "never retried");
-    assert_eq!(counted(&seen), (0, 1), "counted as the classifier says");
+    assert_eq!(carts.arrivals(&WATCH_CART), 3, "max_attempts");
+    assert!(started.elapsed() >= Duration::from_millis(20), "pushbacks");
+    assert_eq!(counted(&seen), (0, 3));
+
+    carts.on_watch_cart(|_, _| async move {
+        Err::<Response<futures_util::stream::Empty<Result<Cart, Status>>>, _>(Status::not_found(
+            "no cart",
+        ))
+    });
+    let err = client
+        .server_streaming::<_, Cart>(&WATCH_CART, get("c-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+    assert_eq!(carts.arrivals(&WATCH_CART), 4, "not retried");
+    assert_eq!(counted(&seen), (1, 3));
+}
+
+/// A bidirectional stream's trailers-only `Unavailable` is an attempt's
+/// failure too: each open counts as one in the breaker (retried while its
+/// request stream is unread; here the request stream is read at once, so
+/// whether a retry follows is tonic's timing, and not asserted).
+#[tokio::test(start_paused = true)]
+async fn a_bidirectional_streams_trailers_only_unavailable_counts_each_open() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_sync_items(|_, _| async move {
+        Err::<Response<futures_util::stream::Empty<Result<Cart, Status>>>, _>(unavailable())
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let (policy, seen) = recording();
+    let client = client(&host, &ca, policy);
+    let items = futures_util::stream::iter([Item { sku: "a".into() }]);
+    let err = client
+        .streaming::<_, _, Cart>(&SYNC_ITEMS, tonic::Request::new(items))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable);
+    let opens = carts.arrivals(&SYNC_ITEMS);
+    assert!((1..=3).contains(&opens), "{opens}");
+    assert_eq!(counted(&seen), (0, i64::try_from(opens).unwrap()));
 }
 
 /// An open the breaker rejects reached nothing: it is a failed open, not

@@ -847,8 +847,10 @@ impl<S> Outbound<S> {
 /// Opens a stream of `method`: the open is retried as a unary attempt is
 /// (with the backoff, not `Settings::timeout`: a stream ends with its
 /// caller's own deadline, or the inherited one); once open (once the
-/// server answered), the stream is never retried, and its ticket is
-/// settled when it ends.
+/// server answered with its response headers), the stream is never
+/// retried, and its ticket is settled when it ends. A trailers-only
+/// answer (a status and no headers) has not opened it: that attempt
+/// failed with the status, as a unary attempt does.
 ///
 /// The stream's deadline and context are read here, when the call is made.
 /// `one_response`: a client-streaming call, whose stream must carry one
@@ -890,15 +892,17 @@ pub(super) trait OpenSend: Sync {
     type Output: Send;
 
     /// One attempt to open the stream (its transparent resends included):
-    /// `Ok(Ok(_))` opened; `Ok(Err(status))` is the server's trailers-only
-    /// status (the stream opened and ended at once: never retried); `Err`
-    /// a failed open, classified and retried as a unary attempt.
+    /// `Ok(_)` opened (the server answered with its response headers);
+    /// `Err` a failed open, classified and retried as a unary attempt: one
+    /// nothing came back from, or the server's trailers-only status
+    /// (gRFC A6: a call is committed by the response's headers, and a
+    /// trailers-only answer has none).
     fn send<'s>(
         &'s self,
         call: &'s CallCtx<'_>,
         attempt: u32,
         span: &'s mut AttemptSpan,
-    ) -> impl Future<Output = Result<Result<Self::Output, Status>, Status>> + Send + 's;
+    ) -> impl Future<Output = Result<Self::Output, Status>> + Send + 's;
 
     /// Whether what the last attempt sent can be sent again.
     fn is_resendable(&self) -> bool;
@@ -911,8 +915,10 @@ pub(super) struct Opened<T> {
 }
 
 /// The attempt loop of a stream's open: attempts as [`run_unary`]'s until
-/// one opens the stream; the stream then keeps the attempt's ticket and
-/// span, and `settle` counts it once, at its end.
+/// one opens the stream (the server's response headers); the stream then
+/// keeps the attempt's ticket and span, and `settle` counts it once, at
+/// its end. An attempt that failed, trailers-only status included, is
+/// settled as a unary attempt is.
 pub(super) async fn run_open<S: OpenSend>(
     inner: &Arc<Inner>,
     method: &'static Method,
@@ -938,11 +944,9 @@ pub(super) async fn run_open<S: OpenSend>(
             }
         };
         let status = match result {
-            Ok(answered) => {
+            Ok(response) => {
                 // Opened: the call succeeded, however the stream ends; the
-                // stream keeps the ticket, and settles it at its end. A
-                // trailers-only status opened it and ended it at once:
-                // never retried, it counts as the end of a stream.
+                // stream keeps the ticket, and settles it at its end.
                 call.opened();
                 let InFlight { ticket, span } = call.take_attempt();
                 let settle = stream_settle(
@@ -953,14 +957,10 @@ pub(super) async fn run_open<S: OpenSend>(
                     span,
                     deadline,
                 );
-                return match answered {
-                    Ok(response) => Ok(Opened { response, settle }),
-                    Err(status) => {
-                        settle(End::Failed(&status));
-                        Err(status)
-                    }
-                };
+                return Ok(Opened { response, settle });
             }
+            // Not opened (a trailers-only status among them): the
+            // attempt's failure.
             Err(status) => status,
         };
         let ticket = call.end_attempt(Some(&status));
@@ -998,7 +998,7 @@ where
         call: &'s CallCtx<'_>,
         attempt: u32,
         span: &'s mut AttemptSpan,
-    ) -> impl Future<Output = Result<Result<Self::Output, Status>, Status>> + Send + 's {
+    ) -> impl Future<Output = Result<Self::Output, Status>> + Send + 's {
         send_open::<S, Req, Resp>(
             call,
             attempt,
@@ -1018,11 +1018,13 @@ where
 /// reached the server and its request stream is still unread, each send
 /// in a span of its own ([`send_unary`]).
 ///
-/// `Ok(Err(status))` is the server's answer with a trailers-only status:
-/// the stream opened (the server answered) and ended at once. `Err` is a
-/// failed open, one nothing came back from: no connection, a failed dial,
-/// a refused stream. tonic gives a status it read from the server no
-/// source, and one made of a transport error the error as its source.
+/// `Ok` is an open stream: the server answered with its response headers.
+/// `Err` is a failed open: one nothing came back from (no connection, a
+/// failed dial, a refused stream), or the server's trailers-only status
+/// (the stream never opened: that status is the attempt's). tonic gives a
+/// status it read from the server no source, and one made of a transport
+/// error the error as its source; only the latter may be sent again at
+/// once.
 async fn send_open<S, Req, Resp>(
     call: &CallCtx<'_>,
     attempt: u32,
@@ -1030,7 +1032,7 @@ async fn send_open<S, Req, Resp>(
     base: &MetadataMap,
     span: &mut AttemptSpan,
     outbound: &Outbound<S>,
-) -> Result<Result<tonic::Response<tonic::Streaming<Resp>>, Status>, Status>
+) -> Result<tonic::Response<tonic::Streaming<Resp>>, Status>
 where
     S: Stream<Item = Req> + Send + 'static,
     Req: prost::Message + Send + 'static,
@@ -1065,11 +1067,13 @@ where
             }
         };
         match result {
-            Ok(response) => return Ok(Ok(response)),
-            // The server's own answer, in the response's headers (not a
-            // proxy's error page, which is no gRPC server's answer).
+            Ok(response) => return Ok(response),
+            // The server's own trailers-only status (not a proxy's error
+            // page, which is no gRPC server's answer): the attempt's, as
+            // the server sent it; the server saw the request, so it is not
+            // sent again at once.
             Err(status) if status.source().is_none() && !mapped_from_http(&status) => {
-                return Ok(Err(status));
+                return Err(status);
             }
             Err(status) => {
                 let status = transport_status(status);

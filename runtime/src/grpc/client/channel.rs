@@ -229,17 +229,18 @@ fn unknown(path: &str) -> &'static Method {
 ///   kept for the retries up to [`RETRY_BUFFER`] bytes; a call with a
 ///   longer body is sent once, and not retried.
 /// - **A streaming method**: only the open is retried; once the server
-///   has answered (with headers, or a trailers-only status), the stream is
-///   never retried, and it is counted in the breaker once, at its end, as
-///   [`Streaming`](super::Streaming) is. Its deadline is the request's
-///   own `grpc-timeout` or the inherited one, as a typed stream's.
-/// - **A method not listed** is called as a stream, except that a
-///   trailers-only status (the server answered nothing but its status,
-///   as a unary call's error usually is) is classified and retried as a
-///   unary attempt's: the caller has seen nothing of the call yet, so
-///   another attempt is safe whatever the method's kind, and a unary
-///   method's `Unavailable` is retried as it would be if it were listed.
-///   Once the server has answered with headers, the call is a stream
+///   has answered with its response headers, the stream is never
+///   retried, and it is counted in the breaker once, at its end, as
+///   [`Streaming`](super::Streaming) is. A trailers-only status (the
+///   server answered nothing but its status) has not opened it: it is
+///   the attempt's, classified and retried as a unary attempt's, as for
+///   a typed stream. Its deadline is the request's own `grpc-timeout` or
+///   the inherited one, as a typed stream's.
+/// - **A method not listed** is called as a stream: a trailers-only
+///   status (as a unary call's error usually is) is classified and
+///   retried as a unary attempt's, so a unary method's `Unavailable` is
+///   retried as it would be if it were listed. Once the server has
+///   answered with headers, the call is a stream
 ///   (never retried, counted at its end, where an `Unavailable` is
 ///   ignored). It has no [`Settings::timeout`](super::Settings::timeout):
 ///   the channel cannot tell a unary call from a stream that may live
@@ -373,7 +374,6 @@ impl Service<http::Request<tonic::body::Body>> for Channel {
             } else {
                 Replay::new(body)
             },
-            trailers_only_is_attempt: listed.is_none(),
         };
         let inner = self.inner.clone();
         let future: Pin<Box<dyn Future<Output = _> + Send>> = if unary {
@@ -416,9 +416,6 @@ struct Attempts {
     /// the time left).
     metadata: MetadataMap,
     replay: Replay,
-    /// For a method not listed: a trailers-only status is an attempt's,
-    /// classified and retried as a unary call's.
-    trailers_only_is_attempt: bool,
 }
 
 impl Attempts {
@@ -501,20 +498,19 @@ impl OpenSend for Attempts {
         call: &'s CallCtx<'_>,
         attempt: u32,
         span: &'s mut AttemptSpan,
-    ) -> impl Future<Output = Result<Result<Self::Output, Status>, Status>> + Send + 's {
-        let trailers_only_is_attempt = self.trailers_only_is_attempt;
-        let answered = move |response: http::Response<WireBody>| async move {
+    ) -> impl Future<Output = Result<Self::Output, Status>> + Send + 's {
+        let answered = |response: http::Response<WireBody>| async move {
             match Status::from_header_map(response.headers()) {
-                // A proxy's page (mapped by the connection): no gRPC
-                // server answered, so the stream has not opened.
-                Some(status) if mapped_from_http(&status) => Err(status),
-                // A method not listed: the caller has seen nothing but a
-                // status, a unary attempt's answer.
-                Some(status) if status.code() != Code::Ok && trailers_only_is_attempt => {
+                // A trailers-only status other than OK, the server's or a
+                // proxy's page (mapped by the connection): no response
+                // headers, so the stream has not opened (gRFC A6: a call
+                // is committed by them). The caller has seen nothing but
+                // a status, a unary attempt's answer, whatever the
+                // method's kind, listed or not.
+                Some(status) if status.code() != Code::Ok || mapped_from_http(&status) => {
                     Err(status)
                 }
-                Some(status) if status.code() != Code::Ok => Ok(Err(status)),
-                _ => Ok(Ok(response)),
+                _ => Ok(response),
             }
         };
         self.send_with(call, attempt, span, answered)

@@ -241,9 +241,12 @@ impl Client {
     /// [`Settings::timeout`]: a stream lives as long as its caller wants,
     /// and ends with the request's own `grpc-timeout` or the inherited
     /// deadline, taken when this method is called). A stream that opened
-    /// (the server answered, with headers or a trailers-only status) is
-    /// never retried: [`Streaming`] counts it in the breaker once, when it
-    /// ends.
+    /// (the server answered with its response headers) is never retried:
+    /// [`Streaming`] counts it in the breaker once, when it ends. A
+    /// trailers-only status (the server's answer with no response
+    /// headers, such as a handler's error before any message) has not
+    /// opened it: that attempt failed with the status, classified,
+    /// retried and counted as a unary attempt's.
     ///
     /// # Errors
     ///

@@ -19,8 +19,8 @@ pub enum Ended<'a> {
     /// The circuit breaker rejected the attempt: nothing was sent.
     Rejected,
     /// A unary attempt, or an attempt to open a stream, ended with
-    /// `status` (`None` for OK) and `trailer` (empty for a failed open:
-    /// nothing came back).
+    /// `status` (`None` for OK) and `trailer` (empty for an open nothing
+    /// came back from; a trailers-only status's own metadata).
     Attempt {
         /// The attempt's status; `None` for OK.
         status: Option<&'a Status>,
@@ -75,7 +75,8 @@ pub struct CallState {
 ///
 /// How the loop uses the result:
 ///
-/// - a unary attempt, or a failed open: settle the breaker's ticket with
+/// - a unary attempt, or a failed open (a trailers-only status at the
+///   open included): settle the breaker's ticket with
 ///   `breaker`, then call [`retry::decide`](crate::retry::decide) with
 ///   `retry` and `retry_after`, and record its decision;
 /// - [`Ended::Rejected`]: no ticket; [`retry::decide`](crate::retry::decide)

@@ -35,12 +35,12 @@ pub(super) type Settle = Box<dyn for<'a> FnOnce(End<'a>) + Send>;
 /// A stream of responses from a server- or bidirectional-streaming call.
 ///
 /// It exists once the stream has opened, that is once the server answered
-/// with its response headers; an open the server answered with a
-/// trailers-only status has opened too (and ended at once: the call method
-/// returns that status, never retried, counted as this stream's end
-/// would be). Only an open that failed before the server answered (no
-/// connection, a failed dial, a refused stream, the breaker) is retried;
-/// see the [module docs](super#streams-what-opened-means).
+/// with its response headers (gRFC A6: the call is then committed). An
+/// open that failed before (no connection, a failed dial, a refused
+/// stream, the breaker), or that the server answered with a trailers-only
+/// status (no response headers), never opened: that attempt is classified,
+/// retried and counted as a unary attempt; see
+/// [the design](crate::design::client#streams).
 ///
 /// It is counted in the client's circuit breaker once, when it ends: its
 /// clean end (`None`), its error, or its deadline. Until then it holds the
