@@ -353,7 +353,9 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
         };
         // Plain `fn`s returning the humus client's future, not `async fn`s:
         // the call's deadline and context are read when the method is
-        // called, not when its future is first polled.
+        // called, not when its future is first polled. Through
+        // `humus::codegen`'s call functions, whose `Call` spares rustc the
+        // layout of the call's future in each method (see there).
         let descriptor = quote!(Self::#static_ident);
         let signature_and_body = match (method.client_streaming, method.server_streaming) {
             (false, false) => quote! {
@@ -363,7 +365,7 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
                         ::humus::codegen::Status,
                     >> + ::core::marker::Send + '_
                 {
-                    self.client.unary(#descriptor, request.into_request())
+                    ::humus::codegen::unary::<P, _, _, _>(&self.client, #descriptor, request)
                 }
             },
             (false, true) => quote! {
@@ -373,7 +375,7 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
                         ::humus::codegen::Status,
                     >> + ::core::marker::Send + '_
                 {
-                    self.client.server_streaming(#descriptor, request.into_request())
+                    ::humus::codegen::server_streaming::<P, _, _, _>(&self.client, #descriptor, request)
                 }
             },
             (true, false) => quote! {
@@ -383,7 +385,7 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
                         ::humus::codegen::Status,
                     >> + ::core::marker::Send + '_
                 {
-                    self.client.client_streaming(#descriptor, request.into_streaming_request())
+                    ::humus::codegen::client_streaming::<P, _, _, _>(&self.client, #descriptor, request)
                 }
             },
             (true, true) => quote! {
@@ -393,7 +395,7 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
                         ::humus::codegen::Status,
                     >> + ::core::marker::Send + '_
                 {
-                    self.client.streaming(#descriptor, request.into_streaming_request())
+                    ::humus::codegen::streaming::<P, _, _, _>(&self.client, #descriptor, request)
                 }
             },
         };

@@ -7,12 +7,14 @@
 //! declarations combine with the `.proto`'s policy, at compile time
 //! (source: humus's compile-time per-method policy).
 
+mod call;
 
 pub use crate::circuit::Outcome;
 pub use crate::grpc::client::{
     Classification, ClassifyFn, Client, CodeRule, Method, MethodPolicy, RpcKind, Streaming,
 };
 pub use crate::retry::Verdict;
+pub use call::{Call, client_streaming, server_streaming, streaming, unary};
 pub use futures_util::Stream;
 pub use humus_macros::client_expand;
 pub use tonic::{Code, IntoRequest, IntoStreamingRequest, Request, Response, Status};
