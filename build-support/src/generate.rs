@@ -3,11 +3,13 @@
 //!
 //! The typed client is generic over a policy type `P`: each method passes
 //! `Client::<P>::METHOD`, an associated constant computed at compile time
-//! by `humus::codegen::merge` from the method's static descriptor and
-//! `P`'s `Override`. `ProtoPolicy` overrides nothing; `#[humus::client]`
-//! implements `Policy` for its own type. So every call passes a
-//! `&'static Method` known at compile time: no lookup by string at run
-//! time, whoever declared the policy.
+//! by `humus::codegen::merge_named` from the `.proto`'s descriptor of the
+//! method and `P`'s `Policy::CHANGES`. `ProtoPolicy` changes nothing;
+//! `#[humus::client]` implements `Policy` for its own type. So every call
+//! passes a `&'static Method` known at compile time: no lookup by string at
+//! run time, whoever declared the policy. Per method, that constant and the
+//! call are the only items (rustc type checks each one, thousands in a
+//! googleapis-sized crate).
 
 use std::collections::{HashMap, HashSet};
 
@@ -269,8 +271,6 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
     };
     let taken = taken_by_rpcs(service);
 
-    let mut statics = Vec::new();
-    let mut consts = Vec::new();
     let mut calls = Vec::new();
     let mut descriptors = Vec::new();
     let mut descriptor_list = Vec::new();
@@ -311,35 +311,32 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
         let ident: syn::Ident =
             syn::parse_str(&method.name).expect("prost makes method names valid identifiers");
         let rust_name = &method.name;
+        let key = rust_name.trim_start_matches("r#");
         let proto_name = &method.proto_name;
         callback_methods
             .push(quote!((#rust_name, #proto_name, #proto_never_retry, #proto_retries)));
-        let static_doc = format!(
-            " The descriptor of `{full_name}`: {kind_text}, fault point `{point}`, policy {policy_source}."
-        );
-        statics.push(quote! {
-            #[doc = #static_doc]
-            pub static #static_ident: ::humus::codegen::Method = ::humus::codegen::Method {
-                full_name: #full_name,
-                point: #point,
-                kind: ::humus::codegen::RpcKind::#kind,
-                policy: #policy,
-            };
-        });
-        let const_doc =
-            format!(" What the policy type changes in `{full_name}`'s policy: nothing by default.");
-        consts.push(quote! {
-            #[doc = #const_doc]
-            const #ident: ::humus::codegen::Override = ::humus::codegen::Override::NONE;
-        });
+        // One item per method besides its call: the descriptor, the
+        // `.proto`'s with `P`'s changes merged in at compile time (each
+        // item is type checked, so a googleapis-sized crate checks
+        // thousands; see BENCHMARKS.md).
         let descriptor_doc = format!(
-            " The descriptor `{full_name}` is called with: [`{static_ident}`](static@{static_ident}) \
-             with `P`'s changes."
+            " The descriptor `{full_name}` is called with: {kind_text}, fault point \
+             `{point}`, policy {policy_source}, with the changes `P` lists for `{key}` \
+             ([`Policy::CHANGES`])."
         );
         descriptors.push(quote! {
             #[doc = #descriptor_doc]
             pub const #static_ident: &'static ::humus::codegen::Method =
-                &::humus::codegen::merge(&#static_ident, <P as Policy>::#ident);
+                &::humus::codegen::merge_named(
+                    &::humus::codegen::Method {
+                        full_name: #full_name,
+                        point: #point,
+                        kind: ::humus::codegen::RpcKind::#kind,
+                        policy: #policy,
+                    },
+                    #key,
+                    <P as Policy>::CHANGES,
+                );
         });
         descriptor_list.push(quote!(Client::<Self>::#static_ident));
 
@@ -368,7 +365,9 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
         };
         // Plain `fn`s returning the humus client's future, not `async fn`s:
         // the call's deadline and context are read when the method is
-        // called, not when its future is first polled.
+        // called, not when its future is first polled. Through
+        // `humus::codegen`'s call functions, whose `Call` spares rustc the
+        // layout of the call's future in each method (see there).
         let descriptor = quote!(Self::#static_ident);
         let signature_and_body = match (method.client_streaming, method.server_streaming) {
             (false, false) => quote! {
@@ -378,7 +377,7 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
                         ::humus::codegen::Status,
                     >> + ::core::marker::Send + '_
                 {
-                    self.client.unary(#descriptor, request.into_request())
+                    ::humus::codegen::unary::<P, _, _, _>(&self.client, #descriptor, request)
                 }
             },
             (false, true) => quote! {
@@ -388,7 +387,7 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
                         ::humus::codegen::Status,
                     >> + ::core::marker::Send + '_
                 {
-                    self.client.server_streaming(#descriptor, request.into_request())
+                    ::humus::codegen::server_streaming::<P, _, _, _>(&self.client, #descriptor, request)
                 }
             },
             (true, false) => quote! {
@@ -398,7 +397,7 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
                         ::humus::codegen::Status,
                     >> + ::core::marker::Send + '_
                 {
-                    self.client.client_streaming(#descriptor, request.into_streaming_request())
+                    ::humus::codegen::client_streaming::<P, _, _, _>(&self.client, #descriptor, request)
                 }
             },
             (true, true) => quote! {
@@ -408,7 +407,7 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
                         ::humus::codegen::Status,
                     >> + ::core::marker::Send + '_
                 {
-                    self.client.streaming(#descriptor, request.into_streaming_request())
+                    ::humus::codegen::streaming::<P, _, _, _>(&self.client, #descriptor, request)
                 }
             },
         };
@@ -435,14 +434,14 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
         ));
     }
     let policy_doc = format!(
-        " What a typed client of `{full_service}` changes in its methods' policies, one \
-         associated constant per method, each changing nothing by default (the \
-         `.proto`'s policy). `#[humus::client]` implements it to declare changes in Rust."
+        " What a typed client of `{full_service}` changes in its methods' policies \
+         ([`Policy::CHANGES`]), nothing by default (the `.proto`'s policy). \
+         `#[humus::client]` implements it to declare changes in Rust."
     );
     let descriptors_doc = format!(
         " The descriptors of `{full_service}`'s methods under a policy type: each \
-         method's static with the type's changes, merged at compile time. Implemented \
-         for every [`Policy`], and only there."
+         method's `.proto` descriptor with the type's changes, merged at compile time. \
+         Implemented for every [`Policy`], and only there."
     );
     let proto_policy_doc = format!(" The policy `{full_service}`'s `.proto` declares.");
     let client_doc = format!(
@@ -506,13 +505,13 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
             unused_imports
         )]
         pub mod #module {
-            #(#statics)*
-
             #[doc = #policy_doc]
-            // One `allow` for every constant (named as the RPC's method).
-            #[allow(non_upper_case_globals)]
             pub trait Policy: ::core::marker::Sized + 'static {
-                #(#consts)*
+                /// The methods whose policy this type changes, each by its
+                /// Rust name (`r#` left out) with the change, merged into
+                /// the `.proto`'s policy at compile time (the first entry
+                /// of a method only); none by default.
+                const CHANGES: ::humus::codegen::Changes = &[];
             }
 
             #[doc = #descriptors_doc]

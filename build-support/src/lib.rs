@@ -27,11 +27,10 @@
 //!
 //! | item | what it is |
 //! |---|---|
-//! | `pub static TRANSFER: humus Method` | one per RPC: full name `/ledger.v1.Ledger/Transfer`, fault point `grpc:ledger.v1.Ledger/Transfer`, kind, and the policy the `.proto` declares, all compile-time constants |
-//! | `pub trait Policy` | one associated `const transfer: Override` per RPC: what a policy type changes in that method's policy, nothing by default |
+//! | `pub trait Policy` | `const CHANGES: Changes`: what a policy type changes in its methods' policies, each by the method's Rust name, nothing by default |
 //! | `pub trait Descriptors` | implemented for every `Policy`: `METHODS`, every method's descriptor with the policy type's changes |
 //! | `pub enum ProtoPolicy {}` | the `Policy` that changes nothing: the `.proto`'s policy |
-//! | `pub struct Client<P: Policy = ProtoPolicy>` | the typed client: `new(humus client)` (and `From`), one method per RPC of all four kinds (a plain `fn` returning the call's future, so the deadline and context are read when it is called) carrying the proto comments as docs; `Client::<P>::TRANSFER`, the `&'static Method` each call passes (the static with `P`'s changes, merged at compile time), and `Client::<P>::METHODS`, all of them |
+//! | `pub struct Client<P: Policy = ProtoPolicy>` | the typed client: `new(humus client)` (and `From`), one method per RPC of all four kinds (a plain `fn` returning the call's future, so the deadline and context are read when it is called) carrying the proto comments as docs; `Client::<P>::TRANSFER`, the `&'static Method` each call passes (one per RPC: full name `/ledger.v1.Ledger/Transfer`, fault point `grpc:ledger.v1.Ledger/Transfer`, kind, and the policy the `.proto` declares with `P`'s changes, merged at compile time), and `Client::<P>::METHODS`, all of them |
 //! | `pub type LedgerHumusClient = Client<ProtoPolicy>` | the typed client with the `.proto`'s policy |
 //!
 //! `#[humus::client(service = path::to::ledger_humus)] trait Ledger`

@@ -97,9 +97,11 @@ fn a_good_proto_generates_messages_stubs_and_the_humus_client() {
     assert!(code.contains("pub struct Req {}"), "{code}");
     assert!(code.contains("pub mod ledger_client {"));
     assert!(code.contains("pub mod ledger_server {"));
-    // The humus module: statics with the full name, point, kind and policy.
+    // The humus module: a descriptor per method with the full name, point,
+    // kind and policy, merged with the policy type's changes.
     assert!(code.contains("pub mod ledger_humus {"));
-    assert!(code.contains("pub static TRANSFER: ::humus::codegen::Method"));
+    assert!(code.contains("pub const TRANSFER: &'static ::humus::codegen::Method"));
+    assert!(code.contains("const CHANGES: ::humus::codegen::Changes = &[];"));
     assert!(code.contains(r#"full_name: "/ledger.v1.Ledger/Transfer""#));
     assert!(code.contains(r#"point: "grpc:ledger.v1.Ledger/Transfer""#));
     assert!(code.contains("code: ::humus::codegen::Code::Unavailable"));

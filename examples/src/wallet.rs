@@ -500,7 +500,7 @@ mod tests {
     fn the_policies_reach_the_descriptors() {
         use crate::pb::ledger::v1::ledger_humus;
         // From the .proto's option.
-        assert!(ledger_humus::CHARGE.policy.never_retry);
+        assert!(ledger_humus::LedgerHumusClient::CHARGE.policy.never_retry);
         assert!(LedgerHumusClient::CHARGE.policy.never_retry);
         // From #[humus::client].
         let transfer = LedgerHumusClient::TRANSFER;
@@ -513,7 +513,12 @@ mod tests {
         assert_eq!(rule.retry, humus::retry::Verdict::Retry);
         assert_eq!(rule.breaker, circuit::Outcome::Success);
         // The .proto's own descriptor has no rule for Transfer.
-        assert!(ledger_humus::TRANSFER.policy.table.is_empty());
+        assert!(
+            ledger_humus::LedgerHumusClient::TRANSFER
+                .policy
+                .table
+                .is_empty()
+        );
     }
 
     #[test]

@@ -12,7 +12,9 @@
 //! pub type LedgerHumusClient = S::Client<LedgerPolicy>;
 //! pub enum LedgerPolicy {}
 //! impl S::Policy for LedgerPolicy {
-//!     const charge: Override = Override { never_retry: true, .. };   // user's span
+//!     const CHANGES: Changes = &[
+//!         ("charge", Override { never_retry: true, .. }),   // user's span
+//!     ];
 //! }
 //! ```
 //!
@@ -83,14 +85,17 @@ pub(crate) fn expand(client: &Client, service: Option<&Service>) -> TokenStream 
         #vis enum #policy {}
 
         impl #policy_trait for #policy {
-            #(#items)*
+            const CHANGES: ::humus::codegen::Changes = &[#(#items),*];
         }
     }
 }
 
+/// One entry of `CHANGES`: the method's Rust name (without `r#`, as the
+/// generated descriptors look it up) and its `Override`.
 fn method_item(method: &Method) -> TokenStream {
     let ident = &method.ident;
     let span = ident.span();
+    let key = syn::ext::IdentExt::unraw(ident).to_string();
     let never_retry = method.never_retry;
     let table = match &method.table {
         Some(rules) => {
@@ -125,11 +130,11 @@ fn method_item(method: &Method) -> TokenStream {
          declares it never_retry (it is never sent twice); use `Stop` for that code"
     );
     quote_spanned! {span=>
-        const #ident: ::humus::codegen::Override = ::humus::codegen::Override {
+        (#key, ::humus::codegen::Override {
             never_retry: #never_retry,
             table: #table,
             classify: #classify,
             conflict: #conflict,
-        };
+        })
     }
 }

@@ -2,15 +2,19 @@
 //! may use, as `tonic::codegen` is for tonic's generated code. Not a
 //! stable API.
 //!
-//! Besides the descriptor types, it holds [`Override`] and [`merge`]: how
-//! `#[humus::client]`'s per-method declarations combine with the `.proto`'s
-//! policy, at compile time (source: humus's compile-time per-method policy).
+//! Besides the descriptor types, it holds [`Override`], [`Changes`],
+//! [`merge`] and [`merge_named`]: how `#[humus::client]`'s per-method
+//! declarations combine with the `.proto`'s policy, at compile time
+//! (source: humus's compile-time per-method policy).
+
+mod call;
 
 pub use crate::circuit::Outcome;
 pub use crate::grpc::client::{
     Classification, ClassifyFn, Client, CodeRule, Method, MethodPolicy, RpcKind, Streaming,
 };
 pub use crate::retry::Verdict;
+pub use call::{Call, client_streaming, server_streaming, streaming, unary};
 pub use futures_util::Stream;
 pub use humus_macros::client_expand;
 pub use tonic::{Code, IntoRequest, IntoStreamingRequest, Request, Response, Status};
@@ -77,6 +81,47 @@ pub const fn merge(base: &Method, change: Override) -> Method {
     }
 }
 
+/// A policy type's changes (a generated `Policy` trait's `CHANGES`): the
+/// Rust name of each method it changes (`charge`, `type` for `r#type`),
+/// with the change. A method not listed keeps the `.proto`'s policy.
+pub type Changes = &'static [(&'static str, Override)];
+
+/// The descriptor of `base` (the `.proto`'s, for the method whose Rust
+/// name is `method`) with the first entry of `changes` for `method`
+/// applied by [`merge`], or `base` as it is when none is for it. Meant to
+/// run at compile time, in a constant: one constant per method, whatever
+/// the number of methods a policy type changes.
+///
+/// # Panics
+///
+/// As [`merge`].
+pub const fn merge_named(base: &Method, method: &str, changes: &[(&str, Override)]) -> Method {
+    let mut i = 0;
+    while i < changes.len() {
+        if str_eq(changes[i].0, method) {
+            return merge(base, changes[i].1);
+        }
+        i += 1;
+    }
+    *base
+}
+
+/// `a == b`, at compile time.
+const fn str_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 /// Whether any entry of `table` retries.
 const fn retries(table: &[CodeRule]) -> bool {
     let mut i = 0;
@@ -141,6 +186,53 @@ mod tests {
         assert!(merged.policy.never_retry);
         assert!(merged.policy.table.is_empty());
         assert!(merged.policy.classify.is_some());
+    }
+
+    #[test]
+    fn merge_named_applies_the_entry_of_its_method_only() {
+        const CHANGES: Changes = &[
+            (
+                "transfers",
+                Override {
+                    never_retry: true,
+                    ..Override::NONE
+                },
+            ),
+            (
+                "transfer",
+                Override {
+                    table: Some(&[]),
+                    ..Override::NONE
+                },
+            ),
+            (
+                "transfer",
+                Override {
+                    never_retry: true,
+                    ..Override::NONE
+                },
+            ),
+        ];
+        // Evaluated at compile time, as generated code does.
+        const MERGED: &Method = &merge_named(&BASE, "transfer", CHANGES);
+        assert!(MERGED.policy.table.is_empty());
+        assert!(
+            !MERGED.policy.never_retry,
+            "the first entry for the method only"
+        );
+        let kept = merge_named(&BASE, "transfer", &CHANGES[..1]);
+        assert_eq!(kept.policy.table, BASE.policy.table);
+        assert!(!kept.policy.never_retry);
+        assert_eq!(kept.full_name, BASE.full_name);
+        assert!(!merge_named(&BASE, "", &[]).policy.never_retry);
+    }
+
+    #[test]
+    fn str_eq_compares_bytes() {
+        assert!(str_eq("charge", "charge"));
+        assert!(!str_eq("charge", "charges"));
+        assert!(!str_eq("charge", "Charge"));
+        assert!(str_eq("", ""));
     }
 
     #[test]

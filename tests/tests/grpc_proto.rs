@@ -22,39 +22,43 @@ fn descriptors_name_methods_as_grpc_does() {
     assert_eq!(unary.point, "grpc:grpc.testing.TestService/UnaryCall");
     assert_eq!(unary.kind, RpcKind::Unary);
     assert_eq!(
-        test_service_humus::FULL_DUPLEX_CALL.kind,
+        test_service_humus::TestServiceHumusClient::FULL_DUPLEX_CALL.kind,
         RpcKind::Streaming
     );
     assert_eq!(
-        test_service_humus::STREAMING_INPUT_CALL.kind,
+        test_service_humus::TestServiceHumusClient::STREAMING_INPUT_CALL.kind,
         RpcKind::ClientStreaming
     );
     assert_eq!(
-        test_service_humus::STREAMING_OUTPUT_CALL.kind,
+        test_service_humus::TestServiceHumusClient::STREAMING_OUTPUT_CALL.kind,
         RpcKind::ServerStreaming
     );
     assert_eq!(test_service_humus::TestServiceHumusClient::METHODS.len(), 8);
 
     assert_eq!(
-        health_humus::CHECK.full_name,
+        health_humus::HealthHumusClient::CHECK.full_name,
         "/grpc.health.v1.Health/Check"
     );
-    assert_eq!(health_humus::WATCH.kind, RpcKind::ServerStreaming);
     assert_eq!(
-        server_reflection_humus::SERVER_REFLECTION_INFO.full_name,
+        health_humus::HealthHumusClient::WATCH.kind,
+        RpcKind::ServerStreaming
+    );
+    assert_eq!(
+        server_reflection_humus::ServerReflectionHumusClient::SERVER_REFLECTION_INFO.full_name,
         "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"
     );
     assert_eq!(
-        greeter_humus::SAY_HELLO.point,
+        greeter_humus::GreeterHumusClient::SAY_HELLO.point,
         "grpc:helloworld.Greeter/SayHello"
     );
     assert_eq!(channelz_humus::ChannelzHumusClient::METHODS.len(), 7);
     assert_eq!(
-        load_balancer_stats_service_humus::GET_CLIENT_STATS.full_name,
+        load_balancer_stats_service_humus::LoadBalancerStatsServiceHumusClient::GET_CLIENT_STATS
+            .full_name,
         "/grpc.testing.LoadBalancerStatsService/GetClientStats"
     );
     assert_eq!(
-        xds_update_client_configure_service_humus::CONFIGURE.full_name,
+        xds_update_client_configure_service_humus::XdsUpdateClientConfigureServiceHumusClient::CONFIGURE.full_name,
         "/grpc.testing.XdsUpdateClientConfigureService/Configure"
     );
 }

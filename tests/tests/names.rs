@@ -30,7 +30,10 @@ fn prost_keeps_the_message_module_and_humus_takes_the_next_name() {
     let _inner = v1::ledger_humus::Inner {};
     let _kind = v1::ledger_humus::Kind::Number(1);
     // The humus module of Ledger.
-    assert_eq!(ledger_humus_::CLIENT.full_name, "/names.v1.Ledger/Client");
+    assert_eq!(
+        <ledger_humus_::Client>::CLIENT.full_name,
+        "/names.v1.Ledger/Client"
+    );
 }
 
 #[tokio::test]
@@ -65,7 +68,7 @@ async fn rpcs_named_like_the_clients_items_are_the_rpcs() {
             "/names.v1.Ledger/Type",
         ]
     );
-    assert_eq!(ledger_humus_::TYPE.kind, RpcKind::ServerStreaming);
+    assert_eq!(<ledger_humus_::Client>::TYPE.kind, RpcKind::ServerStreaming);
 }
 
 #[test]
@@ -87,7 +90,10 @@ async fn an_rpc_named_new_leaves_from_to_build_the_client() {
         let _ = maker.client();
     };
     drop(rpcs);
-    assert_eq!(maker_humus::NEW.full_name, "/names.v1.maker.Maker/New");
+    assert_eq!(
+        <maker_humus::Client>::NEW.full_name,
+        "/names.v1.maker.Maker/New"
+    );
 }
 
 fn maker_humus_req() -> humus_tests::names::v1::maker::Req {
