@@ -875,9 +875,23 @@ fn lock<T>(state: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     state.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// One send's request body, of a body read whole ahead ([`Replay`]).
-struct Whole {
+/// One send's request body of chunks all at hand: of a body read whole
+/// ahead ([`Replay`]), or a typed unary call's one frame
+/// ([`Whole::one`]). Its last DATA frame ends the stream.
+pub(super) struct Whole {
     chunks: Chunks,
+}
+
+impl Whole {
+    /// A body of one DATA frame, `chunk`, which ends the stream.
+    pub(super) fn one(chunk: Bytes) -> Whole {
+        Whole {
+            chunks: Chunks {
+                first: Some(chunk),
+                rest: std::collections::VecDeque::new(),
+            },
+        }
+    }
 }
 
 impl http_body::Body for Whole {
@@ -896,7 +910,7 @@ impl http_body::Body for Whole {
     }
 
     // No exact `size_hint`: hyper would add a `content-length` header,
-    // which the caller's body sent alone has not.
+    // which tonic's request, and the caller's body sent alone, have not.
 }
 
 /// One send's request body ([`Replay`]).

@@ -19,7 +19,7 @@ use http_body::{Body, Frame};
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 
-use super::channel::is_ok;
+use super::channel::{Whole, is_ok};
 use super::layer::BoxError;
 use super::limit::{Limited, too_large};
 
@@ -87,34 +87,12 @@ pub(super) fn request(
     }
     let mut uri = origin.clone().into_parts();
     uri.path_and_query = Some(PathAndQuery::from_static(path));
-    let mut request = http::Request::new(tonic::body::Body::new(OneFrame(Some(frame))));
+    let mut request = http::Request::new(tonic::body::Body::new(Whole::one(frame)));
     *request.method_mut() = http::Method::POST;
     *request.uri_mut() = Uri::from_parts(uri).expect("an origin with a method's path is a URI");
     *request.version_mut() = http::Version::HTTP_2;
     *request.headers_mut() = headers;
     request
-}
-
-/// A request body of one DATA frame, which ends the stream.
-struct OneFrame(Option<Bytes>);
-
-impl Body for OneFrame {
-    type Data = Bytes;
-    type Error = Status;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        Poll::Ready(self.0.take().map(|data| Ok(Frame::data(data))))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.0.is_none()
-    }
-
-    // No exact `size_hint`: hyper would add a `content-length` header,
-    // which tonic's request has not.
 }
 
 /// What reading the body stopped at, before a response is handed to
