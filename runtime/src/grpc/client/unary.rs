@@ -128,7 +128,7 @@ where
 {
     let (parts, mut body) = response.into_parts();
     if parts.headers.contains_key(&GRPC_ENCODING) || parts.headers.contains_key(&GRPC_STATUS) {
-        return by_tonic(parts, Replayed::new(Vec::new(), None, body), limit).await;
+        return Box::pin(by_tonic(parts, Replayed::new(Vec::new(), None, body), limit)).await;
     }
     let mut chunks: Vec<Bytes> = Vec::new();
     let mut len = 0usize;
@@ -191,7 +191,7 @@ where
         Stop::Polled(polled) => Some(polled),
         Stop::Handed => None,
     };
-    by_tonic(parts, Replayed::new(chunks, held, body), limit).await
+    Box::pin(by_tonic(parts, Replayed::new(chunks, held, body), limit)).await
 }
 
 /// The length a frame's head says.
