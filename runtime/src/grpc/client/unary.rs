@@ -128,7 +128,12 @@ where
 {
     let (parts, mut body) = response.into_parts();
     if parts.headers.contains_key(&GRPC_ENCODING) || parts.headers.contains_key(&GRPC_STATUS) {
-        return Box::pin(by_tonic(parts, Replayed::new(Vec::new(), None, body), limit)).await;
+        return Box::pin(by_tonic(
+            parts,
+            Replayed::new(Vec::new(), None, body),
+            limit,
+        ))
+        .await;
     }
     let mut chunks: Vec<Bytes> = Vec::new();
     let mut len = 0usize;
