@@ -46,7 +46,7 @@ use super::connection::{
     ClosedFlag, closing, http_to_grpc, mapped_from_http, never_processed, transport_status,
 };
 use super::hooks::AttemptSpan;
-use super::limit::{Limited, too_large};
+use super::limit::{FRAME_HEAD, Limited, message_len, read_head, too_large};
 use super::stream::{End, Settle, deadline_exceeded, missing_response};
 use super::{Method, MethodPolicy, RpcKind};
 
@@ -55,7 +55,7 @@ type WireBody = super::connection::AttemptBody;
 
 /// `grpc-status`, `grpc-message` and `grpc-status-details-bin`, as
 /// names: looked up without parsing a string.
-const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+pub(super) const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
 const GRPC_STATUS_DETAILS: HeaderName = HeaderName::from_static("grpc-status-details-bin");
 
@@ -572,16 +572,15 @@ where
     };
     let mut data = Chunks::default();
     let mut len = 0usize;
-    let mut head = [0u8; 5];
-    let size = |head: &[u8; 5]| u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+    let mut head = [0u8; FRAME_HEAD];
     // As tonic's `Grpc::unary` (`Grpc::client_streaming`): a status met
     // before the message has arrived whole carries its own metadata (a
     // trailer's), then the headers, which replace a name both carry
     // (`MetadataMap::merge`); one met after it (reading on to the
     // trailer) carries its own alone.
-    let failed = |status: Status, len: usize, head: &[u8; 5]| {
+    let failed = |status: Status, len: usize, head: &[u8; FRAME_HEAD]| {
         let mut status = transport_status(status);
-        if len < 5 || len - 5 < size(head) {
+        if len < FRAME_HEAD || len - FRAME_HEAD < message_len(head) {
             let mut merged = std::mem::take(status.metadata_mut()).into_headers();
             merged.extend(parts.headers.clone());
             *status.metadata_mut() = MetadataMap::from_headers(merged);
@@ -595,11 +594,9 @@ where
             Ok(chunk) => {
                 // The frame's head, as its bytes arrive.
                 let before = len;
-                for (i, b) in chunk.iter().take(5usize.saturating_sub(len)).enumerate() {
-                    head[len + i] = *b;
-                }
+                read_head(&mut head, len, &chunk);
                 len += chunk.len();
-                if before < 5 && len >= 5 {
+                if before < FRAME_HEAD && len >= FRAME_HEAD {
                     // tonic's decoder's words.
                     if head[0] == 1 {
                         return Err(failed(
@@ -617,8 +614,8 @@ where
                         );
                         return Err(failed(Status::internal(message), before, &head));
                     }
-                    if size(&head) > limit {
-                        return Err(failed(too_large(size(&head), limit), before, &head));
+                    if message_len(&head) > limit {
+                        return Err(failed(too_large(message_len(&head), limit), before, &head));
                     }
                 }
                 if !chunk.is_empty() {
@@ -639,7 +636,7 @@ where
     // trailer, is a truncated stream; then the trailer's status (none
     // after an `OK` in the head); a message cut short by an `OK` trailer
     // is none.
-    let whole = len >= 5 && len - 5 >= size(&head);
+    let whole = len >= FRAME_HEAD && len - FRAME_HEAD >= message_len(&head);
     if trailer.is_none() && len > 0 && !whole {
         return Err(failed(
             Status::internal("Unexpected EOF decoding stream."),

@@ -8,6 +8,8 @@ use tonic::Status;
 use tonic::codec::{BufferSettings, Codec, EncodeBuf, Encoder};
 use tonic_prost::ProstDecoder;
 
+use super::limit::FRAME_HEAD;
+
 /// A codec whose encoder writes a message already encoded (once per call,
 /// however many attempts send it), and whose decoder is prost's.
 pub(crate) struct PreEncoded<D> {
@@ -50,10 +52,6 @@ pub(crate) struct BytesEncoder {
     /// The length of the one message it writes.
     len: usize,
 }
-
-/// The length of a gRPC message's frame head: its compressed flag and its
-/// length.
-const FRAME_HEAD: usize = 5;
 
 /// tonic's default encoder buffer (`tonic::codec::BufferSettings`).
 const TONIC_BUFFER: usize = 8 * 1024;

@@ -26,8 +26,23 @@ use super::layer::BoxError;
 /// [`Settings::max_decoding_message_size`]'s default: 4 MiB, tonic's.
 pub(super) const DEFAULT: usize = 4 * 1024 * 1024;
 
-/// The length of a gRPC frame's head: its compressed flag and its length.
-const FRAME_HEAD: usize = 5;
+/// The length of a gRPC frame's head: its compressed flag and its
+/// message's length.
+pub(super) const FRAME_HEAD: usize = 5;
+
+/// The length of the message a frame's `head` announces, in bytes.
+pub(super) fn message_len(head: &[u8; FRAME_HEAD]) -> usize {
+    u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize
+}
+
+/// Copies into `head` the bytes of `chunk` that belong to a body's first
+/// frame head, `read` bytes of the body having come before `chunk`.
+pub(super) fn read_head(head: &mut [u8; FRAME_HEAD], read: usize, chunk: &[u8]) {
+    if read < FRAME_HEAD {
+        let n = (FRAME_HEAD - read).min(chunk.len());
+        head[read..read + n].copy_from_slice(&chunk[..n]);
+    }
+}
 
 /// The status of a response message of `size` bytes, over the decoding
 /// limit of `limit` bytes.
@@ -100,7 +115,7 @@ fn scan(
         at += n;
         if *have == FRAME_HEAD {
             *have = 0;
-            let size = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+            let size = message_len(head);
             if head[0] == 0 && size > limit {
                 return Some((size, starts));
             }

@@ -19,12 +19,9 @@ use http_body::{Body, Frame};
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 
-use super::channel::{Whole, is_ok};
+use super::channel::{GRPC_STATUS, Whole, is_ok};
 use super::layer::BoxError;
-use super::limit::{Limited, too_large};
-
-/// The length of a gRPC frame's head: its compressed flag and its length.
-const FRAME_HEAD: usize = 5;
+use super::limit::{FRAME_HEAD, Limited, message_len, read_head, too_large};
 
 /// What tonic takes out of the caller's metadata before sending it
 /// (`MetadataMap::into_sanitized_headers`).
@@ -36,7 +33,6 @@ const RESERVED: [HeaderName; 5] = [
     HeaderName::from_static("grpc-status"),
 ];
 
-const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 const GRPC_ENCODING: HeaderName = HeaderName::from_static("grpc-encoding");
 
 /// `message` as one uncompressed gRPC frame (its head, then the message),
@@ -142,23 +138,18 @@ where
         match std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
             Some(Ok(frame)) => match frame.into_data() {
                 Ok(chunk) => {
-                    for (i, b) in chunk
-                        .iter()
-                        .take(FRAME_HEAD.saturating_sub(len))
-                        .enumerate()
-                    {
-                        head[len + i] = *b;
-                    }
+                    read_head(&mut head, len, &chunk);
                     len += chunk.len();
                     if !chunk.is_empty() {
                         chunks.push(chunk);
                     }
-                    if len >= FRAME_HEAD && head[0] == 0 && size(&head) > limit {
-                        let mut status = too_large(size(&head), limit);
+                    if len >= FRAME_HEAD && head[0] == 0 && message_len(&head) > limit {
+                        let mut status = too_large(message_len(&head), limit);
                         *status.metadata_mut() = MetadataMap::from_headers(parts.headers);
                         return Err(status);
                     }
-                    if len >= FRAME_HEAD && (head[0] != 0 || len > FRAME_HEAD + size(&head)) {
+                    if len >= FRAME_HEAD && (head[0] != 0 || len > FRAME_HEAD + message_len(&head))
+                    {
                         break Stop::Handed;
                     }
                 }
@@ -171,7 +162,7 @@ where
         && let Some(trailer) = frame.trailers_ref()
         && is_ok(trailer)
         && len >= FRAME_HEAD
-        && len - FRAME_HEAD == size(&head)
+        && len - FRAME_HEAD == message_len(&head)
         && let Ok(message) = decode::<Resp>(&chunks)
     {
         let Stop::Polled(Some(Ok(frame))) = stop else {
@@ -197,11 +188,6 @@ where
         Stop::Handed => None,
     };
     Box::pin(by_tonic(parts, Replayed::new(chunks, held, body), limit)).await
-}
-
-/// The length a frame's head says.
-fn size(head: &[u8; FRAME_HEAD]) -> usize {
-    u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize
 }
 
 /// The message of the one frame `chunks` hold, as prost decodes it.
