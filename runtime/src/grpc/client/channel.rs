@@ -94,7 +94,9 @@ pub const RETRY_BUFFER: usize = 256 * 1024;
 ///
 /// A method not listed gets [`Settings::classify`](super::Settings::classify),
 /// the fault point `grpc:<path without its leading slash>`, and is called
-/// as a stream whose open is retried (see [`Channel`]).
+/// as a stream whose open is retried (see [`Channel`]). Its path is kept
+/// for the life of the process, for the first [`MAX_UNLISTED_PATHS`]
+/// paths not listed; any further one is named `_OTHER` (see there).
 #[derive(Clone, Default)]
 pub struct Methods {
     by_path: Arc<HashMap<&'static str, &'static Method>>,
@@ -163,10 +165,37 @@ impl Methods {
     }
 }
 
+/// How many distinct paths not listed in any channel's [`Methods`] the
+/// process keeps a descriptor for (its name, for telemetry and
+/// classification, and its fault point): more than the methods of any set
+/// of services a process calls, and a bound on what a client that makes
+/// up its paths (a proxy, a client built from reflection) can make it
+/// keep. Any further path not listed is still sent as it is, but its
+/// calls are named `_OTHER` (OpenTelemetry's name for a method outside a
+/// known set): their spans and metrics carry `rpc.method` `_OTHER`,
+/// [`Settings::classify`](super::Settings::classify) is given the path
+/// `_OTHER`, and their fault point is `grpc:_OTHER`. List such methods
+/// ([`Methods`]) to keep their names.
+pub const MAX_UNLISTED_PATHS: usize = 4096;
+
+/// The descriptor every path not listed gets once
+/// [`MAX_UNLISTED_PATHS`] are kept.
+static OTHER: Method = Method {
+    full_name: crate::telemetry::names::RPC_METHOD_OTHER,
+    point: "grpc:_OTHER",
+    kind: RpcKind::Streaming,
+    policy: MethodPolicy::DEFAULT,
+};
+
 /// The descriptor of a method the channel does not know: its path, the
 /// fault point `grpc:<path>`, no policy. Made once per path in the process
-/// (and kept: the paths are generated code's, a set fixed at build time).
+/// and kept (the paths of generated code are a set fixed at build time),
+/// for the first [`MAX_UNLISTED_PATHS`] paths; [`OTHER`] after them.
 fn unknown(path: &str) -> &'static Method {
+    unknown_in(path, MAX_UNLISTED_PATHS)
+}
+
+fn unknown_in(path: &str, max: usize) -> &'static Method {
     static SEEN: LazyLock<RwLock<HashMap<Box<str>, &'static Method>>> =
         LazyLock::new(RwLock::default);
     if let Some(method) = SEEN
@@ -177,6 +206,9 @@ fn unknown(path: &str) -> &'static Method {
         return method;
     }
     let mut seen = SEEN.write().unwrap_or_else(PoisonError::into_inner);
+    if seen.len() >= max && !seen.contains_key(path) {
+        return &OTHER;
+    }
     seen.entry(path.into()).or_insert_with(|| {
         let full_name: &'static str = Box::leak(path.into());
         let point: &'static str =
@@ -1278,6 +1310,29 @@ mod tests {
         fn poll_frame(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Step {
             self.0.pop_front().unwrap_or(Poll::Ready(None))
         }
+    }
+
+    /// A path not listed is kept once, with its own name and fault point;
+    /// once the process keeps as many as it may, a new path is `_OTHER`,
+    /// and the paths already kept keep their descriptors.
+    #[test]
+    fn unlisted_paths_are_kept_up_to_a_bound() {
+        let kept = unknown_in("/test.Unlisted/Kept", usize::MAX);
+        assert_eq!(kept.full_name, "/test.Unlisted/Kept");
+        assert_eq!(kept.point, "grpc:test.Unlisted/Kept");
+        assert!(std::ptr::eq(kept, unknown("/test.Unlisted/Kept")));
+        // With the bound reached (0 here: the set is the process's, shared
+        // by every test of this binary), a new path is not kept.
+        let other = unknown_in("/test.Unlisted/New", 0);
+        assert_eq!(other.full_name, "_OTHER");
+        assert_eq!(other.point, "grpc:_OTHER");
+        assert!(std::ptr::eq(other, &OTHER));
+        assert!(std::ptr::eq(kept, unknown_in("/test.Unlisted/Kept", 0)));
+        // Not kept: under the real bound it gets its own descriptor.
+        assert_eq!(
+            unknown("/test.Unlisted/New").full_name,
+            "/test.Unlisted/New"
+        );
     }
 
     fn script(items: impl IntoIterator<Item = Step>) -> tonic::body::Body {

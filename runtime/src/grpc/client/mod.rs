@@ -162,7 +162,9 @@ pub(crate) use settings::{BreakerSection, BudgetSection, breaker_of, budget_of, 
 mod stream;
 mod unary;
 
-pub use channel::{Channel, ChannelBody, ChannelFuture, DuplicateMethod, Methods, RETRY_BUFFER};
+pub use channel::{
+    Channel, ChannelBody, ChannelFuture, DuplicateMethod, MAX_UNLISTED_PATHS, Methods, RETRY_BUFFER,
+};
 pub use classify::{Classification, ClassifyFn};
 pub use classify::{Classify, PUSHBACK_KEY, Pushback, classify_method, default_classify, pushback};
 pub use client::Client;
