@@ -74,6 +74,30 @@ pub(crate) struct Rule {
     pub(crate) breaker: Ident,
 }
 
+/// A `service` path that names one of tonic's modules of a service
+/// (`ledger_client`, `ledger_server`) where humus-build's module
+/// (`ledger_humus`) belongs: the error, at the module's name, with the
+/// module to name instead. rustc's own error there ("could not find
+/// `__humus_client`") says nothing of the mix-up.
+pub(crate) fn tonic_module(service: &syn::Path) -> Option<syn::Error> {
+    let last = &service.segments.last()?.ident;
+    let name = last.to_string();
+    let name = name.strip_prefix("r#").unwrap_or(&name);
+    let (stem, kind) = [("_client", "client"), ("_server", "server")]
+        .into_iter()
+        .find_map(|(suffix, kind)| Some((name.strip_suffix(suffix)?, kind)))?;
+    if stem.is_empty() {
+        return None;
+    }
+    Some(syn::Error::new_spanned(
+        last,
+        format!(
+            "`{name}` is tonic's {kind} module of the service; `service` names the \
+             module humus-build generates next to it: `{stem}_humus`"
+        ),
+    ))
+}
+
 /// What the generated service module tells the attribute about the
 /// service, through its callback macro.
 #[derive(Debug)]

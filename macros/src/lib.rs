@@ -84,7 +84,9 @@ use proc_macro::TokenStream;
 ///
 /// # Compile errors
 ///
-/// Each at the offending token, all of one attribute at once: a method the
+/// Each at the offending token, all of one attribute at once: a `service`
+/// that names tonic's module of the service (`ledger_client`) instead of
+/// humus-build's (`ledger_humus`), a method the
 /// service does not have (listing the service's methods), an unknown status code, verdict or outcome, a
 /// code listed twice, a retry of `Ok`, a retry entry on a `never_retry`
 /// method (declared here or in the `.proto`), `never_retry` without a table
@@ -103,6 +105,19 @@ pub fn client(args: TokenStream, item: TokenStream) -> TokenStream {
     // expands everything. Without a usable `service` path, every mistake
     // that can be found without it is reported here.
     if let Some(service) = attr::service_path(&args) {
+        if let Some(error) = attr::tonic_module(&service) {
+            // The path is used, so that its import is not reported unused
+            // on top of the error.
+            let error = error.to_compile_error();
+            return quote::quote! {
+                #error
+                const _: () = {
+                    #[allow(unused_imports)]
+                    use #service as _;
+                };
+            }
+            .into();
+        }
         let span = syn::spanned::Spanned::span(&service);
         let callback = quote::quote_spanned!(span=> #service::__humus_client!);
         return quote::quote! {
