@@ -18,6 +18,9 @@ enum Kind {
     /// protox could not compile the `.proto` files; with the failing file
     /// as the build gave it (its include folder joined with its name).
     Compile(protox::Error, Option<String>),
+    /// A `.proto` given to the build, or one a file imports, is not where
+    /// the build looked: the whole message, with the folders looked in.
+    NotFound(Option<protox::Error>, String),
     /// One or more `humus.v1.policy` annotations are wrong.
     Annotations(Vec<Problem>),
     /// Two RPCs of a service would have the same Rust name.
@@ -111,9 +114,16 @@ impl Error {
         }
     }
 
-    /// Whether protox could not compile the `.proto` files.
+    pub(crate) fn not_found(error: Option<protox::Error>, message: String) -> Error {
+        Error {
+            kind: Kind::NotFound(error, message),
+        }
+    }
+
+    /// Whether protox could not compile the `.proto` files (one of them,
+    /// or a file one imports, missing included).
     pub fn is_compile(&self) -> bool {
-        matches!(self.kind, Kind::Compile(..))
+        matches!(self.kind, Kind::Compile(..) | Kind::NotFound(..))
     }
 }
 
@@ -123,14 +133,7 @@ impl fmt::Display for Error {
             // protox's `Debug` is its message prefixed with `file:line:column:`,
             // the file by its name under the include folder: shown as the
             // build gave it instead.
-            Kind::Compile(error, path) => {
-                let text = format!("{error:?}");
-                let rest = error.file().and_then(|name| text.strip_prefix(name));
-                match (path, rest) {
-                    (Some(path), Some(rest)) if rest.starts_with(':') => write!(f, "{path}{rest}"),
-                    _ => f.write_str(&text),
-                }
-            }
+            Kind::Compile(error, path) => f.write_str(&compile_text(error, path.as_deref())),
             Kind::Annotations(problems) => {
                 let count = problems.len();
                 write!(
@@ -155,8 +158,21 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
+            Kind::NotFound(_, message) => f.write_str(message),
             Kind::Generate(error) => write!(f, "generating Rust code: {error}"),
         }
+    }
+}
+
+/// protox's message, `file:line:column: what` with the file by its name
+/// under its include folder, with the file shown as `path` instead (as the
+/// build gave it) when known.
+pub(crate) fn compile_text(error: &protox::Error, path: Option<&str>) -> String {
+    let text = format!("{error:?}");
+    let rest = error.file().and_then(|name| text.strip_prefix(name));
+    match (path, rest) {
+        (Some(path), Some(rest)) if rest.starts_with(':') => format!("{path}{rest}"),
+        _ => text,
     }
 }
 
@@ -169,8 +185,8 @@ impl fmt::Debug for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.kind {
-            Kind::Compile(error, _) => Some(error),
-            Kind::Annotations(_) | Kind::Names(_) => None,
+            Kind::Compile(error, _) | Kind::NotFound(Some(error), _) => Some(error),
+            Kind::Annotations(_) | Kind::Names(_) | Kind::NotFound(None, _) => None,
             Kind::Generate(error) => Some(error),
         }
     }

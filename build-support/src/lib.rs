@@ -356,8 +356,11 @@ impl Builder {
     ///
     /// # Errors
     ///
+    /// - a `.proto` given here that does not exist, or is not under any of
+    ///   `includes`, and an import found under none of them: each named,
+    ///   with the folders looked in and what to change;
     /// - protox's own message when a `.proto` does not compile (a syntax
-    ///   error, an unknown type, a missing import), but for a misspelled
+    ///   error, an unknown type), but for a misspelled
     ///   field in a `humus.v1.policy` option (`never_retyr`), which is a
     ///   problem naming the field, its line, the method and the nearest
     ///   field;
@@ -375,8 +378,13 @@ impl Builder {
         resolver.add(protox::file::GoogleFileResolver::new());
         let mut compiler = protox::Compiler::with_file_resolver(resolver);
         compiler.include_imports(true).include_source_info(true);
+        check_inputs(protos, includes)?;
         if let Err(error) = compiler.open_files(protos.iter().map(AsRef::as_ref)) {
-            return Err(misspelled_or(error, includes));
+            return Err(if error.is_file_not_found() {
+                not_found(error, protos, includes)
+            } else {
+                misspelled_or(error, includes)
+            });
         }
 
         let pool = compiler.descriptor_pool();
@@ -459,6 +467,87 @@ fn shown_path<P: AsRef<Path>>(name: &str, includes: &[P]) -> Option<String> {
         .map(|include| include.as_ref().join(name))
         .find(|path| path.is_file())
         .map(|path| path.display().to_string())
+}
+
+/// The include folders, for an error: `` `proto`, `vendor` ``.
+fn folders<P: AsRef<Path>>(includes: &[P]) -> String {
+    if includes.is_empty() {
+        return "none given".to_owned();
+    }
+    let shown: Vec<String> = includes
+        .iter()
+        .map(|include| format!("`{}`", include.as_ref().display()))
+        .collect();
+    shown.join(", ")
+}
+
+/// Each `.proto` given to the build exists, as a path or as a path under
+/// an include folder (as protox reads a relative one); else the error
+/// naming it, where it was looked for, and what to check. (protox says a
+/// file that does not exist "is not in any include path", even one under
+/// an include folder.)
+fn check_inputs<P: AsRef<Path>>(protos: &[P], includes: &[P]) -> Result<(), Error> {
+    for proto in protos {
+        let path = proto.as_ref();
+        let found = path.is_file()
+            || (path.is_relative()
+                && includes
+                    .iter()
+                    .any(|include| include.as_ref().join(path).is_file()));
+        if !found {
+            return Err(Error::not_found(
+                None,
+                format!(
+                    "`{}`: no such .proto file (include folders: {}); check the path given to \
+                     compile_protos",
+                    path.display(),
+                    folders(includes)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// protox's error for a file it did not find, with where the build looked
+/// and how to fix it: a `.proto` given to the build that is not under any
+/// include folder, or an import found in none of them.
+fn not_found<P: AsRef<Path>>(error: protox::Error, protos: &[P], includes: &[P]) -> Error {
+    let folders = folders(includes);
+    if error.file().is_none() {
+        // A file given to the build, outside every include folder: its
+        // path below one of them is the name it is imported by.
+        let outside = protos
+            .iter()
+            .map(AsRef::as_ref)
+            .find(|path| {
+                !includes
+                    .iter()
+                    .any(|include| path.starts_with(include.as_ref()))
+            })
+            .map_or_else(
+                || format!("{error}"),
+                |path| format!("`{}`", path.display()),
+            );
+        return Error::not_found(
+            Some(error),
+            format!(
+                "{outside} is not under any include folder ({folders}): each .proto given to \
+                 compile_protos must be under one of them (its path below the folder is the \
+                 name other files import it by); add the folder its imports are relative to"
+            ),
+        );
+    }
+    let path = error.file().and_then(|name| shown_path(name, includes));
+    let text = error::compile_text(&error, path.as_deref());
+    Error::not_found(
+        Some(error),
+        format!(
+            "{text}: looked for under the include folders ({folders}), then among \
+             humus/v1/options.proto and the well-known types (google/protobuf/*.proto); add \
+             the folder that holds it to the include folders"
+        ),
+    )
 }
 
 /// The error of a file protox could not compile: the misspelled fields of

@@ -736,3 +736,61 @@ fn an_rpc_named_as_a_stub_method_passes_when_that_stub_method_is_off() {
     let code = fs::read_to_string(dir.join("out/ledger.v1.rs")).unwrap();
     assert!(code.contains("async fn connect("), "{code}");
 }
+
+#[test]
+fn a_missing_proto_is_named_with_the_include_folders() {
+    let dir = workspace("missing", &[("ledger.proto", &ledger(""))]);
+    let error = compile(&dir, "nope.proto").unwrap_err();
+    assert!(error.is_compile());
+    assert_eq!(
+        text_of("missing", &error),
+        format!(
+            "`nope.proto`: no such .proto file (include folders: `{}`); check the path given \
+             to compile_protos",
+            dir.join("proto").display()
+        )
+        .replace(&format!("{}/", dir.join("proto").display()), "")
+    );
+}
+
+#[test]
+fn a_proto_outside_the_include_folders_says_so() {
+    let dir = workspace("outside", &[("ledger.proto", &ledger(""))]);
+    fs::create_dir_all(dir.join("elsewhere")).unwrap();
+    fs::write(dir.join("elsewhere/other.proto"), "syntax = \"proto3\";\n").unwrap();
+    let error = builder(&dir)
+        .compile_protos(&[dir.join("elsewhere/other.proto")], &[dir.join("proto")])
+        .unwrap_err();
+    assert!(error.is_compile());
+    let text = error.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "`{}` is not under any include folder (`{}`)",
+            dir.join("elsewhere/other.proto").display(),
+            dir.join("proto").display()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("add the folder its imports are relative to"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_missing_import_says_where_it_was_looked_for() {
+    let error = error_of(
+        "missing-import",
+        "syntax = \"proto3\";\nimport \"money/v1/money.proto\";\n",
+    );
+    assert!(error.is_compile());
+    let text = text_of("missing-import", &error);
+    assert!(
+        text.starts_with("ledger.proto:2:1: import 'money/v1/money.proto' not found: looked for under the include folders (`"),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("add the folder that holds it to the include folders"),
+        "{text}"
+    );
+}
