@@ -18,9 +18,11 @@ enum Kind {
     /// protox could not compile the `.proto` files; with the failing file
     /// as the build gave it (its include folder joined with its name).
     Compile(protox::Error, Option<String>),
-    /// A `.proto` given to the build, or one a file imports, is not where
-    /// the build looked: the whole message, with the folders looked in.
-    NotFound(Option<protox::Error>, String),
+    /// protox's error with what it means for a humus build: a `.proto`
+    /// given to the build, or one a file imports, not where the build
+    /// looked (with the folders looked in), or the options used without
+    /// their import. The whole message.
+    Explained(Option<protox::Error>, String),
     /// One or more `humus.v1.policy` annotations are wrong.
     Annotations(Vec<Problem>),
     /// Two RPCs of a service would have the same Rust name.
@@ -114,16 +116,16 @@ impl Error {
         }
     }
 
-    pub(crate) fn not_found(error: Option<protox::Error>, message: String) -> Error {
+    pub(crate) fn explained(error: Option<protox::Error>, message: String) -> Error {
         Error {
-            kind: Kind::NotFound(error, message),
+            kind: Kind::Explained(error, message),
         }
     }
 
     /// Whether protox could not compile the `.proto` files (one of them,
     /// or a file one imports, missing included).
     pub fn is_compile(&self) -> bool {
-        matches!(self.kind, Kind::Compile(..) | Kind::NotFound(..))
+        matches!(self.kind, Kind::Compile(..) | Kind::Explained(..))
     }
 }
 
@@ -158,7 +160,7 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
-            Kind::NotFound(_, message) => f.write_str(message),
+            Kind::Explained(_, message) => f.write_str(message),
             Kind::Generate(error) => write!(f, "generating Rust code: {error}"),
         }
     }
@@ -185,8 +187,8 @@ impl fmt::Debug for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.kind {
-            Kind::Compile(error, _) | Kind::NotFound(Some(error), _) => Some(error),
-            Kind::Annotations(_) | Kind::Names(_) | Kind::NotFound(None, _) => None,
+            Kind::Compile(error, _) | Kind::Explained(Some(error), _) => Some(error),
+            Kind::Annotations(_) | Kind::Names(_) | Kind::Explained(None, _) => None,
             Kind::Generate(error) => Some(error),
         }
     }

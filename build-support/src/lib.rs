@@ -495,7 +495,7 @@ fn check_inputs<P: AsRef<Path>>(protos: &[P], includes: &[P]) -> Result<(), Erro
                     .iter()
                     .any(|include| include.as_ref().join(path).is_file()));
         if !found {
-            return Err(Error::not_found(
+            return Err(Error::explained(
                 None,
                 format!(
                     "`{}`: no such .proto file (include folders: {}); check the path given to \
@@ -529,7 +529,7 @@ fn not_found<P: AsRef<Path>>(error: protox::Error, protos: &[P], includes: &[P])
                 || format!("{error}"),
                 |path| format!("`{}`", path.display()),
             );
-        return Error::not_found(
+        return Error::explained(
             Some(error),
             format!(
                 "{outside} is not under any include folder ({folders}): each .proto given to \
@@ -540,7 +540,7 @@ fn not_found<P: AsRef<Path>>(error: protox::Error, protos: &[P], includes: &[P])
     }
     let path = error.file().and_then(|name| shown_path(name, includes));
     let text = error::compile_text(&error, path.as_deref());
-    Error::not_found(
+    Error::explained(
         Some(error),
         format!(
             "{text}: looked for under the include folders ({folders}), then among \
@@ -570,7 +570,22 @@ fn misspelled_or<P: AsRef<Path>>(error: protox::Error, includes: &[P]) -> Error 
             }
             Error::annotations(problems)
         }
-        _ => Error::compile(error, path),
+        _ => {
+            let text = error::compile_text(&error, path.as_deref());
+            if text.contains("'humus.v1.policy' is not defined") {
+                // The option used without its import: protox knows no
+                // such name.
+                return Error::explained(
+                    Some(error),
+                    format!(
+                        "{text}: the option is declared in humus/v1/options.proto, which \
+                         humus-build provides; add `import \"humus/v1/options.proto\";` to the \
+                         file"
+                    ),
+                );
+            }
+            Error::compile(error, path)
+        }
     }
 }
 

@@ -794,3 +794,20 @@ fn a_missing_import_says_where_it_was_looked_for() {
         "{text}"
     );
 }
+
+#[test]
+fn the_policy_option_without_its_import_says_to_add_it() {
+    let error = error_of(
+        "no-options-import",
+        &ledger("  rpc Pay(Req) returns (Resp) { option (humus.v1.policy).never_retry = true; }")
+            .replace("import \"humus/v1/options.proto\";\n", ""),
+    );
+    assert!(error.is_compile());
+    let text = text_of("no-options-import", &error);
+    assert!(text.starts_with("ledger.proto:"), "{text}");
+    assert!(text.contains("'humus.v1.policy' is not defined"), "{text}");
+    assert!(
+        text.ends_with("add `import \"humus/v1/options.proto\";` to the file"),
+        "{text}"
+    );
+}

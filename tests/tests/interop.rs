@@ -786,6 +786,46 @@ async fn a_stock_stub_over_a_humus_client_retries_unavailable_twice_then_ok() {
 }
 
 #[tokio::test]
+async fn a_stock_stub_with_a_tonic_interceptor_over_a_humus_client() {
+    needs_grpcio!("a_stock_stub_with_a_tonic_interceptor_over_a_humus_client");
+    // tonic's interceptor wraps the whole call (humus's own per-attempt
+    // interceptor is `Settings::interceptor`): it runs once, the retries
+    // under it.
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = seen.clone();
+    let mut health = HealthClient::with_interceptor(
+        humus_client(settings(Server::shared())).channel(),
+        move |mut request: Request<()>| {
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            request
+                .metadata_mut()
+                .insert("authorization", "Bearer t".parse().expect("ASCII"));
+            Ok(request)
+        },
+    );
+    let response = health
+        .check(scripted(
+            HealthCheckRequest::default(),
+            "channel-tonic-interceptor",
+            "UNAVAILABLE;UNAVAILABLE;OK",
+        ))
+        .await
+        .expect("the third attempt succeeds");
+    assert_eq!(attempt(response.metadata()), 3);
+    assert_eq!(seen.load(std::sync::atomic::Ordering::Relaxed), 1);
+    // An interceptor's refusal reaches the caller as it is, unsent.
+    let mut refused = HealthClient::with_interceptor(
+        humus_client(settings(Server::shared())).channel(),
+        |_: Request<()>| Err(Status::unauthenticated("no token")),
+    );
+    let status = refused
+        .check(HealthCheckRequest::default())
+        .await
+        .expect_err("refused");
+    assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+}
+
+#[tokio::test]
 async fn a_never_retry_method_from_the_registry_makes_one_attempt() {
     needs_grpcio!("a_never_retry_method_from_the_registry_makes_one_attempt");
     let client = humus_client(settings(Server::shared()));

@@ -1,5 +1,10 @@
 //! Failure injection: one request fails on purpose, in production or in a
-//! test, without failing anyone else's ([design](crate::design::failure_injection)).
+//! test, while every other request goes as usual
+//! ([design](crate::design::failure_injection)). Only the request that
+//! carries the scenario meets its faults; but they count in the shared
+//! breaker and retry budget of the client that meets them, as real
+//! failures do, so enough of them open the breaker for every caller
+//! (below).
 //!
 //! A request carries a failure [`Scenario`] in its OpenTelemetry baggage.
 //! Each injection point it passes through, such as a humus client's

@@ -149,6 +149,23 @@ impl Inherited {
     /// is polled (and dropped). A tokio task-local: it holds on whichever
     /// thread polls `fut`, but not in tasks `fut` spawns. Scopes nest: the
     /// innermost is current.
+    ///
+    /// humus's clients read the inherited deadline and context when a call
+    /// is made (`client.get(..).send()`, `ledger.charge(..)`), not when its
+    /// future is polled, so make the call inside the scoped future:
+    ///
+    /// ```ignore
+    /// // Bounded by the scope: the call is made inside it.
+    /// inherited.scope(async move { ledger.charge(request).await }).await;
+    /// // Not bounded by it: the call was made before, outside the scope.
+    /// inherited.scope(ledger.charge(request)).await;
+    /// ```
+    ///
+    /// For the same reason a call made in a handler and then spawned
+    /// (`tokio::spawn(ledger.charge(request))`) keeps the handler's
+    /// deadline and context, while a call made inside the spawned task
+    /// (`tokio::spawn(async move { ledger.charge(request).await })`) has
+    /// none.
     pub fn scope<F: Future>(self, fut: F) -> Scoped<F> {
         let context = self.context.clone();
         Scoped {

@@ -1073,6 +1073,21 @@ impl ChannelBody {
     }
 }
 
+/// An empty body, ended: what tonic's `InterceptedService` answers with
+/// when an interceptor refuses a call, so that a tonic-generated client's
+/// `with_interceptor(client.channel(), f)` takes a humus channel, as it
+/// takes tonic's `Channel`.
+impl Default for ChannelBody {
+    fn default() -> ChannelBody {
+        ChannelBody {
+            kind: Kind::Read {
+                data: Chunks::default(),
+                trailers: None,
+            },
+        }
+    }
+}
+
 impl http_body::Body for ChannelBody {
     type Data = Bytes;
     type Error = Status;
@@ -1310,6 +1325,19 @@ mod tests {
         fn poll_frame(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Step {
             self.0.pop_front().unwrap_or(Poll::Ready(None))
         }
+    }
+
+    /// The default body, as tonic's interceptor answers with, is empty
+    /// and ended.
+    #[test]
+    fn the_default_body_is_empty_and_ended() {
+        let mut body = ChannelBody::default();
+        assert!(http_body::Body::is_end_stream(&body));
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(matches!(
+            Pin::new(&mut body).poll_frame(&mut cx),
+            Poll::Ready(None)
+        ));
     }
 
     /// A path not listed is kept once, with its own name and fault point;
