@@ -215,9 +215,15 @@ pub(crate) fn parse(
     let mut methods: Vec<Method> = Vec::new();
     for trait_item in &item.items {
         let TraitItem::Fn(function) = trait_item else {
+            let example = service
+                .and_then(|service| service.methods.first())
+                .map_or_else(|| "charge".to_owned(), |method| method.rust.clone());
             cx.error_spanned_by(
                 trait_item,
-                "only methods go in a #[humus::client] trait: `fn charge();`",
+                format!(
+                    "only methods go in a #[humus::client] trait, each `fn name();` after an RPC \
+                     of the service (`fn {example}();`)"
+                ),
             );
             continue;
         };
@@ -492,7 +498,22 @@ struct RawRule {
 
 impl Parse for RawRule {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        let code: Ident = input.parse()?;
+        let path = syn::Path::parse_mod_style(input)?;
+        let code = match path.get_ident() {
+            Some(code) => code.clone(),
+            None => {
+                let written = quote::quote!(#path).to_string().replace(' ', "");
+                let name = path
+                    .segments
+                    .last()
+                    .map(|s| s.ident.to_string())
+                    .unwrap_or_default();
+                return Err(syn::Error::new_spanned(
+                    &path,
+                    format!("write a status code by its name alone: `{name}`, not `{written}`"),
+                ));
+            }
+        };
         input.parse::<Token![=>]>()?;
         if !input.peek(syn::token::Paren) {
             return Err(
@@ -524,7 +545,8 @@ impl Parse for Opt {
             "classify" => {
                 let content;
                 syn::parenthesized!(content in input);
-                let rules = Punctuated::<RawRule, Token![,]>::parse_terminated(&content)?;
+                let rules = Punctuated::<RawRule, Token![,]>::parse_terminated(&content)
+                    .inspect_err(|_| skip_rest(&content))?;
                 Ok(Opt::Classify(name, rules.into_iter().collect()))
             }
             "classify_fn" => {
@@ -537,6 +559,53 @@ impl Parse for Opt {
             )),
         }
     }
+}
+
+/// Consumes what is left of `input`, after an error already reported, so
+/// that syn does not add its own "unexpected token" for it.
+fn skip_rest(input: ParseStream<'_>) {
+    let _ = input.step(|cursor| {
+        let mut rest = *cursor;
+        while let Some((_, next)) = rest.token_tree() {
+            rest = next;
+        }
+        Ok(((), rest))
+    });
+}
+
+/// The options of one `#[humus(...)]`, each option that does not parse
+/// reported and skipped up to the next comma, so that one build reports
+/// every mistake of the attribute, not only the first.
+fn parse_opts(cx: &Ctxt, input: ParseStream<'_>) -> Vec<Opt> {
+    let mut opts = Vec::new();
+    while !input.is_empty() {
+        match input.parse::<Opt>() {
+            Ok(opt) => opts.push(opt),
+            Err(error) => {
+                cx.syn_error(error);
+                // Skip what is left of this option: its tokens up to the
+                // next comma at this level (a group is one token).
+                let _ = input.step(|cursor| {
+                    let mut rest = *cursor;
+                    while let Some((tree, next)) = rest.token_tree() {
+                        if matches!(&tree, proc_macro2::TokenTree::Punct(p) if p.as_char() == ',') {
+                            return Ok(((), rest));
+                        }
+                        rest = next;
+                    }
+                    Ok(((), rest))
+                });
+            }
+        }
+        if input.is_empty() {
+            break;
+        }
+        if let Err(error) = input.parse::<Token![,]>() {
+            cx.syn_error(error);
+            break;
+        }
+    }
+    opts
 }
 
 fn parse_method(
@@ -559,7 +628,7 @@ fn parse_method(
             );
             continue;
         }
-        let opts = match attr.parse_args_with(Punctuated::<Opt, Token![,]>::parse_terminated) {
+        let opts = match attr.parse_args_with(|input: ParseStream<'_>| Ok(parse_opts(cx, input))) {
             Ok(opts) => opts,
             Err(error) => {
                 cx.syn_error(error);
