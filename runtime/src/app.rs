@@ -10,8 +10,8 @@
 //!    builds takes the injector from the Setup;
 //! 3. init, given the Setup; it returns the [`Server`]s to run;
 //! 4. every server, each listening on its address, until SIGTERM or
-//!    SIGINT (or the future given to [`App::stop_on`]), or until a server
-//!    fails;
+//!    SIGINT (or the signal given to [`App::stop_on`] or
+//!    [`App::stop_signals`]), or until a server fails;
 //! 5. a graceful shutdown of every server at once (each GOAWAYs its
 //!    connections, ends its streams, and lets its unary calls finish
 //!    within its grace);
@@ -22,14 +22,29 @@
 //! 7. the telemetry's shutdown, which flushes what the providers hold;
 //!
 //! and returns the [`Exit`]: 0 after a clean stop, 78 (`EX_CONFIG`) for a
-//! settings error, which names every bad field or variable, and 1 for any
-//! other error. A panic is not an error: one in the user's functions (the
+//! settings error, which names every bad field or variable, 1 for any
+//! other error, and 130 for a stop a second signal forced (below). A panic is not an error: one in the user's functions (the
 //! telemetry, init or a server's task) unwinds out of [`App::run`], so a
 //! `main` that returns the [`Exit`] ends as Rust ends a panicking program
 //! (exit 101). A stop is clean when every server stopped within its
 //! `shutdown_grace`, even if calls still in flight at its end were cut:
 //! their callers see the connection close (an `Unavailable` a retrying
 //! client may send again to another server).
+//!
+//! # A second signal stops at once
+//!
+//! A stop signal (SIGTERM, SIGINT or Ctrl-C, any of them) that comes while
+//! the App is stopping, after a first one or after a server failed, forces
+//! the stop: what is left of steps 5 to 7 is dropped, at once. Every
+//! server's connections are closed, so the calls still in flight are cut
+//! (their callers see the connection close, as at the end of a grace), the
+//! on-stop hooks that have not run are not run, nor is the telemetry's
+//! flush (a provider's blocking shutdown already running is not
+//! interrupted), and [`App::run`] returns an [`Exit`] of
+//! [`EXIT_FORCED`] (130) whose error is [`ErrorKind::Forced`]. So an
+//! operator who does not want to wait for `shutdown_grace` presses Ctrl-C
+//! twice. The App listens for the signals from before its servers serve
+//! until it has stopped.
 //!
 //! Settings are read the way Rust services read them: the client's and
 //! the server's are `serde::Deserialize`, for `envy`, `figment`, `config`
@@ -125,10 +140,11 @@
 
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
+use std::pin::{Pin, pin};
 use std::process::{ExitCode, Termination};
 use std::time::Duration;
 
+use futures_util::{Stream, StreamExt as _};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -148,6 +164,11 @@ pub const EXIT_CONFIG: u8 = 78;
 /// The exit code of any other error: 1.
 pub const EXIT_FAILURE: u8 = 1;
 
+/// The exit code of a stop forced by a second stop signal while the App
+/// was stopping: 130, what a shell reports for a program ended by Ctrl-C
+/// (128 + SIGINT), whichever signal the second one was.
+pub const EXIT_FORCED: u8 = 130;
+
 /// What kind of error ended an [`App`], which decides its exit code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorKind {
@@ -156,6 +177,9 @@ pub enum ErrorKind {
     /// Anything else, a fault in the code among them: exit
     /// [`EXIT_FAILURE`] (1).
     Other,
+    /// A stop forced by a second stop signal, which cut the calls still
+    /// in flight: exit [`EXIT_FORCED`] (130). Only the App makes it.
+    Forced,
 }
 
 /// An error of a step of the [`App`]: of the user's telemetry, failure
@@ -198,11 +222,22 @@ impl Error {
         self.kind
     }
 
-    /// The exit code it ends the App with: 78 or 1.
+    /// The exit code it ends the App with: 78, 1, or 130 for a forced
+    /// stop.
     pub fn exit_code(&self) -> u8 {
         match self.kind {
             ErrorKind::Settings => EXIT_CONFIG,
             ErrorKind::Other => EXIT_FAILURE,
+            ErrorKind::Forced => EXIT_FORCED,
+        }
+    }
+
+    /// The error of a stop forced by a second stop signal (exit 130).
+    fn forced() -> Error {
+        Error {
+            kind: ErrorKind::Forced,
+            source: "stopped at once by a second stop signal: calls still in flight were cut"
+                .into(),
         }
     }
 
@@ -577,7 +612,8 @@ pub struct Exit {
 }
 
 impl Exit {
-    /// The exit code: 0, [`EXIT_CONFIG`] or [`EXIT_FAILURE`].
+    /// The exit code: 0, [`EXIT_CONFIG`], [`EXIT_FAILURE`] or
+    /// [`EXIT_FORCED`].
     pub fn code(&self) -> u8 {
         self.code
     }
@@ -606,14 +642,15 @@ impl Termination for Exit {
 
 type TelemetryFn = Box<dyn FnOnce(&Setup) -> Result<Providers, Error> + Send>;
 type FaultsFn = Box<dyn FnOnce(&Setup) -> Result<Injector, Error> + Send>;
-type StopSignal = Pin<Box<dyn Future<Output = ()> + Send>>;
+/// The stop signals: each item is one.
+type StopSignals = Pin<Box<dyn Stream<Item = ()> + Send>>;
 
 /// A service's lifecycle; see the [module](self) docs.
 pub struct App {
     setup: Setup,
     telemetry: Option<TelemetryFn>,
     faults: Option<FaultsFn>,
-    stop: Option<StopSignal>,
+    stop: Option<StopSignals>,
     stop_timeout: Duration,
 }
 
@@ -638,7 +675,7 @@ impl Default for App {
 impl App {
     /// An App on the real world ([`OsHost`](crate::OsHost)), with no-op
     /// telemetry and failure injection off until told otherwise, stopped
-    /// by SIGTERM or SIGINT.
+    /// by SIGTERM or SIGINT, and at once by a second one while it stops.
     pub fn new() -> App {
         App {
             setup: Setup::new(),
@@ -676,9 +713,20 @@ impl App {
     }
 
     /// Stops the App when `stop` completes, instead of at SIGTERM or
-    /// SIGINT (for tests).
+    /// SIGINT (for tests). It is one signal: no second one can force the
+    /// stop ([`stop_signals`](App::stop_signals) can).
     pub fn stop_on(mut self, stop: impl Future<Output = ()> + Send + 'static) -> App {
-        self.stop = Some(Box::pin(stop));
+        self.stop = Some(Box::pin(futures_util::stream::once(stop)));
+        self
+    }
+
+    /// Takes each item of `signals` as a stop signal, instead of SIGTERM
+    /// and SIGINT (for tests, or a service's own signals): the first stops
+    /// the App gracefully, and one while it is stopping forces the stop
+    /// (see the [module](self) docs). Once `signals` ends, no other signal
+    /// comes.
+    pub fn stop_signals(mut self, signals: impl Stream<Item = ()> + Send + 'static) -> App {
+        self.stop = Some(Box::pin(signals));
         self
     }
 
@@ -689,7 +737,9 @@ impl App {
         self
     }
 
-    /// Runs the App's lifecycle with `init`; see the [module](self) docs.
+    /// Runs the App's lifecycle with `init`; see the [module](self) docs,
+    /// which also say how a second stop signal ends it at once (exit
+    /// [`EXIT_FORCED`]).
     pub async fn run<F, Fut>(self, init: F) -> Exit
     where
         F: FnOnce(Setup) -> Fut,
@@ -728,9 +778,34 @@ impl App {
                 return Exit::failed(e);
             }
         };
-        let result = serve(servers, stop).await;
-        stop_hooks(&setup, stop_timeout).await;
-        providers.shut_down().await;
+        // The signals are listened for before any server serves, so that
+        // none is missed, nor ends the process as an unhandled one would.
+        let mut signals = stop.unwrap_or_else(os_signals);
+        let (stopping, _) = watch::channel(false);
+        let stopped = async {
+            let result = serve(servers, &stopping).await;
+            stop_hooks(&setup, stop_timeout).await;
+            providers.shut_down().await;
+            result
+        };
+        let mut stopped = pin!(stopped);
+        let mut listening = true;
+        let result = loop {
+            tokio::select! {
+                result = &mut stopped => break result,
+                signal = signals.next(), if listening => match signal {
+                    // A signal while the App is already stopping (after a
+                    // first one, or a server's failure) forces the stop:
+                    // what is left of it is dropped here, the servers with
+                    // their connections and the calls in flight on them.
+                    Some(()) if *stopping.borrow() => return Exit::failed(Error::forced()),
+                    Some(()) => {
+                        let _ = stopping.send(true);
+                    }
+                    None => listening = false,
+                },
+            }
+        };
         match result {
             Ok(()) => Exit {
                 code: 0,
@@ -745,29 +820,29 @@ async fn stop_hooks(setup: &Setup, timeout: Duration) {
     let _ = tokio::time::timeout(timeout, setup.stop()).await;
 }
 
-/// Runs every server until `stop` (or SIGTERM/SIGINT) or a server's
-/// failure, then shuts them all down and waits for each.
-async fn serve(mut servers: Vec<Server>, stop: Option<StopSignal>) -> Result<(), Error> {
+/// Runs every server until `stopping` turns true (at a stop signal) or a
+/// server fails (which turns it true), then shuts them all down and waits
+/// for each.
+async fn serve(mut servers: Vec<Server>, stopping: &watch::Sender<bool>) -> Result<(), Error> {
     // Every server listens before any serves: an address in use fails the
     // App before it answers anything.
     for server in &mut servers {
         server.bind().await?;
     }
-    let (shutdown, stopping) = watch::channel(false);
     let mut running = JoinSet::new();
     for server in servers {
-        let mut stopping = stopping.clone();
+        let mut stopping = stopping.subscribe();
         running.spawn(server.serve(async move {
             let _ = stopping.wait_for(|s| *s).await;
         }));
     }
-    let stop = stop.unwrap_or_else(|| Box::pin(signals()));
+    let mut stop = stopping.subscribe();
     let mut failure = None;
     tokio::select! {
-        () = stop => {}
+        _ = stop.wait_for(|s| *s) => {}
         Some(done) = running.join_next() => failure = joined(done),
     }
-    let _ = shutdown.send(true);
+    let _ = stopping.send(true);
     while let Some(done) = running.join_next().await {
         if let Some(e) = joined(done) {
             failure.get_or_insert(e);
@@ -788,18 +863,26 @@ fn joined(done: Result<Result<(), ServeError>, tokio::task::JoinError>) -> Optio
     }
 }
 
-/// SIGTERM or SIGINT.
-async fn signals() {
+/// SIGTERM and SIGINT, each delivery one item, registered now (Ctrl-C
+/// where there are no Unix signals, or where they cannot be registered).
+fn os_signals() -> StopSignals {
     #[cfg(unix)]
     {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-            return;
+        use tokio::signal::unix::{Signal, SignalKind, signal};
+        if let (Ok(term), Ok(int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            let each = |s: Signal| {
+                futures_util::stream::unfold(
+                    s,
+                    |mut s| async move { s.recv().await.map(|()| ((), s)) },
+                )
+            };
+            return Box::pin(futures_util::stream::select(each(term), each(int)));
         }
     }
-    let _ = tokio::signal::ctrl_c().await;
+    Box::pin(futures_util::stream::unfold((), |()| async {
+        tokio::signal::ctrl_c().await.ok().map(|()| ((), ()))
+    }))
 }

@@ -1,19 +1,27 @@
 //! The App's lifecycle: the order of its steps, and its exit codes (0 after
-//! a clean stop, 78 for a settings error, 1 for any other error), with the
-//! on-stop hooks run after every server has stopped, and when init fails.
+//! a clean stop, 78 for a settings error, 1 for any other error, 130 for a
+//! stop a second signal forced), with the on-stop hooks run after every
+//! server has stopped, and when init fails.
 
 mod client_support;
 
+use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use client_support::*;
 use humus::App;
-use humus::app::{Error, ErrorKind, Providers};
+use humus::app::{EXIT_FORCED, Error, ErrorKind, Exit, Providers};
 use humus::grpc::client::{self, Client};
 use humus::grpc::server::{Server, Settings};
 use humus::testing::{Ca, Host};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tonic::body::Body;
+use tonic::server::NamedService;
+use tonic::{Code, Response};
 
 type Steps = Arc<Mutex<Vec<String>>>;
 
@@ -235,4 +243,164 @@ async fn a_failing_telemetry_function_exits_with_its_errors_code() {
         .run(|_| async { Ok(vec![]) })
         .await;
     assert_eq!(exit.code(), 1);
+}
+
+/// Carts, under its service name, as a generated server would be.
+#[derive(Clone)]
+struct CartsService(Carts);
+
+impl NamedService for CartsService {
+    const NAME: &'static str = "test.carts.v1.Carts";
+}
+
+impl tower_service::Service<http::Request<Body>> for CartsService {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Result<http::Response<Body>, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
+        self.0.call(req)
+    }
+}
+
+/// An App serving carts at `carts:9090` (a `shutdown_grace` of a minute),
+/// stopped by the signals sent on the returned sender, with an on-stop
+/// hook that takes `hook_takes`; and a call to it in flight, whose handler
+/// answers after an hour.
+async fn draining_app(
+    ca: &Ca,
+    host: &Host,
+    steps: &Steps,
+    hook_takes: Duration,
+) -> (
+    mpsc::UnboundedSender<()>,
+    JoinHandle<Exit>,
+    JoinHandle<Result<tonic::Response<Cart>, tonic::Status>>,
+) {
+    let carts = Carts::new();
+    carts.on_get_cart(|_, req| async move {
+        tokio::time::sleep(3600 * SECOND).await;
+        Ok(Response::new(cart(&req.id, 1)))
+    });
+    let (signal, signals) = mpsc::unbounded_channel::<()>();
+    let cert = ca.issue("carts").server_config();
+    let s = steps.clone();
+    let run = tokio::spawn(
+        app(host, steps)
+            .stop_signals(UnboundedReceiverStream::new(signals))
+            .stop_timeout(2 * hook_takes + SECOND)
+            .run(move |setup| async move {
+                let hook = s.clone();
+                setup.on_stop(move || async move {
+                    tokio::time::sleep(hook_takes).await;
+                    push(&hook, "on_stop");
+                });
+                let server = Server::new(
+                    &setup,
+                    Settings {
+                        addr: "carts:9090".into(),
+                        tls: Some(Arc::new(cert)),
+                        shutdown_grace: 60 * SECOND,
+                        ..Settings::default()
+                    },
+                )?
+                .add_service(CartsService(carts));
+                Ok(vec![server])
+            }),
+    );
+    for _ in 0..100 {
+        if host.is_listening("carts:9090") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(host.is_listening("carts:9090"));
+    let client = Client::new(
+        &setup(host),
+        client::Settings {
+            max_attempts: 1,
+            timeout: 7200 * SECOND,
+            ..carts_settings(ca)
+        },
+    )
+    .unwrap();
+    let call = tokio::spawn(async move { client.unary::<_, Cart>(&GET_CART, get("slow")).await });
+    settle().await;
+    (signal, run, call)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_second_signal_while_draining_stops_at_once_cutting_the_calls_in_flight() {
+    let (ca, host, steps) = (Ca::new(), Host::new(), Steps::default());
+    let (signal, run, call) = draining_app(&ca, &host, &steps, Duration::ZERO).await;
+    assert_eq!(host.accepted("carts:9090"), 1);
+
+    // The first signal: a graceful stop, which waits for the call.
+    signal.send(()).unwrap();
+    tokio::time::sleep(SECOND).await;
+    assert!(!host.is_listening("carts:9090"), "it stopped accepting");
+    assert!(!run.is_finished(), "it drains within its grace");
+    assert!(!call.is_finished());
+
+    // The second: at once, the call cut, no hook, no flush.
+    let forced = tokio::time::Instant::now();
+    signal.send(()).unwrap();
+    let exit = run.await.unwrap();
+    assert_eq!(exit.code(), EXIT_FORCED);
+    assert_eq!(exit.code(), 130);
+    let error = exit.error().unwrap();
+    assert_eq!(error.kind(), ErrorKind::Forced);
+    assert_eq!(error.exit_code(), 130);
+    assert!(error.to_string().contains("second stop signal"), "{error}");
+    let status = call.await.unwrap().unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert!(
+        forced.elapsed() < SECOND,
+        "cut after {:?}",
+        forced.elapsed()
+    );
+    assert_eq!(*steps.lock().unwrap(), ["telemetry", "faults false"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_second_signal_during_the_on_stop_hooks_stops_at_once() {
+    let (ca, host, steps) = (Ca::new(), Host::new(), Steps::default());
+    let hook_takes = 600 * SECOND;
+    let (signal, run, call) = draining_app(&ca, &host, &steps, hook_takes).await;
+    signal.send(()).unwrap();
+    // Past the grace, which cut the call: the hook is running.
+    tokio::time::sleep(61 * SECOND).await;
+    let status = call.await.unwrap().unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert!(!run.is_finished(), "the hook takes {hook_takes:?}");
+
+    let forced = tokio::time::Instant::now();
+    signal.send(()).unwrap();
+    let exit = run.await.unwrap();
+    assert_eq!(exit.code(), 130, "{:?}", exit.error());
+    assert!(forced.elapsed() < SECOND, "after {:?}", forced.elapsed());
+    assert_eq!(*steps.lock().unwrap(), ["telemetry", "faults false"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_signal_drains_and_exits_0_and_a_signal_stream_that_ends_forces_nothing() {
+    let (ca, host, steps) = (Ca::new(), Host::new(), Steps::default());
+    let (signal, run, call) = draining_app(&ca, &host, &steps, SECOND).await;
+    signal.send(()).unwrap();
+    drop(signal);
+    let started = tokio::time::Instant::now();
+    let exit = run.await.unwrap();
+    assert_eq!(exit.code(), 0, "{:?}", exit.error());
+    // The whole grace, then the hook.
+    let took = started.elapsed();
+    assert!(took >= 61 * SECOND && took < 62 * SECOND, "{took:?}");
+    assert!(call.await.unwrap().is_err());
+    assert_eq!(
+        *steps.lock().unwrap(),
+        ["telemetry", "faults false", "on_stop", "telemetry shutdown"]
+    );
 }

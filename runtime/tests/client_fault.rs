@@ -202,7 +202,10 @@ impl World {
                 "orders:9090",
                 "orders",
                 tonic::transport::Server::builder(),
-                layer.layer(svc),
+                // The layer's body, as tonic's (a router's) is.
+                tower::ServiceExt::map_response(layer.layer(svc), |r: http::Response<_>| {
+                    r.map(Body::new)
+                }),
             ),
         ];
         // The edge: W3C propagation, no failure injection of its own (it

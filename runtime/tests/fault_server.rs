@@ -59,12 +59,14 @@ fn request(baggage: &str) -> Request<()> {
 }
 
 /// Runs `request` through `layer` into a handler double, and returns the
-/// headers the handler saw.
+/// headers the handler saw (which it answers with).
 async fn handled(layer: &StripScenarioLayer, request: Request<()>) -> HeaderMap {
     let svc = layer.layer(service_fn(|req: Request<()>| async move {
-        Ok::<_, Infallible>(req.headers().clone())
+        let mut response = http::Response::new(tonic::body::Body::empty());
+        *response.headers_mut() = req.headers().clone();
+        Ok::<_, Infallible>(response)
     }));
-    svc.oneshot(request).await.unwrap()
+    svc.oneshot(request).await.unwrap().headers().clone()
 }
 
 /// The scenario and the tenant a handler reads from `headers` with the

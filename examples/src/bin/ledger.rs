@@ -2,7 +2,8 @@
 //!
 //! Listens on `LEDGER_LISTEN_ADDR` (default `127.0.0.1:50051`), plain-text
 //! HTTP/2, on a humus server run by a humus App, until SIGTERM or Ctrl-C,
-//! then shuts down gracefully. A bad value exits 78, naming the variable.
+//! then shuts down gracefully; a second signal while it drains stops it at
+//! once (exit 130). A bad value exits 78, naming the variable.
 
 use std::process::ExitCode;
 

@@ -5,7 +5,8 @@
 //! a bad value exits 78, naming every bad variable; settings its ledger
 //! client refuses although each passed its check exit 1 (a fault in the
 //! code). Serves `wallet.v1.Wallet` and `grpc.health.v1` on a humus server,
-//! run by a humus App, until SIGTERM or Ctrl-C, then shuts down gracefully.
+//! run by a humus App, until SIGTERM or Ctrl-C, then shuts down gracefully;
+//! a second signal while it drains stops it at once (exit 130).
 
 use std::process::ExitCode;
 

@@ -11,15 +11,18 @@ use super::service::{Shared, StripScenario, TrustFn};
 use crate::fault::Injector;
 
 /// A tower [`Layer`](https://docs.rs/tower-layer/0.3/tower_layer/trait.Layer.html) for tonic servers that strips failure scenarios from
-/// callers its `trust_scenario` function does not trust ([design](crate::design::failure_injection#trust-and-stripping));
-/// see the [module](super) docs.
+/// callers its `trust_scenario` function does not trust ([design](crate::design::failure_injection#trust-and-stripping)),
+/// and answers a panic of the handlers under it `INTERNAL` ("the handler
+/// panicked", never the payload) with the connection kept, as humus's
+/// [`Server`](super::Server) does; see the [module](super) docs.
 ///
 /// Put it on the server (`tonic::transport::Server::builder().layer(..)`),
-/// so it runs before any handler and any interceptor of the user's. It
-/// needs:
+/// so it runs before any handler and any interceptor of the user's. The
+/// response body becomes a [`ResponseBody`](super::future::ResponseBody)
+/// of the inner service's, which tonic's server takes as it is. It needs:
 ///
 /// - the service's [`Injector`] (`setup.faults().clone()`): when it is off,
-///   the layer does nothing at all;
+///   nothing is read or stripped (panics are still answered);
 /// - the propagator that reads and writes the request's `baggage` header
 ///   (the service's telemetry's propagator; it may be a composite one that
 ///   also carries the trace context, which the layer leaves as it is).
@@ -54,8 +57,9 @@ impl StripScenarioLayer {
     /// the handler: `true` keeps it, `false` strips it. It is asked only
     /// about a request that carries a scenario (valid or not), and only
     /// when injection is on, before any handler runs. It is the user's
-    /// code: a panic in it is handled as the server handles a panic of a
-    /// handler.
+    /// code: a panic in it is answered as a handler's panic is, `INTERNAL`
+    /// "the handler panicked", with no handler run and the connection
+    /// kept.
     ///
     /// Default: none, which trusts no caller.
     pub fn trust_scenario(

@@ -40,8 +40,12 @@
 //! caller: the SERVER span records `INTERNAL` as the server's error
 //! (status Error, `error.type`) with an `exception` event whose
 //! `exception.message` is the payload when it is a string (and the panic
-//! hook prints it, as for any panic). The handler is dropped. A panic in
-//! a [`Settings::trust_scenario`] function is not caught this way.
+//! hook prints it, as for any panic). The handler is dropped.
+//!
+//! A panic in a [`Settings::trust_scenario`] function is answered the same
+//! way, with the same code and message, and recorded the same way on the
+//! SERVER span: the request is not handed to any handler, and the
+//! connection serves its other calls.
 //!
 //! # Connections: shutdown and age
 //!
@@ -74,7 +78,14 @@
 //! # The layer alone
 //!
 //! [`StripScenarioLayer`] is the strip alone, for a server that is not a
-//! humus [`Server`] (a plain `tonic::transport::Server`):
+//! humus [`Server`] (a plain `tonic::transport::Server`). It also answers
+//! a handler's panic (and one of its `trust_scenario` function) as a
+//! humus [`Server`] does, `INTERNAL` "the handler panicked" with the
+//! connection kept, where tonic's own server would reset the stream, or
+//! drop the connection for a panic in a service's `call`. It starts no
+//! span of its own: a panic is an `exception` event on the span of an
+//! outer layer's context, when there is one
+//! ([`StripScenario`] says which):
 //!
 //! ```
 //! use std::sync::Arc;

@@ -2,7 +2,8 @@
 //! user's services: the extraction of the caller's trace context and
 //! baggage, the scenario strip, the SERVER span and
 //! `rpc.server.call.duration`, the deadline, and the handler run with its
-//! RPC's deadline and context, answered `INTERNAL` if it panics; and the
+//! RPC's deadline and context, answered `INTERNAL` if it panics (or the
+//! trust function does); and the
 //! response body that ends the span, ends an open stream with
 //! `UNAVAILABLE` once its connection was told to go away, and with
 //! `INTERNAL` if the handler's stream panics.
@@ -207,9 +208,9 @@ where
     S: Service<http::Request<ReqBody>, Response = http::Response<ResBody>>,
     ResBody: Body<Data = Bytes>,
 {
-    type Response = http::Response<RpcBody<ResBody>>;
+    type Response = http::Response<ResponseBody<ResBody>>;
     type Error = S::Error;
-    type Future = ResponseFuture<S::Future>;
+    type Future = ResponseFuture<Scoped<S::Future>>;
 
     fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -226,11 +227,15 @@ where
         } else {
             Context::new()
         };
-        // 2. The scenario strip, for a caller not trusted.
-        let (cx, stripped) = if shared.strip.injector.is_on() {
-            shared.strip.strip_extracted(&mut request, extracted)
+        // 2. The scenario strip, for a caller not trusted. A panic of the
+        // trust function is answered as a handler's, with no handler run.
+        let (cx, stripped, trust_panic) = if shared.strip.injector.is_on() {
+            match shared.strip.strip_extracted(&mut request, extracted) {
+                Ok((cx, stripped)) => (cx, stripped, None),
+                Err(panicked) => (panicked.cx, false, Some(panicked.payload)),
+            }
         } else {
-            (extracted, false)
+            (extracted, false, None)
         };
         // 3. The SERVER span, a child of the caller's, and the duration.
         // The no-op tracer's span has its parent's context: with no valid
@@ -272,16 +277,77 @@ where
         // 4. The handler, with its RPC's deadline and context.
         let deadline = inherit::deadline(request.headers(), received);
         let record = Record {
-            shared: Arc::clone(shared),
-            cx: traced.then(|| cx.clone()),
+            shared: Some(Arc::clone(shared)),
+            span: traced.then(|| RecordSpan::Own(cx.clone())),
             method,
             received,
             done: false,
         };
-        // A panic in the service's call (a hand-written tower service's) is
-        // answered as one in its future.
-        let (call, panic) = match catch_unwind(AssertUnwindSafe(|| self.inner.call(request))) {
-            Ok(call) => (Some(inherit::scope(deadline, cx, call)), None),
+        let call = match trust_panic {
+            Some(payload) => Err(payload),
+            None => call_caught(&mut self.inner, request),
+        };
+        ResponseFuture::new(
+            call.map(|call| inherit::scope(deadline, cx, call)),
+            deadline,
+            record,
+            Some(Arc::clone(&self.streams_end)),
+        )
+    }
+}
+
+/// The payload of a caught panic.
+pub(super) type Payload = Box<dyn Any + Send>;
+
+/// Calls `inner` with `request`, catching a panic in its `call` (a
+/// hand-written tower service's), which is answered as one in its future.
+pub(super) fn call_caught<S, R>(inner: &mut S, request: R) -> Result<S::Future, Payload>
+where
+    S: Service<R>,
+{
+    catch_unwind(AssertUnwindSafe(|| inner.call(request)))
+}
+
+pin_project_lite::pin_project! {
+    /// The response future of humus's server (every RPC it serves) and of
+    /// [`StripScenario`](super::StripScenario): the handler's, answered
+    /// `INTERNAL` ("the handler panicked", trailers-only) if it panics, in
+    /// the service's `call` or in its future, or if the server's
+    /// `trust_scenario` function panicked before it (then the handler is
+    /// never called). Its response's body is a [`ResponseBody`].
+    pub struct ResponseFuture<F> {
+        // `None` once the handler panicked (or its call did).
+        #[pin]
+        call: Option<F>,
+        // The payload of the call's panic, until it is answered.
+        panic: Option<Payload>,
+        deadline: Option<Pin<Box<Sleep>>>,
+        record: Option<Record>,
+        streams_end: Option<Arc<StreamsEnd>>,
+    }
+}
+
+impl<F> std::fmt::Debug for ResponseFuture<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseFuture")
+            .field("panicked", &self.call.is_none())
+            .field("deadline", &self.deadline.as_ref().map(|d| d.deadline()))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F> ResponseFuture<F> {
+    /// The future of `call` (or the answer to its panic), bounded by
+    /// `deadline`, recording its end with `record`; its body ends when
+    /// `streams_end` is raised.
+    pub(super) fn new(
+        call: Result<F, Payload>,
+        deadline: Option<Instant>,
+        record: Record,
+        streams_end: Option<Arc<StreamsEnd>>,
+    ) -> ResponseFuture<F> {
+        let (call, panic) = match call {
+            Ok(call) => (Some(call), None),
             Err(payload) => (None, Some(payload)),
         };
         ResponseFuture {
@@ -289,23 +355,8 @@ where
             panic,
             deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d))),
             record: Some(record),
-            streams_end: Arc::clone(&self.streams_end),
+            streams_end,
         }
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// The response future of [`Rpc`]: the handler's, bounded by its
-    /// RPC's deadline, and answered `INTERNAL` if it panics.
-    pub(super) struct ResponseFuture<F: Future> {
-        // `None` once the handler panicked (or its call did).
-        #[pin]
-        call: Option<Scoped<F>>,
-        // The payload of the call's panic, until it is answered.
-        panic: Option<Box<dyn Any + Send>>,
-        deadline: Option<Pin<Box<Sleep>>>,
-        record: Option<Record>,
-        streams_end: Arc<StreamsEnd>,
     }
 }
 
@@ -314,7 +365,7 @@ where
     F: Future<Output = Result<http::Response<B>, E>>,
     B: Body<Data = Bytes>,
 {
-    type Output = Result<http::Response<RpcBody<B>>, E>;
+    type Output = Result<http::Response<ResponseBody<B>>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
@@ -364,7 +415,7 @@ where
                 let (parts, ()) = tonic::Status::deadline_exceeded("the deadline passed")
                     .into_http::<()>()
                     .into_parts();
-                return Poll::Ready(Ok(http::Response::from_parts(parts, RpcBody::empty())));
+                return Poll::Ready(Ok(http::Response::from_parts(parts, ResponseBody::empty())));
             }
         };
         let (parts, body) = response.into_parts();
@@ -376,13 +427,16 @@ where
             let message = message(&parts.headers);
             r.finish(code, &message);
         }
-        let id = this.streams_end.next.fetch_add(1, Ordering::Relaxed);
+        let id = this
+            .streams_end
+            .as_ref()
+            .map_or(0, |s| s.next.fetch_add(1, Ordering::Relaxed));
         Poll::Ready(Ok(http::Response::from_parts(
             parts,
-            RpcBody {
+            ResponseBody {
                 inner: Some(body),
                 record,
-                streams_end: Some(Arc::clone(this.streams_end)),
+                streams_end: this.streams_end.clone(),
                 id,
                 ended: false,
             },
@@ -395,11 +449,11 @@ where
 pub(super) const PANICKED: &str = "the handler panicked";
 
 /// The trailers-only `INTERNAL` answer to a call whose handler panicked.
-fn panicked_response<B>() -> http::Response<RpcBody<B>> {
+fn panicked_response<B>() -> http::Response<ResponseBody<B>> {
     let (parts, ()) = tonic::Status::internal(PANICKED)
         .into_http::<()>()
         .into_parts();
-    http::Response::from_parts(parts, RpcBody::empty())
+    http::Response::from_parts(parts, ResponseBody::empty())
 }
 
 /// The trailers that end a stream whose handler panicked after its
@@ -423,14 +477,40 @@ fn payload_message(payload: &(dyn Any + Send)) -> Option<&str> {
 }
 
 /// What is recorded of one RPC when it ends: its span's end and its
-/// duration.
-struct Record {
-    shared: Arc<RpcShared>,
-    /// The context holding the server span, when tracing.
-    cx: Option<Context>,
+/// duration (humus's server), or only a panic's event on the span of an
+/// outer layer ([`StripScenario`](super::StripScenario) on another server).
+pub(super) struct Record {
+    /// The server's instruments; `None` for the layer alone.
+    shared: Option<Arc<RpcShared>>,
+    /// The span the RPC's end or panic is recorded on, if any.
+    span: Option<RecordSpan>,
     method: &'static str,
     received: Instant,
     done: bool,
+}
+
+/// The span a [`Record`] records on.
+enum RecordSpan {
+    /// The server span humus's server started: the record sets its status
+    /// and attributes, and ends it.
+    Own(Context),
+    /// The span of an outer layer's context: the record adds a panic's
+    /// `exception` event to it, and leaves the rest to its owner.
+    Outer(Context),
+}
+
+impl Record {
+    /// The record of [`StripScenario`](super::StripScenario), which owns
+    /// no span: a panic is an event on `outer`'s span, when it has one.
+    pub(super) fn outer(outer: Option<Context>) -> Record {
+        Record {
+            shared: None,
+            span: outer.map(RecordSpan::Outer),
+            method: RPC_METHOD_OTHER,
+            received: Instant::now(),
+            done: false,
+        }
+    }
 }
 
 /// The codes a server counts as its own errors (OpenTelemetry's RPC
@@ -455,7 +535,7 @@ impl Record {
         if self.done {
             return;
         }
-        if let Some(cx) = &self.cx {
+        if let Some(RecordSpan::Own(cx) | RecordSpan::Outer(cx)) = &self.span {
             let mut attributes = vec![KeyValue::new(EXCEPTION_TYPE, EXCEPTION_TYPE_PANIC)];
             if let Some(message) = payload_message(payload) {
                 attributes.push(KeyValue::new(EXCEPTION_MESSAGE, message.to_owned()));
@@ -471,7 +551,7 @@ impl Record {
         }
         let name = code_name(code);
         let error = is_server_error(code);
-        if let Some(cx) = &self.cx {
+        if let Some(RecordSpan::Own(cx)) = &self.span {
             let span = cx.span();
             span.set_attribute(KeyValue::new(RPC_RESPONSE_STATUS_CODE, name));
             if error {
@@ -480,7 +560,7 @@ impl Record {
             }
             span.end();
         }
-        if let Some(duration) = &self.shared.duration {
+        if let Some(duration) = self.shared.as_ref().and_then(|s| s.duration.as_ref()) {
             let attributes = [
                 KeyValue::new(RPC_SYSTEM_NAME, RPC_SYSTEM_GRPC),
                 KeyValue::new(RPC_METHOD, self.method),
@@ -522,11 +602,15 @@ fn message(headers: &HeaderMap) -> String {
 pub(super) const GOING_AWAY: &str = "the server is going away: call again on a new connection";
 
 pin_project_lite::pin_project! {
-    /// The response body of every RPC a [`Server`](super::Server) serves:
-    /// the service's own, which records the RPC's status when it ends, and
-    /// ends with `UNAVAILABLE` when its connection's streams are told to
-    /// end while it waits for its next message.
-    pub(super) struct RpcBody<B> {
+    /// The response body of every RPC a [`Server`](super::Server) serves,
+    /// and of [`StripScenario`](super::StripScenario)'s: the service's own,
+    /// frame for frame, except that a panic while it is polled (a
+    /// handler's stream that panics after its headers went out) ends it
+    /// with `INTERNAL` ("the handler panicked") in its trailers. On a
+    /// [`Server`](super::Server), it also records the RPC's status when it
+    /// ends, and ends with `UNAVAILABLE` when its connection's streams are
+    /// told to end while it waits for its next message.
+    pub struct ResponseBody<B> {
         #[pin]
         inner: Option<B>,
         record: Option<Record>,
@@ -535,7 +619,7 @@ pin_project_lite::pin_project! {
         ended: bool,
     }
 
-    impl<B> PinnedDrop for RpcBody<B> {
+    impl<B> PinnedDrop for ResponseBody<B> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             if let Some(streams_end) = this.streams_end.as_ref() {
@@ -545,17 +629,17 @@ pin_project_lite::pin_project! {
     }
 }
 
-impl<B> std::fmt::Debug for RpcBody<B> {
+impl<B> std::fmt::Debug for ResponseBody<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RpcBody")
+        f.debug_struct("ResponseBody")
             .field("ended", &self.ended)
             .finish_non_exhaustive()
     }
 }
 
-impl<B> RpcBody<B> {
-    fn empty() -> RpcBody<B> {
-        RpcBody {
+impl<B> ResponseBody<B> {
+    fn empty() -> ResponseBody<B> {
+        ResponseBody {
             inner: None,
             record: None,
             streams_end: None,
@@ -565,7 +649,7 @@ impl<B> RpcBody<B> {
     }
 }
 
-impl<B> Body for RpcBody<B>
+impl<B> Body for ResponseBody<B>
 where
     B: Body<Data = Bytes>,
 {

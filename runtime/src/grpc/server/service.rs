@@ -3,10 +3,13 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 
+use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http_body::Body;
 use opentelemetry::Context;
 use opentelemetry::baggage::BaggageExt;
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
@@ -14,7 +17,7 @@ use opentelemetry::trace::TraceContextExt;
 use rustls_pki_types::CertificateDer;
 use tower_service::Service;
 
-use super::future::ResponseFuture;
+use super::rpc::{Payload, Record, ResponseBody, ResponseFuture, call_caught};
 use crate::fault::{Injector, record_strip};
 
 pub(super) type TrustFn = Arc<dyn Fn(&Caller<'_>) -> bool + Send + Sync>;
@@ -133,12 +136,17 @@ impl Caller<'_> {
 
 /// The service of [`StripScenarioLayer`](super::StripScenarioLayer): strips
 /// the failure scenario from the `baggage` header of each request whose
-/// caller is not trusted, then calls the inner service.
+/// caller is not trusted, then calls the inner service, whose panic it
+/// answers `INTERNAL` ("the handler panicked") as humus's
+/// [`Server`](super::Server) does.
 ///
 /// When it strips, it adds a `humus.fit.strip` event to the span of the
 /// `opentelemetry::Context` an outer layer put in the request's extensions,
 /// else to the span of the current context (`Context::current()`), which
-/// is where an outer tracing layer's server span is.
+/// is where an outer tracing layer's server span is. A panic (of the trust
+/// function, or of the inner service) is an `exception` event on that
+/// same span, with the payload as its `exception.message` when it is a
+/// string; the span's status and end are its owner's.
 #[derive(Debug)]
 pub struct StripScenario<S> {
     inner: S,
@@ -160,11 +168,12 @@ impl<S> StripScenario<S> {
     }
 }
 
-impl<S, B> Service<http::Request<B>> for StripScenario<S>
+impl<S, ReqBody, ResBody> Service<http::Request<ReqBody>> for StripScenario<S>
 where
-    S: Service<http::Request<B>>,
+    S: Service<http::Request<ReqBody>, Response = http::Response<ResBody>>,
+    ResBody: Body<Data = Bytes>,
 {
-    type Response = S::Response;
+    type Response = http::Response<ResponseBody<ResBody>>;
     type Error = S::Error;
     type Future = ResponseFuture<S::Future>;
 
@@ -172,27 +181,45 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
-        self.shared.strip_untrusted(&mut request);
-        ResponseFuture::new(self.inner.call(request))
+    fn call(&mut self, mut request: http::Request<ReqBody>) -> Self::Future {
+        // The span a strip or a panic is recorded on: an outer layer's.
+        let outer = request
+            .extensions()
+            .get::<Context>()
+            .cloned()
+            .unwrap_or_else(Context::current);
+        let outer = outer.has_active_span().then_some(outer);
+        let call = match self.shared.strip_untrusted(&mut request, outer.as_ref()) {
+            Ok(()) => call_caught(&mut self.inner, request),
+            Err(payload) => Err(payload),
+        };
+        ResponseFuture::new(call, None, Record::outer(outer), None)
     }
 }
 
 impl Shared {
-    fn strip_untrusted<B>(&self, request: &mut http::Request<B>) {
+    /// Strips the scenario of an untrusted caller from `request`, with a
+    /// `humus.fit.strip` event on `span`'s span.
+    ///
+    /// # Errors
+    ///
+    /// The payload of the trust function's panic.
+    fn strip_untrusted<B>(
+        &self,
+        request: &mut http::Request<B>,
+        span: Option<&Context>,
+    ) -> Result<(), Payload> {
         if !self.injector.is_on() {
-            return;
+            return Ok(());
         }
         let extracted = self.extract(request);
-        let (_, stripped) = self.strip_extracted(request, extracted);
-        if stripped {
-            let span_cx = request
-                .extensions()
-                .get::<Context>()
-                .cloned()
-                .unwrap_or_else(Context::current);
-            record_strip(&span_cx.span());
+        let (_, stripped) = self
+            .strip_extracted(request, extracted)
+            .map_err(|panicked| panicked.payload)?;
+        if stripped && let Some(span) = span {
+            record_strip(&span.span());
         }
+        Ok(())
     }
 
     /// Whether `headers` hold any of the propagator's fields.
@@ -223,24 +250,39 @@ impl Shared {
     /// not trusted: returns the context the handler is to see, and whether
     /// it stripped. Does nothing when injection is off, or the request
     /// carries no scenario.
+    ///
+    /// # Errors
+    ///
+    /// [`TrustPanicked`] when the trust function panicked: the request is
+    /// left as it came, and is not to reach a handler.
     pub(super) fn strip_extracted<B>(
         &self,
         request: &mut http::Request<B>,
         extracted: Context,
-    ) -> (Context, bool) {
+    ) -> Result<(Context, bool), TrustPanicked> {
         if !self.injector.carries_scenario(&extracted) {
-            return (extracted, false);
+            return Ok((extracted, false));
         }
         let caller = Caller {
             method: request.uri().path(),
             headers: request.headers(),
             extensions: request.extensions(),
         };
-        if self.trust.as_ref().is_some_and(|trust| trust(&caller)) {
-            return (extracted, false);
+        if let Some(trust) = &self.trust {
+            // The user's code: a panic is answered as a handler's is.
+            match catch_unwind(AssertUnwindSafe(|| trust(&caller))) {
+                Ok(true) => return Ok((extracted, false)),
+                Ok(false) => {}
+                Err(payload) => {
+                    return Err(TrustPanicked {
+                        cx: extracted,
+                        payload,
+                    });
+                }
+            }
         }
         let Some(baggage) = self.injector.strip_baggage(extracted.baggage()) else {
-            return (extracted, false);
+            return Ok((extracted, false));
         };
         let stripped = extracted.with_baggage(baggage);
         rewrite(
@@ -250,8 +292,15 @@ impl Shared {
             &extracted,
             &stripped,
         );
-        (stripped, true)
+        Ok((stripped, true))
     }
+}
+
+/// A trust function's panic, caught: the context extracted from the
+/// request, unstripped, and the panic's payload.
+pub(super) struct TrustPanicked {
+    pub(super) cx: Context,
+    pub(super) payload: Payload,
 }
 
 /// Joins a propagator field sent in several headers into one, comma

@@ -69,7 +69,10 @@ pub struct Settings {
     /// when the Setup's injection is on, before any handler or layer of
     /// the user's; a request it does not trust has the scenario stripped
     /// from its baggage (a `humus.fit.strip` event on its server span).
-    /// Set in code.
+    /// Set in code. A panic in it is answered as a handler's panic is
+    /// (`INTERNAL`, "the handler panicked", recorded on the server span;
+    /// see the [module](super) docs), and the request reaches no
+    /// handler.
     ///
     /// Default: `None`, which trusts no caller: a server nobody decided
     /// about is a trust boundary.

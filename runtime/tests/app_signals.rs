@@ -1,0 +1,226 @@
+//! The App's real stop signals, in a child process (this test binary run
+//! again as the App, on 127.0.0.1): a first SIGTERM starts a graceful stop
+//! that would wait a long `shutdown_grace` for a call in flight; a second
+//! one, while it drains, stops the App at once with exit 130, the call
+//! cut. Real signals and real time: every wait is bounded, and the child
+//! is killed if the test fails.
+#![cfg(unix)]
+
+mod client_support;
+
+use std::convert::Infallible;
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use client_support::*;
+use humus::App;
+use humus::grpc::server::{Server, Settings};
+use tonic::body::Body;
+use tonic::server::NamedService;
+use tonic::{Code, Response};
+use tonic_prost::ProstCodec;
+
+/// Set in the child's environment: the test `child_app` runs the App.
+const CHILD: &str = "HUMUS_APP_SIGNALS_CHILD";
+
+/// The bound on each wait of the parent.
+const BOUND: Duration = Duration::from_secs(30);
+
+/// Carts, under its service name, as a generated server would be.
+#[derive(Clone)]
+struct CartsService(Carts);
+
+impl NamedService for CartsService {
+    const NAME: &'static str = "test.carts.v1.Carts";
+}
+
+impl tower_service::Service<http::Request<Body>> for CartsService {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Result<http::Response<Body>, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
+        self.0.call(req)
+    }
+}
+
+/// The child: an App with real signals serving carts on 127.0.0.1, whose
+/// GetCart says so on standard output and then answers after an hour. It
+/// prints its address, then exits with the App's exit code. Does nothing
+/// unless run as the child.
+#[test]
+fn child_app() {
+    if std::env::var_os(CHILD).is_none() {
+        return;
+    }
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let exit = runtime.block_on(App::new().run(|setup| async move {
+        let carts = Carts::new();
+        carts.on_get_cart(|_, req| async move {
+            println!("handling {}", req.id);
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Ok(Response::new(cart(&req.id, 1)))
+        });
+        let mut server = Server::new(
+            &setup,
+            Settings {
+                addr: "127.0.0.1:0".into(),
+                shutdown_grace: Duration::from_secs(300),
+                ..Settings::default()
+            },
+        )?
+        .add_service(CartsService(carts));
+        server.bind().await?;
+        println!("listening {}", server.local_addr().unwrap());
+        Ok(vec![server])
+    }));
+    println!("exit {}", exit.code());
+    drop(runtime);
+    std::process::exit(i32::from(exit.code()));
+}
+
+/// The child process, killed when dropped before it exited.
+struct Running {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Running {
+    fn start() -> Running {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "child_app", "--nocapture", "--test-threads=1"])
+            .env(CHILD, "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Running { child, lines }
+    }
+
+    /// What follows `prefix` in the first line the child prints that holds
+    /// it (libtest may have begun the line), within [`BOUND`].
+    fn line(&self, prefix: &str) -> String {
+        let deadline = Instant::now() + BOUND;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(at) = line.find(prefix) {
+                        return line[at + prefix.len()..].trim().to_owned();
+                    }
+                }
+                Err(e) => panic!("no line {prefix:?} from the child: {e}"),
+            }
+        }
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{name}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{name}: {status}");
+    }
+
+    /// The child's exit code, within `bound`.
+    fn exited(&mut self, bound: Duration) -> Option<i32> {
+        let deadline = Instant::now() + bound;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the child did not exit within {bound:?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Whether `addr` refuses a new connection (the App stopped accepting).
+fn refuses(addr: SocketAddr) -> bool {
+    TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err()
+}
+
+#[test]
+fn a_second_sigterm_while_draining_exits_130_at_once_cutting_the_call() {
+    let mut running = Running::start();
+    let addr: SocketAddr = running.line("listening ").parse().unwrap();
+
+    let client = tokio::runtime::Runtime::new().unwrap();
+    let call = client.spawn(async move {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut grpc = tonic::client::Grpc::new(channel);
+        grpc.ready().await.unwrap();
+        grpc.unary::<_, Cart, _>(
+            get("slow"),
+            GET_CART.full_name.parse().unwrap(),
+            ProstCodec::<CartRequest, Cart>::default(),
+        )
+        .await
+    });
+    assert_eq!(running.line("handling "), "slow");
+
+    // The first signal: the App stops accepting, and drains.
+    running.signal("TERM");
+    let deadline = Instant::now() + BOUND;
+    while !refuses(addr) {
+        assert!(Instant::now() < deadline, "still accepting after {BOUND:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(running.child.try_wait().unwrap().is_none(), "it drains");
+
+    // The second: it exits at once (its grace is 300 s), with 130.
+    let forced = Instant::now();
+    running.signal("TERM");
+    assert_eq!(running.exited(BOUND), Some(130));
+    assert!(
+        forced.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        forced.elapsed()
+    );
+    assert_eq!(running.line("exit "), "130");
+    let status = client
+        .block_on(async { tokio::time::timeout(BOUND, call).await })
+        .expect("the call ends")
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        matches!(
+            status.code(),
+            Code::Unavailable | Code::Unknown | Code::Internal
+        ),
+        "{status:?}"
+    );
+}
