@@ -88,9 +88,17 @@ pub fn is_idempotent(method: &Method) -> bool {
 impl Client {
     /// Builds the client of the dependency `settings` name, for `setup`,
     /// on a [`reqwest::Client`] of reqwest's defaults (no proxy, and
-    /// reqwest's own retries of requests the server refused unprocessed):
-    /// it records with `setup`'s telemetry and evaluates its failure
-    /// injector. Connects nothing.
+    /// reqwest's own retries of requests the server refused unprocessed)
+    /// but one: a redirect is followed only within the base URL's origin
+    /// (the same scheme, host and port), at most 10 in a row, as reqwest's
+    /// default policy counts them; a redirect to another origin, or past
+    /// the tenth, is not followed, and the call returns the 3xx response
+    /// as it came, its `Location` for the caller to read. So every response a call
+    /// returns, classifies and counts is the dependency's own, and the
+    /// trace context and baggage (the failure scenario among them, with
+    /// [`forward_scenario`](Settings::forward_scenario)) are sent to its
+    /// origin alone. It records with `setup`'s telemetry and evaluates its
+    /// failure injector. Connects nothing.
     ///
     /// # Errors
     ///
@@ -106,9 +114,16 @@ impl Client {
     /// own (its pool, HTTP/2 or connection settings, its proxy, its
     /// default headers), so an existing reqwest set-up keeps working. The
     /// client sets its TLS config ([`Settings::tls`], or the platform's
-    /// roots) and its timeout ([`Settings::attempt_timeout`], reqwest's
-    /// timer of each attempt), so whatever TLS or timeout the builder was
-    /// given is replaced.
+    /// roots), its timeout ([`Settings::attempt_timeout`], reqwest's
+    /// timer of each attempt) and its redirect policy (the one origin
+    /// [`new`](Client::new) follows redirects within), so whatever TLS,
+    /// timeout or redirect policy the builder was given is replaced. The
+    /// redirect policy is replaced because a builder's own (reqwest's
+    /// default follows up to 10 redirects to any host) would make another
+    /// origin's response count as this dependency's, and send it the
+    /// call's trace context and baggage: a caller that wants to follow a
+    /// redirect elsewhere reads the 3xx response's `Location` and sends
+    /// that request with a client of that origin.
     ///
     /// # Errors
     ///
@@ -137,6 +152,7 @@ impl Client {
         let http = builder
             .tls_backend_preconfigured(tls)
             .timeout(settings.attempt_timeout)
+            .redirect(same_origin_redirects(&base))
             .build()
             .map_err(|e| NewError::one("tls", e))?;
         let host = base.host_str().unwrap_or_default();
@@ -207,7 +223,8 @@ impl Client {
 
     /// The reqwest client underneath. A request sent with it directly
     /// passes none of humus: no breaker, no retries, no telemetry (its
-    /// timeout is [`Settings::attempt_timeout`]).
+    /// timeout is [`Settings::attempt_timeout`], and it follows redirects
+    /// within the base URL's origin only, as [`new`](Client::new) says).
     pub fn reqwest(&self) -> &reqwest::Client {
         &self.inner.http
     }
@@ -630,6 +647,27 @@ impl Client {
             Ok(inner.faults.strip(span.context()))
         }
     }
+}
+
+/// How many redirects in a row a client follows: reqwest's default
+/// policy's limit.
+const MAX_REDIRECTS: usize = 10;
+
+/// The redirect policy of a client of `base`: follow a redirect to a URL of
+/// `base`'s origin (its scheme, host and port, the scheme's when the URL
+/// has none), up to [`MAX_REDIRECTS`] in a row; else stop, and the 3xx
+/// response is the attempt's answer.
+fn same_origin_redirects(base: &Url) -> reqwest::redirect::Policy {
+    let origin = base.origin();
+    reqwest::redirect::Policy::custom(move |attempt| {
+        // `previous` holds the URLs requested so far, the first among them:
+        // at the first redirect, one.
+        if attempt.previous().len() > MAX_REDIRECTS || attempt.url().origin() != origin {
+            attempt.stop()
+        } else {
+            attempt.follow()
+        }
+    })
 }
 
 /// Panics, saying what to do, when a call is polled outside a tokio

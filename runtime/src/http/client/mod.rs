@@ -68,7 +68,10 @@
 //! - one dependency per client: the base URL names the breaker, the budget,
 //!   the telemetry's `server.address` and the injection point, and the
 //!   client refuses a request to another origin, where a middleware sees
-//!   every URL its client is given;
+//!   every URL its client is given; nor does it follow a redirect to
+//!   another origin (one within it is followed, up to 10 in a row): the
+//!   call returns the 3xx response, so another origin's answer is never
+//!   counted as the dependency's, nor sent its trace context and baggage;
 //! - the attempt's time left as reqwest's own timer, which keeps bounding
 //!   the body after the response is returned.
 //!
