@@ -890,3 +890,136 @@ async fn with_builder_follows_redirects_within_the_origin_whatever_the_builders_
     assert_eq!(response.status(), 302);
     assert!(other.seen().is_empty(), "{:?}", other.seen());
 }
+
+/// A call's timeout error names the bound that ended it, the client's
+/// `timeout`, the request's own or the deadline of the RPC being served,
+/// so that an operator raises the right one; and the dependency.
+#[tokio::test(start_paused = true)]
+async fn a_timeout_error_names_the_bound_that_ended_the_call_and_the_dependency() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = client(
+        &setup(&telemetry, false),
+        &upstream,
+        Settings {
+            timeout: Duration::from_secs(3),
+            attempt_timeout: Duration::from_secs(5),
+            ..settings()
+        },
+    );
+    let base = client.base_url().to_string();
+    let slow = || Reply::slow(200, Duration::from_secs(8));
+
+    // The client's own timeout.
+    upstream.script([slow()]);
+    let started = Instant::now();
+    let err = client.get("/x").send().await.unwrap_err();
+    assert_eq!(started.elapsed(), Duration::from_secs(3));
+    assert_eq!(err.kind(), Kind::Timeout);
+    assert!(
+        err.to_string().starts_with(&format!(
+            "http call to {base} timed out (the client's timeout setting, 3s): "
+        )),
+        "{err}"
+    );
+
+    // The request's own, shorter.
+    upstream.script([slow()]);
+    let started = Instant::now();
+    let err = client
+        .get("/x")
+        .timeout(Duration::from_secs(1))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(started.elapsed(), Duration::from_secs(1));
+    assert!(
+        err.to_string().starts_with(&format!(
+            "http call to {base} timed out (the request's own timeout, 1s): "
+        )),
+        "{err}"
+    );
+
+    // The served RPC's, earlier than both: not the client's timeout.
+    upstream.script([slow()]);
+    let served = humus::grpc::deadline::Inherited::new(
+        Some(Instant::now() + Duration::from_millis(1500)),
+        opentelemetry::Context::new(),
+    );
+    let started = Instant::now();
+    let err = served
+        .scope(async {
+            client
+                .get("/x")
+                .timeout(Duration::from_secs(2))
+                .send()
+                .await
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(started.elapsed(), Duration::from_millis(1500));
+    assert_eq!(err.kind(), Kind::Timeout);
+    let text = err.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "http call to {base} timed out (the deadline inherited from the RPC being served, not the client's timeout setting): "
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("3s") && !text.contains("2s"), "{text}");
+
+    // The served RPC's, already passed: nothing is sent.
+    let served = humus::grpc::deadline::Inherited::new(
+        Some(Instant::now() - Duration::from_millis(1)),
+        opentelemetry::Context::new(),
+    );
+    let err = served
+        .scope(async { client.get("/x").send().await })
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("(the deadline inherited from the RPC being served"),
+        "{err}"
+    );
+    assert_eq!(upstream.seen().len(), 3);
+}
+
+/// A rejection and a request that could not be made name the dependency
+/// (its base URL), so that two clients' errors are told apart.
+#[tokio::test(start_paused = true)]
+async fn a_rejection_and_a_refused_request_name_the_dependency() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = client(
+        &setup(&telemetry, false),
+        &upstream,
+        Settings {
+            max_attempts: 1,
+            breaker_policy: circuit::Policy::consecutive(1),
+            ..settings()
+        },
+    );
+    let base = client.base_url().to_string();
+    upstream.script([Reply::status(500)]);
+    assert_eq!(client.get("/x").send().await.unwrap().status(), 500);
+    let err = client.get("/x").send().await.unwrap_err();
+    assert_eq!(err.kind(), Kind::Rejected);
+    assert!(
+        err.to_string().starts_with(&format!(
+            "http call to {base} rejected by the circuit breaker: "
+        )),
+        "{err}"
+    );
+    for err in [
+        client.get("../x").send().await.unwrap_err(),
+        client.get("../x").build().unwrap_err(),
+    ] {
+        assert_eq!(err.kind(), Kind::Request);
+        assert!(
+            err.to_string()
+                .starts_with(&format!("http request to {base} could not be made: ")),
+            "{err}"
+        );
+    }
+}
