@@ -96,12 +96,12 @@ impl Client {
     /// (the same scheme, host and port), at most 10 in a row, as reqwest's
     /// default policy counts them; a redirect to another origin, or past
     /// the tenth, is not followed, and the call returns the 3xx response
-    /// as it came, its `Location` for the caller to read. So every response a call
-    /// returns, classifies and counts is the dependency's own, and the
-    /// trace context and baggage (the failure scenario among them, with
-    /// [`forward_scenario`](Settings::forward_scenario)) are sent to its
-    /// origin alone. It records with `setup`'s telemetry and evaluates its
-    /// failure injector. Connects nothing.
+    /// as it came, its `Location` for the caller to read. So every
+    /// response a call returns, classifies and counts is the dependency's
+    /// own, and the trace context and baggage (the failure scenario among
+    /// them, with [`forward_scenario`](Settings::forward_scenario)) are
+    /// sent to its origin alone. It records with `setup`'s telemetry and
+    /// evaluates its failure injector. Connects nothing.
     ///
     /// # Errors
     ///
