@@ -789,3 +789,237 @@ async fn a_calls_future_is_small() {
     assert_eq!(send.await.unwrap().status(), 200);
     assert_eq!(execute.await.unwrap().status(), 200);
 }
+
+/// A redirect to another origin (another port, another host, another
+/// scheme) is not followed: the call returns the 3xx as it came, and the
+/// other origin is sent nothing (no trace context, no baggage).
+#[tokio::test(start_paused = true)]
+async fn a_redirect_to_another_origin_is_returned_not_followed() {
+    let upstream = Upstream::start().await;
+    let other = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = client(&setup(&telemetry, false), &upstream, settings());
+    let port = upstream.addr.port();
+    for location in [
+        format!("{}/elsewhere", other.url()),
+        format!("http://localhost:{port}/elsewhere"),
+        format!("https://127.0.0.1:{port}/elsewhere"),
+    ] {
+        upstream.script([Reply::redirect(302, &location)]);
+        let response = client
+            .get("/x")
+            .context(context(None))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 302, "{location}");
+        assert_eq!(response.headers()["location"], location.as_str());
+        assert_eq!(response.url().as_str(), format!("{}/x", upstream.url()));
+    }
+    assert!(other.seen().is_empty(), "{:?}", other.seen());
+    assert_eq!(upstream.seen().len(), 3);
+    // Each call was one attempt, the 302 its answer, counted once.
+    assert_eq!(
+        calls(&telemetry, "failure") + calls(&telemetry, "success"),
+        3.0
+    );
+}
+
+/// A redirect within the base URL's origin is followed, up to 10 in a
+/// row; the eleventh is returned.
+#[tokio::test(start_paused = true)]
+async fn a_redirect_within_the_origin_is_followed_up_to_ten_in_a_row() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = client(&setup(&telemetry, false), &upstream, settings());
+    upstream.script([
+        Reply::redirect(302, "/moved"),
+        Reply::redirect(307, &format!("{}/moved/again", upstream.url())),
+    ]);
+    let response = client.get("/x").send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.url().as_str(),
+        format!("{}/moved/again", upstream.url())
+    );
+    let paths: Vec<_> = upstream.seen().into_iter().map(|s| s.path).collect();
+    assert_eq!(paths, ["/x", "/moved", "/moved/again"]);
+
+    // A loop: ten redirects followed, the eleventh returned.
+    upstream.script((0..12).map(|_| Reply::redirect(302, "/loop")));
+    let response = client.get("/loop").send().await.unwrap();
+    assert_eq!(response.status(), 302);
+    assert_eq!(upstream.seen().len(), 3 + 11);
+}
+
+/// A builder of the user's own keeps none of its redirect policy: the
+/// client's rule (its origin only) replaces it, as its TLS and timeout do.
+#[tokio::test(start_paused = true)]
+async fn with_builder_follows_redirects_within_the_origin_whatever_the_builders_policy() {
+    let upstream = Upstream::start().await;
+    let other = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = Client::with_builder(
+        &setup(&telemetry, false),
+        Settings {
+            base_url: upstream.url(),
+            ..settings()
+        },
+        reqwest::Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::limited(10)),
+    )
+    .unwrap();
+    upstream.script([
+        Reply::redirect(302, "/moved"),
+        Reply::redirect(302, &format!("{}/elsewhere", other.url())),
+    ]);
+    let response = client.get("/x").send().await.unwrap();
+    assert_eq!(response.status(), 302);
+    assert_eq!(response.url().as_str(), format!("{}/moved", upstream.url()));
+    assert!(other.seen().is_empty(), "{:?}", other.seen());
+    assert_eq!(upstream.seen().len(), 2);
+    // The reqwest client underneath, used directly, follows the same rule.
+    upstream.script([Reply::redirect(302, &format!("{}/elsewhere", other.url()))]);
+    let response = client
+        .reqwest()
+        .get(format!("{}/y", upstream.url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 302);
+    assert!(other.seen().is_empty(), "{:?}", other.seen());
+}
+
+/// A call's timeout error names the bound that ended it, the client's
+/// `timeout`, the request's own or the deadline of the RPC being served,
+/// so that an operator raises the right one; and the dependency.
+#[tokio::test(start_paused = true)]
+async fn a_timeout_error_names_the_bound_that_ended_the_call_and_the_dependency() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = client(
+        &setup(&telemetry, false),
+        &upstream,
+        Settings {
+            timeout: Duration::from_secs(3),
+            attempt_timeout: Duration::from_secs(5),
+            ..settings()
+        },
+    );
+    let base = client.base_url().to_string();
+    let slow = || Reply::slow(200, Duration::from_secs(8));
+
+    // The client's own timeout.
+    upstream.script([slow()]);
+    let started = Instant::now();
+    let err = client.get("/x").send().await.unwrap_err();
+    assert_eq!(started.elapsed(), Duration::from_secs(3));
+    assert_eq!(err.kind(), Kind::Timeout);
+    assert!(
+        err.to_string().starts_with(&format!(
+            "http call to {base} timed out (the client's timeout setting, 3s): "
+        )),
+        "{err}"
+    );
+
+    // The request's own, shorter.
+    upstream.script([slow()]);
+    let started = Instant::now();
+    let err = client
+        .get("/x")
+        .timeout(Duration::from_secs(1))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(started.elapsed(), Duration::from_secs(1));
+    assert!(
+        err.to_string().starts_with(&format!(
+            "http call to {base} timed out (the request's own timeout, 1s): "
+        )),
+        "{err}"
+    );
+
+    // The served RPC's, earlier than both: not the client's timeout.
+    upstream.script([slow()]);
+    let served = humus::grpc::deadline::Inherited::new(
+        Some(Instant::now() + Duration::from_millis(1500)),
+        opentelemetry::Context::new(),
+    );
+    let started = Instant::now();
+    let err = served
+        .scope(async {
+            client
+                .get("/x")
+                .timeout(Duration::from_secs(2))
+                .send()
+                .await
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(started.elapsed(), Duration::from_millis(1500));
+    assert_eq!(err.kind(), Kind::Timeout);
+    let text = err.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "http call to {base} timed out (the deadline inherited from the RPC being served, not the client's timeout setting): "
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("3s") && !text.contains("2s"), "{text}");
+
+    // The served RPC's, already passed: nothing is sent.
+    let served = humus::grpc::deadline::Inherited::new(
+        Some(Instant::now() - Duration::from_millis(1)),
+        opentelemetry::Context::new(),
+    );
+    let err = served
+        .scope(async { client.get("/x").send().await })
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("(the deadline inherited from the RPC being served"),
+        "{err}"
+    );
+    assert_eq!(upstream.seen().len(), 3);
+}
+
+/// A rejection and a request that could not be made name the dependency
+/// (its base URL), so that two clients' errors are told apart.
+#[tokio::test(start_paused = true)]
+async fn a_rejection_and_a_refused_request_name_the_dependency() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = client(
+        &setup(&telemetry, false),
+        &upstream,
+        Settings {
+            max_attempts: 1,
+            breaker_policy: circuit::Policy::consecutive(1),
+            ..settings()
+        },
+    );
+    let base = client.base_url().to_string();
+    upstream.script([Reply::status(500)]);
+    assert_eq!(client.get("/x").send().await.unwrap().status(), 500);
+    let err = client.get("/x").send().await.unwrap_err();
+    assert_eq!(err.kind(), Kind::Rejected);
+    assert!(
+        err.to_string().starts_with(&format!(
+            "http call to {base} rejected by the circuit breaker: "
+        )),
+        "{err}"
+    );
+    for err in [
+        client.get("../x").send().await.unwrap_err(),
+        client.get("../x").build().unwrap_err(),
+    ] {
+        assert_eq!(err.kind(), Kind::Request);
+        assert!(
+            err.to_string()
+                .starts_with(&format!("http request to {base} could not be made: ")),
+            "{err}"
+        );
+    }
+}

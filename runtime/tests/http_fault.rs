@@ -42,6 +42,14 @@ async fn an_aborted_get_is_retried_up_to_max_attempts_and_sends_nothing() {
     let injected = err.injected().expect("an InjectedError in the chain");
     assert!(injected.is_abort());
     assert_eq!(injected.point(), point);
+    // The error names the dependency, as reqwest's own errors name a URL.
+    assert!(
+        err.to_string().starts_with(&format!(
+            "http attempt to {} got no response: ",
+            client.base_url()
+        )),
+        "{err}"
+    );
     assert!(
         upstream.seen().is_empty(),
         "an aborted attempt sends nothing"
@@ -306,6 +314,14 @@ async fn a_delay_cut_short_again_and_again_until_timeout_ends_the_call() {
     assert_eq!(err.kind(), Kind::Timeout, "{err}");
     assert!(err.is_timeout());
     assert!(err.injected().is_none(), "{err:?}");
+    // A timeout is a timeout: the injected delay counts as the time it
+    // took, and the call's error names the bound it ran into.
+    assert_eq!(err.error_type(), "timeout");
+    assert!(
+        err.to_string()
+            .contains("timed out (the client's timeout setting, 12s)"),
+        "{err}"
+    );
     assert!(upstream.seen().is_empty());
     assert_eq!(calls(&telemetry, "failure"), 3.0);
     let spans = client_spans(&telemetry);

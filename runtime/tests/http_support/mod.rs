@@ -49,6 +49,8 @@ impl Seen {
 pub struct Reply {
     pub status: u16,
     pub retry_after: Option<String>,
+    /// Its `location` header.
+    pub location: Option<String>,
     /// How long the upstream waits before it answers.
     pub delay: Duration,
 }
@@ -58,7 +60,16 @@ impl Reply {
         Reply {
             status,
             retry_after: None,
+            location: None,
             delay: Duration::ZERO,
+        }
+    }
+
+    /// A redirect, `status` (302, 307, ...) to `location`.
+    pub fn redirect(status: u16, location: &str) -> Reply {
+        Reply {
+            location: Some(location.to_owned()),
+            ..Reply::status(status)
         }
     }
 
@@ -66,6 +77,7 @@ impl Reply {
         Reply {
             status,
             retry_after: None,
+            location: None,
             delay,
         }
     }
@@ -74,6 +86,7 @@ impl Reply {
         Reply {
             status,
             retry_after: Some(value.to_owned()),
+            location: None,
             delay: Duration::ZERO,
         }
     }
@@ -135,6 +148,11 @@ impl Upstream {
                     response
                         .headers_mut()
                         .insert("retry-after", HeaderValue::from_str(&v).unwrap());
+                }
+                if let Some(v) = reply.location {
+                    response
+                        .headers_mut()
+                        .insert("location", HeaderValue::from_str(&v).unwrap());
                 }
                 response
             }

@@ -10,6 +10,7 @@ use opentelemetry::Context;
 use reqwest::{Method, Url};
 use tokio::time::Instant;
 
+use super::error::Bound;
 use super::settings::{is_dot_segment, redacted};
 use super::{Error, Kind, NewError, Settings};
 use crate::circuit::Outcome;
@@ -37,6 +38,8 @@ pub struct Client {
 struct Inner {
     settings: Settings,
     base: Url,
+    /// The base URL's text, which every error of a call names.
+    dependency: Arc<str>,
     /// `http:<host>:<port>`, evaluated once per attempt.
     point: String,
     http: reqwest::Client,
@@ -88,9 +91,17 @@ pub fn is_idempotent(method: &Method) -> bool {
 impl Client {
     /// Builds the client of the dependency `settings` name, for `setup`,
     /// on a [`reqwest::Client`] of reqwest's defaults (no proxy, and
-    /// reqwest's own retries of requests the server refused unprocessed):
-    /// it records with `setup`'s telemetry and evaluates its failure
-    /// injector. Connects nothing.
+    /// reqwest's own retries of requests the server refused unprocessed)
+    /// but one: a redirect is followed only within the base URL's origin
+    /// (the same scheme, host and port), at most 10 in a row, as reqwest's
+    /// default policy counts them; a redirect to another origin, or past
+    /// the tenth, is not followed, and the call returns the 3xx response
+    /// as it came, its `Location` for the caller to read. So every
+    /// response a call returns, classifies and counts is the dependency's
+    /// own, and the trace context and baggage (the failure scenario among
+    /// them, with [`forward_scenario`](Settings::forward_scenario)) are
+    /// sent to its origin alone. It records with `setup`'s telemetry and
+    /// evaluates its failure injector. Connects nothing.
     ///
     /// # Errors
     ///
@@ -106,9 +117,16 @@ impl Client {
     /// own (its pool, HTTP/2 or connection settings, its proxy, its
     /// default headers), so an existing reqwest set-up keeps working. The
     /// client sets its TLS config ([`Settings::tls`], or the platform's
-    /// roots) and its timeout ([`Settings::attempt_timeout`], reqwest's
-    /// timer of each attempt), so whatever TLS or timeout the builder was
-    /// given is replaced.
+    /// roots), its timeout ([`Settings::attempt_timeout`], reqwest's
+    /// timer of each attempt) and its redirect policy (the one origin
+    /// [`new`](Client::new) follows redirects within), so whatever TLS,
+    /// timeout or redirect policy the builder was given is replaced. The
+    /// redirect policy is replaced because a builder's own (reqwest's
+    /// default follows up to 10 redirects to any host) would make another
+    /// origin's response count as this dependency's, and send it the
+    /// call's trace context and baggage: a caller that wants to follow a
+    /// redirect elsewhere reads the 3xx response's `Location` and sends
+    /// that request with a client of that origin.
     ///
     /// # Errors
     ///
@@ -137,6 +155,7 @@ impl Client {
         let http = builder
             .tls_backend_preconfigured(tls)
             .timeout(settings.attempt_timeout)
+            .redirect(same_origin_redirects(&base))
             .build()
             .map_err(|e| NewError::one("tls", e))?;
         let host = base.host_str().unwrap_or_default();
@@ -159,6 +178,7 @@ impl Client {
         Ok(Client {
             inner: Arc::new(Inner {
                 settings,
+                dependency: Arc::from(base.as_str()),
                 base,
                 point,
                 http,
@@ -207,7 +227,8 @@ impl Client {
 
     /// The reqwest client underneath. A request sent with it directly
     /// passes none of humus: no breaker, no retries, no telemetry (its
-    /// timeout is [`Settings::attempt_timeout`]).
+    /// timeout is [`Settings::attempt_timeout`], and it follows redirects
+    /// within the base URL's origin only, as [`new`](Client::new) says).
     pub fn reqwest(&self) -> &reqwest::Client {
         &self.inner.http
     }
@@ -369,11 +390,14 @@ impl Client {
     /// # Errors
     ///
     /// [`Error`] when the last attempt got no response: [`Kind::Timeout`]
-    /// once the call's timeout has passed (at once, with nothing sent, for
-    /// a timeout of zero or a served RPC's deadline already passed); [`Kind::Rejected`],
-    /// [`Kind::Transport`] or [`Kind::AttemptTimeout`] otherwise;
-    /// [`Kind::Request`] for a request whose URL is not on the base URL's
-    /// origin (nothing is sent or counted).
+    /// once the call's deadline has passed, its message naming which of
+    /// the three bounds above it was (at once, with nothing sent, for a
+    /// timeout of zero or a served RPC's deadline already passed);
+    /// [`Kind::Rejected`], [`Kind::Transport`] or [`Kind::AttemptTimeout`]
+    /// otherwise; [`Kind::Request`] for a request whose URL is not on the
+    /// base URL's origin (nothing is sent or counted). Every error's
+    /// message names the dependency, by the client's base URL
+    /// (`http call to https://rates:8443/v1 rejected by the circuit breaker: ...`).
     ///
     /// # Panics
     ///
@@ -411,6 +435,7 @@ impl Client {
             client
                 .call(Some(request), options.retry, plain, cx, inherited)
                 .await
+                .map_err(|e| e.of(&client.inner.dependency))
         }
     }
 
@@ -445,12 +470,19 @@ impl Client {
             ));
         }
         let started = Instant::now();
-        let timeout = request
-            .timeout()
-            .map_or(inner.settings.timeout, |t| (*t).min(inner.settings.timeout));
-        let deadline = match (started.checked_add(timeout), inherited) {
-            (Some(own), Some(served)) => Some(own.min(served)),
-            (own, served) => own.or(served),
+        let (timeout, own) = match request.timeout() {
+            Some(&t) if t < inner.settings.timeout => (t, Bound::Request(t)),
+            _ => (
+                inner.settings.timeout,
+                Bound::Setting(inner.settings.timeout),
+            ),
+        };
+        // The call's deadline, and which bound it is (its timeout error
+        // names it: an operator raises that one, not another).
+        let (deadline, bound) = match (started.checked_add(timeout), inherited) {
+            (Some(at), Some(served)) if served < at => (Some(served), Bound::Inherited),
+            (None, Some(served)) => (Some(served), Bound::Inherited),
+            (at, _) => (at, own),
         };
         // A deadline that has already passed (a timeout of zero, or the
         // served RPC's deadline) leaves no time for an attempt: nothing is
@@ -459,7 +491,8 @@ impl Client {
             return Err(Error::new(
                 Kind::Timeout,
                 "the call's deadline had passed before its first attempt: nothing was sent",
-            ));
+            )
+            .bounded(bound));
         }
         let retryable = retry.unwrap_or_else(|| is_idempotent(request.method()));
         // A body of bytes can be sent again; a stream cannot.
@@ -593,12 +626,14 @@ impl Client {
             inner.recorder.record_decision(next.decision());
             match next {
                 Next::Retry { after } => {
-                    previous = Some(Box::new(result.map_err(|e| finish(e, deadline_passed))));
+                    previous = Some(Box::new(
+                        result.map_err(|e| finish(e, deadline_passed, bound)),
+                    ));
                     // Boxed: only a retry waits, and the call's state stays
                     // small.
                     Box::pin(tokio::time::sleep(after)).await;
                 }
-                _ => return result.map_err(|e| finish(e, deadline_passed)),
+                _ => return result.map_err(|e| finish(e, deadline_passed, bound)),
             }
         }
     }
@@ -630,6 +665,27 @@ impl Client {
             Ok(inner.faults.strip(span.context()))
         }
     }
+}
+
+/// How many redirects in a row a client follows: reqwest's default
+/// policy's limit.
+const MAX_REDIRECTS: usize = 10;
+
+/// The redirect policy of a client of `base`: follow a redirect to a URL of
+/// `base`'s origin (its scheme, host and port, the scheme's when the URL
+/// has none), up to [`MAX_REDIRECTS`] in a row; else stop, and the 3xx
+/// response is the attempt's answer.
+fn same_origin_redirects(base: &Url) -> reqwest::redirect::Policy {
+    let origin = base.origin();
+    reqwest::redirect::Policy::custom(move |attempt| {
+        // `previous` holds the URLs requested so far, the first among them:
+        // at the first redirect, one.
+        if attempt.previous().len() > MAX_REDIRECTS || attempt.url().origin() != origin {
+            attempt.stop()
+        } else {
+            attempt.follow()
+        }
+    })
 }
 
 /// Panics, saying what to do, when a call is polled outside a tokio
@@ -811,17 +867,17 @@ fn reqwest_error(e: reqwest::Error, attempt_deadline: Instant, deadline: Instant
     Error::new(Kind::Transport, e)
 }
 
-/// The error a call returns: once its timeout has passed, the client's
-/// own timeout error, whatever cut the last attempt short (its span still
-/// records what did: an injected delay's `error.type`, say).
-fn finish(e: Error, deadline_passed: bool) -> Error {
+/// The error a call returns: once its deadline (`bound`) has passed, the
+/// client's own timeout error, whatever cut the last attempt short (its
+/// span still records what did: an injected delay's `error.type`, say).
+fn finish(e: Error, deadline_passed: bool, bound: Bound) -> Error {
     if deadline_passed && e.kind() != Kind::Timeout {
-        return Error::bare(Kind::Timeout);
+        return Error::bare(Kind::Timeout).bounded(bound);
     }
     if e.kind() == Kind::Timeout && e.injected().is_some() {
-        return Error::bare(Kind::Timeout);
+        return Error::bare(Kind::Timeout).bounded(bound);
     }
-    e
+    e.bounded(bound)
 }
 
 /// The default TLS config: rustls with `ring`, trusting the platform's
@@ -963,13 +1019,14 @@ impl RequestBuilder {
     ///
     /// [`reqwest::Request`]: https://docs.rs/reqwest/0.13/reqwest/struct.Request.html
     pub fn build(self) -> Result<(reqwest::Request, CallOptions), Error> {
+        let dependency = &self.client.inner.dependency;
         if let Some(why) = self.refused {
-            return Err(Error::new(Kind::Request, why));
+            return Err(Error::new(Kind::Request, why).of(dependency));
         }
         let request = self
             .inner
             .build()
-            .map_err(|e| Error::new(Kind::Request, e))?;
+            .map_err(|e| Error::new(Kind::Request, e).of(dependency))?;
         Ok((request, self.options))
     }
 
@@ -1001,7 +1058,9 @@ impl RequestBuilder {
             Ok(request) => {
                 futures_util::future::Either::Left(client.into_call(request, options, plain))
             }
-            Err(e) => futures_util::future::Either::Right(std::future::ready(Err(e))),
+            Err(e) => futures_util::future::Either::Right(std::future::ready(Err(
+                e.of(&client.inner.dependency)
+            ))),
         }
     }
 }

@@ -3,6 +3,8 @@
 
 use std::error::Error as StdError;
 use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
 
 use crate::circuit::Rejected;
 use crate::fault::InjectedError;
@@ -26,10 +28,17 @@ pub enum Kind {
     /// the attempt short before its response's headers came (its source is
     /// the [`InjectedError`] when an injected delay was what it cut).
     AttemptTimeout,
-    /// The call's [`Settings::timeout`](super::Settings::timeout) (or the
-    /// request's own, shorter one) elapsed: the client's own timeout error,
-    /// whatever cut the last attempt short (its source is reqwest's timeout
-    /// error when reqwest's timer fired, and never an injected error).
+    /// The call's deadline passed: the earliest of its
+    /// [`Settings::timeout`](super::Settings::timeout), the request's own
+    /// timeout ([`RequestBuilder::timeout`](super::RequestBuilder::timeout))
+    /// and the deadline of the RPC being served
+    /// ([`Inherited`](crate::grpc::deadline::Inherited)), and the error's
+    /// message says which of the three it was. The client's own timeout
+    /// error, whatever cut the last attempt short: its source is reqwest's
+    /// timeout error when reqwest's timer fired, and never an injected
+    /// error (an injected delay that ran into the deadline counts as the
+    /// time it took, as a slow dependency's would; the attempt's span
+    /// still records it as injected: [`Error::error_type`]).
     Timeout,
 }
 
@@ -44,13 +53,44 @@ pub enum Kind {
 /// [`reqwest::Response::error_for_status`]: https://docs.rs/reqwest/0.13/reqwest/struct.Response.html#method.error_for_status
 pub struct Error {
     kind: Kind,
+    /// For [`Kind::Timeout`]: which bound the call's deadline was.
+    bound: Option<Bound>,
+    /// The dependency: its client's base URL, which every error of a call
+    /// names.
+    dependency: Option<Arc<str>>,
     source: Option<Box<dyn StdError + Send + Sync>>,
+}
+
+/// Which bound a call's deadline is: the earliest of the three.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Bound {
+    /// [`Settings::timeout`](super::Settings::timeout), of this length.
+    Setting(Duration),
+    /// The request's own timeout, of this length, shorter than the
+    /// setting.
+    Request(Duration),
+    /// The deadline of the RPC being served, earlier than the call's own.
+    Inherited,
+}
+
+impl fmt::Display for Bound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Bound::Setting(d) => write!(f, "the client's timeout setting, {d:?}"),
+            Bound::Request(d) => write!(f, "the request's own timeout, {d:?}"),
+            Bound::Inherited => f.write_str(
+                "the deadline inherited from the RPC being served, not the client's timeout setting",
+            ),
+        }
+    }
 }
 
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Error")
             .field("kind", &self.kind)
+            .field("bound", &self.bound)
+            .field("dependency", &self.dependency)
             .field("source", &self.source)
             .finish()
     }
@@ -60,12 +100,34 @@ impl Error {
     pub(super) fn new(kind: Kind, source: impl Into<Box<dyn StdError + Send + Sync>>) -> Error {
         Error {
             kind,
+            bound: None,
+            dependency: None,
             source: Some(source.into()),
         }
     }
 
     pub(super) fn bare(kind: Kind) -> Error {
-        Error { kind, source: None }
+        Error {
+            kind,
+            bound: None,
+            dependency: None,
+            source: None,
+        }
+    }
+
+    /// This error, of a call whose deadline was `bound` (which only a
+    /// [`Kind::Timeout`] says).
+    pub(super) fn bounded(mut self, bound: Bound) -> Error {
+        if self.kind == Kind::Timeout {
+            self.bound = Some(bound);
+        }
+        self
+    }
+
+    /// This error, of the dependency at `base_url` (its client's).
+    pub(super) fn of(mut self, base_url: &Arc<str>) -> Error {
+        self.dependency = Some(base_url.clone());
+        self
     }
 
     /// What kind of failure this is.
@@ -80,7 +142,8 @@ impl Error {
     }
 
     /// The injected error behind this one, if failure injection ended the
-    /// attempt (an abort, or a delay that `attempt_timeout` cut short).
+    /// attempt (an abort, or a delay that `attempt_timeout` cut short;
+    /// never for [`Kind::Timeout`]: see [`error_type`](Error::error_type)).
     pub fn injected(&self) -> Option<&InjectedError> {
         self.find::<InjectedError>()
     }
@@ -106,13 +169,25 @@ impl Error {
         None
     }
 
-    /// The attempt's `error.type`, as its span and
+    /// The `error.type` of this error, as an attempt's span and
     /// `http.client.request.duration` record it:
-    /// [`fault::ERROR_TYPE`](crate::fault::ERROR_TYPE) for every failure
-    /// failure injection caused, `timeout` for a timeout,
+    /// [`fault::ERROR_TYPE`](crate::fault::ERROR_TYPE) for an error whose
+    /// source is an [`InjectedError`] (an injected abort,
+    /// [`Kind::Transport`], and an injected delay that
+    /// [`attempt_timeout`](super::Settings::attempt_timeout) cut short,
+    /// [`Kind::AttemptTimeout`]), `timeout` for any other timeout,
     /// [`HTTP_REJECTED_ERROR_TYPE`](crate::telemetry::names::HTTP_REJECTED_ERROR_TYPE)
-    /// for a rejection, and for a transport error `connect` (the
-    /// connection could not be made) or `transport`.
+    /// for a rejection, `request` for a request that could not be made,
+    /// and for a transport error `connect` (the connection could not be
+    /// made) or `transport`.
+    ///
+    /// A call that its deadline ended is [`Kind::Timeout`], whose
+    /// `error.type` is `timeout` even when an injected delay was what ran
+    /// into the deadline: the call returns its own timeout error, as for a
+    /// dependency that was slow. Its attempts' spans, which record the
+    /// error of each attempt before the call's is made, still have
+    /// [`fault::ERROR_TYPE`](crate::fault::ERROR_TYPE), so a query tells an
+    /// injected delay from a real one.
     pub fn error_type(&self) -> &'static str {
         if self.injected().is_some() {
             return InjectedError::ERROR_TYPE;
@@ -129,15 +204,26 @@ impl Error {
     }
 }
 
+/// `http call to https://rates:8443/v1 timed out (the client's timeout
+/// setting, 10s): ...`: what failed, the dependency, why, then the source.
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self.kind {
-            Kind::Request => "http request could not be made",
-            Kind::Rejected => "http call rejected by the circuit breaker",
-            Kind::Transport => "http attempt got no response",
-            Kind::AttemptTimeout => "http attempt timed out (attempt_timeout)",
-            Kind::Timeout => "http call timed out (timeout)",
+            Kind::Request => "http request",
+            Kind::AttemptTimeout | Kind::Transport => "http attempt",
+            Kind::Rejected | Kind::Timeout => "http call",
         })?;
+        if let Some(dependency) = &self.dependency {
+            write!(f, " to {dependency}")?;
+        }
+        match (self.kind, self.bound) {
+            (Kind::Request, _) => f.write_str(" could not be made")?,
+            (Kind::Rejected, _) => f.write_str(" rejected by the circuit breaker")?,
+            (Kind::Transport, _) => f.write_str(" got no response")?,
+            (Kind::AttemptTimeout, _) => f.write_str(" timed out (attempt_timeout)")?,
+            (Kind::Timeout, Some(bound)) => write!(f, " timed out ({bound})")?,
+            (Kind::Timeout, None) => f.write_str(" timed out")?,
+        }
         if let Some(source) = &self.source {
             write!(f, ": {source}")?;
         }

@@ -68,7 +68,10 @@
 //! - one dependency per client: the base URL names the breaker, the budget,
 //!   the telemetry's `server.address` and the injection point, and the
 //!   client refuses a request to another origin, where a middleware sees
-//!   every URL its client is given;
+//!   every URL its client is given; nor does it follow a redirect to
+//!   another origin (one within it is followed, up to 10 in a row): the
+//!   call returns the 3xx response, so another origin's answer is never
+//!   counted as the dependency's, nor sent its trace context and baggage;
 //! - the attempt's time left as reqwest's own timer, which keeps bounding
 //!   the body after the response is returned.
 //!
@@ -80,7 +83,7 @@
 //! # One call
 //!
 //! ```text
-//! deadline = start + timeout (or the request's shorter timeout)
+//! deadline = start + timeout (or the request's shorter timeout), or the served RPC's, when earlier
 //! loop attempt n = 1..=max_attempts:
 //!    breaker.allow()          rejected -> a span, humus.circuit.calls rejected, Err(Kind::Rejected)
 //!    the attempt's CLIENT span (HTTP client conventions)
@@ -102,7 +105,9 @@
 //! second attempt, `http.response.status_code` and, for a status from 400
 //! or an error, `error.type` (the status code, `timeout`, `connect`,
 //! `transport`, or [`fault::ERROR_TYPE`](crate::fault::ERROR_TYPE) for an
-//! injected failure); and `http.client.request.duration`, in seconds. An
+//! injected failure: an abort, or a delay a timeout cut short; a call
+//! whose deadline such a delay ran into still returns a plain
+//! [`Kind::Timeout`], see [`Error::error_type`]); and `http.client.request.duration`, in seconds. An
 //! attempt that failure injection evaluated has its `humus.fit.evaluation`
 //! event, and a strip its `humus.fit.strip` event, on the attempt's span.
 //! humus's four instruments (`humus.circuit.state`,

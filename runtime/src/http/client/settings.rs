@@ -70,7 +70,9 @@ use crate::{circuit, retry};
 pub struct Settings {
     /// The dependency's base URL: `http` or `https`, a host, an optional
     /// port and path, no credentials, query or fragment
-    /// (`https://payments:8443/v1`). Every request's URL is on its origin;
+    /// (`https://payments:8443/v1`). Every request's URL is on its origin,
+    /// and so is every redirect the client follows (a redirect elsewhere
+    /// is returned as the 3xx it is: [`Client::new`](super::Client::new));
     /// [`Client::get`](super::Client::get) and the rest append their path
     /// to it. It names the failure-injection point, `http:<host>:<port>`,
     /// with the scheme's port when the URL has none.
