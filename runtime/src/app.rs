@@ -14,7 +14,8 @@
 //!    [`App::stop_signals`]), or until a server fails;
 //! 5. a graceful shutdown of every server at once (each GOAWAYs its
 //!    connections, ends its streams, and lets its unary calls finish
-//!    within its grace);
+//!    within its grace, then answers those still in flight
+//!    `UNAVAILABLE`);
 //! 6. the Setup's on-stop hooks ([`Setup::stop`]), once every server has
 //!    stopped, so no handler is still calling (bounded by
 //!    [`App::stop_timeout`]); they also run when init fails after a
@@ -27,23 +28,30 @@
 //! telemetry, init or a server's task) unwinds out of [`App::run`], so a
 //! `main` that returns the [`Exit`] ends as Rust ends a panicking program
 //! (exit 101). A stop is clean when every server stopped within its
-//! `shutdown_grace`, even if calls still in flight at its end were cut:
-//! their callers see the connection close (an `Unavailable` a retrying
-//! client may send again to another server).
+//! `shutdown_grace`, even if calls were still in flight at its end: their
+//! callers are answered `UNAVAILABLE` ("the server stopped before the call
+//! ended"), which a retrying client may send again to another server, and
+//! their connections closed, at most 100 ms after the grace (see
+//! [`Server::serve`]).
 //!
 //! # A second signal stops at once
 //!
 //! A stop signal (SIGTERM, SIGINT or Ctrl-C, any of them) that comes while
 //! the App is stopping, after a first one or after a server failed, forces
-//! the stop: what is left of steps 5 to 7 is dropped, at once. Every
-//! server's connections are closed, so the calls still in flight are cut
-//! (their callers see the connection close, as at the end of a grace), the
-//! on-stop hooks that have not run are not run, nor is the telemetry's
-//! flush (a provider's blocking shutdown already running is not
-//! interrupted), and [`App::run`] returns an [`Exit`] of
-//! [`EXIT_FORCED`] (130) whose error is [`ErrorKind::Forced`]. So an
-//! operator who does not want to wait for `shutdown_grace` presses Ctrl-C
-//! twice. The App listens for the signals from before its servers serve
+//! the stop: what is left of steps 5 to 7 is dropped, at once. While the
+//! servers are still stopping, their grace ends then: the calls still in
+//! flight are answered `UNAVAILABLE` ("the server stopped before the call
+//! ended"), as at the end of a grace, and every connection is closed once
+//! those answers are written, and in any case [`App::run`] returns at most
+//! 200 ms after the signal (the answers are small, and written in well under
+//! a millisecond on a healthy connection). The on-stop hooks that have not
+//! run are not run, nor is the telemetry's flush (a provider's blocking
+//! shutdown already running is not interrupted), and [`App::run`] returns
+//! an [`Exit`] of [`EXIT_FORCED`] (130) whose error is
+//! [`ErrorKind::Forced`]. So an operator who does not want to wait for
+//! `shutdown_grace` presses Ctrl-C twice, and the callers still see
+//! `UNAVAILABLE`, not a connection dropped under them (a caller whose
+//! answer could not be written in time sees the connection close). The App listens for the signals from before its servers serve
 //! until it has stopped.
 //!
 //! Settings are read the way Rust services read them: the client's and
@@ -142,6 +150,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::{Pin, pin};
 use std::process::{ExitCode, Termination};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures_util::{Stream, StreamExt as _};
@@ -177,8 +186,9 @@ pub enum ErrorKind {
     /// Anything else, a fault in the code among them: exit
     /// [`EXIT_FAILURE`] (1).
     Other,
-    /// A stop forced by a second stop signal, which cut the calls still
-    /// in flight: exit [`EXIT_FORCED`] (130). Only the App makes it.
+    /// A stop forced by a second stop signal, which ended the calls still
+    /// in flight with `UNAVAILABLE`: exit [`EXIT_FORCED`] (130). Only the
+    /// App makes it.
     Forced,
 }
 
@@ -236,7 +246,7 @@ impl Error {
     fn forced() -> Error {
         Error {
             kind: ErrorKind::Forced,
-            source: "stopped at once by a second stop signal: calls still in flight were cut"
+            source: "stopped at once by a second stop signal: calls still in flight were ended with UNAVAILABLE"
                 .into(),
         }
     }
@@ -782,23 +792,47 @@ impl App {
         // none is missed, nor ends the process as an unhandled one would.
         let mut signals = stop.unwrap_or_else(os_signals);
         let (stopping, _) = watch::channel(false);
+        let (forcing, _) = watch::channel(false);
+        let serving = AtomicBool::new(true);
         let stopped = async {
-            let result = serve(servers, &stopping).await;
+            let result = serve(servers, &stopping, &forcing).await;
+            serving.store(false, Ordering::SeqCst);
+            if *forcing.borrow() {
+                // Forced while the servers stopped: no hook, no flush.
+                return Err(Error::forced());
+            }
             stop_hooks(&setup, stop_timeout).await;
             providers.shut_down().await;
             result
         };
         let mut stopped = pin!(stopped);
         let mut listening = true;
+        // Once forced while the servers stop: when the App returns at the
+        // latest.
+        let forced_by = pin!(tokio::time::sleep(Duration::ZERO));
+        let mut forced_by = forced_by;
+        let mut forced = false;
         let result = loop {
             tokio::select! {
                 result = &mut stopped => break result,
-                signal = signals.next(), if listening => match signal {
+                () = forced_by.as_mut(), if forced => return Exit::failed(Error::forced()),
+                signal = signals.next(), if listening && !forced => match signal {
                     // A signal while the App is already stopping (after a
-                    // first one, or a server's failure) forces the stop:
-                    // what is left of it is dropped here, the servers with
-                    // their connections and the calls in flight on them.
-                    Some(()) if *stopping.borrow() => return Exit::failed(Error::forced()),
+                    // first one, or a server's failure) forces the stop.
+                    // While the servers stop, they answer the calls in
+                    // flight UNAVAILABLE and close their connections, within
+                    // FORCED_STOP; after, what is left of the stop (the
+                    // hooks, the flush) is dropped here, at once.
+                    Some(()) if *stopping.borrow() => {
+                        if !serving.load(Ordering::SeqCst) {
+                            return Exit::failed(Error::forced());
+                        }
+                        let _ = forcing.send(true);
+                        forced = true;
+                        forced_by
+                            .as_mut()
+                            .reset(tokio::time::Instant::now() + FORCED_STOP);
+                    }
                     Some(()) => {
                         let _ = stopping.send(true);
                     }
@@ -820,10 +854,20 @@ async fn stop_hooks(setup: &Setup, timeout: Duration) {
     let _ = tokio::time::timeout(timeout, setup.stop()).await;
 }
 
+/// How long a forced stop may take, at most, while the servers answer the
+/// calls in flight `UNAVAILABLE` and close their connections: the
+/// servers' bound on writing those answers, and as much again for the
+/// connections' tasks to end.
+const FORCED_STOP: Duration = Duration::from_millis(200);
+
 /// Runs every server until `stopping` turns true (at a stop signal) or a
 /// server fails (which turns it true), then shuts them all down and waits
-/// for each.
-async fn serve(mut servers: Vec<Server>, stopping: &watch::Sender<bool>) -> Result<(), Error> {
+/// for each; a server whose stop `forcing` turns true stops at once.
+async fn serve(
+    mut servers: Vec<Server>,
+    stopping: &watch::Sender<bool>,
+    forcing: &watch::Sender<bool>,
+) -> Result<(), Error> {
     // Every server listens before any serves: an address in use fails the
     // App before it answers anything.
     for server in &mut servers {
@@ -832,9 +876,15 @@ async fn serve(mut servers: Vec<Server>, stopping: &watch::Sender<bool>) -> Resu
     let mut running = JoinSet::new();
     for server in servers {
         let mut stopping = stopping.subscribe();
-        running.spawn(server.serve(async move {
-            let _ = stopping.wait_for(|s| *s).await;
-        }));
+        let mut forcing = forcing.subscribe();
+        running.spawn(server.serve_or_force(
+            async move {
+                let _ = stopping.wait_for(|s| *s).await;
+            },
+            async move {
+                let _ = forcing.wait_for(|s| *s).await;
+            },
+        ));
     }
     let mut stop = stopping.subscribe();
     let mut failure = None;

@@ -1,7 +1,10 @@
 //! The HTTP server's context layer on an axum front whose handler calls an
 //! upstream through the humus HTTP client: the caller's trace context and
 //! baggage reach the handler and its outbound calls; a scenario from a
-//! caller `trust_scenario` does not trust is stripped first.
+//! caller `trust_scenario` does not trust is stripped first. A panic of
+//! `trust_scenario` or of the handler is answered 500 on a connection that
+//! serves the next request (hyper's HTTP/1.1 client on one connection, and
+//! reqwest).
 
 mod http_support;
 
@@ -222,4 +225,164 @@ async fn a_scenario_in_a_second_baggage_header_is_stripped_too() {
     for seen in upstream.seen() {
         assert_eq!(seen.member("tenant").as_deref(), Some("acme"));
     }
+}
+
+/// A front whose handler panics for `/boom` (and answers "ok" otherwise),
+/// behind the layer with `trust` and an outer layer's server span; its
+/// address.
+async fn panicky_front(
+    telemetry: &Telemetry,
+    trust: Option<fn(&http::Request<()>) -> bool>,
+) -> std::net::SocketAddr {
+    let setup = setup(telemetry, true);
+    let handler = |request: Request| async move {
+        assert_ne!(request.uri().path(), "/boom", "secret 42 in the handler");
+        "ok"
+    };
+    let mut layer = ContextLayer::new(&setup);
+    if let Some(trust) = trust {
+        layer = layer.trust_scenario(trust);
+    }
+    let tracer = telemetry.tracer_provider().tracer("test.server");
+    let router = axum::Router::new().fallback(handler).layer(layer).layer(
+        tower::util::MapRequestLayer::new(move |mut r: Request| {
+            let span = tracer
+                .span_builder("GET")
+                .with_kind(SpanKind::Server)
+                .start(&tracer);
+            r.extensions_mut().insert(Context::new().with_span(span));
+            r
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    addr
+}
+
+/// The bound on every wait of the panic tests.
+const BOUND: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// One HTTP/1.1 connection to `addr` (hyper's client), on which each
+/// request goes in turn: the same connection, or an error.
+struct OneConnection {
+    sender: hyper::client::conn::http1::SendRequest<http_body_util::Empty<bytes::Bytes>>,
+    addr: std::net::SocketAddr,
+}
+
+impl OneConnection {
+    async fn open(addr: std::net::SocketAddr) -> OneConnection {
+        let stream = tokio::time::timeout(BOUND, tokio::net::TcpStream::connect(addr))
+            .await
+            .unwrap()
+            .unwrap();
+        let (sender, connection) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .unwrap();
+        tokio::spawn(connection);
+        OneConnection { sender, addr }
+    }
+
+    /// GET `path` with `baggage`: its status and body.
+    async fn get(&mut self, path: &str, baggage: Option<&str>) -> (u16, String) {
+        use http_body_util::BodyExt as _;
+        let mut request = http::Request::get(path).header("host", self.addr.to_string());
+        if let Some(baggage) = baggage {
+            request = request.header("baggage", baggage);
+        }
+        let request = request.body(http_body_util::Empty::new()).unwrap();
+        let exchange = async {
+            self.sender.ready().await?;
+            let response = self.sender.send_request(request).await?;
+            let status = response.status().as_u16();
+            let body = response.into_body().collect().await?.to_bytes();
+            Ok::<_, hyper::Error>((status, String::from_utf8_lossy(&body).into_owned()))
+        };
+        tokio::time::timeout(BOUND, exchange)
+            .await
+            .expect("answered within the bound")
+            .unwrap_or_else(|e| panic!("the connection failed on {path}: {e:?}"))
+    }
+}
+
+/// The `exception` events of the outer server spans.
+fn panics_recorded(telemetry: &Telemetry) -> Vec<String> {
+    spans_of_kind(telemetry, SpanKind::Server)
+        .iter()
+        .flat_map(|s| {
+            events(s, "exception")
+                .into_iter()
+                .map(|e| {
+                    e.attributes
+                        .iter()
+                        .find(|kv| kv.key.as_str() == "exception.message")
+                        .map(|kv| kv.value.to_string())
+                        .unwrap_or_default()
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_panic_of_trust_scenario_is_answered_500_and_the_connection_serves_the_next_request() {
+    let telemetry = Telemetry::new();
+    let trust: fn(&http::Request<()>) -> bool = |_| panic!("secret 42 in trust_scenario");
+    let addr = panicky_front(&telemetry, Some(trust)).await;
+    let baggage = scenario_header("http:elsewhere:1");
+
+    let mut connection = OneConnection::open(addr).await;
+    let (status, body) = connection.get("/pay", Some(&baggage)).await;
+    assert_eq!(status, 500);
+    assert!(!body.contains("secret"), "{body}");
+    // The same connection: a request with no scenario reaches the handler.
+    assert_eq!(connection.get("/pay", None).await, (200, "ok".to_owned()));
+    // And with reqwest, as a user would call it.
+    let response = tokio::time::timeout(
+        BOUND,
+        bare_reqwest()
+            .get(format!("http://{addr}/pay"))
+            .header("baggage", &baggage)
+            .send(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(response.status(), 500);
+    let recorded = panics_recorded(&telemetry);
+    assert_eq!(recorded.len(), 2, "{recorded:?}");
+    assert!(
+        recorded
+            .iter()
+            .all(|m| m.contains("secret 42 in trust_scenario")),
+        "{recorded:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_panic_of_the_handler_is_answered_500_and_the_connection_serves_the_next_request() {
+    let telemetry = Telemetry::new();
+    let addr = panicky_front(&telemetry, None).await;
+    let mut connection = OneConnection::open(addr).await;
+    let (status, body) = connection.get("/boom", None).await;
+    assert_eq!(status, 500);
+    assert!(!body.contains("secret"), "{body}");
+    assert_eq!(connection.get("/pay", None).await, (200, "ok".to_owned()));
+    let response = tokio::time::timeout(
+        BOUND,
+        bare_reqwest().get(format!("http://{addr}/boom")).send(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(response.status(), 500);
+    let recorded = panics_recorded(&telemetry);
+    assert_eq!(recorded.len(), 2, "{recorded:?}");
+    assert!(
+        recorded
+            .iter()
+            .all(|m| m.contains("secret 42 in the handler")),
+        "{recorded:?}"
+    );
 }

@@ -176,7 +176,7 @@ async fn a_graceful_shutdown_finishes_unary_calls_and_ends_streams_after_its_goa
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_shutdown_closes_a_connection_whose_call_outlives_the_grace() {
+async fn a_shutdown_answers_a_call_outliving_the_grace_unavailable_and_closes_its_connection() {
     let (ca, host) = (Ca::new(), Host::new());
     let carts = Carts::new();
     carts.on_get_cart(|_, req| async move {
@@ -201,6 +201,7 @@ async fn a_shutdown_closes_a_connection_whose_call_outlives_the_grace() {
     );
     let err = call.await.unwrap().unwrap_err();
     assert_eq!(err.code(), Code::Unavailable, "{err}");
+    assert_eq!(err.message(), "the server stopped before the call ended");
 }
 
 #[tokio::test(start_paused = true)]

@@ -53,15 +53,32 @@
 //! connection a GOAWAY, and only then ends its open streams with
 //! `UNAVAILABLE`, so that a stream opened again at once goes over a new
 //! connection (to the next instance); the unary calls in flight finish
-//! within [`Settings::shutdown_grace`], after which the connection is
-//! closed. A humus client sees no error for a unary call in flight at the
-//! GOAWAY, and sends its next call over a new connection.
+//! within [`Settings::shutdown_grace`]. A humus client sees no error for a
+//! unary call in flight at the GOAWAY, and sends its next call over a new
+//! connection.
+//!
+//! At the end of the grace, a call whose handler has not answered (a
+//! unary call, or a stream whose handler has not returned its response
+//! yet) is answered `UNAVAILABLE` with the message "the server stopped
+//! before the call ended" (trailers-only; a stream whose headers went out
+//! was already ended in its trailers), and its handler is dropped. The
+//! connection is then closed, as soon as those answers are written and at
+//! most 100 ms after the grace: the bound the answers add to a stop. So
+//! the caller sees a gRPC status, not a connection dropped under it (which
+//! a stock tonic client reports as `UNKNOWN` "transport error", a code
+//! no client retries): `UNAVAILABLE`, which a retrying client may send
+//! again, to another instance. A handler dropped mid-way may have done
+//! part of its work: one that must not be done twice finishes within the
+//! grace, or is a method its clients never retry.
 //!
 //! [`Settings::max_connection_age`] sends a connection a GOAWAY when it
 //! reaches its age, drawn within ±10 % of the setting for each connection
 //! (gRFC A9), so that clients spread over the instances of a service as
 //! they come and go; after [`Settings::max_connection_age_grace`] its open
-//! streams end with `UNAVAILABLE` and it is closed.
+//! streams end with `UNAVAILABLE`, its calls in flight are answered
+//! `UNAVAILABLE` ("the connection reached its maximum age before the call
+//! ended: call again on a new connection"), and it is closed, with the
+//! same bound of 100 ms.
 //!
 //! The HTTP/2 is hyper's, and the routing tonic's (`tonic::service::Routes`),
 //! as in `tonic::transport::Server`, whose own accept loop has neither a

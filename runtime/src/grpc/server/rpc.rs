@@ -6,7 +6,8 @@
 //! trust function does); and the
 //! response body that ends the span, ends an open stream with
 //! `UNAVAILABLE` once its connection was told to go away, and with
-//! `INTERNAL` if the handler's stream panics.
+//! `INTERNAL` if the handler's stream panics; a call whose handler has not
+//! answered when its connection's grace is over is answered `UNAVAILABLE`.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -140,19 +141,33 @@ fn intern(name: &str) -> &'static str {
     leaked
 }
 
-/// The signal that tells a connection's open streams to end with
-/// `UNAVAILABLE`: raised once the connection's GOAWAY went out (at a
-/// shutdown), or when its age's grace is over.
+/// A signal to a connection's calls, used twice per connection. As the
+/// signal to its streams, it tells the open streams (the response bodies
+/// waiting for their next message) to end with `UNAVAILABLE`: raised once
+/// the connection's GOAWAY went out (at a shutdown), or when its age's
+/// grace is over. As the signal to its calls, it tells the calls whose
+/// handler has not answered yet (unary calls, and streams not yet open) to
+/// be answered `UNAVAILABLE`: raised when the connection's grace is over,
+/// just before it is closed.
 #[derive(Default)]
 pub(super) struct StreamsEnd {
     ended: AtomicBool,
     next: AtomicU64,
     wakers: Mutex<HashMap<u64, Waker>>,
+    /// The message the calls are answered with, set when it is raised.
+    message: std::sync::OnceLock<&'static str>,
 }
 
 impl StreamsEnd {
     /// Raises the signal: every open stream's body ends at its next poll.
     pub(super) fn end(&self) {
+        self.end_with(GOING_AWAY);
+    }
+
+    /// Raises the signal with `message`, the one the calls it ends are
+    /// answered with (the first one given, if raised twice).
+    pub(super) fn end_with(&self, message: &'static str) {
+        let _ = self.message.set(message);
         self.ended.store(true, Ordering::SeqCst);
         let wakers = std::mem::take(&mut *self.lock());
         for (_, waker) in wakers {
@@ -182,13 +197,35 @@ impl StreamsEnd {
     fn forget(&self, id: u64) {
         self.lock().remove(&id);
     }
+
+    /// The message the calls it ends are answered with.
+    fn message(&self) -> &'static str {
+        self.message.get().copied().unwrap_or(GOING_AWAY)
+    }
+
+    /// A new id to register a waker under.
+    fn id(&self) -> u64 {
+        self.next.fetch_add(1, Ordering::Relaxed)
+    }
 }
+
+/// The message a call is answered with, `UNAVAILABLE`, when its server
+/// stopped (its `shutdown_grace` is over, or a second stop signal forced
+/// the stop) before its handler answered.
+pub(super) const STOPPED: &str = "the server stopped before the call ended";
+
+/// The message a call is answered with, `UNAVAILABLE`, when its
+/// connection reached its age and its grace is over before its handler
+/// answered.
+pub(super) const AGED: &str =
+    "the connection reached its maximum age before the call ended: call again on a new connection";
 
 /// The service every RPC of one connection goes through first.
 pub(super) struct Rpc<S> {
     pub(super) inner: S,
     pub(super) shared: Arc<RpcShared>,
     pub(super) streams_end: Arc<StreamsEnd>,
+    pub(super) calls_end: Arc<StreamsEnd>,
     pub(super) info: ConnInfo,
 }
 
@@ -198,6 +235,7 @@ impl<S: Clone> Clone for Rpc<S> {
             inner: self.inner.clone(),
             shared: Arc::clone(&self.shared),
             streams_end: Arc::clone(&self.streams_end),
+            calls_end: Arc::clone(&self.calls_end),
             info: self.info.clone(),
         }
     }
@@ -293,6 +331,7 @@ where
             record,
             Some(Arc::clone(&self.streams_end)),
         )
+        .ended_by(Arc::clone(&self.calls_end))
     }
 }
 
@@ -314,7 +353,10 @@ pin_project_lite::pin_project! {
     /// `INTERNAL` ("the handler panicked", trailers-only) if it panics, in
     /// the service's `call` or in its future, or if the server's
     /// `trust_scenario` function panicked before it (then the handler is
-    /// never called). Its response's body is a [`ResponseBody`].
+    /// never called). On a [`Server`](super::Server), a call whose handler
+    /// has not answered when its connection's grace is over is answered
+    /// `UNAVAILABLE` (trailers-only), and its handler dropped. Its
+    /// response's body is a [`ResponseBody`].
     pub struct ResponseFuture<F> {
         // `None` once the handler panicked (or its call did).
         #[pin]
@@ -324,6 +366,18 @@ pin_project_lite::pin_project! {
         deadline: Option<Pin<Box<Sleep>>>,
         record: Option<Record>,
         streams_end: Option<Arc<StreamsEnd>>,
+        // The signal that answers the call UNAVAILABLE, and the id of its
+        // waker there.
+        calls_end: Option<(Arc<StreamsEnd>, u64)>,
+    }
+
+    impl<F> PinnedDrop for ResponseFuture<F> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if let Some((calls_end, id)) = this.calls_end.as_ref() {
+                calls_end.forget(*id);
+            }
+        }
     }
 }
 
@@ -356,7 +410,16 @@ impl<F> ResponseFuture<F> {
             deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d))),
             record: Some(record),
             streams_end,
+            calls_end: None,
         }
+    }
+
+    /// The same future, answered `UNAVAILABLE` when `calls_end` is raised
+    /// before its handler answered.
+    pub(super) fn ended_by(mut self, calls_end: Arc<StreamsEnd>) -> ResponseFuture<F> {
+        let id = calls_end.id();
+        self.calls_end = Some((calls_end, id));
+        self
     }
 }
 
@@ -404,7 +467,30 @@ where
                     .as_mut()
                     .is_some_and(|d| d.as_mut().poll(cx).is_ready());
                 if !expired {
-                    return Poll::Pending;
+                    let ended = this
+                        .calls_end
+                        .as_ref()
+                        .filter(|(calls_end, id)| calls_end.poll_ended(*id, cx.waker()))
+                        .map(|(calls_end, _)| calls_end.message());
+                    let Some(message) = ended else {
+                        return Poll::Pending;
+                    };
+                    // The connection's grace is over: the handler is
+                    // dropped (a panic in its drop is caught), and the
+                    // caller is answered UNAVAILABLE, which a retrying
+                    // client may send again, before the connection closes.
+                    let mut call = this.call;
+                    let _ = catch_unwind(AssertUnwindSafe(move || call.set(None)));
+                    if let Some(mut record) = this.record.take() {
+                        record.finish(Code::Unavailable, message);
+                    }
+                    let (parts, ()) = tonic::Status::unavailable(message)
+                        .into_http::<()>()
+                        .into_parts();
+                    return Poll::Ready(Ok(http::Response::from_parts(
+                        parts,
+                        ResponseBody::empty(),
+                    )));
                 }
                 // The deadline passed: the handler is dropped with this
                 // future, and the caller is told so.
@@ -427,10 +513,7 @@ where
             let message = message(&parts.headers);
             r.finish(code, &message);
         }
-        let id = this
-            .streams_end
-            .as_ref()
-            .map_or(0, |s| s.next.fetch_add(1, Ordering::Relaxed));
+        let id = this.streams_end.as_ref().map_or(0, |s| s.id());
         Poll::Ready(Ok(http::Response::from_parts(
             parts,
             ResponseBody {

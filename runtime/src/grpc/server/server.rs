@@ -23,7 +23,7 @@ use tonic_health::ServingStatus;
 use tower_service::Service;
 
 use super::health::{Health, LIVENESS, READINESS};
-use super::rpc::{Rpc, RpcShared, StreamsEnd};
+use super::rpc::{AGED, Rpc, RpcShared, STOPPED, StreamsEnd};
 use super::service::{PeerCertificates, Shared};
 use super::settings::{Settings, SettingsError};
 use crate::Setup;
@@ -35,9 +35,11 @@ const HEALTH_SERVICE: &str = "grpc.health.v1.Health";
 /// How long a TLS handshake may take before the connection is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How long a connection whose grace is over may still take to write the
-/// `UNAVAILABLE` trailers of its streams before it is closed.
-const CLOSE_FLUSH: Duration = Duration::from_millis(100);
+/// How long a connection whose grace is over (or whose stop was forced)
+/// may still take to write the `UNAVAILABLE` answers of its calls and the
+/// trailers of its streams before it is closed: the bound a grace's end
+/// adds to a stop.
+pub(crate) const CLOSE_FLUSH: Duration = Duration::from_millis(100);
 
 /// A gRPC server: the user's tonic services, served on tonic's router and
 /// hyper's HTTP/2 connection (the ones tonic's own server uses), at the
@@ -182,16 +184,28 @@ impl Server {
     /// accepting (the listener is dropped at once), turns readiness
     /// `NOT_SERVING`, sends every connection a GOAWAY, then ends their open
     /// streams with `UNAVAILABLE`, lets the unary calls in flight finish
-    /// within [`Settings::shutdown_grace`], and closes every connection
-    /// that still has calls at its end. Returns once every connection is
-    /// closed.
+    /// within [`Settings::shutdown_grace`], and at its end answers the
+    /// calls still in flight `UNAVAILABLE` ("the server stopped before the
+    /// call ended") and closes their connections, once those answers are
+    /// written or at most 100 ms after the grace. Returns once every
+    /// connection is closed.
     ///
     /// # Errors
     ///
     /// [`ServeError::Listen`] when the host cannot listen on the address.
-    pub async fn serve(
+    pub async fn serve(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), ServeError> {
+        self.serve_or_force(shutdown, std::future::pending()).await
+    }
+
+    /// [`serve`](Server::serve), whose stop `force` ends at once: when it
+    /// completes (after `shutdown` or instead of it), every call still in
+    /// flight is answered `UNAVAILABLE` and every connection is closed once
+    /// the answers are written, or after [`CLOSE_FLUSH`] at most, with no
+    /// grace. The App's forced stop.
+    pub(crate) async fn serve_or_force(
         mut self,
         shutdown: impl Future<Output = ()> + Send,
+        force: impl Future<Output = ()> + Send,
     ) -> Result<(), ServeError> {
         self.bind().await?;
         let Some(listener) = self.listener.take() else {
@@ -239,8 +253,10 @@ impl Server {
             shutdown_grace: self.settings.shutdown_grace,
         });
 
-        let (stop, stopping) = watch::channel(false);
+        let (stop, stopping) = watch::channel(Stop::Serving);
         let mut connections = JoinSet::new();
+        let mut force = pin!(force);
+        let mut forced = false;
         {
             let mut incoming = listener.incoming;
             let mut shutdown = pin!(shutdown);
@@ -248,6 +264,10 @@ impl Server {
                 tokio::select! {
                     biased;
                     () = &mut shutdown => break,
+                    () = &mut force => {
+                        forced = true;
+                        break;
+                    }
                     Some(done) = connections.join_next() => {
                         if let Err(e) = done && e.is_panic() {
                             std::panic::resume_unwind(e.into_panic());
@@ -282,8 +302,18 @@ impl Server {
                 .set_service_status(LIVENESS, ServingStatus::NotServing)
                 .await;
         }
-        let _ = stop.send(true);
-        while let Some(done) = connections.join_next().await {
+        let _ = stop.send(if forced { Stop::Forced } else { Stop::Graceful });
+        loop {
+            let done = tokio::select! {
+                biased;
+                done = connections.join_next() => done,
+                () = &mut force, if !forced => {
+                    forced = true;
+                    let _ = stop.send(Stop::Forced);
+                    continue;
+                }
+            };
+            let Some(done) = done else { break };
             if let Err(e) = done
                 && e.is_panic()
             {
@@ -292,6 +322,17 @@ impl Server {
         }
         Ok(())
     }
+}
+
+/// Where a server's stop is, as its connections see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    /// Not stopping.
+    Serving,
+    /// A graceful shutdown, with its grace.
+    Graceful,
+    /// A stop forced: no grace.
+    Forced,
 }
 
 /// What every connection of a server is served with.
@@ -331,7 +372,7 @@ async fn serve_connection(
     routes: Routes,
     shared: Arc<RpcShared>,
     conn: Arc<ConnSettings>,
-    mut stopping: watch::Receiver<bool>,
+    mut stopping: watch::Receiver<Stop>,
 ) {
     let tcp = (accepted.remote_addr.is_some() || accepted.local_addr.is_some()).then_some(
         TcpConnectInfo {
@@ -343,7 +384,7 @@ async fn serve_connection(
         None => (accepted.io, None),
         Some(acceptor) => {
             let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(accepted.io));
-            let stopped = async { stopping.wait_for(|s| *s).await.map(|_| ()) };
+            let stopped = async { stopping.wait_for(|s| *s != Stop::Serving).await.map(|_| ()) };
             let tls = tokio::select! {
                 done = handshake => match done {
                     Ok(Ok(tls)) => tls,
@@ -361,10 +402,12 @@ async fn serve_connection(
         }
     };
     let streams_end = Arc::new(StreamsEnd::default());
+    let calls_end = Arc::new(StreamsEnd::default());
     let service = Rpc {
         inner: routes,
         shared,
         streams_end: Arc::clone(&streams_end),
+        calls_end: Arc::clone(&calls_end),
         info: ConnInfo { tcp, peer },
     };
     let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
@@ -381,14 +424,24 @@ async fn serve_connection(
     let grace = pin!(tokio::time::sleep_until(far()));
     let mut grace = grace;
     // One future for the whole connection, polled only until it is done.
+    let mut force_signal = stopping.clone();
     let stop_signal = pin!(async move {
-        let _ = stopping.wait_for(|s| *s).await;
+        let _ = stopping.wait_for(|s| *s != Stop::Serving).await;
     });
     let mut stop_signal = stop_signal;
+    let force_signal = pin!(async move {
+        let _ = force_signal.wait_for(|s| *s == Stop::Forced).await;
+    });
+    let mut force_signal = force_signal;
     let mut going_away = false;
     let mut stopped = false;
     let mut end_streams = false;
     let mut streams_ended = false;
+    // Whether the calls still in flight were answered UNAVAILABLE: the
+    // grace is over, and `grace` is then the bound on writing the answers.
+    let mut cut = false;
+    // What they are answered with: STOPPED once the server stops.
+    let mut cut_message = AGED;
     loop {
         tokio::select! {
             biased;
@@ -400,11 +453,19 @@ async fn serve_connection(
                 streams_end.end();
             }
             () = grace.as_mut(), if going_away => {
-                if streams_ended {
-                    // Past the grace, and past the streams' last trailers.
+                if cut {
+                    // Past the grace, and past the bound on the answers.
                     break;
                 }
-                end_streams = true;
+                // The grace is over: the calls still in flight are
+                // answered UNAVAILABLE, and the open streams end, with a
+                // short bound to write it before the connection closes
+                // (it closes as soon as every call is answered).
+                cut = true;
+                calls_end.end_with(cut_message);
+                if !streams_ended {
+                    end_streams = true;
+                }
                 grace.as_mut().reset(Instant::now() + CLOSE_FLUSH);
             }
             () = age.as_mut(), if conn.max_age.is_some() && !going_away => {
@@ -417,6 +478,7 @@ async fn serve_connection(
             }
             () = stop_signal.as_mut(), if !stopped => {
                 stopped = true;
+                cut_message = STOPPED;
                 if !going_away {
                     going_away = true;
                     connection.as_mut().graceful_shutdown();
@@ -427,9 +489,15 @@ async fn serve_connection(
                     end_streams = true;
                 }
                 let by = Instant::now() + conn.shutdown_grace;
-                if by < grace.deadline() {
+                if !cut && by < grace.deadline() {
                     grace.as_mut().reset(by);
                 }
+            }
+            // Polled after the stop, which is raised with it: no grace.
+            () = force_signal.as_mut(), if stopped && !cut => {
+                cut = true;
+                calls_end.end_with(STOPPED);
+                grace.as_mut().reset(Instant::now() + CLOSE_FLUSH);
             }
         }
     }

@@ -91,7 +91,11 @@ pub struct Settings {
 
     /// How long a connection that reached its age may still serve the
     /// calls and streams it has open (gRFC A9's `MAX_CONNECTION_AGE_GRACE`).
-    /// Then its open streams end with `UNAVAILABLE`, and it is closed.
+    /// Then its open streams end with `UNAVAILABLE`, the calls whose
+    /// handler has not answered are answered `UNAVAILABLE` ("the
+    /// connection reached its maximum age before the call ended: call
+    /// again on a new connection"), and it is closed once those answers
+    /// are written, at most 100 ms later.
     /// `None`: it stays open until its last call ends. Set only with
     /// [`max_connection_age`](Settings::max_connection_age) (alone, it
     /// would never apply: [`check`](Settings::check) refuses it).
@@ -100,8 +104,13 @@ pub struct Settings {
 
     /// How long a graceful shutdown lets the unary calls in flight finish.
     /// A shutdown stops accepting, sends every connection a GOAWAY, and
-    /// only then ends the open streams with `UNAVAILABLE`; a connection
-    /// whose calls are still running at the end of the grace is closed.
+    /// only then ends the open streams with `UNAVAILABLE`. At the end of
+    /// the grace, a call whose handler has not answered is answered
+    /// `UNAVAILABLE` ("the server stopped before the call ended"), its
+    /// handler dropped, and its connection is closed once those answers
+    /// are written, at most 100 ms after the grace: a stop takes at most
+    /// the grace and 100 ms. Every client, a stock tonic one too, sees
+    /// `UNAVAILABLE`, which a retrying client may send again.
     #[serde(with = "humantime_serde")]
     pub shutdown_grace: Duration,
 }

@@ -1,6 +1,7 @@
 //! [`ContextLayer`] and its [`ContextService`].
 
 use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 
@@ -12,7 +13,7 @@ use opentelemetry::trace::TraceContextExt as _;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::future::ResponseFuture;
+use super::future::{Payload, ResponseFuture};
 use crate::Setup;
 use crate::fault::{Injector, baggage_without, record_strip};
 use crate::grpc::deadline::Inherited;
@@ -75,8 +76,10 @@ impl ContextLayer {
     /// as it arrived (its method, URI, headers and extensions, such as a
     /// TLS acceptor's peer certificates; not its body), and is asked only
     /// about a request that carries a scenario, valid or not, when failure
-    /// injection is on. It is the user's code: a panic in it is handled as
-    /// the server handles a panic of a handler.
+    /// injection is on. It is the user's code: a panic in it is answered
+    /// as the layer answers a handler's panic, `500 Internal Server Error`
+    /// with the connection kept (see [`ContextService`]), and the request
+    /// reaches no handler.
     ///
     /// Default: none, which trusts no caller.
     pub fn trust_scenario(
@@ -109,6 +112,18 @@ impl<S> Layer<S> for ContextLayer {
 /// The service of [`ContextLayer`]: gives each request its caller's
 /// context (stripped when untrusted), then calls the inner service with
 /// that context current.
+///
+/// A panic of the layer's `trust_scenario` function, of the inner
+/// service's `call`, or of its response future (an axum handler's) is
+/// answered `500 Internal Server Error`, with an empty body (the
+/// response body type's `Default`), and the connection serves its next
+/// request, where hyper alone would drop the connection (HTTP/1.1) or
+/// reset the stream (HTTP/2). The handler is dropped; the payload never
+/// reaches the caller: it is an `exception` event (`exception.type`
+/// `panic`, `exception.message` the payload when it is a string) on the
+/// span of an outer layer's context, when there is one, and the panic
+/// hook prints it, as for any panic. A panic while the response body is
+/// read, after the status went out, is not the layer's to answer.
 pub struct ContextService<S> {
     inner: S,
     shared: Arc<Shared>,
@@ -131,9 +146,10 @@ impl<S: Clone> Clone for ContextService<S> {
     }
 }
 
-impl<S, B> Service<http::Request<B>> for ContextService<S>
+impl<S, B, ResBody> Service<http::Request<B>> for ContextService<S>
 where
-    S: Service<http::Request<B>>,
+    S: Service<http::Request<B>, Response = http::Response<ResBody>>,
+    ResBody: Default,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -144,20 +160,29 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let (mut request, cx) = self.shared.context_of(request);
+        let (mut request, cx) = match self.shared.context_of(request) {
+            Ok(of) => of,
+            // The trust function panicked: no handler is called.
+            Err((outer, payload)) => return ResponseFuture::new(Err(payload), outer),
+        };
         request.extensions_mut().insert(cx.clone());
         let future = {
             let _guard = cx.clone().attach();
-            self.inner.call(request)
+            catch_unwind(AssertUnwindSafe(|| self.inner.call(request)))
         };
-        ResponseFuture::new(Inherited::new(None, cx).scope(future))
+        let scoped = future.map(|future| Inherited::new(None, cx.clone()).scope(future));
+        ResponseFuture::new(scoped, cx)
     }
 }
 
 impl Shared {
     /// The request (its headers stripped when untrusted) and the context
-    /// its handler runs in.
-    fn context_of<B>(&self, mut request: http::Request<B>) -> (http::Request<B>, Context) {
+    /// its handler runs in; or, when the trust function panicked, the
+    /// outer layer's context and the panic's payload.
+    fn context_of<B>(
+        &self,
+        mut request: http::Request<B>,
+    ) -> Result<(http::Request<B>, Context), (Context, Payload)> {
         let on = self.injector.is_on();
         if on {
             join_repeated(request.headers_mut(), &self.fields);
@@ -174,7 +199,13 @@ impl Shared {
         if on && self.injector.carries_scenario(&caller) {
             let (parts, body) = request.into_parts();
             let head = http::Request::from_parts(parts, ());
-            let trusted = self.trust.as_ref().is_some_and(|trust| trust(&head));
+            let trusted = match &self.trust {
+                None => false,
+                Some(trust) => match catch_unwind(AssertUnwindSafe(|| trust(&head))) {
+                    Ok(trusted) => trusted,
+                    Err(payload) => return Err((outer, payload)),
+                },
+            };
             let (parts, ()) = head.into_parts();
             request = http::Request::from_parts(parts, body);
             if !trusted && let Some(baggage) = self.injector.strip_baggage(caller.baggage()) {
@@ -193,6 +224,6 @@ impl Shared {
         } else {
             caller
         };
-        (request, cx)
+        Ok((request, cx))
     }
 }

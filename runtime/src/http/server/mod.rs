@@ -27,6 +27,22 @@
 //! `humus.fit.strip` event; its baggage is replaced by the caller's, as
 //! stripped.
 //!
+//! # A panic
+//!
+//! A panic of the `trust_scenario` function (the request then reaches no
+//! handler), or of the handler the layer wraps (its service's `call` or
+//! its future), is answered `500 Internal Server Error` with an empty
+//! body, as a failed request, and the connection serves its next request;
+//! alone, hyper would drop an HTTP/1.1 connection under the request (a
+//! reqwest caller sees a connection error) and reset an HTTP/2 stream.
+//! The payload never reaches the caller: it is an `exception` event on
+//! the span of an outer layer's context, when there is one. It is the HTTP
+//! form of the gRPC server's `INTERNAL` "the handler panicked"
+//! ([`grpc::server`](crate::grpc::server#a-panic-of-a-handler)). The
+//! inner service's response body must be `Default` (axum's is, and so are
+//! `http_body_util`'s `Full` and `Empty`) for the layer to build that
+//! answer.
+//!
 //! ```
 //! use axum::{Router, routing::get};
 //! use humus::http::server::ContextLayer;
