@@ -366,50 +366,36 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
         // Plain `fn`s returning the humus client's future, not `async fn`s:
         // the call's deadline and context are read when the method is
         // called, not when its future is first polled. Through
-        // `humus::codegen`'s call functions, whose `Call` spares rustc the
-        // layout of the call's future in each method (see there).
+        // `humus::codegen`'s call functions, which box the future in the
+        // named `Call`: no opaque type for rustc to check per method (see
+        // there).
         let descriptor = quote!(Self::#static_ident);
-        let signature_and_body = match (method.client_streaming, method.server_streaming) {
-            (false, false) => quote! {
-                (&self, request: impl ::humus::codegen::IntoRequest<#request>)
-                    -> impl ::core::future::Future<Output = ::core::result::Result<
-                        ::humus::codegen::Response<#response>,
-                        ::humus::codegen::Status,
-                    >> + ::core::marker::Send + '_
-                {
-                    ::humus::codegen::unary::<P, _, _, _>(&self.client, #descriptor, request)
-                }
-            },
-            (false, true) => quote! {
-                (&self, request: impl ::humus::codegen::IntoRequest<#request>)
-                    -> impl ::core::future::Future<Output = ::core::result::Result<
-                        ::humus::codegen::Response<::humus::codegen::Streaming<#response>>,
-                        ::humus::codegen::Status,
-                    >> + ::core::marker::Send + '_
-                {
-                    ::humus::codegen::server_streaming::<P, _, _, _>(&self.client, #descriptor, request)
-                }
-            },
-            (true, false) => quote! {
-                (&self, request: impl ::humus::codegen::IntoStreamingRequest<Message = #request>)
-                    -> impl ::core::future::Future<Output = ::core::result::Result<
-                        ::humus::codegen::Response<#response>,
-                        ::humus::codegen::Status,
-                    >> + ::core::marker::Send + '_
-                {
-                    ::humus::codegen::client_streaming::<P, _, _, _>(&self.client, #descriptor, request)
-                }
-            },
-            (true, true) => quote! {
-                (&self, request: impl ::humus::codegen::IntoStreamingRequest<Message = #request>)
-                    -> impl ::core::future::Future<Output = ::core::result::Result<
-                        ::humus::codegen::Response<::humus::codegen::Streaming<#response>>,
-                        ::humus::codegen::Status,
-                    >> + ::core::marker::Send + '_
-                {
-                    ::humus::codegen::streaming::<P, _, _, _>(&self.client, #descriptor, request)
-                }
-            },
+        let (parameter, call, output) = match (method.client_streaming, method.server_streaming) {
+            (false, false) => (
+                quote!(impl ::humus::codegen::IntoRequest<#request>),
+                quote!(unary),
+                quote!(#response),
+            ),
+            (false, true) => (
+                quote!(impl ::humus::codegen::IntoRequest<#request>),
+                quote!(server_streaming),
+                quote!(::humus::codegen::Streaming<#response>),
+            ),
+            (true, false) => (
+                quote!(impl ::humus::codegen::IntoStreamingRequest<Message = #request>),
+                quote!(client_streaming),
+                quote!(#response),
+            ),
+            (true, true) => (
+                quote!(impl ::humus::codegen::IntoStreamingRequest<Message = #request>),
+                quote!(streaming),
+                quote!(::humus::codegen::Streaming<#response>),
+            ),
+        };
+        let signature_and_body = quote! {
+            (&self, request: #parameter) -> ::humus::codegen::Call<'_, #output> {
+                ::humus::codegen::#call(&self.client, #descriptor, request)
+            }
         };
         let separator = (!method_docs.is_empty()).then(|| quote!(#[doc = ""]));
         calls.push(quote! {

@@ -209,7 +209,7 @@ fn extern_paths_reach_the_humus_client() {
         code.contains("::humus::codegen::IntoRequest<::money_crate::Cents>"),
         "{code}"
     );
-    assert!(code.contains("::humus::codegen::Response<()>"));
+    assert!(code.contains("::humus::codegen::Call<'_, ()>"), "{code}");
 }
 
 #[test]

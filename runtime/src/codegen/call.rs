@@ -1,17 +1,21 @@
 //! The calls of a generated typed client: one shared generic function per
-//! RPC kind, each returning the humus client's future in a [`Call`] marked with the
-//! typed client's policy type `P`.
+//! RPC kind, each returning the humus client's future boxed in a [`Call`].
 //!
-//! Why not `self.client.unary(..)` in each generated method: rustc lints
-//! every function's MIR for known panics, and to do so computes the layout
-//! of each of its locals, the returned future included. The humus client's
-//! future is concrete in a generated method (its request and response types
-//! are), so rustc worked out the layout of the whole call state machine
-//! once per RPC: more than a third of the cost of checking a generated
-//! method (BENCHMARKS.md, "The googleapis subset"). [`Call`]'s first field
-//! has the layout of the method's request parameter, generic there, so that
-//! layout is given up at once; after monomorphization it is what it was.
+//! Why a named, boxed future rather than `-> impl Future + Send + '_` in
+//! each generated method: rustc type-checks every generated method, and
+//! an opaque return type made it infer the method's hidden type and prove
+//! its bounds there, once per RPC, over the whole call state machine
+//! (auto traits such as `Send` leak through it); and its known-panics lint
+//! computed the layout of that state machine, concrete in each method.
+//! With [`Call`] a method's signature names a plain type and its body is
+//! one call of a function here: the future is made and boxed (coerced to
+//! `dyn Future + Send`) in this module's generic code, checked once, and
+//! monomorphized per response type as before. Per RPC, the generated code
+//! costs rustc about 2 M instructions less (BENCHMARKS.md, "The googleapis
+//! subset"); a call costs one allocation more, of the state the call's
+//! future held inline.
 
+use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -21,47 +25,47 @@ use tonic::{IntoRequest, IntoStreamingRequest, Response, Status};
 
 use crate::grpc::client::{Client, Method, Streaming};
 
-pin_project_lite::pin_project! {
-    /// The future of a typed client's call: the humus client's own, with
-    /// the same output, size and behaviour.
-    #[derive(Debug)]
-    #[must_use = "futures do nothing unless polled"]
-    pub struct Call<P, F> {
-        // Zero-sized, never holds a `P`; first, so that rustc gives up on
-        // the layout where `P` is generic (see the module docs).
-        policy: [P; 0],
-        #[pin]
-        future: F,
+/// The future of a typed client's call, made when its method is called:
+/// the humus client's own future ([`Client::unary`] and its siblings),
+/// boxed. Its output is the call's response carrying a `T` (a message, or
+/// a [`Streaming`] of them for a method whose responses stream), or its
+/// last attempt's status.
+///
+/// It is `Send` and `Unpin`, and holds the typed client's borrow (`'a`).
+#[must_use = "futures do nothing unless polled"]
+pub struct Call<'a, T> {
+    future: Pin<Box<dyn Future<Output = Result<Response<T>, Status>> + Send + 'a>>,
+}
+
+impl<'a, T> Call<'a, T> {
+    /// `future`, boxed.
+    fn new(future: impl Future<Output = Result<Response<T>, Status>> + Send + 'a) -> Self {
+        Call {
+            future: Box::pin(future),
+        }
     }
 }
 
-// SAFETY: `policy` is an empty array: a `Call` never holds a `P` (a
-// policy type is a marker), so whether it may move to or be shared with
-// another thread is the future's alone.
-unsafe impl<P, F: Send> Send for Call<P, F> {}
-// SAFETY: as for `Send`.
-unsafe impl<P, F: Sync> Sync for Call<P, F> {}
+impl<T> Future for Call<'_, T> {
+    type Output = Result<Response<T>, Status>;
 
-impl<P, F: Future> Future for Call<P, F> {
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        self.project().future.poll(cx)
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.future.as_mut().poll(cx)
     }
 }
 
-impl<P, F> Call<P, F> {
-    fn new(future: F) -> Self {
-        Call { policy: [], future }
+impl<T> fmt::Debug for Call<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Call").finish_non_exhaustive()
     }
 }
 
 /// [`Client::unary`] of `request`, made when this is called.
-pub fn unary<'a, P: 'static, R, Req, Resp>(
+pub fn unary<'a, R, Req, Resp>(
     client: &'a Client,
     method: &'static Method,
     request: R,
-) -> Call<P, impl Future<Output = Result<Response<Resp>, Status>> + Send + 'a>
+) -> Call<'a, Resp>
 where
     R: IntoRequest<Req>,
     Req: prost::Message + Send + 'static,
@@ -71,11 +75,11 @@ where
 }
 
 /// [`Client::server_streaming`] of `request`, made when this is called.
-pub fn server_streaming<'a, P: 'static, R, Req, Resp>(
+pub fn server_streaming<'a, R, Req, Resp>(
     client: &'a Client,
     method: &'static Method,
     request: R,
-) -> Call<P, impl Future<Output = Result<Response<Streaming<Resp>>, Status>> + Send + 'a>
+) -> Call<'a, Streaming<Resp>>
 where
     R: IntoRequest<Req>,
     Req: prost::Message + Send + 'static,
@@ -85,11 +89,11 @@ where
 }
 
 /// [`Client::client_streaming`] of `request`, made when this is called.
-pub fn client_streaming<'a, P: 'static, R, Req, Resp>(
+pub fn client_streaming<'a, R, Req, Resp>(
     client: &'a Client,
     method: &'static Method,
     request: R,
-) -> Call<P, impl Future<Output = Result<Response<Resp>, Status>> + Send + 'a>
+) -> Call<'a, Resp>
 where
     R: IntoStreamingRequest<Message = Req>,
     R::Stream: Stream<Item = Req> + Send + 'static,
@@ -100,11 +104,11 @@ where
 }
 
 /// [`Client::streaming`] of `request`, made when this is called.
-pub fn streaming<'a, P: 'static, R, Req, Resp>(
+pub fn streaming<'a, R, Req, Resp>(
     client: &'a Client,
     method: &'static Method,
     request: R,
-) -> Call<P, impl Future<Output = Result<Response<Streaming<Resp>>, Status>> + Send + 'a>
+) -> Call<'a, Streaming<Resp>>
 where
     R: IntoStreamingRequest<Message = Req>,
     R::Stream: Stream<Item = Req> + Send + 'static,
