@@ -5,9 +5,7 @@
 
 mod client_support;
 
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use client_support::*;
@@ -19,8 +17,6 @@ use humus::testing::{Ca, Host};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::UnboundedReceiverStream;
-use tonic::body::Body;
-use tonic::server::NamedService;
 use tonic::{Code, Response};
 
 type Steps = Arc<Mutex<Vec<String>>>;
@@ -243,28 +239,6 @@ async fn a_failing_telemetry_function_exits_with_its_errors_code() {
         .run(|_| async { Ok(vec![]) })
         .await;
     assert_eq!(exit.code(), 1);
-}
-
-/// Carts, under its service name, as a generated server would be.
-#[derive(Clone)]
-struct CartsService(Carts);
-
-impl NamedService for CartsService {
-    const NAME: &'static str = "test.carts.v1.Carts";
-}
-
-impl tower_service::Service<http::Request<Body>> for CartsService {
-    type Response = http::Response<Body>;
-    type Error = Infallible;
-    type Future = BoxFuture<Result<http::Response<Body>, Infallible>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.0.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
-        self.0.call(req)
-    }
 }
 
 /// An App serving carts at `carts:9090` (a `shutdown_grace` of a minute),

@@ -8,19 +8,15 @@
 
 mod client_support;
 
-use std::convert::Infallible;
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use client_support::*;
 use humus::App;
 use humus::grpc::server::{Server, Settings};
-use tonic::body::Body;
-use tonic::server::NamedService;
 use tonic::{Code, Response};
 use tonic_prost::ProstCodec;
 
@@ -29,28 +25,6 @@ const CHILD: &str = "HUMUS_APP_SIGNALS_CHILD";
 
 /// The bound on each wait of the parent.
 const BOUND: Duration = Duration::from_secs(30);
-
-/// Carts, under its service name, as a generated server would be.
-#[derive(Clone)]
-struct CartsService(Carts);
-
-impl NamedService for CartsService {
-    const NAME: &'static str = "test.carts.v1.Carts";
-}
-
-impl tower_service::Service<http::Request<Body>> for CartsService {
-    type Response = http::Response<Body>;
-    type Error = Infallible;
-    type Future = BoxFuture<Result<http::Response<Body>, Infallible>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.0.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
-        self.0.call(req)
-    }
-}
 
 /// The child: an App with real signals serving carts on 127.0.0.1, whose
 /// GetCart says so on standard output and then answers after an hour. It

@@ -9,9 +9,7 @@
 
 mod client_support;
 
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use client_support::*;
@@ -24,36 +22,12 @@ use hyper_util::rt::TokioIo;
 use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use tonic::body::Body;
-use tonic::server::NamedService;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Request, Response, Status};
 use tonic_prost::ProstCodec;
 
 /// What a call cut by its server's stop is answered with.
 const STOPPED: &str = "the server stopped before the call ended";
-
-/// Carts, under its service name, as a generated server would be.
-#[derive(Clone)]
-struct CartsService(Carts);
-
-impl NamedService for CartsService {
-    const NAME: &'static str = "test.carts.v1.Carts";
-}
-
-impl tower_service::Service<http::Request<Body>> for CartsService {
-    type Response = http::Response<Body>;
-    type Error = Infallible;
-    type Future = BoxFuture<Result<http::Response<Body>, Infallible>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.0.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
-        self.0.call(req)
-    }
-}
 
 /// Carts whose GetCart never answers, and whose WatchCart sends one
 /// update and then nothing.

@@ -6,10 +6,8 @@
 
 mod client_support;
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use client_support::*;
@@ -20,31 +18,7 @@ use humus::health::Monitor;
 use humus::testing::{Ca, Host};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use tonic::body::Body;
-use tonic::server::NamedService;
 use tonic::{Code, Response, Status};
-
-/// Carts, under its service name, as a generated server would be.
-#[derive(Clone)]
-struct CartsService(Carts);
-
-impl NamedService for CartsService {
-    const NAME: &'static str = "test.carts.v1.Carts";
-}
-
-impl tower_service::Service<http::Request<Body>> for CartsService {
-    type Response = http::Response<Body>;
-    type Error = Infallible;
-    type Future = BoxFuture<Result<http::Response<Body>, Infallible>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.0.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
-        self.0.call(req)
-    }
-}
 
 /// A humus server running in a task, until `stop`.
 struct Serving {

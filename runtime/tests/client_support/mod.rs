@@ -147,6 +147,29 @@ pub struct Carts {
     state: Arc<CartsState>,
 }
 
+/// Carts, under its service name, as a generated server would be: what a
+/// humus `Server` or tonic's router adds.
+#[derive(Clone)]
+pub struct CartsService(pub Carts);
+
+impl tonic::server::NamedService for CartsService {
+    const NAME: &'static str = "test.carts.v1.Carts";
+}
+
+impl tower_service::Service<http::Request<Body>> for CartsService {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Result<http::Response<Body>, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
+        self.0.call(req)
+    }
+}
+
 /// The status of a busy Carts.
 pub fn unavailable() -> Status {
     Status::unavailable("carts is busy")
