@@ -345,12 +345,10 @@ async fn a_panic_in_a_services_call_is_internal() {
     serving.stopped().await;
 }
 
-#[tokio::test]
-async fn a_stream_that_panics_after_its_headers_ends_internal_in_its_trailers() {
-    let capture = Telemetry::new();
-    let serving = Serving::start(&capture, &Panicky::default()).await;
-    let mut grpc = tonic::client::Grpc::new(serving.channel.clone());
-    grpc.ready().await.unwrap();
+/// Opens WatchCart for `c-1` through `grpc` (ready): its first message
+/// arrives, then the stream ends `INTERNAL` "the handler panicked" in its
+/// trailers.
+async fn watch_cart_panics_after_one_message(grpc: &mut tonic::client::Grpc<Channel>) {
     let mut stream = grpc
         .server_streaming(
             Request::new(CartRequest { id: "c-1".into() }),
@@ -365,6 +363,15 @@ async fn a_stream_that_panics_after_its_headers_ends_internal_in_its_trailers() 
     let status = stream.message().await.unwrap_err();
     assert_eq!(status.code(), Code::Internal, "{status:?}");
     assert_eq!(status.message(), "the handler panicked");
+}
+
+#[tokio::test]
+async fn a_stream_that_panics_after_its_headers_ends_internal_in_its_trailers() {
+    let capture = Telemetry::new();
+    let serving = Serving::start(&capture, &Panicky::default()).await;
+    let mut grpc = tonic::client::Grpc::new(serving.channel.clone());
+    grpc.ready().await.unwrap();
+    watch_cart_panics_after_one_message(&mut grpc).await;
     assert_panicked(
         &server_span(&capture, "test.carts.v1.Carts/WatchCart"),
         "secret 42 in WatchCart",
@@ -453,20 +460,7 @@ async fn tonics_server_with_humus_layer_answers_a_panic_in_call_and_in_a_stream_
     assert_eq!(status.message(), "the handler panicked");
 
     grpc.ready().await.unwrap();
-    let mut stream = grpc
-        .server_streaming(
-            Request::new(CartRequest { id: "c-1".into() }),
-            WATCH_CART.full_name.parse().unwrap(),
-            ProstCodec::<CartRequest, Cart>::default(),
-        )
-        .await
-        .unwrap()
-        .into_inner();
-    let first = stream.message().await.unwrap().unwrap();
-    assert_eq!((first.id.as_str(), first.items), ("c-1", 1));
-    let status = stream.message().await.unwrap_err();
-    assert_eq!(status.code(), Code::Internal, "{status:?}");
-    assert_eq!(status.message(), "the handler panicked");
+    watch_cart_panics_after_one_message(&mut grpc).await;
     assert!(serving.get_cart("c-2").await.is_ok());
     serving.stopped().await;
 }
