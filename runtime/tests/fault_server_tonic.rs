@@ -2,7 +2,8 @@
 //! an untrusted caller's scenario never reaches the handler while other
 //! members do; a caller trusted by its certificate (the connection's
 //! `PeerCertificates` connect info) keeps it (docs/failure-injection.md,
-//! "Trust and stripping").
+//! "Trust and stripping"); with an `InheritLayer` on the same server, in
+//! either order, what the handler's calls inherit follows the strip.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -13,6 +14,7 @@ use std::task::{Context as TaskContext, Poll};
 
 use http::uri::PathAndQuery;
 use humus::fault::{self, Fault, Injector, Rule, Scenario, Settings, jsonscenario};
+use humus::grpc::deadline::{InheritLayer, Inherited};
 use humus::grpc::server::{Caller, PeerCertificates, StripScenarioLayer};
 use hyper_util::rt::TokioIo;
 use opentelemetry::Context;
@@ -32,11 +34,17 @@ const KEY: &str = "acme.fault";
 /// What the handler saw: the scenario member and the tenant member.
 type Seen = Arc<Mutex<Vec<(Option<String>, Option<String>)>>>;
 
+/// What the handler's outbound calls would inherit: for each request, the
+/// scenario member of the current `Inherited`'s baggage (`None` without
+/// one) and of the current context's.
+type Inheriting = Arc<Mutex<Vec<(Option<String>, Option<String>)>>>;
+
 /// A one-method gRPC service, `/test.Orders/Pay`, taking and returning the
 /// empty message, that records the baggage its handler reads.
 #[derive(Clone)]
 struct Orders {
     seen: Seen,
+    inheriting: Inheriting,
 }
 
 impl NamedService for Orders {
@@ -54,7 +62,13 @@ impl tower::Service<http::Request<tonic::body::Body>> for Orders {
 
     fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
         let seen = self.seen.clone();
+        let inheriting = self.inheriting.clone();
         let handler = tower::service_fn(move |req: tonic::Request<()>| {
+            let scenario = |cx: &Context| cx.baggage().get(KEY).map(|v| v.as_str().to_owned());
+            inheriting.lock().unwrap().push((
+                Inherited::current().and_then(|i| scenario(i.context())),
+                scenario(&Context::current()),
+            ));
             let mut carrier = HashMap::new();
             if let Some(b) = req.metadata().get("baggage") {
                 carrier.insert("baggage".to_owned(), b.to_str().unwrap().to_owned());
@@ -117,20 +131,62 @@ impl AsyncWrite for CertIo {
     }
 }
 
+/// Where an `InheritLayer` goes, next to the strip layer.
+#[derive(Clone, Copy, Debug)]
+enum Inherit {
+    /// None.
+    No,
+    /// Added before the strip layer: outermost, it reads the request first.
+    Before,
+    /// Added after it: it reads the stripped request.
+    After,
+}
+
 /// Starts `orders` behind `layer` and returns a client channel to it. With
 /// `certs`, each connection presents them.
 async fn serve(
     layer: StripScenarioLayer,
     certs: Option<PeerCertificates>,
 ) -> (tonic::transport::Channel, Seen) {
+    let (channel, seen, _) = serve_inheriting(layer, certs, Inherit::No).await;
+    (channel, seen)
+}
+
+/// [`serve`], with an `InheritLayer` where `inherit` says.
+async fn serve_inheriting(
+    layer: StripScenarioLayer,
+    certs: Option<PeerCertificates>,
+    inherit: Inherit,
+) -> (tonic::transport::Channel, Seen, Inheriting) {
     let seen = Seen::default();
-    let orders = Orders { seen: seen.clone() };
+    let inheriting = Inheriting::default();
+    let orders = Orders {
+        seen: seen.clone(),
+        inheriting: inheriting.clone(),
+    };
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<CertIo, io::Error>>(4);
-    let server = Server::builder()
-        .layer(layer)
-        .add_service(orders)
-        .serve_with_incoming(ReceiverStream::new(rx));
-    tokio::spawn(server);
+    let incoming = ReceiverStream::new(rx);
+    let propagator = Arc::new(BaggagePropagator::new());
+    match inherit {
+        Inherit::No => {
+            let server = Server::builder().layer(layer).add_service(orders);
+            tokio::spawn(server.serve_with_incoming(incoming));
+        }
+        Inherit::Before => {
+            let server = Server::builder()
+                .layer(InheritLayer::new(propagator))
+                .layer(layer)
+                .add_service(orders);
+            tokio::spawn(server.serve_with_incoming(incoming));
+        }
+        Inherit::After => {
+            let server = Server::builder()
+                .layer(layer)
+                .layer(InheritLayer::new(propagator))
+                .add_service(orders);
+            tokio::spawn(server.serve_with_incoming(incoming));
+        }
+    }
     let certs = certs.unwrap_or_else(|| PeerCertificates::new(Vec::new()));
     let channel = Endpoint::from_static("http://orders:9090")
         .connect_with_connector(tower::service_fn(move |_: http::Uri| {
@@ -146,7 +202,7 @@ async fn serve(
         }))
         .await
         .unwrap();
-    (channel, seen)
+    (channel, seen, inheriting)
 }
 
 /// Calls `/test.Orders/Pay` with `cx`'s baggage in the `baggage` header,
@@ -234,4 +290,34 @@ async fn injection_off_strips_nothing() {
         *seen.lock().unwrap(),
         [(Some(json), Some("acme".to_owned()))]
     );
+}
+
+#[tokio::test]
+async fn an_untrusted_scenario_is_not_inherited_whichever_layer_is_outermost() {
+    for inherit in [Inherit::Before, Inherit::After] {
+        let (channel, seen, inheriting) = serve_inheriting(layer(), None, inherit).await;
+        let (cx, _) = under_test();
+        pay(&channel, &cx).await;
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [(None, Some("acme".to_owned()))],
+            "{inherit:?}"
+        );
+        assert_eq!(*inheriting.lock().unwrap(), [(None, None)], "{inherit:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_trusted_scenario_is_inherited_whichever_layer_is_outermost() {
+    for inherit in [Inherit::Before, Inherit::After] {
+        let trusted = layer().trust_scenario(|_: &Caller<'_>| true);
+        let (channel, _, inheriting) = serve_inheriting(trusted, None, inherit).await;
+        let (cx, json) = under_test();
+        pay(&channel, &cx).await;
+        assert_eq!(
+            *inheriting.lock().unwrap(),
+            [(Some(json.clone()), Some(json))],
+            "{inherit:?}"
+        );
+    }
 }

@@ -175,7 +175,7 @@ impl Inherited {
     }
 
     /// Runs `f` with this `Inherited` current and its context attached.
-    fn sync_scope<R>(self, f: impl FnOnce() -> R) -> R {
+    pub(crate) fn sync_scope<R>(self, f: impl FnOnce() -> R) -> R {
         let _guard = self.context.clone().attach();
         CURRENT.sync_scope(self, f)
     }
@@ -210,6 +210,70 @@ impl<F: Future> Future for Scoped<F> {
     }
 }
 
+pin_project_lite::pin_project! {
+    /// A future that is either `F` as it is, or `F` inside a scope of its
+    /// own ([`Inherited::scope`]): the inner service's future under
+    /// [`StripScenario`](crate::grpc::server::StripScenario), rescoped when
+    /// it stripped a scenario that an outer [`InheritLayer`] had already
+    /// read (see [`InheritLayer`]'s order). Its output is `F`'s.
+    pub struct MaybeScoped<F: Future> {
+        #[pin]
+        inner: Either<F>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = EitherProj]
+    enum Either<F: Future> {
+        As {
+            #[pin]
+            future: F,
+        },
+        Scoped {
+            #[pin]
+            future: Scoped<F>,
+        },
+    }
+}
+
+impl<F: Future> MaybeScoped<F> {
+    /// `future`, polled in whatever scope polls it.
+    pub(crate) fn unscoped(future: F) -> MaybeScoped<F> {
+        MaybeScoped {
+            inner: Either::As { future },
+        }
+    }
+
+    /// `future`, polled inside `inherited`'s scope.
+    pub(crate) fn scoped(inherited: Inherited, future: F) -> MaybeScoped<F> {
+        MaybeScoped {
+            inner: Either::Scoped {
+                future: inherited.scope(future),
+            },
+        }
+    }
+}
+
+impl<F: Future> fmt::Debug for MaybeScoped<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let scoped = matches!(self.inner, Either::Scoped { .. });
+        f.debug_struct("MaybeScoped")
+            .field("scoped", &scoped)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F: Future> Future for MaybeScoped<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<F::Output> {
+        match self.project().inner.project() {
+            EitherProj::As { future } => future.poll(cx),
+            EitherProj::Scoped { future } => future.poll(cx),
+        }
+    }
+}
+
 /// A tower [`Layer`] for a tonic server: each request is served inside
 /// [`Inherited::scope`], with the deadline of its `grpc-timeout` and the
 /// trace context and baggage its headers carry, so every humus call its
@@ -218,6 +282,27 @@ impl<F: Future> Future for Scoped<F> {
 /// ```no_run
 /// # async fn serve(setup: humus::Setup, routes: tonic::service::Routes) -> Result<(), tonic::transport::Error> {
 /// tonic::transport::Server::builder()
+///     .layer(humus::grpc::deadline::InheritLayer::from_setup(&setup))
+///     .add_routes(routes)
+///     .serve("127.0.0.1:50051".parse().unwrap())
+///     .await
+/// # }
+/// ```
+///
+/// With failure injection, put a
+/// [`StripScenarioLayer`](crate::grpc::server::StripScenarioLayer) on the
+/// same server, so that an untrusted caller's failure scenario never
+/// reaches the calls its handler makes. Either order is safe: added first
+/// (outermost), the strip layer hands this layer the request already
+/// stripped; added after it, the strip layer serves the handler in a scope
+/// of its own, the inherited deadline and context without the scenario
+/// (one more scope per stripped request). Strip first is the cheaper:
+///
+/// ```no_run
+/// # async fn serve(setup: humus::Setup, routes: tonic::service::Routes,
+/// #     strip: humus::grpc::server::StripScenarioLayer) -> Result<(), tonic::transport::Error> {
+/// tonic::transport::Server::builder()
+///     .layer(strip)
 ///     .layer(humus::grpc::deadline::InheritLayer::from_setup(&setup))
 ///     .add_routes(routes)
 ///     .serve("127.0.0.1:50051".parse().unwrap())

@@ -118,6 +118,11 @@
 //! // tonic::transport::Server::builder().layer(strip).add_service(...)
 //! # let _ = strip;
 //! ```
+//!
+//! Next to an [`InheritLayer`](crate::grpc::deadline::InheritLayer), in
+//! either order, the calls a handler makes inherit its caller's scenario
+//! only when the caller is trusted; adding the strip layer first
+//! (outermost) is the cheaper order.
 
 pub mod future;
 mod health;

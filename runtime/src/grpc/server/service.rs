@@ -19,6 +19,7 @@ use tower_service::Service;
 
 use super::rpc::{Payload, Record, ResponseBody, ResponseFuture, call_caught};
 use crate::fault::{Injector, record_strip};
+use crate::grpc::deadline::{Inherited, MaybeScoped};
 
 pub(super) type TrustFn = Arc<dyn Fn(&Caller<'_>) -> bool + Send + Sync>;
 
@@ -140,6 +141,13 @@ impl Caller<'_> {
 /// answers `INTERNAL` ("the handler panicked") as humus's
 /// [`Server`](super::Server) does.
 ///
+/// Under an [`InheritLayer`](crate::grpc::deadline::InheritLayer) added
+/// before it (outermost), which read the request's baggage before the
+/// strip, it serves the handler in an [`Inherited`] scope of its own: the
+/// outer one's deadline and context with the scenario stripped, so that
+/// the handler's calls do not inject it either (its future is then a
+/// [`MaybeScoped`] in a scope).
+///
 /// When it strips, it adds a `humus.fit.strip` event to the span of the
 /// `opentelemetry::Context` an outer layer put in the request's extensions,
 /// else to the span of the current context (`Context::current()`), which
@@ -175,7 +183,7 @@ where
 {
     type Response = http::Response<ResponseBody<ResBody>>;
     type Error = S::Error;
-    type Future = ResponseFuture<S::Future>;
+    type Future = ResponseFuture<MaybeScoped<S::Future>>;
 
     fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -190,7 +198,20 @@ where
             .unwrap_or_else(Context::current);
         let outer = outer.has_active_span().then_some(outer);
         let call = match self.shared.strip_untrusted(&mut request, outer.as_ref()) {
-            Ok(()) => call_caught(&mut self.inner, request),
+            // An outer InheritLayer read the request's baggage before this
+            // strip: the handler is served in a scope of its own, without
+            // the scenario, so that its calls do not inject it.
+            Ok(true) => match self.shared.rescoped() {
+                Some(inherited) => {
+                    let inner = &mut self.inner;
+                    inherited
+                        .clone()
+                        .sync_scope(|| call_caught(inner, request))
+                        .map(|future| MaybeScoped::scoped(inherited, future))
+                }
+                None => call_caught(&mut self.inner, request).map(MaybeScoped::unscoped),
+            },
+            Ok(false) => call_caught(&mut self.inner, request).map(MaybeScoped::unscoped),
             Err(payload) => Err(payload),
         };
         ResponseFuture::new(call, None, Record::outer(outer), None)
@@ -208,9 +229,9 @@ impl Shared {
         &self,
         request: &mut http::Request<B>,
         span: Option<&Context>,
-    ) -> Result<(), Payload> {
+    ) -> Result<bool, Payload> {
         if !self.injector.is_on() {
-            return Ok(());
+            return Ok(false);
         }
         let extracted = self.extract(request);
         let (_, stripped) = self
@@ -219,7 +240,18 @@ impl Shared {
         if stripped && let Some(span) = span {
             record_strip(&span.span());
         }
-        Ok(())
+        Ok(stripped)
+    }
+
+    /// The current [`Inherited`] (an outer `InheritLayer`'s, which read the
+    /// request before the strip) with the scenario stripped from its
+    /// baggage; `None` when there is no such scope, or its baggage carries
+    /// no scenario.
+    fn rescoped(&self) -> Option<Inherited> {
+        let current = Inherited::current()?;
+        let baggage = self.injector.strip_baggage(current.context().baggage())?;
+        let context = current.context().with_baggage(baggage);
+        Some(Inherited::new(current.deadline(), context))
     }
 
     /// Whether `headers` hold any of the propagator's fields.
