@@ -186,6 +186,51 @@ async fn a_hung_dependency_ends_every_call_by_deadline_and_opens_the_breaker() {
     assert_eq!(carts.arrivals(&GET_CART), 5, "nothing was sent");
 }
 
+/// A call the open breaker rejects at once still takes a unit of its
+/// task's cooperative budget, as a tokio resource does: a task that loops
+/// on rejected calls (a consumer retrying during an outage) yields to the
+/// runtime's other tasks instead of holding its thread.
+#[tokio::test(start_paused = true)]
+async fn a_loop_of_rejected_calls_yields_to_other_tasks() {
+    const CALLS: usize = 10_000;
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_get_cart(|_, _| std::future::pending::<Result<Response<Cart>, Status>>());
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            timeout: SECOND,
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    for _ in 1..=5 {
+        let _ = client.unary::<_, Cart>(&GET_CART, get("c-1")).await;
+    }
+    let made = std::sync::Arc::new(AtomicUsize::new(0));
+    let spinner = tokio::spawn({
+        let (client, made) = (client.clone(), made.clone());
+        async move {
+            for _ in 0..CALLS {
+                let err = client
+                    .unary::<_, Cart>(&GET_CART, get("c-1"))
+                    .await
+                    .unwrap_err();
+                assert!(err.source().is_some_and(|s| s.is::<Rejected>()), "{err:?}");
+                made.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    });
+    // This test's task runs again once the spinner yields.
+    tokio::task::yield_now().await;
+    let made_before = made.load(Ordering::Relaxed);
+    assert!(
+        made_before < CALLS,
+        "the loop of rejected calls yielded before its end ({made_before} of {CALLS} calls)"
+    );
+    spinner.await.unwrap();
+}
+
 /// A dependency down at start: calls fail Unavailable (each a breaker
 /// failure), the breaker opens, and once the dependency is up and the
 /// breaker's open period is over, probes close it again.

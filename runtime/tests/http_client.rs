@@ -387,6 +387,46 @@ async fn an_attempt_span_follows_the_http_client_conventions() {
     );
 }
 
+/// A call the open breaker rejects at once still takes a unit of its
+/// task's cooperative budget: a task that loops on rejected calls yields
+/// to the runtime's other tasks.
+#[tokio::test(start_paused = true)]
+async fn a_loop_of_rejected_calls_yields_to_other_tasks() {
+    const CALLS: usize = 10_000;
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = client(
+        &setup(&telemetry, false),
+        &upstream,
+        Settings {
+            max_attempts: 1,
+            breaker_policy: circuit::Policy::consecutive(1),
+            ..settings()
+        },
+    );
+    upstream.script([Reply::status(500)]);
+    assert_eq!(client.get("/x").send().await.unwrap().status(), 500);
+    let made = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let spinner = tokio::spawn({
+        let (client, made) = (client.clone(), made.clone());
+        async move {
+            for _ in 0..CALLS {
+                let err = client.get("/x").send().await.unwrap_err();
+                assert_eq!(err.kind(), Kind::Rejected);
+                made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    });
+    // This test's task runs again once the spinner yields.
+    tokio::task::yield_now().await;
+    let made_before = made.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        made_before < CALLS,
+        "the loop of rejected calls yielded before its end ({made_before} of {CALLS} calls)"
+    );
+    spinner.await.unwrap();
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_rejected_call_has_a_span_of_humus_own_scope_and_sends_nothing() {
     let upstream = Upstream::start().await;

@@ -717,6 +717,10 @@ pub(super) async fn run_unary<S: UnarySend>(
     send: S,
 ) -> Result<S::Output, Status> {
     require_runtime();
+    // A call takes a unit of the task's cooperative budget, as a tokio
+    // resource does: a loop of calls failed at once (the breaker open)
+    // still yields to the runtime.
+    tokio::task::coop::consume_budget().await;
     let mut call = Call::new(inner, method, cx, deadline);
     loop {
         call.allow()?;
@@ -927,6 +931,10 @@ pub(super) async fn run_open<S: OpenSend>(
     send: S,
 ) -> Result<Opened<S::Output>, Status> {
     require_runtime();
+    // A call takes a unit of the task's cooperative budget, as a tokio
+    // resource does: a loop of calls failed at once (the breaker open)
+    // still yields to the runtime.
+    tokio::task::coop::consume_budget().await;
     let mut call = Call::new(inner, method, cx, deadline);
     loop {
         call.allow()?;

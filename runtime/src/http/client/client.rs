@@ -450,6 +450,10 @@ impl Client {
         inherited: Option<Instant>,
     ) -> Result<reqwest::Response, Error> {
         require_runtime();
+        // A call takes a unit of the task's cooperative budget, as a tokio
+        // resource does: a loop of calls failed at once (the breaker open)
+        // still yields to the runtime.
+        tokio::task::coop::consume_budget().await;
         let inner = &*self.inner;
         let request = original.as_ref().expect("call is given its request");
         let url = request.url();
