@@ -440,7 +440,7 @@ pub fn check_addr(addr: &str) -> Result<(), InvalidValue> {
             return bad(match problem {
                 Problem::Empty => "is empty, want host:port".to_owned(),
                 Problem::Scheme => format!(
-                    "{addr:?} names a scheme, want host:port with none (the client resolves no name itself)"
+                    "{addr:?} names a scheme, want host:port with none, such as \"ledger:50051\" (set `tls` for TLS; a scheme does not choose it)"
                 ),
                 Problem::Holds(c) => format!("{addr:?} holds {c:?}, want host:port"),
                 Problem::Unclosed => format!("{addr:?} opens a bracket it does not close"),

@@ -34,6 +34,18 @@ pub const READINESS: &str = "readiness";
 ///   bring a dependency back.
 ///
 /// With no monitor, readiness is `SERVING` once the server serves.
+///
+/// Kubernetes' gRPC probes, and `grpc_health_probe`, ask for the service
+/// `""` unless told otherwise, which is readiness here: a liveness probe
+/// left at its default would restart a pod whose dependency is down. Name
+/// the service in the liveness probe:
+///
+/// ```yaml
+/// livenessProbe:
+///   grpc: { port: 50051, service: liveness }
+/// readinessProbe:
+///   grpc: { port: 50051 }  # "", readiness
+/// ```
 #[derive(Clone)]
 pub struct Health {
     pub(super) readiness: Vec<Monitor>,
