@@ -74,6 +74,13 @@ pub struct Settings {
     /// see the [module](super) docs), and the request reaches no
     /// handler.
     ///
+    /// Trust only callers you control (tests, a chaos tool): a scenario
+    /// that reaches a handler makes its calls fail for real, and those
+    /// failures count in each client's circuit breaker, which every caller
+    /// of that dependency shares: with the default settings, two aborted
+    /// requests (each retried) can open it for everyone, unless the
+    /// client's classifier spares injected failures.
+    ///
     /// Default: `None`, which trusts no caller: a server nobody decided
     /// about is a trust boundary.
     #[serde(skip)]

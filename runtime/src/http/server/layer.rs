@@ -81,6 +81,13 @@ impl ContextLayer {
     /// with the connection kept (see [`ContextService`]), and the request
     /// reaches no handler.
     ///
+    /// Trust only callers you control (tests, a chaos tool): a scenario
+    /// that reaches a handler makes its calls fail for real, and those
+    /// failures count in each client's circuit breaker, which every caller
+    /// of that dependency shares: with the default settings, two aborted
+    /// requests (each retried) can open it for everyone, unless the
+    /// client's classifier spares injected failures.
+    ///
     /// Default: none, which trusts no caller.
     pub fn trust_scenario(
         self,
