@@ -1127,6 +1127,48 @@ async fn a_proxys_503_page_is_unavailable_retried_and_counted() {
     }
 }
 
+/// A proxy's 429 page with a `Retry-After` is retried after the wait it
+/// asks for (taken as the server's pushback), and not at all when the wait
+/// is longer than `backoff_max`; the message says the wait.
+#[tokio::test(start_paused = true)]
+async fn a_proxys_retry_after_is_the_pushback() {
+    for (retry_after, retried) in [("2", true), ("60", false)] {
+        let host = Host::new();
+        let _proxy = h2_server(&host, "carts:9090", move |n, _, mut respond| {
+            if n == 1 {
+                let response = http::Response::builder()
+                    .status(429)
+                    .header("content-type", "text/html")
+                    .header("retry-after", retry_after)
+                    .body(())
+                    .unwrap();
+                let _ = respond.send_response(response, true);
+            } else {
+                answer_grpc(respond, &cart("c", 1));
+            }
+        });
+        let client = plain_client(&host, "carts:9090", Settings::default());
+        let start = Instant::now();
+        let result = client.unary::<_, Cart>(&GET_CART, get("c")).await;
+        if retried {
+            assert_eq!(result.unwrap().into_inner(), cart("c", 1));
+            assert_eq!(start.elapsed(), 2 * SECOND, "retried after the wait asked");
+        } else {
+            let err = result.unwrap_err();
+            assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+            assert_eq!(
+                err.message(),
+                "the server answered HTTP 429 Too Many Requests with content-type \"text/html\", not a gRPC response (a proxy's error page?); it asks to wait 60s (Retry-After)"
+            );
+            assert_eq!(
+                start.elapsed(),
+                Duration::ZERO,
+                "a wait past backoff_max is not made"
+            );
+        }
+    }
+}
+
 /// gRPC's mapping of the other HTTP statuses a non-gRPC answer may have,
 /// body or not.
 #[tokio::test(start_paused = true)]

@@ -43,7 +43,9 @@ use tonic::Status;
 
 use super::Settings;
 use super::anchor::Anchor;
+use super::classify::PUSHBACK_KEY;
 use super::layer::{AttemptService, BoxError, LayerError, send_layered};
+use crate::http::client::{RetryAfter, retry_after};
 use crate::setup::{BoxIo, Host};
 
 /// The message of every call made after the connection was closed.
@@ -531,6 +533,13 @@ impl http_body::Body for AttemptBody {
 /// (200 with another content-type included) `Unknown`; the message says
 /// the HTTP status and the content-type. Its body is never read.
 ///
+/// A mapped 429 or 503 with a `Retry-After` (either form, as the HTTP
+/// client reads it) is given that wait as its pushback
+/// (`grpc-retry-pushback-ms`), unless it has one: the proxy's rate limit or
+/// overload is then retried after the wait it asked for, or not at all
+/// when the wait is longer than `backoff_max`, as a gRPC server's pushback
+/// is.
+///
 /// Source: gRPC's "HTTP to gRPC Status Code Mapping"
 /// (`http-grpc-status-mapping.md`), and gRPC over HTTP/2
 /// (`PROTOCOL-HTTP2.md`, "Responses").
@@ -562,8 +571,27 @@ fn grpc_response<B>(mut response: http::Response<B>) -> http::Response<B> {
             http.as_u16()
         )
     };
+    let wait = match http {
+        http::StatusCode::TOO_MANY_REQUESTS | http::StatusCode::SERVICE_UNAVAILABLE
+            if !headers.contains_key(PUSHBACK_KEY) =>
+        {
+            match retry_after(headers, std::time::SystemTime::now()) {
+                RetryAfter::After(wait) => Some(wait),
+                RetryAfter::Absent | RetryAfter::Invalid => None,
+            }
+        }
+        _ => None,
+    };
+    let message = match wait {
+        Some(wait) => format!("{message}; it asks to wait {wait:?} (Retry-After)"),
+        None => message,
+    };
     let message = percent_encoding::utf8_percent_encode(&message, GRPC_MESSAGE_ESCAPED).to_string();
     let headers = response.headers_mut();
+    if let Some(wait) = wait {
+        let millis = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+        headers.insert(PUSHBACK_KEY, HeaderValue::from(millis));
+    }
     headers.insert(GRPC_STATUS, HeaderValue::from(code as i32));
     if let Ok(message) = HeaderValue::from_str(&message) {
         headers.insert(GRPC_MESSAGE, message);
@@ -1287,6 +1315,43 @@ mod tests {
             [Some(false)],
             "stream 1"
         );
+    }
+
+    #[test]
+    fn a_mapped_429_or_503_takes_its_retry_after_as_its_pushback() {
+        let answer = |status: u16, headers: &[(&str, &str)]| {
+            let mut r = http::Response::builder()
+                .status(status)
+                .header(CONTENT_TYPE, "text/html");
+            for (k, v) in headers {
+                r = r.header(*k, *v);
+            }
+            grpc_response(r.body(()).unwrap())
+        };
+        let pushback = |r: &http::Response<()>| {
+            r.headers()
+                .get(PUSHBACK_KEY)
+                .map(|v| v.to_str().unwrap().to_owned())
+        };
+        let in_a_minute =
+            httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(61));
+        assert_eq!(
+            pushback(&answer(429, &[("retry-after", "3")])).as_deref(),
+            Some("3000")
+        );
+        let dated = pushback(&answer(503, &[("retry-after", &in_a_minute)])).unwrap();
+        let dated: u64 = dated.parse().unwrap();
+        assert!((59_000..=61_000).contains(&dated), "{dated}");
+        // Not for another status, an unreadable value, or a response that
+        // has a pushback of its own.
+        assert_eq!(pushback(&answer(502, &[("retry-after", "3")])), None);
+        assert_eq!(pushback(&answer(503, &[("retry-after", "soon")])), None);
+        assert_eq!(
+            pushback(&answer(503, &[("retry-after", "3"), (PUSHBACK_KEY, "10")])).as_deref(),
+            Some("10")
+        );
+        let status = Status::from_header_map(answer(503, &[]).headers()).unwrap();
+        assert!(!status.message().contains("Retry-After"), "{status:?}");
     }
 
     #[test]

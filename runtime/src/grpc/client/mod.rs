@@ -120,7 +120,9 @@
 //! its HTTP status, its body unread: 400 `Internal`, 401
 //! `Unauthenticated`, 403 `PermissionDenied`, 404 `Unimplemented`, 429,
 //! 502, 503 and 504 `Unavailable` (retried, and counted against the
-//! dependency), any other `Unknown`. A response message over the decoding
+//! dependency), any other `Unknown`. A 429 or 503 page's `Retry-After` is
+//! its pushback: the retry waits for it, or is not made when it is longer
+//! than [`Settings::backoff_max`]. A response message over the decoding
 //! limit ([`Settings::max_decoding_message_size`], 4 MiB by default) ends
 //! `ResourceExhausted`; a status the server sent (a tonic server's
 //! `OutOfRange` for a request over its own limit) is returned as it is. A request the server never saw
