@@ -206,10 +206,13 @@ async fn a_retried_body_reaches_the_server_whole() {
     assert_eq!(carts.arrivals(&GET_CART), 2);
 }
 
+/// One request's headers, (name, value) in the order sent.
+type Sent = Vec<(String, String)>;
+
 /// The headers of each GetCart that reached the server, in arrival order:
 /// (name, value) in the order the map holds them (the order sent). The
 /// first two after the `before` GetCarts so far fail `Unavailable`.
-fn record_get_cart_headers(carts: &Carts, before: usize) -> Arc<Mutex<Vec<Vec<(String, String)>>>> {
+fn record_get_cart_headers(carts: &Carts, before: usize) -> Arc<Mutex<Vec<Sent>>> {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
     carts.on_get_cart(move |arrival, req| {
@@ -287,9 +290,7 @@ async fn each_send_of_a_retried_call_carries_the_callers_headers_and_the_time_le
         assert_eq!(carts.arrivals(&GET_CART) - before, 3, "{what}");
         let sends = seen.lock().unwrap().clone();
         assert_eq!(sends.len(), 3, "{what}");
-        let names = |send: &Vec<(String, String)>| -> Vec<String> {
-            send.iter().map(|(k, _)| k.clone()).collect()
-        };
+        let names = |send: &Sent| -> Vec<String> { send.iter().map(|(k, _)| k.clone()).collect() };
         for (i, send) in sends.iter().enumerate() {
             let value = |name: &str| -> Vec<&str> {
                 send.iter()
