@@ -389,18 +389,20 @@ impl CallCtx<'_> {
             .attempt_end(std::mem::replace(span, next), Some(status));
     }
 
-    /// The metadata one send of an attempt carries: the caller's, with the
-    /// time left before the deadline as its `grpc-timeout`, and the
-    /// attempt's trace context.
-    pub(super) fn metadata(&self, base: &MetadataMap, span: &AttemptSpan) -> MetadataMap {
-        let mut metadata = base.clone();
+    /// The headers one send of an attempt carries: `headers` (the
+    /// caller's, or a copy of them), with the time left before the
+    /// deadline as its `grpc-timeout`, and the attempt's trace context.
+    pub(super) fn stamp(
+        &self,
+        mut headers: http::HeaderMap,
+        span: &AttemptSpan,
+    ) -> http::HeaderMap {
         if let Some(timeout) = self.timeout() {
-            let mut headers = metadata.into_headers();
             headers.insert(GRPC_TIMEOUT_HEADER, timeout);
-            metadata = MetadataMap::from_headers(headers);
         }
+        let mut metadata = MetadataMap::from_headers(headers);
         self.hooks.propagate(span, &mut metadata);
-        metadata
+        metadata.into_headers()
     }
 
     /// The time left before the deadline as a `grpc-timeout` value, if the
