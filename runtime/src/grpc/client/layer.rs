@@ -23,8 +23,8 @@ use tower::util::BoxCloneSyncService;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::Settings;
 use super::connection::{AttemptBody, GRPC_STATUS, SendRequest, send_on};
+use super::{AttemptTimeout, Settings};
 
 /// An error of any type, as tower's middleware returns them.
 pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
@@ -213,6 +213,17 @@ impl LayerError {
     pub fn error(&self) -> Option<&(dyn StdError + Send + Sync + 'static)> {
         self.error.as_deref()
     }
+
+    /// Whether the layer shed the attempt: its error is, or carries,
+    /// tower's `Overloaded` (a `LoadShedLayer` over a service that was not
+    /// ready, such as a full `ConcurrencyLimitLayer`). Nothing was sent:
+    /// the attempt ends `Unavailable`, counts nothing in the breaker, and
+    /// is not retried ([`classify_attempt`](super::classify_attempt)).
+    pub fn is_shed(&self) -> bool {
+        self.error
+            .as_deref()
+            .is_some_and(|e| in_chain::<tower::load_shed::error::Overloaded>(e))
+    }
 }
 
 impl fmt::Debug for LayerError {
@@ -369,14 +380,24 @@ fn failed(err: BoxError) -> BoxError {
         // A layer wrapped the connection's error: still the connection's.
         return err;
     }
-    let mut status = match find_status(&*err) {
-        Some(theirs) => Status::with_details_and_metadata(
-            theirs.code(),
-            theirs.message().to_owned(),
-            bytes::Bytes::copy_from_slice(theirs.details()),
-            theirs.metadata().clone(),
-        ),
-        None => Status::unknown(err.to_string()),
+    if in_chain::<tower::timeout::error::Elapsed>(&*err) {
+        // The layer's timeout of the attempt: the client's own.
+        return Box::new(AttemptTimeout::of_layer(LayerError { error: Some(err) }));
+    }
+    let mut status = if in_chain::<tower::load_shed::error::Overloaded>(&*err) {
+        Status::unavailable(format!(
+            "a per-attempt layer shed the attempt, nothing was sent: {err}"
+        ))
+    } else {
+        match find_status(&*err) {
+            Some(theirs) => Status::with_details_and_metadata(
+                theirs.code(),
+                theirs.message().to_owned(),
+                bytes::Bytes::copy_from_slice(theirs.details()),
+                theirs.metadata().clone(),
+            ),
+            None => Status::unknown(err.to_string()),
+        }
     };
     status.set_source(Arc::new(LayerError { error: Some(err) }));
     Box::new(status)
