@@ -98,7 +98,26 @@ impl Settings {
     /// [`Status`](https://docs.rs/tonic/0.14/tonic/struct.Status.html) the error is or carries in its `source()` chain (its code,
     /// message and metadata), else `Unknown` with the error's message; its
     /// source is a [`LayerError`] holding the layer's error, and it is
-    /// classified, retried and counted as any attempt's status. A
+    /// classified, retried and counted as any attempt's status (the
+    /// default classification takes `Unknown` for the dependency's answer:
+    /// not retried, a success for the breaker). Two of tower's errors are
+    /// the client's own facts instead, whatever the classify functions
+    /// say:
+    ///
+    /// - `Elapsed` (a `TimeoutLayer`'s): the attempt's timeout, as
+    ///   [`attempt_timeout`](Settings::attempt_timeout)'s, `DeadlineExceeded`
+    ///   with an [`AttemptTimeout`] (holding the [`LayerError`]) as source,
+    ///   a failure for the breaker, retried unless the method is never
+    ///   sent twice;
+    /// - `Overloaded` (a `LoadShedLayer`'s, over a full
+    ///   `ConcurrencyLimitLayer` say): `Unavailable`, naming the shedding;
+    ///   nothing was sent, so it counts nothing in the breaker and is not
+    ///   retried (another attempt would meet the same full limit), as a
+    ///   breaker's rejection ([`LayerError::is_shed`]).
+    ///
+    /// To decide another code for a layer's own error, have the layer
+    /// return a `Status` (or an error carrying one as its source), such as
+    /// `Status::unavailable`: its code is then the attempt's. A
     /// trailers-only response the layer answers with itself (a
     /// `grpc-status` in its headers, as tonic's interceptors answer an
     /// `Err`) ends the attempt with that status, with a [`LayerError`] as
@@ -106,17 +125,26 @@ impl Settings {
     /// says. An error of the connection the layer passes on (hyper's) is
     /// the connection's, as without layers.
     ///
+    /// Each attempt's timeout is a setting of its own,
+    /// [`attempt_timeout`](Settings::attempt_timeout), which needs no
+    /// layer; a layer adds what the client has not, such as a limit on the
+    /// calls in flight:
+    ///
     /// ```
     /// use std::time::Duration;
     /// use humus::grpc::client::Settings;
     ///
-    /// // tower's timeout of each attempt: an elapsed one ends `Unknown`.
     /// let settings = Settings {
     ///     addr: "carts:9090".into(),
+    ///     // Each attempt ends after 1 s, a failure, and is retried.
+    ///     attempt_timeout: Some(Duration::from_secs(1)),
     ///     ..Settings::default()
     /// }
-    /// .layer(tower::timeout::TimeoutLayer::new(Duration::from_secs(1)));
-    /// assert_eq!(settings.layers.len(), 1);
+    /// // At most 64 attempts in flight; one more fails at once,
+    /// // `Unavailable`, counting nothing against carts.
+    /// .layer(tower::load_shed::LoadShedLayer::new())
+    /// .layer(tower::limit::ConcurrencyLimitLayer::new(64));
+    /// assert_eq!(settings.layers.len(), 2);
     /// ```
     ///
     /// Design: [per-attempt layers](crate::design::client#per-attempt-layers).
@@ -440,6 +468,35 @@ mod tests {
         assert_eq!(status.message(), "no token");
         let layer = LayerError::from_status(&status).expect("a LayerError");
         assert!(layer.error().unwrap().is::<std::io::Error>());
+    }
+
+    #[test]
+    fn towers_elapsed_is_the_attempts_timeout_and_overloaded_is_shed() {
+        let elapsed = failed(Box::new(tower::timeout::error::Elapsed::new()))
+            .downcast::<Status>()
+            .unwrap();
+        assert_eq!(elapsed.code(), tonic::Code::DeadlineExceeded);
+        let timeout = AttemptTimeout::from_status(&elapsed).expect("the attempt's timeout");
+        assert_eq!(timeout.after(), None);
+        let layer = LayerError::from_status(&elapsed).expect("the layer's error, kept");
+        assert!(!layer.is_shed());
+        assert!(
+            layer
+                .error()
+                .unwrap()
+                .is::<tower::timeout::error::Elapsed>()
+        );
+
+        let shed = failed(Box::new(tower::load_shed::error::Overloaded::new()))
+            .downcast::<Status>()
+            .unwrap();
+        assert_eq!(shed.code(), tonic::Code::Unavailable);
+        assert_eq!(
+            shed.message(),
+            "a per-attempt layer shed the attempt, nothing was sent: service overloaded"
+        );
+        assert!(LayerError::from_status(&shed).unwrap().is_shed());
+        assert!(AttemptTimeout::from_status(&shed).is_none());
     }
 
     #[derive(Debug, thiserror::Error)]

@@ -42,7 +42,9 @@
 //! as one a GOAWAY cut off, is sent again at once), and is classified for
 //! the breaker and for retries ([`classify_attempt`]); retries are bounded
 //! by `max_attempts`, the budget and the deadline, and wait the larger of
-//! the backoff and the server's pushback. Streams retry their open only,
+//! the backoff and the server's pushback. An attempt that outlives
+//! [`Settings::attempt_timeout`] (unset by default) is cancelled, counted
+//! as a failure and retried ([`AttemptTimeout`]). Streams retry their open only,
 //! and count in the breaker once, when they end ([`Streaming`]).
 //!
 //! # Per-attempt layers and interceptors
@@ -74,7 +76,11 @@
 //! it carries (in its `source()` chain), else `Unknown`, with a
 //! [`LayerError`] as the status's source; a trailers-only answer of its own
 //! (an interceptor's `Err(status)`) ends it with that status. Either is
-//! classified, retried and counted as any attempt's result. With no layer
+//! classified, retried and counted as any attempt's result, except tower's
+//! `Elapsed`, which is the attempt's timeout ([`AttemptTimeout`]: a
+//! failure, retried), and tower's `Overloaded`, a shed attempt
+//! (`Unavailable`, counting nothing, not retried). Each attempt's timeout
+//! needs no layer: it is [`Settings::attempt_timeout`]. With no layer
 //! set the attempt is sent as before, with no box or allocation more.
 //! Design: [per-attempt layers](crate::design::client#per-attempt-layers).
 //!

@@ -1219,5 +1219,9 @@ mod tests {
             text.contains("backoff_max 1s is below backoff_base 2s"),
             "{text}"
         );
+        assert!(
+            text.contains("; attempt_timeout is zero, want a duration more than zero (leave it unset for no timeout of its own); "),
+            "{text}"
+        );
     }
 }
