@@ -259,26 +259,27 @@ impl<'a> Call<'a> {
 
     /// The deadline of the attempt starting now: the earlier of the call's
     /// and, when [`Settings::attempt_timeout`](super::Settings::attempt_timeout)
-    /// is set, that long from now (none if the clock cannot say when);
-    /// with the setting's value when the attempt's own deadline is the
-    /// earlier. Unset, it reads no clock.
-    fn attempt_deadline(&self) -> (Option<Instant>, Option<std::time::Duration>) {
+    /// is set, that long from now (the call's if the clock cannot say
+    /// when). Unset, it reads no clock.
+    fn attempt_deadline(&self) -> Option<Instant> {
         let call = self.ctx.deadline;
         let Some(after) = self.ctx.inner.settings.attempt_timeout else {
-            return (call, None);
+            return call;
         };
         match Instant::now().checked_add(after) {
-            Some(own) if call.is_none_or(|d| own < d) => (Some(own), Some(after)),
-            _ => (call, None),
+            Some(own) if call.is_none_or(|d| own < d) => Some(own),
+            _ => call,
         }
     }
 
-    /// The status of an attempt its deadline cut short: the attempt's own
-    /// timeout (`own`, the setting's value) unless the call's deadline has
-    /// passed too.
-    fn cut_status(&self, own: Option<std::time::Duration>) -> Status {
-        match own {
-            Some(after) if !self.ctx.deadline.is_some_and(|d| Instant::now() >= d) => {
+    /// The status of an attempt its deadline, `bound`, cut short: the
+    /// attempt's own timeout when `bound` is not the call's deadline
+    /// ([`Call::attempt_deadline`] gives another only when the attempt's
+    /// own is the earlier), unless the call's deadline has passed too.
+    fn cut_status(&self, bound: Option<Instant>) -> Status {
+        let call = self.ctx.deadline;
+        match self.ctx.inner.settings.attempt_timeout {
+            Some(after) if bound != call && !call.is_some_and(|d| Instant::now() >= d) => {
                 AttemptTimeout::status(after)
             }
             _ => deadline_exceeded(),
@@ -758,8 +759,10 @@ pub(super) async fn run_unary<S: UnarySend>(
     let mut call = Call::new(inner, method, cx, deadline);
     loop {
         call.allow()?;
-        // The attempt's deadline, which its sends' `grpc-timeout` says.
-        let (bound, own) = call.attempt_deadline();
+        // The attempt's deadline, which its sends' `grpc-timeout` says
+        // (read from there once it is cut: no copy is kept across the
+        // attempt).
+        let bound = call.attempt_deadline();
         call.ctx.send_deadline = bound;
         let (ctx, span, n) = call.attempt_parts();
         let send = &send;
@@ -769,7 +772,7 @@ pub(super) async fn run_unary<S: UnarySend>(
         });
         let result = match attempt.await {
             Cut::Returned(result) => result,
-            Cut::Deadline => Err(call.cut_status(own)),
+            Cut::Deadline => Err(call.cut_status(call.ctx.send_deadline)),
             Cut::Closed(injected) => {
                 return Err(call.closed(injected.unwrap_or_else(closing)));
             }
@@ -977,7 +980,7 @@ pub(super) async fn run_open<S: OpenSend>(
         call.allow()?;
         // The open's deadline; its `grpc-timeout` stays the call's, as
         // the stream, once open, may outlive the attempt's own.
-        let (bound, own) = call.attempt_deadline();
+        let bound = call.attempt_deadline();
         let (ctx, span, n) = call.attempt_parts();
         let send = &send;
         let attempt = bounded(inner, bound, async move {
@@ -986,7 +989,7 @@ pub(super) async fn run_open<S: OpenSend>(
         });
         let result = match attempt.await {
             Cut::Returned(result) => result,
-            Cut::Deadline => Err(call.cut_status(own)),
+            Cut::Deadline => Err(call.cut_status(bound)),
             Cut::Closed(injected) => {
                 return Err(call.closed(injected.unwrap_or_else(closing)));
             }
