@@ -279,7 +279,7 @@ impl<'a> Call<'a> {
     fn cut_status(&self, bound: Option<Instant>) -> Status {
         let call = self.ctx.deadline;
         match self.ctx.inner.settings.attempt_timeout {
-            Some(after) if bound != call && !call.is_some_and(|d| Instant::now() >= d) => {
+            Some(after) if bound != call && call.is_none_or(|d| Instant::now() < d) => {
                 AttemptTimeout::status(after)
             }
             _ => deadline_exceeded(),
