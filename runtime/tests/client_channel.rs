@@ -955,3 +955,52 @@ async fn the_clients_interceptor_runs_once_per_attempt_of_the_channel() {
     assert_eq!(seen.load(Ordering::SeqCst), 6, "unlisted: 3 attempts more");
     assert_eq!(carts.arrivals(&GET_CART), 6);
 }
+
+/// `attempt_timeout` bounds the attempts of a stock client's calls too: a
+/// listed unary call's attempt (whose `grpc-timeout` says the bound) and
+/// an unlisted method's open, each cut, counted and retried.
+#[tokio::test(start_paused = true)]
+async fn attempt_timeout_cuts_and_retries_a_stock_clients_hanging_attempt() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s = sent.clone();
+    carts.on_get_cart(move |seen, req| {
+        s.lock()
+            .unwrap()
+            .push(seen.metadata.get("grpc-timeout").cloned());
+        async move {
+            if seen.n % 2 == 1 {
+                std::future::pending::<()>().await;
+            }
+            Ok(Response::new(cart(&req.id, 0)))
+        }
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            attempt_timeout: Some(Duration::from_millis(100)),
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let listed = client.channel().with_methods(carts_methods());
+    assert_eq!(get_cart(&listed, get("c-1")).await.unwrap().id, "c-1");
+    assert_eq!(carts.arrivals(&GET_CART), 2);
+    assert_eq!(
+        get_cart(&client.channel(), get("c-2")).await.unwrap().id,
+        "c-2"
+    );
+    assert_eq!(carts.arrivals(&GET_CART), 4);
+    let sent: Vec<_> = sent
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_ref().map(|v| v.to_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(
+        sent,
+        [Some("100m".to_owned()), Some("100m".to_owned()), None, None],
+        "a listed unary attempt sends its bound; an unlisted call has no deadline"
+    );
+}

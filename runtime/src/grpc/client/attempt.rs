@@ -26,7 +26,7 @@ use super::hooks::{AttemptSpan, Hooks, call_context};
 use super::layer::BoxError;
 use super::limit::Limited;
 use super::stream::{End, Holder, Settle, Streaming, deadline_exceeded};
-use super::{CallState, DEADLINE_SLACK, Ended, Method, classify_attempt};
+use super::{AttemptTimeout, CallState, DEADLINE_SLACK, Ended, Method, classify_attempt};
 use crate::circuit::{Outcome, OwnedTicket, Rejected, Ticket};
 use crate::fault::InjectedError;
 use crate::retry::{self, Attempted, Decision, Next};
@@ -201,6 +201,10 @@ pub(super) struct CallCtx<'a> {
     method: &'static Method,
     hooks: Hooks<'a>,
     deadline: Option<Instant>,
+    /// What the attempt's sends say in their `grpc-timeout`: a unary
+    /// attempt's deadline (the earlier of the call's and the attempt's
+    /// own), or a stream's, the call's alone.
+    send_deadline: Option<Instant>,
 }
 
 /// The attempt under way: what settling it needs.
@@ -222,6 +226,7 @@ impl<'a> Call<'a> {
                 method,
                 hooks: Hooks { inner, method, cx },
                 deadline,
+                send_deadline: deadline,
             },
             attempt: 0,
             in_flight: None,
@@ -249,6 +254,35 @@ impl<'a> Call<'a> {
                 ctx.hooks.decided(Decision::Stopped);
                 Err(rejected_status(rejected))
             }
+        }
+    }
+
+    /// The deadline of the attempt starting now: the earlier of the call's
+    /// and, when [`Settings::attempt_timeout`](super::Settings::attempt_timeout)
+    /// is set, that long from now (the call's if the clock cannot say
+    /// when). Unset, it reads no clock.
+    fn attempt_deadline(&self) -> Option<Instant> {
+        let call = self.ctx.deadline;
+        let Some(after) = self.ctx.inner.settings.attempt_timeout else {
+            return call;
+        };
+        match Instant::now().checked_add(after) {
+            Some(own) if call.is_none_or(|d| own < d) => Some(own),
+            _ => call,
+        }
+    }
+
+    /// The status of an attempt its deadline, `bound`, cut short: the
+    /// attempt's own timeout when `bound` is not the call's deadline
+    /// ([`Call::attempt_deadline`] gives another only when the attempt's
+    /// own is the earlier), unless the call's deadline has passed too.
+    fn cut_status(&self, bound: Option<Instant>) -> Status {
+        let call = self.ctx.deadline;
+        match self.ctx.inner.settings.attempt_timeout {
+            Some(after) if bound != call && call.is_none_or(|d| Instant::now() < d) => {
+                AttemptTimeout::status(after)
+            }
+            _ => deadline_exceeded(),
         }
     }
 
@@ -405,10 +439,11 @@ impl CallCtx<'_> {
         metadata.into_headers()
     }
 
-    /// The time left before the deadline as a `grpc-timeout` value, if the
-    /// call has a deadline.
+    /// The time left before the send's deadline as a `grpc-timeout`
+    /// value, if it has one: a unary attempt's (the earlier of the call's
+    /// deadline and the attempt's own), a stream's (the call's).
     fn timeout(&self) -> Option<http::HeaderValue> {
-        let deadline = self.deadline?;
+        let deadline = self.send_deadline?;
         Some(grpc_timeout(
             deadline.saturating_duration_since(Instant::now()),
         ))
@@ -726,15 +761,20 @@ pub(super) async fn run_unary<S: UnarySend>(
     let mut call = Call::new(inner, method, cx, deadline);
     loop {
         call.allow()?;
+        // The attempt's deadline, which its sends' `grpc-timeout` says
+        // (read from there once it is cut: no copy is kept across the
+        // attempt).
+        let bound = call.attempt_deadline();
+        call.ctx.send_deadline = bound;
         let (ctx, span, n) = call.attempt_parts();
         let send = &send;
-        let attempt = bounded(inner, deadline, async move {
+        let attempt = bounded(inner, bound, async move {
             ctx.hooks.inject_fault(span, deadline).await?;
             send.send(ctx, n, span).await
         });
         let result = match attempt.await {
             Cut::Returned(result) => result,
-            Cut::Deadline => Err(deadline_exceeded()),
+            Cut::Deadline => Err(call.cut_status(call.ctx.send_deadline)),
             Cut::Closed(injected) => {
                 return Err(call.closed(injected.unwrap_or_else(closing)));
             }
@@ -940,15 +980,18 @@ pub(super) async fn run_open<S: OpenSend>(
     let mut call = Call::new(inner, method, cx, deadline);
     loop {
         call.allow()?;
+        // The open's deadline; its `grpc-timeout` stays the call's, as
+        // the stream, once open, may outlive the attempt's own.
+        let bound = call.attempt_deadline();
         let (ctx, span, n) = call.attempt_parts();
         let send = &send;
-        let attempt = bounded(inner, deadline, async move {
+        let attempt = bounded(inner, bound, async move {
             ctx.hooks.inject_fault(span, deadline).await?;
             send.send(ctx, n, span).await
         });
         let result = match attempt.await {
             Cut::Returned(result) => result,
-            Cut::Deadline => Err(deadline_exceeded()),
+            Cut::Deadline => Err(call.cut_status(bound)),
             Cut::Closed(injected) => {
                 return Err(call.closed(injected.unwrap_or_else(closing)));
             }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tonic::metadata::MetadataMap;
 use tonic::{Code, Status};
 
-use super::{Classification, Classify, Method, classify_method};
+use super::{Classification, Classify, LayerError, Method, classify_method};
 use crate::circuit::Outcome;
 use crate::retry::{Decision, Verdict};
 
@@ -63,6 +63,21 @@ pub struct CallState {
 /// | an error after the caller gave up ([`CallState::cancelled`]) | Ignored |
 /// | an error once the deadline passed ([`CallState::deadline_passed`]) | Failure |
 /// | [`Ended::Stream`] with Unavailable: its server or connection went away | Ignored |
+/// | a per-attempt layer shed the attempt (tower's `Overloaded`, [`LayerError::is_shed`]): nothing was sent | Ignored |
+///
+/// and one rule in which the client retries:
+///
+/// | how the attempt ended | retry | breaker |
+/// |---|---|---|
+/// | its own timeout ([`AttemptTimeout`] in its status's sources: [`Settings::attempt_timeout`](super::Settings::attempt_timeout), or a per-attempt layer's `Elapsed`), before the call's deadline | Retry, unless the method is [`never_retry`](super::MethodPolicy::never_retry) (then Stop) | Failure |
+///
+/// The attempt's timeout is the client's own bound, as the call's deadline
+/// is: no classify function or method table is asked about it (a method's
+/// `DeadlineExceeded` rule is about the server's answer), and the
+/// dependency that left an attempt hanging counts as failed. Another
+/// attempt may be quicker, so it is retried, within `max_attempts`, the
+/// retry budget, the backoff and the call's deadline, unless the method
+/// is never sent twice.
 ///
 /// Whatever the classifiers say, a stream that opened is never retried: a
 /// Retry for an [`Ended::Stream`] becomes Stop, with no `retry_after`. (A
@@ -112,6 +127,24 @@ pub fn classify_attempt(
         }
         if stream && code == Code::Unavailable {
             return Classification::stop(Outcome::Ignored);
+        }
+        if let Some(status) = status
+            && StdError::source(status).is_some()
+        {
+            if AttemptTimeout::from_status(status).is_some() {
+                return Classification {
+                    retry: if method.policy.never_retry {
+                        Verdict::Stop
+                    } else {
+                        Verdict::Retry
+                    },
+                    retry_after: None,
+                    breaker: Outcome::Failure,
+                };
+            }
+            if LayerError::from_status(status).is_some_and(LayerError::is_shed) {
+                return Classification::stop(Outcome::Ignored);
+            }
         }
     }
     let c = classify_method(&method.policy, classify, method.full_name, status, trailer);
@@ -221,4 +254,99 @@ pub(super) fn with_decision(mut status: Status, decision: Decision) -> Status {
         status.set_source(Arc::new(NoRetry { decision, last }));
     }
     status
+}
+
+/// The source of the status of an attempt that its own timeout ended,
+/// before the call's deadline: [`Settings::attempt_timeout`](super::Settings::attempt_timeout)
+/// passed (the request was cancelled, its HTTP/2 stream reset), or a
+/// per-attempt layer ([`Settings::layer`](super::Settings::layer)) failed
+/// it with tower's `Elapsed` (a `TimeoutLayer`'s).
+///
+/// The status is `DeadlineExceeded`, its message this error's. The client
+/// classifies it itself ([`classify_attempt`]): a failure of the
+/// dependency, retried unless the method is never sent twice. Read it with
+/// [`AttemptTimeout::from_status`]:
+///
+/// ```
+/// use humus::grpc::client::AttemptTimeout;
+///
+/// fn attempt_timed_out(status: &tonic::Status) -> bool {
+///     AttemptTimeout::from_status(status).is_some()
+/// }
+/// // A server's DeadlineExceeded is not the attempt's timeout.
+/// assert!(!attempt_timed_out(&tonic::Status::deadline_exceeded("late")));
+/// ```
+#[derive(Debug)]
+pub struct AttemptTimeout {
+    /// The setting's value; `None` for a layer's timeout.
+    after: Option<Duration>,
+    /// The layer's error, for a layer's timeout.
+    layer: Option<LayerError>,
+}
+
+impl AttemptTimeout {
+    /// The status of an attempt that [`Settings::attempt_timeout`](super::Settings::attempt_timeout),
+    /// `after`, ended: `DeadlineExceeded`, naming the setting and its value.
+    pub(super) fn status(after: Duration) -> Status {
+        let timeout = AttemptTimeout {
+            after: Some(after),
+            layer: None,
+        };
+        let mut status = Status::deadline_exceeded(timeout.to_string());
+        status.set_source(Arc::new(timeout));
+        status
+    }
+
+    /// The status of an attempt that a per-attempt layer's timeout (tower's
+    /// `Elapsed`, held by `layer`) ended.
+    pub(super) fn of_layer(layer: LayerError) -> Status {
+        let timeout = AttemptTimeout {
+            after: None,
+            layer: Some(layer),
+        };
+        let mut status = Status::deadline_exceeded(timeout.to_string());
+        status.set_source(Arc::new(timeout));
+        status
+    }
+
+    /// The `AttemptTimeout` in `status`'s chain of sources, if any (a call
+    /// that could not be retried again has a [`NoRetry`] first).
+    pub fn from_status(status: &Status) -> Option<&AttemptTimeout> {
+        let mut next = StdError::source(status);
+        while let Some(e) = next {
+            if let Some(timeout) = e.downcast_ref::<AttemptTimeout>() {
+                return Some(timeout);
+            }
+            next = e.source();
+        }
+        None
+    }
+
+    /// The [`Settings::attempt_timeout`](super::Settings::attempt_timeout)
+    /// that passed; `None` when a per-attempt layer's timeout ended the
+    /// attempt.
+    pub fn after(&self) -> Option<Duration> {
+        self.after
+    }
+}
+
+impl fmt::Display for AttemptTimeout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.after {
+            Some(after) => write!(
+                f,
+                "the attempt's timeout passed: the client's attempt_timeout setting, {}",
+                humantime_serde::re::humantime::format_duration(after)
+            ),
+            None => f.write_str(
+                "the attempt's timeout passed: a per-attempt layer's timeout elapsed (tower's Elapsed)",
+            ),
+        }
+    }
+}
+
+impl StdError for AttemptTimeout {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.layer.as_ref().map(|l| l as &(dyn StdError + 'static))
+    }
 }

@@ -42,7 +42,9 @@
 //! as one a GOAWAY cut off, is sent again at once), and is classified for
 //! the breaker and for retries ([`classify_attempt`]); retries are bounded
 //! by `max_attempts`, the budget and the deadline, and wait the larger of
-//! the backoff and the server's pushback. Streams retry their open only,
+//! the backoff and the server's pushback. An attempt that outlives
+//! [`Settings::attempt_timeout`] (unset by default) is cancelled, counted
+//! as a failure and retried ([`AttemptTimeout`]). Streams retry their open only,
 //! and count in the breaker once, when they end ([`Streaming`]).
 //!
 //! # Per-attempt layers and interceptors
@@ -74,7 +76,11 @@
 //! it carries (in its `source()` chain), else `Unknown`, with a
 //! [`LayerError`] as the status's source; a trailers-only answer of its own
 //! (an interceptor's `Err(status)`) ends it with that status. Either is
-//! classified, retried and counted as any attempt's result. With no layer
+//! classified, retried and counted as any attempt's result, except tower's
+//! `Elapsed`, which is the attempt's timeout ([`AttemptTimeout`]: a
+//! failure, retried), and tower's `Overloaded`, a shed attempt
+//! (`Unavailable`, counting nothing, not retried). Each attempt's timeout
+//! needs no layer: it is [`Settings::attempt_timeout`]. With no layer
 //! set the attempt is sent as before, with no box or allocation more.
 //! Design: [per-attempt layers](crate::design::client#per-attempt-layers).
 //!
@@ -170,13 +176,13 @@ pub use channel::{
 pub use classify::{Classification, ClassifyFn};
 pub use classify::{Classify, PUSHBACK_KEY, Pushback, classify_method, default_classify, pushback};
 pub use client::Client;
-pub use decide::{CallState, DEADLINE_SLACK, Ended, NoRetry, classify_attempt};
+pub use decide::{AttemptTimeout, CallState, DEADLINE_SLACK, Ended, NoRetry, classify_attempt};
 pub use layer::{AttemptLayers, AttemptService, BoxError, LayerError};
 pub use method::{CodeRule, Method, MethodPolicy, RpcKind};
 pub use settings::{
-    InvalidValue, NewError, Settings, check_addr, check_authority, check_backoff_base,
-    check_backoff_max, check_breaker, check_max_attempts, check_max_decoding_message_size,
-    check_open_for, check_probe_timeout, check_probes, check_retry_budget, check_server_name,
-    check_timeout, check_tls, check_window,
+    InvalidValue, NewError, Settings, check_addr, check_attempt_timeout, check_authority,
+    check_backoff_base, check_backoff_max, check_breaker, check_max_attempts,
+    check_max_decoding_message_size, check_open_for, check_probe_timeout, check_probes,
+    check_retry_budget, check_server_name, check_timeout, check_tls, check_window,
 };
 pub use stream::Streaming;
