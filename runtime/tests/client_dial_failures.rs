@@ -322,3 +322,68 @@ async fn a_restart_on_the_same_address_costs_one_backoff_not_open_for() {
     assert_eq!(counts.transitions("open"), 0.0, "the breaker stayed closed");
     assert_eq!(counts.decisions("retried"), 0.0);
 }
+
+/// The report again, on loopback and in real time: a port of 127.0.0.1
+/// that refuses connections, a call every 100 ms with default settings,
+/// and a server listening on that port from 300 ms on. The first call's
+/// dial is refused; the calls until the next dial is due (1 s after it)
+/// fail at once in the backoff; the first call after it succeeds, well
+/// before the breaker's `open_for` (10 s) could have passed: it never
+/// opened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_time_a_refused_port_is_reached_at_the_next_dial() {
+    // Bound and closed at once: the port refuses until the server binds it.
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let client = Client::new(
+        &humus::Setup::new(),
+        Settings {
+            addr: addr.to_string(),
+            ..Settings::default()
+        },
+    )
+    .unwrap();
+    let start = Instant::now();
+    let mut answers = Vec::new();
+    let mut serving = None;
+    let bounded = tokio::time::timeout(Duration::from_secs(8), async {
+        loop {
+            if serving.is_none() && start.elapsed() >= Duration::from_millis(300) {
+                let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+                let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+                serving = Some(tokio::spawn(
+                    tonic::transport::Server::builder()
+                        .add_service(CartsService(Carts::new()))
+                        .serve_with_incoming(incoming),
+                ));
+            }
+            let answer = get_cart(&client, "c").await;
+            let ok = answer.is_ok();
+            answers.push((start.elapsed(), answer));
+            if ok {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    bounded.await.expect("reached within 8 s");
+    let (reached, _) = answers.last().unwrap();
+    assert!(*reached < Duration::from_secs(5), "{reached:?}");
+    let failed: Vec<String> = answers
+        .iter()
+        .filter_map(|(_, a)| a.as_ref().err().map(|e| e.message().to_owned()))
+        .collect();
+    assert!(!failed.is_empty());
+    assert!(
+        failed[0].starts_with(&format!("dial {addr}: ")),
+        "{failed:?}"
+    );
+    for message in &failed[1..] {
+        assert!(message.contains("backing off"), "{failed:?}");
+    }
+    if let Some(server) = serving {
+        server.abort();
+    }
+}
