@@ -85,7 +85,7 @@ pub struct CallState {
 /// failed is tried again: after a failed dial it backs off (1 s, then 1.6
 /// times longer each time, ±20 %, up to 120 s), and an attempt made
 /// meanwhile fails at once without dialling. Such an attempt tells nothing
-/// of the dependency (the failed dial was already told), so it counts
+/// new of the dependency (its failed dial already counted), so it counts
 /// nothing, and it frees the probe slot it held for a real probe; a retry
 /// of it within the call would land in the same backoff, so there is none
 /// (and, being a Stop, it takes no retry-budget token: the budget counts
@@ -95,7 +95,7 @@ pub struct CallState {
 /// retried either, since their retries would land in the backoff that
 /// dial started. So a dependency that refuses connections opens the
 /// breaker (5 failures in a row, by default) after 5 failed dials in a
-/// row, about 9 s (7.6 to 10.9 s) after the first if calls keep coming,
+/// row, about 9.3 s (7.6 to 10.9 s) after the first if calls keep coming,
 /// rather than within the first call's retries; a restart that costs one
 /// refused dial costs one Failure and the calls of one backoff (1 s).
 /// A call whose deadline passes while it waits for a dial that hangs is
@@ -116,6 +116,10 @@ pub struct CallState {
 ///   open included): settle the breaker's ticket with
 ///   `breaker`, then call [`retry::decide`](crate::retry::decide) with
 ///   `retry` and `retry_after`, and record its decision;
+/// - [`Ended::BackingOff`] and [`Ended::DialFailed`] (the attempt's status
+///   came of the connection's dial, which the loop reads from its source):
+///   the same, and [`retry::decide`](crate::retry::decide) gives
+///   [`Next::Stopped`](crate::retry::Next::Stopped), taking no token;
 /// - [`Ended::Rejected`]: no ticket; [`retry::decide`](crate::retry::decide)
 ///   gives [`Next::Stopped`](crate::retry::Next::Stopped) (its `Stop`);
 /// - a stream that opened: [`Next::Succeeded`](crate::retry::Next::Succeeded)

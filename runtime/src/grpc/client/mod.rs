@@ -110,7 +110,7 @@
 //! attempts waited for it, none of them retried. So a dependency that
 //! refuses connections costs it a dial per backoff, however many calls
 //! are made, opens the breaker at its fifth failed dial in a row (about
-//! 9 s on, by default), and one that comes back is reached by the first
+//! 9.3 s on, by default), and one that comes back is reached by the first
 //! call after the backoff. The readiness check ([`Client::connected`]) dials on its
 //! own schedule, whatever the calls' backoff.
 //!
