@@ -19,7 +19,8 @@ use tonic::metadata::MetadataMap;
 use super::client::{GRPC_TIMEOUT, GRPC_TIMEOUT_HEADER, Inner, deadline, own_timeout};
 use super::codec::PreEncoded;
 use super::connection::{
-    AttemptBody, Connection, Sender, closing, mapped_from_http, never_processed, transport_status,
+    AttemptBody, Connection, DialFailure, Sender, closing, dial_failure, mapped_from_http,
+    never_processed, transport_status,
 };
 use super::decide::with_decision;
 use super::hooks::{AttemptSpan, Hooks, call_context};
@@ -376,12 +377,17 @@ impl<'a> Call<'a> {
             cancelled: false,
             deadline_passed: ctx.deadline.is_some_and(|d| now >= d),
         };
-        let mut c = classify_attempt(
-            ctx.method,
-            &ctx.inner.settings.classify,
-            Ended::Attempt { status, trailer },
-            call,
-        );
+        // A failure of the connection's dial is the client's to classify:
+        // the first attempt of those that waited for a failed dial counts
+        // it, once.
+        let ended = match status.and_then(dial_failure) {
+            Some(DialFailure::BackingOff) => Ended::BackingOff,
+            Some(DialFailure::Failed(dial)) => Ended::DialFailed {
+                first: dial.claim(),
+            },
+            None => Ended::Attempt { status, trailer },
+        };
+        let mut c = classify_attempt(ctx.method, &ctx.inner.settings.classify, ended, call);
         if !resendable && c.retry == retry::Verdict::Retry {
             c.retry = retry::Verdict::Stop;
             c.retry_after = None;

@@ -110,10 +110,14 @@
 //! (±20 % jitter), up to 120 s, and a dial that succeeds starts it over.
 //! Meanwhile calls do not dial and do not wait: each attempt fails at once
 //! `Unavailable`, with the last dial's error and when the next dial is
-//! due, and is classified as any `Unavailable` is. So a dependency that
+//! due. The client classifies these itself ([`classify_attempt`]): an
+//! attempt in the backoff is not retried and counts nothing in the
+//! breaker, and a failed dial counts once, as a failure, however many
+//! attempts waited for it, none of them retried. So a dependency that
 //! refuses connections costs it a dial per backoff, however many calls
-//! are made, and one that comes back is reached by the first call after
-//! the backoff. The readiness check ([`Client::connected`]) dials on its
+//! are made, opens the breaker at its fifth failed dial in a row (about
+//! 9.3 s on, by default), and one that comes back is reached by the first
+//! call after the backoff. The readiness check ([`Client::connected`]) dials on its
 //! own schedule, whatever the calls' backoff.
 //!
 //! # What the server's answer means
