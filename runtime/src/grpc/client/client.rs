@@ -136,8 +136,10 @@ impl Client {
     /// dial is under way; the calls then use the connection it made) and
     /// waits until the connection is ready, is closed, or the check is
     /// dropped (a probe's timeout), dialling again after a failure with
-    /// grpc-go's connection backoff (1 s, growing 1.6 times to 120 s). A check makes
-    /// no RPC. After [`Setup::stop`] it is unhealthy.
+    /// grpc-go's connection backoff (1 s, growing 1.6 times to 120 s), so
+    /// a service started long before its dependency turns ready up to one
+    /// backoff (plus the health check's interval) after the dependency
+    /// listens. A check makes no RPC. After [`Setup::stop`] it is unhealthy.
     ///
     /// Use it for readiness only: restarting a service does not bring its
     /// dependency back.
