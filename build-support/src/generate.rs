@@ -505,15 +505,8 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
                 /// The methods whose policy this type changes, each by its
                 /// Rust name (`r#` left out) with the change, merged into
                 /// the `.proto`'s policy at compile time; none by default.
-                ///
-                /// Each name must be one of the service's methods, each at
-                /// most once ([`Descriptors::CHECK_CHANGES`]); else the
-                /// build of a crate that uses the type as a client's policy
-                /// fails, with an error that names the service and lists
-                /// its methods. It fails at `cargo build` (or `test`), not
-                /// at `cargo check`: the check runs where the type's client
-                /// is made (`Client::<P>::new`, `From`) or its `METHODS`
-                /// list is evaluated, once per policy type.
+                /// Each must be one of the service's methods, named once:
+                /// `Descriptors::CHECK_CHANGES` says when that is checked.
                 const CHANGES: ::humus::codegen::Changes = &[];
             }
 
@@ -528,15 +521,11 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
                     &[#(#descriptor_list),*]
                 };
 
-                /// Checks the policy type's [`Policy::CHANGES`] against
-                /// the service's methods, once per policy type
-                /// (`humus::codegen::check_changes`): evaluating it is a
-                /// compile error when a name is not one of the service's
-                /// methods, or names one twice. `Client::<P>::new`, its
-                /// `From` and [`Self::METHODS`] evaluate it, so building a
-                /// crate that makes a client of the type fails; a
-                /// descriptor constant alone (`Client::<P>::CHARGE`) does
-                /// not.
+                /// A compile error, naming the service and listing its
+                /// methods, when `Policy::CHANGES` names a method it lacks
+                /// or one twice; evaluated once per policy type by
+                /// `Client::<P>::new`, `From` and `METHODS` (so at `cargo
+                /// build`, not `cargo check`; one descriptor alone does not).
                 const CHECK_CHANGES: () =
                     ::humus::codegen::check_changes(#full_service, #method_names, <Self as Policy>::CHANGES);
             }

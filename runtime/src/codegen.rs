@@ -90,10 +90,13 @@ pub const fn merge(base: &Method, change: Override) -> Method {
 /// with the change. A method not listed keeps the `.proto`'s policy.
 ///
 /// Each name must be one of the service's methods, each at most once:
-/// else building a crate that uses the policy type fails (a constant that
-/// runs [`check_changes`], once per policy type; the generated `Policy`
-/// trait says when). `#[humus::client]` checks its own names first, at the
-/// user's tokens.
+/// else building a crate that makes a client of the policy type fails. The
+/// check is the generated `Descriptors::CHECK_CHANGES`, a constant that
+/// runs [`check_changes`] once per policy type, evaluated by the typed
+/// client's `new`, its `From` and its `METHODS`: so at `cargo build` and
+/// `cargo test`, not `cargo check` (which evaluates no constant of generic
+/// code), and not where only one method's descriptor is read.
+/// `#[humus::client]` checks its own names first, at the user's tokens.
 pub type Changes = &'static [(&'static str, Override)];
 
 /// The descriptor of `base` (the `.proto`'s, for the method whose Rust
