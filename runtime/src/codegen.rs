@@ -156,24 +156,31 @@ pub const fn check_changes(service: &str, methods: &str, changes: &[(&str, Overr
 /// Whether `name` is one of `methods` (`` `a`, `b` ``).
 const fn listed(methods: &str, name: &str) -> bool {
     let list = methods.as_bytes();
-    // `i` is at an opening backtick (or past the end).
-    let mut i = 0;
-    while i < list.len() {
-        let start = i + 1;
-        let mut end = start;
-        while end < list.len() && list[end] != b'`' {
-            end += 1;
-        }
+    let mut at = 0;
+    while at < list.len() {
+        let (start, end, next) = next_name(list, at);
         if bytes_eq(list, start, end, name.as_bytes()) {
             return true;
         }
-        // Past the closing backtick and the `, ` after it.
-        i = end + 1;
-        while i < list.len() && list[i] != b'`' {
-            i += 1;
-        }
+        at = next;
     }
     false
+}
+
+/// The name of `list` (`` `a`, `b` ``) whose opening backtick is at `at`:
+/// its `(start, end)` and where the next name's backtick is (or the end).
+const fn next_name(list: &[u8], at: usize) -> (usize, usize, usize) {
+    let start = at + 1;
+    let mut end = start;
+    while end < list.len() && list[end] != b'`' {
+        end += 1;
+    }
+    // Past the closing backtick and the `, ` after it.
+    let mut next = end + 1;
+    while next < list.len() && list[next] != b'`' {
+        next += 1;
+    }
+    (start, end, next)
 }
 
 /// `list[start..end] == name`, at compile time.
@@ -232,23 +239,16 @@ const fn named_twice(service: &str, name: &str) -> ! {
 const fn nearest(methods: &str, given: &[u8]) -> (usize, usize) {
     let list = methods.as_bytes();
     let mut best = (0, 0, usize::MAX);
-    let mut i = 0;
-    while i < list.len() {
-        let start = i + 1;
-        let mut end = start;
-        while end < list.len() && list[end] != b'`' {
-            end += 1;
-        }
+    let mut at = 0;
+    while at < list.len() {
+        let (start, end, next) = next_name(list, at);
         let len = end - start;
         let longer = if len > given.len() { len } else { given.len() };
         let d = distance(given, list, start, end);
         if d <= longer.div_ceil(3) && d < best.2 {
             best = (start, end, d);
         }
-        i = end + 1;
-        while i < list.len() && list[i] != b'`' {
-            i += 1;
-        }
+        at = next;
     }
     (best.0, best.1)
 }
