@@ -270,6 +270,14 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
         doc_comments(&service.comments.leading)
     };
     let taken = taken_by_rpcs(service);
+    // The Rust names `Policy::CHANGES` uses, as `check_changes` reads them
+    // and its error lists them: one literal per service.
+    let method_names = service
+        .methods
+        .iter()
+        .map(|method| format!("`{}`", method.name.trim_start_matches("r#")))
+        .collect::<Vec<_>>()
+        .join(", ");
 
     let mut calls = Vec::new();
     let mut descriptors = Vec::new();
@@ -442,6 +450,7 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
         quote! {
             /// A typed client that calls through `client` (also `From`).
             pub fn new(client: ::humus::codegen::Client) -> Self {
+                let () = <P as Descriptors>::CHECK_CHANGES;
                 Client { client, policy: ::core::marker::PhantomData }
             }
         }
@@ -495,8 +504,9 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
             pub trait Policy: ::core::marker::Sized + 'static {
                 /// The methods whose policy this type changes, each by its
                 /// Rust name (`r#` left out) with the change, merged into
-                /// the `.proto`'s policy at compile time (the first entry
-                /// of a method only); none by default.
+                /// the `.proto`'s policy at compile time; none by default.
+                /// Each must be one of the service's methods, named once:
+                /// `Descriptors::CHECK_CHANGES` says when that is checked.
                 const CHANGES: ::humus::codegen::Changes = &[];
             }
 
@@ -506,8 +516,18 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
                 /// `.proto` order (as `Client::<P>::METHODS`, unless an RPC
                 /// named `Methods` takes that name). Evaluating it checks the
                 /// changes against the `.proto` at compile time.
-                const METHODS: &'static [&'static ::humus::codegen::Method] =
-                    &[#(#descriptor_list),*];
+                const METHODS: &'static [&'static ::humus::codegen::Method] = {
+                    let () = <Self as Descriptors>::CHECK_CHANGES;
+                    &[#(#descriptor_list),*]
+                };
+
+                /// A compile error, naming the service and listing its
+                /// methods, when `Policy::CHANGES` names a method it lacks
+                /// or one twice; evaluated once per policy type by
+                /// `Client::<P>::new`, `From` and `METHODS` (so at `cargo
+                /// build`, not `cargo check`; one descriptor alone does not).
+                const CHECK_CHANGES: () =
+                    ::humus::codegen::check_changes(#full_service, #method_names, <Self as Policy>::CHANGES);
             }
 
             impl<P: Policy> Descriptors for P {}
@@ -543,6 +563,7 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
 
             impl<P: Policy> ::core::convert::From<::humus::codegen::Client> for Client<P> {
                 fn from(client: ::humus::codegen::Client) -> Self {
+                    let () = <P as Descriptors>::CHECK_CHANGES;
                     Client { client, policy: ::core::marker::PhantomData }
                 }
             }

@@ -27,8 +27,8 @@
 //!
 //! | item | what it is |
 //! |---|---|
-//! | `pub trait Policy` | `const CHANGES: Changes`: what a policy type changes in its methods' policies, each by the method's Rust name, nothing by default |
-//! | `pub trait Descriptors` | implemented for every `Policy`: `METHODS`, every method's descriptor with the policy type's changes |
+//! | `pub trait Policy` | `const CHANGES: Changes`: what a policy type changes in its methods' policies, each by the method's Rust name (`r#` left out), nothing by default |
+//! | `pub trait Descriptors` | implemented for every `Policy`: `METHODS`, every method's descriptor with the policy type's changes; `CHECK_CHANGES`, the check of `CHANGES`' names (below) |
 //! | `pub enum ProtoPolicy {}` | the `Policy` that changes nothing: the `.proto`'s policy |
 //! | `pub struct Client<P: Policy = ProtoPolicy>` | the typed client: `new(humus client)` (and `From`), one method per RPC of all four kinds (a plain `fn` returning the call's future, a `humus::codegen::Call<'_, Response>` that boxes the humus client's, made when it is called so that the deadline and context are read then) carrying the proto comments as docs; `Client::<P>::TRANSFER`, the `&'static Method` each call passes (one per RPC: full name `/ledger.v1.Ledger/Transfer`, fault point `grpc:ledger.v1.Ledger/Transfer`, kind, and the policy the `.proto` declares with `P`'s changes, merged at compile time), and `Client::<P>::METHODS`, all of them |
 //! | `pub type LedgerHumusClient = Client<ProtoPolicy>` | the typed client with the `.proto`'s policy |
@@ -37,6 +37,20 @@
 //! implements `Policy` for a type of its own (`LedgerPolicy`) to change
 //! methods' policies in Rust; its client is `LedgerHumusClient =
 //! Client<LedgerPolicy>`, with the same methods.
+//!
+//! A policy type may also implement `Policy` by hand, without the
+//! attribute (which checks its names at the user's tokens). Each method
+//! its `CHANGES` names must be one of the service's, by its Rust name, and
+//! at most once: else the build fails with an error that names the
+//! service and the method, lists the service's methods by those names
+//! and suggests the nearest (`` `chrage` is not a method of
+//! `ledger.v1.Ledger` ... Did you mean `charge`? ``). The check is
+//! `Descriptors::CHECK_CHANGES`, a constant evaluated once per policy type
+//! where its client is made (`Client::<P>::new`, `From`) or its `METHODS`
+//! list is evaluated: it fails `cargo build` and `cargo test` of code that
+//! does either, not `cargo check` (which evaluates no constant of generic
+//! code), and not code that only reads one method's descriptor
+//! (`Client::<P>::CHARGE`).
 //!
 //! ## Names
 //!

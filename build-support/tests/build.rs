@@ -102,6 +102,15 @@ fn a_good_proto_generates_messages_stubs_and_the_humus_client() {
     assert!(code.contains("pub mod ledger_humus {"));
     assert!(code.contains("pub const TRANSFER: &'static ::humus::codegen::Method"));
     assert!(code.contains("const CHANGES: ::humus::codegen::Changes = &[];"));
+    // The names the policy type's changes are checked against, once per
+    // policy type, where its client is made or its list evaluated.
+    assert!(code.contains(
+        r#""ledger.v1.Ledger",
+            "`transfer`, `charge`, `watch`, `upload`, `chat`",
+            <Self as Policy>::CHANGES,"#
+    ));
+    assert!(code.contains("let () = <P as Descriptors>::CHECK_CHANGES;"));
+    assert!(code.contains("let () = <Self as Descriptors>::CHECK_CHANGES;"));
     assert!(code.contains(r#"full_name: "/ledger.v1.Ledger/Transfer""#));
     assert!(code.contains(r#"point: "grpc:ledger.v1.Ledger/Transfer""#));
     assert!(code.contains("code: ::humus::codegen::Code::Unavailable"));

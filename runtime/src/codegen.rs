@@ -7,7 +7,9 @@
 //! Besides the descriptor types, it holds [`Override`], [`Changes`],
 //! [`merge`] and [`merge_named`]: how `#[humus::client]`'s per-method
 //! declarations combine with the `.proto`'s policy, at compile time
-//! (source: humus's compile-time per-method policy).
+//! (source: humus's compile-time per-method policy); and
+//! [`check_changes`], which rejects a policy type's change of a method its
+//! service lacks, at compile time too.
 
 mod call;
 
@@ -86,13 +88,24 @@ pub const fn merge(base: &Method, change: Override) -> Method {
 /// A policy type's changes (a generated `Policy` trait's `CHANGES`): the
 /// Rust name of each method it changes (`charge`, `type` for `r#type`),
 /// with the change. A method not listed keeps the `.proto`'s policy.
+///
+/// Each name must be one of the service's methods, each at most once:
+/// else building a crate that makes a client of the policy type fails. The
+/// check is the generated `Descriptors::CHECK_CHANGES`, a constant that
+/// runs [`check_changes`] once per policy type, evaluated by the typed
+/// client's `new`, its `From` and its `METHODS`: so at `cargo build` and
+/// `cargo test`, not `cargo check` (which evaluates no constant of generic
+/// code), and not where only one method's descriptor is read.
+/// `#[humus::client]` checks its own names first, at the user's tokens.
 pub type Changes = &'static [(&'static str, Override)];
 
 /// The descriptor of `base` (the `.proto`'s, for the method whose Rust
 /// name is `method`) with the first entry of `changes` for `method`
-/// applied by [`merge`], or `base` as it is when none is for it. Meant to
-/// run at compile time, in a constant: one constant per method, whatever
-/// the number of methods a policy type changes.
+/// applied by [`merge`], or `base` as it is when none is for it (a name
+/// that is no method's is not looked for here: [`check_changes`] rejects
+/// it, and a method named twice, once per policy type). Meant to run at
+/// compile time, in a constant: one constant per method, whatever the
+/// number of methods a policy type changes.
 ///
 /// # Panics
 ///
@@ -106,6 +119,253 @@ pub const fn merge_named(base: &Method, method: &str, changes: &[(&str, Override
         i += 1;
     }
     *base
+}
+
+/// Checks a policy type's `changes` against its service, `service` (the
+/// full name, `ledger.v1.Ledger`) whose methods' Rust names are `methods`,
+/// each in backticks, separated by `, ` (`` `transfer`, `charge` ``; empty
+/// for a service without methods): every method `changes` names must be
+/// one of them, and none may be named twice. Meant to run at compile time,
+/// once per policy type: a generated `Descriptors::CHECK_CHANGES`.
+///
+/// # Panics
+///
+/// When `changes` names a method `methods` does not list (the change would
+/// never apply), or one method twice (only the first entry would): the
+/// message names the service, the method, and for an unknown one lists
+/// `methods` with the nearest name. In a constant, that is a compile error
+/// where the constant is evaluated.
+pub const fn check_changes(service: &str, methods: &str, changes: &[(&str, Override)]) {
+    let mut i = 0;
+    while i < changes.len() {
+        let name = changes[i].0;
+        if !listed(methods, name) {
+            not_a_method(service, methods, name);
+        }
+        let mut j = 0;
+        while j < i {
+            if str_eq(changes[j].0, name) {
+                named_twice(service, name);
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+}
+
+/// Whether `name` is one of `methods` (`` `a`, `b` ``).
+const fn listed(methods: &str, name: &str) -> bool {
+    let list = methods.as_bytes();
+    let mut at = 0;
+    while at < list.len() {
+        let (start, end, next) = next_name(list, at);
+        if bytes_eq(list, start, end, name.as_bytes()) {
+            return true;
+        }
+        at = next;
+    }
+    false
+}
+
+/// The name of `list` (`` `a`, `b` ``) whose opening backtick is at `at`:
+/// its `(start, end)` and where the next name's backtick is (or the end).
+const fn next_name(list: &[u8], at: usize) -> (usize, usize, usize) {
+    let start = at + 1;
+    let mut end = start;
+    while end < list.len() && list[end] != b'`' {
+        end += 1;
+    }
+    // Past the closing backtick and the `, ` after it.
+    let mut next = end + 1;
+    while next < list.len() && list[next] != b'`' {
+        next += 1;
+    }
+    (start, end, next)
+}
+
+/// `list[start..end] == name`, at compile time.
+const fn bytes_eq(list: &[u8], start: usize, end: usize, name: &[u8]) -> bool {
+    if end > list.len() || end - start != name.len() {
+        return false;
+    }
+    let mut k = 0;
+    while k < name.len() {
+        if list[start + k] != name[k] {
+            return false;
+        }
+        k += 1;
+    }
+    true
+}
+
+/// The compile error of a method `changes` names that `service` lacks.
+const fn not_a_method(service: &str, methods: &str, name: &str) -> ! {
+    let mut text = Text::new();
+    text.push("`");
+    text.push(name);
+    text.push("` is not a method of `");
+    text.push(service);
+    text.push("`, but a policy type's `Policy::CHANGES` names it (its change would never apply); ");
+    if methods.is_empty() {
+        text.push("the service has no methods");
+    } else {
+        text.push("its methods (by the Rust names `CHANGES` uses) are ");
+        text.push(methods);
+        let (start, end) = nearest(methods, name.as_bytes());
+        if end > start {
+            text.push(". Did you mean `");
+            text.push_bytes(methods.as_bytes(), start, end);
+            text.push("`?");
+        }
+    }
+    panic!("{}", text.as_str())
+}
+
+/// The compile error of a method `changes` names twice.
+const fn named_twice(service: &str, name: &str) -> ! {
+    let mut text = Text::new();
+    text.push("`");
+    text.push(name);
+    text.push("` is named twice in a policy type's `Policy::CHANGES` for `");
+    text.push(service);
+    text.push("` (only the first entry would apply); give each method one entry");
+    panic!("{}", text.as_str())
+}
+
+/// Where in `methods` (`` `a`, `b` ``) the name nearest to `given` is, as
+/// `(start, end)`, if one is near enough to be a misspelling (an edit
+/// distance of at most a third of the longer's length, as
+/// `#[humus::client]` suggests); `(0, 0)` when none is.
+const fn nearest(methods: &str, given: &[u8]) -> (usize, usize) {
+    let list = methods.as_bytes();
+    let mut best = (0, 0, usize::MAX);
+    let mut at = 0;
+    while at < list.len() {
+        let (start, end, next) = next_name(list, at);
+        let len = end - start;
+        let longer = if len > given.len() { len } else { given.len() };
+        let d = distance(given, list, start, end);
+        if d <= longer.div_ceil(3) && d < best.2 {
+            best = (start, end, d);
+        }
+        at = next;
+    }
+    (best.0, best.1)
+}
+
+/// The longest name [`distance`] compares; a longer one is at `usize::MAX`.
+const NAME_MAX: usize = 64;
+
+/// The optimal string alignment distance (Levenshtein with
+/// transpositions) between `a` and `b[start..end]`, over bytes, at compile
+/// time; `usize::MAX` when either is longer than [`NAME_MAX`].
+const fn distance(a: &[u8], b: &[u8], start: usize, end: usize) -> usize {
+    let n = end - start;
+    if a.len() > NAME_MAX || n > NAME_MAX {
+        return usize::MAX;
+    }
+    // Rows i - 2, i - 1 and i of the table.
+    let mut rows = [[0usize; NAME_MAX + 1]; 3];
+    let mut j = 0;
+    while j <= n {
+        rows[0][j] = j;
+        j += 1;
+    }
+    let mut i = 1;
+    while i <= a.len() {
+        let (prev2, prev, row) = ((i + 1) % 3, (i + 2) % 3, i % 3);
+        rows[row][0] = i;
+        let mut j = 1;
+        while j <= n {
+            let cost = if a[i - 1] == b[start + j - 1] { 0 } else { 1 };
+            let mut best = rows[prev][j] + 1;
+            if rows[row][j - 1] + 1 < best {
+                best = rows[row][j - 1] + 1;
+            }
+            if rows[prev][j - 1] + cost < best {
+                best = rows[prev][j - 1] + cost;
+            }
+            if i > 1
+                && j > 1
+                && a[i - 1] == b[start + j - 2]
+                && a[i - 2] == b[start + j - 1]
+                && rows[prev2][j - 2] + 1 < best
+            {
+                best = rows[prev2][j - 2] + 1;
+            }
+            rows[row][j] = best;
+            j += 1;
+        }
+        i += 1;
+    }
+    rows[a.len() % 3][n]
+}
+
+/// The capacity of a compile error's [`Text`], in bytes; a longer message
+/// ends in `…`.
+const TEXT_MAX: usize = 8192;
+
+/// A compile error's message, put together at compile time (a constant's
+/// `panic!` takes one `&str`, not a format).
+struct Text {
+    bytes: [u8; TEXT_MAX],
+    len: usize,
+    full: bool,
+}
+
+impl Text {
+    const fn new() -> Text {
+        Text {
+            bytes: [0; TEXT_MAX],
+            len: 0,
+            full: false,
+        }
+    }
+
+    const fn push(&mut self, s: &str) {
+        self.push_bytes(s.as_bytes(), 0, s.len());
+    }
+
+    /// Appends `from[start..end]`, cut at a character boundary with `…`
+    /// when it does not fit.
+    const fn push_bytes(&mut self, from: &[u8], start: usize, end: usize) {
+        if self.full {
+            return;
+        }
+        // Room for `…` (3 bytes) is kept.
+        let room = TEXT_MAX - 3 - self.len;
+        let mut stop = end;
+        if end - start > room {
+            stop = start + room;
+            // Back to the start of a character.
+            while stop > start && (from[stop] & 0xC0) == 0x80 {
+                stop -= 1;
+            }
+            self.full = true;
+        }
+        let mut k = start;
+        while k < stop {
+            self.bytes[self.len] = from[k];
+            self.len += 1;
+            k += 1;
+        }
+        if self.full {
+            let ellipsis = "…".as_bytes();
+            let mut k = 0;
+            while k < ellipsis.len() {
+                self.bytes[self.len] = ellipsis[k];
+                self.len += 1;
+                k += 1;
+            }
+        }
+    }
+
+    const fn as_str(&self) -> &str {
+        match core::str::from_utf8(self.bytes.split_at(self.len).0) {
+            Ok(text) => text,
+            Err(_) => "",
+        }
+    }
 }
 
 /// `a == b`, at compile time.
@@ -227,6 +487,114 @@ mod tests {
         assert!(!kept.policy.never_retry);
         assert_eq!(kept.full_name, BASE.full_name);
         assert!(!merge_named(&BASE, "", &[]).policy.never_retry);
+    }
+
+    const LEDGER: &str = "`transfer`, `charge`, `balance`, `type`";
+
+    fn change(name: &'static str) -> (&'static str, Override) {
+        (name, Override::NONE)
+    }
+
+    /// The message `check_changes` panics with, if it does.
+    fn check_message(methods: &str, changes: &[(&str, Override)]) -> Option<String> {
+        std::panic::catch_unwind(|| check_changes("ledger.v1.Ledger", methods, changes))
+            .err()
+            .map(|payload| {
+                payload
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                    .unwrap_or_default()
+            })
+    }
+
+    #[test]
+    fn check_changes_accepts_the_service_methods_once_each() {
+        // Evaluated at compile time, as generated code does.
+        const _: () = check_changes(
+            "ledger.v1.Ledger",
+            LEDGER,
+            &[
+                ("type", Override::NONE),
+                ("transfer", Override::NONE),
+                ("charge", Override::NONE),
+                ("balance", Override::NONE),
+            ],
+        );
+        const _: () = check_changes("ledger.v1.Ledger", LEDGER, &[]);
+        const _: () = check_changes("empty.v1.Empty", "", &[]);
+        assert_eq!(check_message(LEDGER, &[change("charge")]), None);
+    }
+
+    #[test]
+    fn check_changes_rejects_a_name_no_method_has() {
+        assert_eq!(
+            check_message(LEDGER, &[change("transfer"), change("chrage")]).as_deref(),
+            Some(
+                "`chrage` is not a method of `ledger.v1.Ledger`, but a policy type's \
+                 `Policy::CHANGES` names it (its change would never apply); its methods (by \
+                 the Rust names `CHANGES` uses) are `transfer`, `charge`, `balance`, `type`. \
+                 Did you mean `charge`?"
+            )
+        );
+        // Nothing near enough: no suggestion.
+        let far = check_message(LEDGER, &[change("refund")]).unwrap();
+        assert!(far.ends_with("`balance`, `type`"), "{far}");
+        // Not a part of a name, nor the text between names, nor `r#`.
+        for name in ["charg", "", ", ", "`charge`", "r#type", "Charge"] {
+            assert!(
+                check_message(LEDGER, &[change(name)]).is_some(),
+                "{name:?} passed"
+            );
+        }
+        assert_eq!(
+            check_message("", &[change("charge")]).as_deref(),
+            Some(
+                "`charge` is not a method of `ledger.v1.Ledger`, but a policy type's \
+                 `Policy::CHANGES` names it (its change would never apply); the service has no \
+                 methods"
+            )
+        );
+    }
+
+    #[test]
+    fn check_changes_rejects_a_method_named_twice() {
+        assert_eq!(
+            check_message(
+                LEDGER,
+                &[change("charge"), change("transfer"), change("charge")]
+            )
+            .as_deref(),
+            Some(
+                "`charge` is named twice in a policy type's `Policy::CHANGES` for \
+                 `ledger.v1.Ledger` (only the first entry would apply); give each method one \
+                 entry"
+            )
+        );
+    }
+
+    #[test]
+    fn distance_counts_edits_and_transpositions() {
+        fn d(a: &str, b: &str) -> usize {
+            distance(a.as_bytes(), b.as_bytes(), 0, b.len())
+        }
+        assert_eq!(d("charge", "charge"), 0);
+        assert_eq!(d("chrage", "charge"), 1);
+        assert_eq!(d("chrge", "charge"), 1);
+        assert_eq!(d("", "abc"), 3);
+        assert_eq!(d("kitten", "sitting"), 3);
+        assert_eq!(d(&"a".repeat(NAME_MAX + 1), "a"), usize::MAX);
+        let (start, end) = nearest(LEDGER, b"balanse");
+        assert_eq!(&LEDGER[start..end], "balance");
+        assert_eq!(nearest(LEDGER, b"refund"), (0, 0));
+    }
+
+    #[test]
+    fn a_long_message_is_cut_at_a_character() {
+        let long = format!("`{}`", "é".repeat(TEXT_MAX));
+        let message = check_message(&long, &[change("x")]).unwrap();
+        assert!(message.len() <= TEXT_MAX, "{}", message.len());
+        assert!(message.ends_with("éé…"), "{message}");
     }
 
     #[test]

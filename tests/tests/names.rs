@@ -99,3 +99,25 @@ async fn an_rpc_named_new_leaves_from_to_build_the_client() {
 fn maker_humus_req() -> humus_tests::names::v1::maker::Req {
     humus_tests::names::v1::maker::Req {}
 }
+
+/// A policy type written by hand changes the RPC `Type` by its Rust name
+/// without `r#`, as `CHANGES` names methods: the check of its names
+/// accepts it (a client is made), and the change applies.
+#[test]
+fn a_hand_written_policy_names_a_keyword_rpc_without_r_hash() {
+    use humus::codegen::{Changes, Override};
+    enum Keyword {}
+    impl ledger_humus_::Policy for Keyword {
+        const CHANGES: Changes = &[(
+            "type",
+            Override {
+                never_retry: true,
+                ..Override::NONE
+            },
+        )];
+    }
+    let ledger = ledger_humus_::Client::<Keyword>::from(humus_client());
+    assert!(ledger_humus_::Client::<Keyword>::TYPE.policy.never_retry);
+    assert!(!ledger_humus_::Client::<Keyword>::CLIENT.policy.never_retry);
+    let _back: Client = ledger.into();
+}
