@@ -29,6 +29,7 @@ use super::stream::{End, Holder, Settle, Streaming, deadline_exceeded};
 use super::{CallState, DEADLINE_SLACK, Ended, Method, classify_attempt};
 use crate::circuit::{Outcome, OwnedTicket, Rejected, Ticket};
 use crate::fault::InjectedError;
+use crate::grpc::deadline::Deadline;
 use crate::retry::{self, Attempted, Decision, Next};
 
 /// How many times one attempt is sent again, at once, when its request
@@ -200,7 +201,8 @@ pub(super) struct CallCtx<'a> {
     pub(super) inner: &'a Inner,
     method: &'static Method,
     hooks: Hooks<'a>,
-    deadline: Option<Instant>,
+    /// The call's deadline, and which bound it is (its status names it).
+    deadline: Option<Deadline>,
 }
 
 /// The attempt under way: what settling it needs.
@@ -214,7 +216,7 @@ impl<'a> Call<'a> {
         inner: &'a Inner,
         method: &'static Method,
         cx: Context,
-        deadline: Option<Instant>,
+        deadline: Option<Deadline>,
     ) -> Call<'a> {
         Call {
             ctx: CallCtx {
@@ -319,7 +321,7 @@ impl<'a> Call<'a> {
                     backoff: std::time::Duration::ZERO,
                     backoff_max: ctx.inner.settings.backoff_max,
                     now: Instant::now(),
-                    deadline: ctx.deadline,
+                    deadline: ctx.at(),
                 },
             )
             .decision(),
@@ -340,7 +342,7 @@ impl<'a> Call<'a> {
         let now = Instant::now();
         let call = CallState {
             cancelled: false,
-            deadline_passed: ctx.deadline.is_some_and(|d| now >= d),
+            deadline_passed: ctx.at().is_some_and(|d| now >= d),
         };
         let mut c = classify_attempt(
             ctx.method,
@@ -369,7 +371,7 @@ impl<'a> Call<'a> {
                 },
                 backoff_max: ctx.inner.settings.backoff_max,
                 now,
-                deadline: ctx.deadline,
+                deadline: ctx.at(),
             },
         );
         ctx.hooks.decided(next.decision());
@@ -378,6 +380,11 @@ impl<'a> Call<'a> {
 }
 
 impl CallCtx<'_> {
+    /// When the call's deadline is, if it has one.
+    fn at(&self) -> Option<Instant> {
+        self.deadline.map(|d| d.at)
+    }
+
     /// The send of `span` never reached the server (`status`, a transparent
     /// resend follows): its span ends with that status, with its own
     /// `rpc.client.call.duration` point, and the resend gets a span of its
@@ -406,7 +413,7 @@ impl CallCtx<'_> {
     /// The time left before the deadline as a `grpc-timeout` value, if the
     /// call has a deadline.
     fn timeout(&self) -> Option<http::HeaderValue> {
-        let deadline = self.deadline?;
+        let deadline = self.at()?;
         Some(grpc_timeout(
             deadline.saturating_duration_since(Instant::now()),
         ))
@@ -507,12 +514,13 @@ impl Drop for Call<'_> {
             return;
         }
         let ctx = &self.ctx;
-        let at_deadline = ctx.deadline.is_some_and(|d| at_deadline(d, Instant::now()));
+        let at_deadline = ctx.at().is_some_and(|d| at_deadline(d, Instant::now()));
         if !at_deadline {
             return;
         }
         if let Some(InFlight { ticket, span }) = self.in_flight.take() {
-            ctx.hooks.attempt_end(span, Some(&deadline_exceeded()));
+            let bound = ctx.deadline.map(|d| d.bound);
+            ctx.hooks.attempt_end(span, Some(&deadline_exceeded(bound)));
             ctx.hooks.in_call(|| ticket.done(Outcome::Failure));
             ctx.hooks.counted(Outcome::Failure);
             ctx.hooks.decided(Decision::Expired);
@@ -713,7 +721,7 @@ pub(super) async fn run_unary<S: UnarySend>(
     inner: &Inner,
     method: &'static Method,
     cx: Context,
-    deadline: Option<Instant>,
+    deadline: Option<Deadline>,
     send: S,
 ) -> Result<S::Output, Status> {
     require_runtime();
@@ -722,17 +730,18 @@ pub(super) async fn run_unary<S: UnarySend>(
     // still yields to the runtime.
     tokio::task::coop::consume_budget().await;
     let mut call = Call::new(inner, method, cx, deadline);
+    let at = deadline.map(|d| d.at);
     loop {
         call.allow()?;
         let (ctx, span, n) = call.attempt_parts();
         let send = &send;
-        let attempt = bounded(inner, deadline, async move {
-            ctx.hooks.inject_fault(span, deadline).await?;
+        let attempt = bounded(inner, at, async move {
+            ctx.hooks.inject_fault(span, at).await?;
             send.send(ctx, n, span).await
         });
         let result = match attempt.await {
             Cut::Returned(result) => result,
-            Cut::Deadline => Err(deadline_exceeded()),
+            Cut::Deadline => Err(deadline_exceeded(deadline.map(|d| d.bound))),
             Cut::Closed(injected) => {
                 return Err(call.closed(injected.unwrap_or_else(closing)));
             }
@@ -927,7 +936,7 @@ pub(super) async fn run_open<S: OpenSend>(
     inner: &Arc<Inner>,
     method: &'static Method,
     cx: Context,
-    deadline: Option<Instant>,
+    deadline: Option<Deadline>,
     send: S,
 ) -> Result<Opened<S::Output>, Status> {
     require_runtime();
@@ -936,17 +945,18 @@ pub(super) async fn run_open<S: OpenSend>(
     // still yields to the runtime.
     tokio::task::coop::consume_budget().await;
     let mut call = Call::new(inner, method, cx, deadline);
+    let at = deadline.map(|d| d.at);
     loop {
         call.allow()?;
         let (ctx, span, n) = call.attempt_parts();
         let send = &send;
-        let attempt = bounded(inner, deadline, async move {
-            ctx.hooks.inject_fault(span, deadline).await?;
+        let attempt = bounded(inner, at, async move {
+            ctx.hooks.inject_fault(span, at).await?;
             send.send(ctx, n, span).await
         });
         let result = match attempt.await {
             Cut::Returned(result) => result,
-            Cut::Deadline => Err(deadline_exceeded()),
+            Cut::Deadline => Err(deadline_exceeded(deadline.map(|d| d.bound))),
             Cut::Closed(injected) => {
                 return Err(call.closed(injected.unwrap_or_else(closing)));
             }
@@ -1107,7 +1117,7 @@ pub(super) fn stream_settle(
     cx: Context,
     ticket: OwnedTicket,
     span: AttemptSpan,
-    deadline: Option<Instant>,
+    deadline: Option<Deadline>,
 ) -> Settle {
     // The stream may outlive the call that opened it: it keeps its own
     // handle on the client.
@@ -1121,7 +1131,8 @@ pub(super) fn stream_settle(
         let classify = |status: Option<&Status>, trailer: &MetadataMap| {
             let call = CallState {
                 cancelled: false,
-                deadline_passed: status.is_some() && deadline.is_some_and(|d| Instant::now() >= d),
+                deadline_passed: status.is_some()
+                    && deadline.is_some_and(|d| Instant::now() >= d.at),
             };
             let ended = Ended::Stream { status, trailer };
             classify_attempt(method, &inner.settings.classify, ended, call).breaker
@@ -1136,7 +1147,8 @@ pub(super) fn stream_settle(
                 Some(classify(Some(status), status.metadata()))
             }
             End::DeadlinePassed => {
-                hooks.attempt_end(span, Some(&deadline_exceeded()));
+                let bound = deadline.map(|d| d.bound);
+                hooks.attempt_end(span, Some(&deadline_exceeded(bound)));
                 Some(Outcome::Failure)
             }
             End::Closed => {

@@ -49,6 +49,7 @@ use super::hooks::AttemptSpan;
 use super::limit::{FRAME_HEAD, Limited, message_len, read_head, too_large};
 use super::stream::{End, Settle, deadline_exceeded, missing_response};
 use super::{Method, MethodPolicy, RpcKind};
+use crate::grpc::deadline::{Bound, Deadline};
 
 /// The body of what the connection's send answers.
 type WireBody = super::connection::AttemptBody;
@@ -1123,6 +1124,8 @@ struct Live {
     inner: Option<Limited<WireBody>>,
     settle: Option<Settle>,
     deadline: Option<Pin<Box<Sleep>>>,
+    /// Which bound the deadline is: its status names it.
+    bound: Option<Bound>,
     closed: ClosedFlag,
     /// The HTTP status, for a trailer without `grpc-status`.
     http: http::StatusCode,
@@ -1139,7 +1142,7 @@ impl Live {
         inner: Limited<WireBody>,
         parts: &http::response::Parts,
         settle: Settle,
-        deadline: Option<Instant>,
+        deadline: Option<Deadline>,
         closed: ClosedFlag,
     ) -> Live {
         let trailers_only = parts
@@ -1149,7 +1152,8 @@ impl Live {
         Live {
             inner: Some(inner),
             settle: Some(settle),
-            deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d))),
+            deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d.at))),
+            bound: deadline.map(|d| d.bound),
             closed,
             http: parts.status,
             trailers_only,
@@ -1180,7 +1184,7 @@ impl Live {
     fn end_at_deadline(&mut self) -> Status {
         self.end(End::DeadlinePassed);
         self.inner = None;
-        deadline_exceeded()
+        deadline_exceeded(self.bound)
     }
 
     /// Counts the stream's clean end with `trailer` (its `grpc-status`,
