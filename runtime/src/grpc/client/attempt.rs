@@ -385,6 +385,11 @@ impl CallCtx<'_> {
         self.deadline.map(|d| d.at)
     }
 
+    /// The call's `DEADLINE_EXCEEDED`, naming its deadline's bound.
+    fn deadline_exceeded(&self) -> Status {
+        deadline_exceeded(self.deadline.map(|d| d.bound))
+    }
+
     /// The send of `span` never reached the server (`status`, a transparent
     /// resend follows): its span ends with that status, with its own
     /// `rpc.client.call.duration` point, and the resend gets a span of its
@@ -519,8 +524,7 @@ impl Drop for Call<'_> {
             return;
         }
         if let Some(InFlight { ticket, span }) = self.in_flight.take() {
-            let bound = ctx.deadline.map(|d| d.bound);
-            ctx.hooks.attempt_end(span, Some(&deadline_exceeded(bound)));
+            ctx.hooks.attempt_end(span, Some(&ctx.deadline_exceeded()));
             ctx.hooks.in_call(|| ticket.done(Outcome::Failure));
             ctx.hooks.counted(Outcome::Failure);
             ctx.hooks.decided(Decision::Expired);
@@ -730,9 +734,11 @@ pub(super) async fn run_unary<S: UnarySend>(
     // still yields to the runtime.
     tokio::task::coop::consume_budget().await;
     let mut call = Call::new(inner, method, cx, deadline);
-    let at = deadline.map(|d| d.at);
     loop {
         call.allow()?;
+        // Read from the call's deadline, so that the loop keeps no copy
+        // of its own across the awaits (a smaller future).
+        let at = call.ctx.at();
         let (ctx, span, n) = call.attempt_parts();
         let send = &send;
         let attempt = bounded(inner, at, async move {
@@ -741,7 +747,7 @@ pub(super) async fn run_unary<S: UnarySend>(
         });
         let result = match attempt.await {
             Cut::Returned(result) => result,
-            Cut::Deadline => Err(deadline_exceeded(deadline.map(|d| d.bound))),
+            Cut::Deadline => Err(call.ctx.deadline_exceeded()),
             Cut::Closed(injected) => {
                 return Err(call.closed(injected.unwrap_or_else(closing)));
             }
@@ -945,9 +951,11 @@ pub(super) async fn run_open<S: OpenSend>(
     // still yields to the runtime.
     tokio::task::coop::consume_budget().await;
     let mut call = Call::new(inner, method, cx, deadline);
-    let at = deadline.map(|d| d.at);
     loop {
         call.allow()?;
+        // Read from the call's deadline, so that the loop keeps no copy
+        // of its own across the awaits (a smaller future).
+        let at = call.ctx.at();
         let (ctx, span, n) = call.attempt_parts();
         let send = &send;
         let attempt = bounded(inner, at, async move {
@@ -956,7 +964,7 @@ pub(super) async fn run_open<S: OpenSend>(
         });
         let result = match attempt.await {
             Cut::Returned(result) => result,
-            Cut::Deadline => Err(deadline_exceeded(deadline.map(|d| d.bound))),
+            Cut::Deadline => Err(call.ctx.deadline_exceeded()),
             Cut::Closed(injected) => {
                 return Err(call.closed(injected.unwrap_or_else(closing)));
             }
