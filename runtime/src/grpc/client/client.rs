@@ -206,7 +206,8 @@ impl Client {
     /// # Errors
     ///
     /// The last attempt's status: `DeadlineExceeded` once the deadline has
-    /// passed, `Canceled` (`the client connection is closing`) after
+    /// passed (its message names which of the three bounds it was: `the
+    /// call's deadline passed: the client's timeout setting, 10s`), `Canceled` (`the client connection is closing`) after
     /// [`Setup::stop`]. When the budget refused a retry, `max_attempts` was
     /// reached, or the deadline came before the next attempt, its source is
     /// a [`NoRetry`](super::NoRetry) saying which.

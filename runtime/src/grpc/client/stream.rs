@@ -54,8 +54,8 @@ pub(super) type Settle = Box<dyn for<'a> FnOnce(End<'a>) + Send>;
 /// Its deadline is the earlier of the request's `grpc-timeout` and the
 /// deadline inherited from the RPC being served
 /// ([`Inherited`](crate::grpc::deadline::Inherited)); `Settings::timeout`
-/// does not apply. At the deadline the stream ends `DeadlineExceeded` and
-/// counts as a failure, even while messages keep arriving (the deadline
+/// does not apply. At the deadline the stream ends `DeadlineExceeded`
+/// (its message naming which of the two it was) and counts as a failure, even while messages keep arriving (the deadline
 /// is read with each of them), and its HTTP/2 stream is cancelled.
 ///
 /// Dropped before its end, a stream counts as what dropped it: at or after
