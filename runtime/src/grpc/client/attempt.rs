@@ -729,11 +729,13 @@ pub(super) async fn run_unary<S: UnarySend>(
     send: S,
 ) -> Result<S::Output, Status> {
     require_runtime();
+    // Made first, so that the call's state is kept once across every
+    // await, the first included (not beside its own arguments).
+    let mut call = Call::new(inner, method, cx, deadline);
     // A call takes a unit of the task's cooperative budget, as a tokio
     // resource does: a loop of calls failed at once (the breaker open)
     // still yields to the runtime.
     tokio::task::coop::consume_budget().await;
-    let mut call = Call::new(inner, method, cx, deadline);
     loop {
         call.allow()?;
         // Read from the call's deadline, so that the loop keeps no copy
@@ -946,11 +948,13 @@ pub(super) async fn run_open<S: OpenSend>(
     send: S,
 ) -> Result<Opened<S::Output>, Status> {
     require_runtime();
+    // Made first, so that the call's state is kept once across every
+    // await, the first included (not beside its own arguments).
+    let mut call = Call::new(inner, method, cx, deadline);
     // A call takes a unit of the task's cooperative budget, as a tokio
     // resource does: a loop of calls failed at once (the breaker open)
     // still yields to the runtime.
     tokio::task::coop::consume_budget().await;
-    let mut call = Call::new(inner, method, cx, deadline);
     loop {
         call.allow()?;
         // Read from the call's deadline, so that the loop keeps no copy
