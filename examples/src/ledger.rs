@@ -4,10 +4,13 @@
 //! a caller's resilience: transfers deduplicated by request id (so a retry
 //! never moves money twice), and knobs that make the ledger misbehave on
 //! purpose ([`Ledger::race_next_transfers`], [`Ledger::lose_next_replies`],
-//! [`Ledger::set_charge_unavailable`]). It is served on a humus server
-//! ([`server()`]) as an App ([`serve`]). A full outage is the ledger's App
-//! stopped ([`Serving::stop`](crate::running::Running::stop)); recovery is
-//! serving it again on the same address, with the same book; a rollout is
+//! [`Ledger::set_charge_unavailable`], [`Ledger::set_transfers_unavailable`]).
+//! It is served on a humus server ([`server()`]) as an App ([`serve`]). A
+//! stopped ledger is its App stopped
+//! ([`Serving::stop`](crate::running::Running::stop)), and serving it again
+//! on the same address, with the same book, brings it back; a ledger that
+//! listens but fails every payment is [`Ledger::set_transfers_unavailable`];
+//! a rollout is
 //! another ledger taking over the listening [`Socket`], then the first
 //! one's graceful shutdown.
 //!
@@ -52,6 +55,7 @@ struct Inner {
     race_next: AtomicU32,
     lose_next: AtomicU32,
     charge_unavailable: AtomicBool,
+    transfers_unavailable: AtomicBool,
     recorded: broadcast::Sender<pb::Entry>,
 }
 
@@ -62,6 +66,7 @@ impl Default for Inner {
             race_next: AtomicU32::new(0),
             lose_next: AtomicU32::new(0),
             charge_unavailable: AtomicBool::new(false),
+            transfers_unavailable: AtomicBool::new(false),
             recorded: broadcast::channel(1024).0,
         }
     }
@@ -126,6 +131,13 @@ impl Ledger {
         self.inner.charge_unavailable.store(on, Ordering::SeqCst);
     }
 
+    /// While on, every `Transfer` is answered `UNAVAILABLE` (the ledger's
+    /// database is down), and nothing is applied; the transfer still counts
+    /// as having reached the ledger ([`Seen::transfers`]).
+    pub fn set_transfers_unavailable(&self, on: bool) {
+        self.inner.transfers_unavailable.store(on, Ordering::SeqCst);
+    }
+
     /// What has reached the ledger so far.
     pub fn seen(&self) -> Seen {
         self.book().seen
@@ -168,6 +180,9 @@ impl Ledger {
         let mut book = self.book();
         book.seen.transfers += 1;
         *book.received.entry(req.request_id.clone()).or_default() += 1;
+        if self.inner.transfers_unavailable.load(Ordering::SeqCst) {
+            return Err(Status::unavailable("the ledger's database is unavailable"));
+        }
         if req.request_id.is_empty() {
             return Err(Status::invalid_argument("request_id: must not be empty"));
         }

@@ -167,6 +167,30 @@ async fn charges_fail_unavailable_while_the_processor_is_down() {
 }
 
 #[tokio::test]
+async fn transfers_fail_unavailable_while_the_database_is_down() {
+    let ledger = Ledger::new();
+    let (serving, mut client) = start(&ledger).await;
+    client.charge(charge("alice", 500)).await.unwrap();
+    ledger.set_transfers_unavailable(true);
+    let err = client
+        .transfer(transfer("t-1", "alice", "bob", 100))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable);
+    assert_eq!(ledger.applied_transfers(), 0);
+    assert_eq!(ledger.seen().transfers, 1, "it reached the ledger");
+    ledger.set_transfers_unavailable(false);
+    let receipt = client
+        .transfer(transfer("t-1", "alice", "bob", 100))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(receipt.from_balance, 400);
+    assert_eq!(ledger.applied_transfers(), 1);
+    serving.stop().await.unwrap();
+}
+
+#[tokio::test]
 async fn watch_streams_past_entries_then_follows_until_the_ledger_stops() {
     let ledger = Ledger::new();
     let (serving, mut client) = start(&ledger).await;

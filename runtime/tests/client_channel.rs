@@ -8,6 +8,7 @@
 mod client_support;
 
 use std::error::Error as _;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use client_support::*;
@@ -203,6 +204,124 @@ async fn a_retried_body_reaches_the_server_whole() {
     let cart = get_cart(&channel, get(&id)).await.unwrap();
     assert_eq!(cart.id, id);
     assert_eq!(carts.arrivals(&GET_CART), 2);
+}
+
+/// One request's headers, (name, value) in the order sent.
+type Sent = Vec<(String, String)>;
+
+/// The headers of each GetCart that reached the server, in arrival order:
+/// (name, value) in the order the map holds them (the order sent). The
+/// first two after the `before` GetCarts so far fail `Unavailable`.
+fn record_get_cart_headers(carts: &Carts, before: usize) -> Arc<Mutex<Vec<Sent>>> {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    carts.on_get_cart(move |arrival, req| {
+        let headers = arrival
+            .metadata
+            .clone()
+            .into_headers()
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_owned()))
+            .collect();
+        log.lock().unwrap().push(headers);
+        async move {
+            if arrival.n < before + 3 {
+                return Err(unavailable());
+            }
+            Ok(Response::new(cart(&req.id, 0)))
+        }
+    });
+    seen
+}
+
+/// A `grpc-timeout` value in seconds.
+fn timeout_secs(value: &str) -> f64 {
+    let (digits, unit) = value.split_at(value.len() - 1);
+    let n: f64 = digits.parse().unwrap();
+    n * match unit {
+        "H" => 3600.0,
+        "M" => 60.0,
+        "S" => 1.0,
+        "m" => 1e-3,
+        "u" => 1e-6,
+        "n" => 1e-9,
+        other => panic!("grpc-timeout unit {other:?}"),
+    }
+}
+
+/// Every send of a listed unary call carries what tonic's stub wrote (the
+/// caller's metadata, each value of a name, in order; `te`,
+/// `content-type`), the time left as `grpc-timeout` (at most the caller's
+/// own) and the client's `user-agent`, the same names in the same order on
+/// each: a call with no metadata (whose first send takes the stub's map),
+/// one with metadata (each send a copy), one with its own deadline.
+#[tokio::test(start_paused = true)]
+async fn each_send_of_a_retried_call_carries_the_callers_headers_and_the_time_left() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let _carts = start_carts(&host, &ca, &carts);
+    let mut with_metadata = get("c-2");
+    with_metadata
+        .metadata_mut()
+        .append("x-tag", "a".parse().unwrap());
+    with_metadata
+        .metadata_mut()
+        .insert("x-one", "1".parse().unwrap());
+    with_metadata
+        .metadata_mut()
+        .append("x-tag", "b".parse().unwrap());
+    let mut with_deadline = get("c-3");
+    with_deadline.set_timeout(Duration::from_secs(5));
+    for (what, request, metadata, within) in [
+        ("no metadata", get("c-1"), vec![], 10.0),
+        (
+            "metadata",
+            with_metadata,
+            vec![("x-tag", "a"), ("x-tag", "b"), ("x-one", "1")],
+            10.0,
+        ),
+        ("its own deadline", with_deadline, vec![], 5.0),
+    ] {
+        // A client each: two retries each would empty one retry budget.
+        let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+        let channel = client.channel().with_methods(carts_methods());
+        let before = carts.arrivals(&GET_CART);
+        let seen = record_get_cart_headers(&carts, before);
+        get_cart(&channel, request).await.unwrap();
+        assert_eq!(carts.arrivals(&GET_CART) - before, 3, "{what}");
+        let sends = seen.lock().unwrap().clone();
+        assert_eq!(sends.len(), 3, "{what}");
+        let names = |send: &Sent| -> Vec<String> { send.iter().map(|(k, _)| k.clone()).collect() };
+        for (i, send) in sends.iter().enumerate() {
+            let value = |name: &str| -> Vec<&str> {
+                send.iter()
+                    .filter(|(k, _)| k == name)
+                    .map(|(_, v)| v.as_str())
+                    .collect()
+            };
+            assert_eq!(value("te"), ["trailers"], "{what}, send {i}");
+            assert_eq!(
+                value("content-type"),
+                ["application/grpc"],
+                "{what}, send {i}"
+            );
+            let agent = value("user-agent");
+            assert!(
+                agent.len() == 1 && agent[0].starts_with("grpc-rust-humus/"),
+                "{what}, send {i}: {agent:?}"
+            );
+            let timeout = value("grpc-timeout");
+            assert_eq!(timeout.len(), 1, "{what}, send {i}");
+            let left = timeout_secs(timeout[0]);
+            assert!(left > 0.0 && left <= within, "{what}, send {i}: {left}");
+            let caller: Vec<(&str, &str)> = send
+                .iter()
+                .filter(|(k, _)| k.starts_with("x-"))
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            assert_eq!(caller, metadata, "{what}, send {i}");
+            assert_eq!(names(send), names(&sends[0]), "{what}, send {i}: {sends:?}");
+        }
+    }
 }
 
 async fn watch(channel: &Channel, id: &str) -> Result<Vec<u32>, Status> {
@@ -835,4 +954,53 @@ async fn the_clients_interceptor_runs_once_per_attempt_of_the_channel() {
     get_cart(&client.channel(), get("c-1")).await.unwrap();
     assert_eq!(seen.load(Ordering::SeqCst), 6, "unlisted: 3 attempts more");
     assert_eq!(carts.arrivals(&GET_CART), 6);
+}
+
+/// `attempt_timeout` bounds the attempts of a stock client's calls too: a
+/// listed unary call's attempt (whose `grpc-timeout` says the bound) and
+/// an unlisted method's open, each cut, counted and retried.
+#[tokio::test(start_paused = true)]
+async fn attempt_timeout_cuts_and_retries_a_stock_clients_hanging_attempt() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s = sent.clone();
+    carts.on_get_cart(move |seen, req| {
+        s.lock()
+            .unwrap()
+            .push(seen.metadata.get("grpc-timeout").cloned());
+        async move {
+            if seen.n % 2 == 1 {
+                std::future::pending::<()>().await;
+            }
+            Ok(Response::new(cart(&req.id, 0)))
+        }
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            attempt_timeout: Some(Duration::from_millis(100)),
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let listed = client.channel().with_methods(carts_methods());
+    assert_eq!(get_cart(&listed, get("c-1")).await.unwrap().id, "c-1");
+    assert_eq!(carts.arrivals(&GET_CART), 2);
+    assert_eq!(
+        get_cart(&client.channel(), get("c-2")).await.unwrap().id,
+        "c-2"
+    );
+    assert_eq!(carts.arrivals(&GET_CART), 4);
+    let sent: Vec<_> = sent
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_ref().map(|v| v.to_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(
+        sent,
+        [Some("100m".to_owned()), Some("100m".to_owned()), None, None],
+        "a listed unary attempt sends its bound; an unlisted call has no deadline"
+    );
 }

@@ -113,7 +113,19 @@ async fn only_throttled_exhausted_and_expired_calls_carry_it() {
         .unwrap_err();
     assert_eq!(decision(&err), None);
     assert!(std::error::Error::source(&err).is_none());
-    // A stream whose every open fails at the dial (nothing listens).
+    // A stream whose every open is answered UNAVAILABLE, trailers-only.
+    carts.on_watch_cart(|_, _| async {
+        Err::<Response<futures_util::stream::Empty<Result<Cart, Status>>>, _>(unavailable())
+    });
+    let err = client
+        .server_streaming::<_, Cart>(&WATCH_CART, get("c-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable);
+    assert_eq!(decision(&err), Some(Decision::Exhausted));
+    // A stream whose open fails at the dial (nothing listens): stopped at
+    // once, since a retry would land in the connection's backoff; its
+    // source is the dial's error.
     let down = Client::new(
         &setup(&host),
         Settings {
@@ -127,7 +139,8 @@ async fn only_throttled_exhausted_and_expired_calls_carry_it() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::Unavailable);
-    assert_eq!(decision(&err), Some(Decision::Exhausted));
+    assert_eq!(decision(&err), None);
+    assert!(err.message().starts_with("dial nowhere:9090"), "{err:?}");
 }
 
 /// A close while a call waits before its next attempt, or at an attempt's

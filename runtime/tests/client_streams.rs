@@ -58,11 +58,12 @@ async fn collect(stream: &mut Streaming<Cart>) -> (Vec<u32>, Option<Code>) {
     (items, None)
 }
 
-/// An open that failed before the server answered (here: carts is not up,
-/// so the dial fails) is classified as a unary attempt and retried (its
-/// retry waits out the connection's backoff: a pushback of 2 s stands in
-/// for a long enough retry backoff); the stream that then opens counts
-/// once, at its end.
+/// An open that failed (here: carts answers the first open with a
+/// trailers-only `UNAVAILABLE`) is classified as a unary attempt and
+/// retried (after a pushback of 2 s, so the failure is seen counted
+/// before the retry); the stream that then opens counts once, at its end.
+/// (An open whose dial fails is not retried: the connection's backoff
+/// decides when the dependency is tried again; see `client_dial_failures`.)
 #[tokio::test(start_paused = true)]
 async fn a_failed_open_is_retried_and_the_stream_counts_once_at_its_end() {
     let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
@@ -82,6 +83,14 @@ async fn a_failed_open_is_retried_and_the_stream_counts_once_at_its_end() {
         },
     )
     .unwrap();
+    let _carts = start_carts(&host, &ca, &carts);
+    carts.on_watch_cart(|seen, req| async move {
+        if seen.n == 1 {
+            return Err(unavailable());
+        }
+        let updates: Vec<Result<Cart, Status>> = (1..=3).map(|n| Ok(cart(&req.id, n))).collect();
+        Ok(Response::new(futures_util::stream::iter(updates)))
+    });
     let call = {
         let client = client.clone();
         tokio::spawn(async move { client.server_streaming(&WATCH_CART, get("c-1")).await })
@@ -94,9 +103,8 @@ async fn a_failed_open_is_retried_and_the_stream_counts_once_at_its_end() {
         (0, 1),
         "the failed open counts as a failure"
     );
-    let _carts = start_carts(&host, &ca, &carts);
     let response = call.await.unwrap().unwrap();
-    assert_eq!(carts.arrivals(&WATCH_CART), 1);
+    assert_eq!(carts.arrivals(&WATCH_CART), 2);
     assert_eq!(counted(&seen), (0, 1), "the open stream counts nothing yet");
     let mut stream = response.into_inner();
     assert_eq!(collect(&mut stream).await, (vec![1, 2, 3], None));
@@ -247,42 +255,39 @@ async fn a_client_stream_counts_once_at_its_one_response() {
 }
 
 /// A request stream no attempt has read is sent whole by the next one:
-/// the first open fails at the dial (carts is not up yet), the second
-/// reaches carts (its retry waits out the connection's 1 s backoff: a
-/// pushback of 1 s stands in for a long enough retry backoff).
+/// the first attempt fails before anything is sent (a per-attempt
+/// interceptor answers it `UNAVAILABLE`, as a client-side check that
+/// fails once would), and the retry sends both items to carts.
 #[tokio::test(start_paused = true)]
 async fn a_client_stream_never_read_is_sent_by_the_next_attempt() {
     let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let _carts = start_carts(&host, &ca, &carts);
+    let intercepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let first_fails = {
+        let intercepted = intercepted.clone();
+        move |request: tonic::Request<()>| {
+            if intercepted.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                return Err(Status::unavailable("not yet"));
+            }
+            Ok(request)
+        }
+    };
     let client = Client::new(
         &setup(&host),
         Settings {
             breaker_policy: Policy::consecutive(5),
-            classify: Classify::new(|method, status, trailer| {
-                let mut c = default_classify(method, status, trailer);
-                if c.retry == humus::retry::Verdict::Retry {
-                    c.retry_after = Some(Duration::from_secs(1));
-                }
-                c
-            }),
             ..carts_settings(&ca)
-        },
+        }
+        .interceptor(first_fails),
     )
     .unwrap();
-    let call = {
-        let client = client.clone();
-        tokio::spawn(async move {
-            let items = futures_util::stream::iter(["a", "b"].map(|sku| Item { sku: sku.into() }));
-            client
-                .client_streaming::<_, _, Cart>(&ADD_ITEMS, tonic::Request::new(items))
-                .await
-        })
-    };
-    while host.dials("carts:9090") == 0 {
-        tokio::task::yield_now().await;
-    }
-    let _carts = start_carts(&host, &ca, &carts);
-    let cart = call.await.unwrap().unwrap();
+    let items = futures_util::stream::iter(["a", "b"].map(|sku| Item { sku: sku.into() }));
+    let cart = client
+        .client_streaming::<_, _, Cart>(&ADD_ITEMS, tonic::Request::new(items))
+        .await
+        .unwrap();
     assert_eq!(cart.get_ref().items, 2);
+    assert_eq!(intercepted.load(std::sync::atomic::Ordering::SeqCst), 2);
     assert_eq!(carts.arrivals(&ADD_ITEMS), 1);
 }
 

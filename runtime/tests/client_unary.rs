@@ -231,25 +231,30 @@ async fn a_loop_of_rejected_calls_yields_to_other_tasks() {
     spinner.await.unwrap();
 }
 
-/// A dependency down at start: calls fail Unavailable (each a breaker
-/// failure), the breaker opens, and once the dependency is up and the
-/// breaker's open period is over, probes close it again.
+/// A dependency down at start: calls fail Unavailable; each failed dial is
+/// a breaker failure (the calls failing at once in the connection backoff
+/// between dials count nothing), so the breaker opens at the fifth failed
+/// dial; once the dependency is up and the breaker's open period is over,
+/// probes close it again.
 #[tokio::test(start_paused = true)]
 async fn a_dependency_down_at_start_that_comes_up_later() {
     let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
     let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
-    let mut rejected = 0;
-    for _ in 0..4 {
+    let mut rejected = false;
+    for _ in 0..200 {
         let err = client
             .unary::<_, Cart>(&GET_CART, get("c-1"))
             .await
             .unwrap_err();
         assert_eq!(err.code(), Code::Unavailable);
         if err.source().is_some_and(|s| s.is::<Rejected>()) {
-            rejected += 1;
+            rejected = true;
+            break;
         }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(rejected >= 1, "five failed attempts opened the breaker");
+    assert!(rejected, "the failed dials opened the breaker");
+    assert_eq!(host.dials("carts:9090"), 5);
     let _carts = start_carts(&host, &ca, &carts);
     tokio::time::sleep(10 * SECOND).await; // the breaker's open period
     for _ in 0..3 {

@@ -543,3 +543,37 @@ fn the_decoding_limit_is_read_and_zero_is_refused_by_name() {
         serde_json::from_str::<client::Settings>(r#"{"max_decoding_message_size": -1}"#).is_err()
     );
 }
+
+/// The gRPC client's `attempt_timeout` is read as the HTTP client's is
+/// (a humantime duration, `CARTS_ATTEMPT_TIMEOUT` with `envy`), unset by
+/// default; zero is refused, naming the field.
+#[test]
+fn the_attempt_timeout_is_read_and_zero_is_refused_by_name() {
+    assert_eq!(client::Settings::default().attempt_timeout, None);
+    let settings: client::Settings =
+        serde_json::from_str(r#"{"addr": "carts:9090", "attempt_timeout": "250ms"}"#).unwrap();
+    assert_eq!(settings.attempt_timeout, Some(Duration::from_millis(250)));
+    assert!(app::check_client(&settings).is_ok());
+    let unset: client::Settings = serde_json::from_str(r#"{"addr": "carts:9090"}"#).unwrap();
+    assert_eq!(unset.attempt_timeout, None);
+    let from_env: client::Settings = envy::prefixed("CARTS_")
+        .from_iter(vars(&[
+            ("CARTS_ADDR", "carts:9090"),
+            ("CARTS_ATTEMPT_TIMEOUT", "1s500ms"),
+        ]))
+        .unwrap();
+    assert_eq!(from_env.attempt_timeout, Some(Duration::from_millis(1500)));
+
+    let zero: client::Settings =
+        serde_json::from_str(r#"{"addr": "carts:9090", "attempt_timeout": "0s"}"#).unwrap();
+    let err = app::check_client(&zero).unwrap_err();
+    assert_eq!(err.kind(), app::ErrorKind::Settings);
+    let new = err.get_ref().downcast_ref::<client::NewError>().unwrap();
+    assert_eq!(new.fields().collect::<Vec<_>>(), ["attempt_timeout"]);
+    assert!(
+        err.to_string()
+            .contains("attempt_timeout is zero, want a duration more than zero"),
+        "{err}"
+    );
+    assert!(Client::new(&Setup::new(), zero).is_err());
+}

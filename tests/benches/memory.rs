@@ -314,6 +314,18 @@ fn main() {
     });
     let intercepted_allocs = (allocs() - before) as f64 / SEQUENTIAL as f64;
     drop(intercepted);
+    // A stock tonic client over the channel of a humus client with its
+    // defaults, the service's methods listed (`tonic over humus`).
+    let mut channel = support::channel_client(addr);
+    rt.block_on(channel.empty_call(Empty {})).expect("connects");
+    let before = allocs();
+    rt.block_on(async {
+        for _ in 0..SEQUENTIAL {
+            channel.empty_call(Empty {}).await.expect("OK");
+        }
+    });
+    let channel_allocs = (allocs() - before) as f64 / SEQUENTIAL as f64;
+    drop(channel);
     settle();
 
     // In flight: 10,000 calls held by the server.
@@ -426,6 +438,10 @@ fn main() {
     println!(
         "| heap allocations per unary call, humus with one no-op interceptor (count, of {SEQUENTIAL} sequential) | {tonic_allocs:.1} | {intercepted_allocs:.1} | {:.2} |",
         intercepted_allocs / tonic_allocs
+    );
+    println!(
+        "| heap allocations per unary call, tonic's client over humus's `Client::channel()` (count, of {SEQUENTIAL} sequential) | {tonic_allocs:.1} | {channel_allocs:.1} | {:.2} |",
+        channel_allocs / tonic_allocs
     );
     drop(child.stdin.take());
     let _ = child.wait();

@@ -16,8 +16,8 @@
 //! | 2 normal | top-ups, payments, balances and a statement; an overdraft is the wallet's `FAILED_PRECONDITION` |
 //! | 3 write races | the ledger aborts 3 transfers as write races and loses 1 reply: each is retried, and applied once |
 //! | 4 charge unavailable | the ledger answers `Charge` `UNAVAILABLE`: each is sent once, never retried |
-//! | 5 outage | the ledger stops: the breaker opens, calls fail fast with the rejection, readiness stays true |
-//! | 6 recovery | the ledger is back: after `open_for` the breaker is half-open, and probes close it |
+//! | 5 outage | the ledger stops: one refused dial, and calls fail fast in the connection backoff, the breaker closed; it comes back failing every payment: the breaker opens, calls fail fast with the rejection, readiness stays true |
+//! | 6 recovery | the ledger is well again: after `open_for` the breaker is half-open, and probes close it |
 //! | 7 rollout | the ledger is rolled: a new one takes over its listening socket and the old one shuts down gracefully, then its connections reach their `max_connection_age`: no payment fails |
 //! | 8 fault scenario | one request carries a failure scenario in its baggage: only that request fails |
 //! | 9 rates outage (http) | the exchange-rate service, the wallet's HTTP dependency, answers 503: its own breaker opens, quotes fail fast, and it recovers; this row is the HTTP client's |
@@ -285,6 +285,15 @@ const PHASES: usize = 9;
 
 /// What a call to the wallet answered: its code and message.
 type Answer = Result<(), Status>;
+
+/// How long the wallet's ledger client waits, after a refused dial, before
+/// it dials again: gRPC's connection backoff after a connection that
+/// worked, 1 s.
+const BACKOFF: Duration = Duration::from_secs(1);
+
+/// What the outage waits past [`BACKOFF`], so that its payments find the
+/// next dial due.
+const BACKOFF_MARGIN: Duration = Duration::from_millis(100);
 
 fn code_of(answer: &Answer) -> Code {
     match answer {
@@ -780,14 +789,40 @@ impl Run {
 
     async fn outage(&mut self) -> Result<(), Failure> {
         const NAME: &str = "outage";
-        const SAYS: &str = "the ledger stops: the breaker opens, calls fail fast with the rejection, readiness stays true";
+        const SAYS: &str = "the ledger stops: calls fail fast in the connection backoff, the breaker stays closed; back, it fails every call: the breaker opens, calls fail fast with the rejection, readiness stays true";
         self.begin(NAME, SAYS);
+        let seen = self.ledger.seen();
+        let applied = self.ledger.applied_transfers();
         self.stop_ledger().await?;
         self.say(&format!(
             "      the ledger stopped: {} refuses connections",
             self.ledger_addr
         ));
-        let seen = self.ledger.seen();
+        let refused = Instant::now();
+        let mut stopped = Vec::new();
+        for i in 1..=4 {
+            stopped.push(self.send(&format!("stopped-{i}"), "alice", "bob", 10).await);
+        }
+        let stopped_state = self.breaker_state();
+        let says =
+            |a: &Answer, what: &str| a.as_ref().err().is_some_and(|s| s.message().contains(what));
+        let backing_off = stopped.iter().filter(|a| says(a, "backing off")).count();
+        self.say(&format!(
+            "      4 payments: {} UNAVAILABLE, the first's dial refused, {backing_off} failed at once in the connection backoff (no dial, no retry, counted nothing); breaker {stopped_state}",
+            stopped
+                .iter()
+                .filter(|a| code_of(a) == Code::Unavailable)
+                .count(),
+        ));
+        // Back, but failing every payment; its first dial is due 1 s after
+        // the refused one.
+        self.ledger.set_transfers_unavailable(true);
+        self.serve_ledger().await?;
+        tokio::time::sleep(BACKOFF.saturating_sub(refused.elapsed()) + BACKOFF_MARGIN).await;
+        self.say(&format!(
+            "      the ledger listens again on {}, and answers every payment UNAVAILABLE (its database is down)",
+            self.ledger_addr
+        ));
         let mut answers = Vec::new();
         for i in 1..=12 {
             answers.push(self.send(&format!("outage-{i}"), "alice", "bob", 10).await);
@@ -796,15 +831,12 @@ impl Run {
         let ready = self.readiness_status().await;
         let fast = answers
             .iter()
-            .filter(|a| {
-                a.as_ref()
-                    .err()
-                    .is_some_and(|s| s.message().contains("circuit breaker is open"))
-            })
+            .filter(|a| says(a, "circuit breaker is open"))
             .count();
         let reached = self.ledger.seen().transfers - seen.transfers;
+        let applied_now = self.ledger.applied_transfers() - applied;
         self.say(&format!(
-            "      12 payments: {} UNAVAILABLE, {fast} of them failed fast by the open breaker; breaker {state}; wallet health {}",
+            "      12 payments: {} UNAVAILABLE, {fast} of them failed fast by the open breaker; {reached} attempts reached the ledger; breaker {state}; wallet health {}",
             answers
                 .iter()
                 .filter(|a| code_of(a) == Code::Unavailable)
@@ -814,10 +846,23 @@ impl Run {
         self.end(NAME, SAYS, |s| {
             vec![
                 check(
-                    "every payment is the wallet's UNAVAILABLE, and none reached the ledger",
-                    answers.iter().all(|a| code_of(a) == Code::Unavailable) && reached == 0,
+                    "the stopped ledger: 4 payments UNAVAILABLE, the first by its refused dial, the others at once in the connection backoff, and the breaker stayed closed",
+                    stopped.iter().all(|a| code_of(a) == Code::Unavailable)
+                        && says(&stopped[0], "dial")
+                        && backing_off == 3
+                        && stopped_state == "closed",
                     format!(
-                        "{:?}, {reached} reached",
+                        "{:?}, {backing_off} backing off, state {stopped_state}",
+                        stopped.iter().map(code_of).collect::<Vec<_>>()
+                    ),
+                ),
+                check(
+                    "every payment is the wallet's UNAVAILABLE, and none was applied",
+                    answers.iter().all(|a| code_of(a) == Code::Unavailable)
+                        && reached >= 1
+                        && applied_now == 0,
+                    format!(
+                        "{:?}, {reached} reached, {applied_now} applied",
                         answers.iter().map(code_of).collect::<Vec<_>>()
                     ),
                 ),
@@ -851,14 +896,10 @@ impl Run {
 
     async fn recovery(&mut self) -> Result<(), Failure> {
         const NAME: &str = "recovery";
-        const SAYS: &str =
-            "the ledger is back: after open_for the breaker is half-open, and probes close it";
+        const SAYS: &str = "the ledger is well again: after open_for the breaker is half-open, and probes close it";
         self.begin(NAME, SAYS);
-        self.serve_ledger().await?;
-        self.say(&format!(
-            "      the ledger listens again on {}",
-            self.ledger_addr
-        ));
+        self.ledger.set_transfers_unavailable(false);
+        self.say("      the ledger's database is back: it answers payments again");
         let waited = Instant::now();
         let mut state = self.breaker_state();
         while state != "half-open"

@@ -19,14 +19,15 @@ use tonic::metadata::MetadataMap;
 use super::client::{GRPC_TIMEOUT, GRPC_TIMEOUT_HEADER, Inner, deadline, own_timeout};
 use super::codec::PreEncoded;
 use super::connection::{
-    AttemptBody, Connection, Sender, closing, mapped_from_http, never_processed, transport_status,
+    AttemptBody, Connection, DialFailure, Sender, closing, dial_failure, mapped_from_http,
+    never_processed, transport_status,
 };
 use super::decide::with_decision;
 use super::hooks::{AttemptSpan, Hooks, call_context};
 use super::layer::BoxError;
 use super::limit::Limited;
 use super::stream::{End, Holder, Settle, Streaming, deadline_exceeded};
-use super::{CallState, DEADLINE_SLACK, Ended, Method, classify_attempt};
+use super::{AttemptTimeout, CallState, DEADLINE_SLACK, Ended, Method, classify_attempt};
 use crate::circuit::{Outcome, OwnedTicket, Rejected, Ticket};
 use crate::fault::InjectedError;
 use crate::grpc::deadline::Deadline;
@@ -203,6 +204,10 @@ pub(super) struct CallCtx<'a> {
     hooks: Hooks<'a>,
     /// The call's deadline, and which bound it is (its status names it).
     deadline: Option<Deadline>,
+    /// What the attempt's sends say in their `grpc-timeout`: a unary
+    /// attempt's deadline (the earlier of the call's and the attempt's
+    /// own), or a stream's, the call's alone.
+    send_deadline: Option<Instant>,
 }
 
 /// The attempt under way: what settling it needs.
@@ -224,6 +229,7 @@ impl<'a> Call<'a> {
                 method,
                 hooks: Hooks { inner, method, cx },
                 deadline,
+                send_deadline: deadline.map(|d| d.at),
             },
             attempt: 0,
             in_flight: None,
@@ -251,6 +257,35 @@ impl<'a> Call<'a> {
                 ctx.hooks.decided(Decision::Stopped);
                 Err(rejected_status(rejected))
             }
+        }
+    }
+
+    /// The deadline of the attempt starting now: the earlier of the call's
+    /// and, when [`Settings::attempt_timeout`](super::Settings::attempt_timeout)
+    /// is set, that long from now (the call's if the clock cannot say
+    /// when). Unset, it reads no clock.
+    fn attempt_deadline(&self) -> Option<Instant> {
+        let call = self.ctx.at();
+        let Some(after) = self.ctx.inner.settings.attempt_timeout else {
+            return call;
+        };
+        match Instant::now().checked_add(after) {
+            Some(own) if call.is_none_or(|d| own < d) => Some(own),
+            _ => call,
+        }
+    }
+
+    /// The status of an attempt its deadline, `bound`, cut short: the
+    /// attempt's own timeout when `bound` is not the call's deadline
+    /// ([`Call::attempt_deadline`] gives another only when the attempt's
+    /// own is the earlier), unless the call's deadline has passed too.
+    fn cut_status(&self, bound: Option<Instant>) -> Status {
+        let call = self.ctx.at();
+        match self.ctx.inner.settings.attempt_timeout {
+            Some(after) if bound != call && call.is_none_or(|d| Instant::now() < d) => {
+                AttemptTimeout::status(after)
+            }
+            _ => self.ctx.deadline_exceeded(),
         }
     }
 
@@ -344,12 +379,17 @@ impl<'a> Call<'a> {
             cancelled: false,
             deadline_passed: ctx.at().is_some_and(|d| now >= d),
         };
-        let mut c = classify_attempt(
-            ctx.method,
-            &ctx.inner.settings.classify,
-            Ended::Attempt { status, trailer },
-            call,
-        );
+        // A failure of the connection's dial is the client's to classify:
+        // the first attempt of those that waited for a failed dial counts
+        // it, once.
+        let ended = match status.and_then(dial_failure) {
+            Some(DialFailure::BackingOff) => Ended::BackingOff,
+            Some(DialFailure::Failed(dial)) => Ended::DialFailed {
+                first: dial.claim(),
+            },
+            None => Ended::Attempt { status, trailer },
+        };
+        let mut c = classify_attempt(ctx.method, &ctx.inner.settings.classify, ended, call);
         if !resendable && c.retry == retry::Verdict::Retry {
             c.retry = retry::Verdict::Stop;
             c.retry_after = None;
@@ -401,24 +441,27 @@ impl CallCtx<'_> {
             .attempt_end(std::mem::replace(span, next), Some(status));
     }
 
-    /// The metadata one send of an attempt carries: the caller's, with the
-    /// time left before the deadline as its `grpc-timeout`, and the
-    /// attempt's trace context.
-    pub(super) fn metadata(&self, base: &MetadataMap, span: &AttemptSpan) -> MetadataMap {
-        let mut metadata = base.clone();
+    /// The headers one send of an attempt carries: `headers` (the
+    /// caller's, or a copy of them), with the time left before the
+    /// deadline as its `grpc-timeout`, and the attempt's trace context.
+    pub(super) fn stamp(
+        &self,
+        mut headers: http::HeaderMap,
+        span: &AttemptSpan,
+    ) -> http::HeaderMap {
         if let Some(timeout) = self.timeout() {
-            let mut headers = metadata.into_headers();
             headers.insert(GRPC_TIMEOUT_HEADER, timeout);
-            metadata = MetadataMap::from_headers(headers);
         }
+        let mut metadata = MetadataMap::from_headers(headers);
         self.hooks.propagate(span, &mut metadata);
-        metadata
+        metadata.into_headers()
     }
 
-    /// The time left before the deadline as a `grpc-timeout` value, if the
-    /// call has a deadline.
+    /// The time left before the send's deadline as a `grpc-timeout`
+    /// value, if it has one: a unary attempt's (the earlier of the call's
+    /// deadline and the attempt's own), a stream's (the call's).
     fn timeout(&self) -> Option<http::HeaderValue> {
-        let deadline = self.at()?;
+        let deadline = self.send_deadline?;
         Some(grpc_timeout(
             deadline.saturating_duration_since(Instant::now()),
         ))
@@ -738,18 +781,23 @@ pub(super) async fn run_unary<S: UnarySend>(
     tokio::task::coop::consume_budget().await;
     loop {
         call.allow()?;
-        // Read from the call's deadline, so that the loop keeps no copy
-        // of its own across the awaits (a smaller future).
+        // The attempt's deadline, which its sends' `grpc-timeout` says
+        // (read from there once it is cut: no copy is kept across the
+        // attempt).
+        let bound = call.attempt_deadline();
+        call.ctx.send_deadline = bound;
+        // The call's, read from the call (the loop keeps no copy of its
+        // own across the awaits: a smaller future).
         let at = call.ctx.at();
         let (ctx, span, n) = call.attempt_parts();
         let send = &send;
-        let attempt = bounded(inner, at, async move {
+        let attempt = bounded(inner, bound, async move {
             ctx.hooks.inject_fault(span, at).await?;
             send.send(ctx, n, span).await
         });
         let result = match attempt.await {
             Cut::Returned(result) => result,
-            Cut::Deadline => Err(call.ctx.deadline_exceeded()),
+            Cut::Deadline => Err(call.cut_status(call.ctx.send_deadline)),
             Cut::Closed(injected) => {
                 return Err(call.closed(injected.unwrap_or_else(closing)));
             }
@@ -957,18 +1005,21 @@ pub(super) async fn run_open<S: OpenSend>(
     tokio::task::coop::consume_budget().await;
     loop {
         call.allow()?;
-        // Read from the call's deadline, so that the loop keeps no copy
-        // of its own across the awaits (a smaller future).
+        // The open's deadline; its `grpc-timeout` stays the call's, as
+        // the stream, once open, may outlive the attempt's own.
+        let bound = call.attempt_deadline();
+        // The call's, read from the call (the loop keeps no copy of its
+        // own across the awaits: a smaller future).
         let at = call.ctx.at();
         let (ctx, span, n) = call.attempt_parts();
         let send = &send;
-        let attempt = bounded(inner, at, async move {
+        let attempt = bounded(inner, bound, async move {
             ctx.hooks.inject_fault(span, at).await?;
             send.send(ctx, n, span).await
         });
         let result = match attempt.await {
             Cut::Returned(result) => result,
-            Cut::Deadline => Err(call.ctx.deadline_exceeded()),
+            Cut::Deadline => Err(call.cut_status(bound)),
             Cut::Closed(injected) => {
                 return Err(call.closed(injected.unwrap_or_else(closing)));
             }

@@ -25,6 +25,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
+use std::hash::BuildHasherDefault;
 use std::pin::Pin;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError, RwLock};
 use std::task::{Context, Poll};
@@ -100,7 +101,48 @@ pub const RETRY_BUFFER: usize = 256 * 1024;
 /// paths not listed; any further one is named `_OTHER` (see there).
 #[derive(Clone, Default)]
 pub struct Methods {
-    by_path: Arc<HashMap<&'static str, &'static Method>>,
+    by_path: Arc<HashMap<&'static str, &'static Method, BuildHasherDefault<PathHasher>>>,
+}
+
+/// The hash of [`Methods`]' paths, looked up on every call: eight bytes a
+/// step (FxHash's step), where the standard library's SipHash costs about
+/// five times as much for a path of 30 to 40 bytes. Its keys are the
+/// paths of the services given to [`Methods::new`], fixed by the program,
+/// so a path a caller makes up cannot fill it with collisions.
+#[derive(Default)]
+struct PathHasher(u64);
+
+impl PathHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl std::hash::Hasher for PathHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for word in &mut words {
+            let mut le = [0u8; 8];
+            le.copy_from_slice(word);
+            self.add(u64::from_le_bytes(le));
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut le = [0u8; 8];
+            le[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(le));
+        }
+    }
+
+    fn write_u8(&mut self, byte: u8) {
+        self.add(u64::from(byte));
+    }
+
+    fn finish(&self) -> u64 {
+        // The table's index is the low bits: fold the high ones, where the
+        // multiplication carries most of what it mixed, into them.
+        self.0 ^ (self.0 >> 32)
+    }
 }
 
 impl fmt::Debug for Methods {
@@ -133,7 +175,7 @@ impl Methods {
     ///
     /// [`DuplicateMethod`] when two different descriptors name one path.
     pub fn new(services: &[&'static [&'static Method]]) -> Result<Methods, DuplicateMethod> {
-        let mut by_path = HashMap::new();
+        let mut by_path = HashMap::default();
         for method in services.iter().flat_map(|methods| methods.iter()) {
             match by_path.insert(method.full_name, *method) {
                 Some(before) if !std::ptr::eq(before, *method) => {
@@ -310,6 +352,16 @@ fn unknown_in(path: &str, max: usize) -> &'static Method {
 pub struct Channel {
     inner: Arc<Inner>,
     methods: Methods,
+    /// Each listed method's descriptor and the URI of its sends (the
+    /// connection's scheme and authority, its path), made once, when the
+    /// methods are given, rather than on every call.
+    listed: Arc<HashMap<&'static str, Listed, BuildHasherDefault<PathHasher>>>,
+}
+
+/// A method of a [`Channel`]'s [`Methods`].
+struct Listed {
+    method: &'static Method,
+    uri: Option<Uri>,
 }
 
 impl fmt::Debug for Channel {
@@ -326,13 +378,28 @@ impl Channel {
         Channel {
             inner,
             methods: Methods::default(),
+            listed: Arc::default(),
         }
     }
 
     /// The same channel, knowing `methods` (which replace any it knew).
     #[must_use]
     pub fn with_methods(mut self, methods: Methods) -> Channel {
+        let origin = self.inner.conn.origin();
+        let listed = methods
+            .by_path
+            .iter()
+            .map(|(&path, &method)| {
+                // None for a descriptor whose path is not one (never one
+                // humus-build makes): its calls make their URI.
+                let uri = PathAndQuery::from_maybe_shared(Bytes::from_static(path.as_bytes()))
+                    .ok()
+                    .map(|path| request_uri(origin, path));
+                (path, Listed { method, uri })
+            })
+            .collect();
         self.methods = methods;
+        self.listed = Arc::new(listed);
         self
     }
 
@@ -375,21 +442,37 @@ impl Service<http::Request<tonic::body::Body>> for Channel {
     /// call is made.
     fn call(&mut self, request: http::Request<tonic::body::Body>) -> ChannelFuture {
         let (parts, body) = request.into_parts();
-        let path = parts
-            .uri
-            .path_and_query()
-            .cloned()
-            .unwrap_or_else(|| PathAndQuery::from_static("/"));
-        let listed = self.methods.get(path.path());
-        let method = listed.unwrap_or_else(|| unknown(path.path()));
+        let path_and_query = parts.uri.path_and_query();
+        let path = path_and_query.map_or("/", PathAndQuery::path);
+        let known = self.listed.get(path);
+        let listed = known.map(|known| known.method);
+        let method = listed.unwrap_or_else(|| unknown(path));
+        let uri = match known.and_then(|known| known.uri.as_ref()) {
+            // The listed path alone, no query: the URI made for it.
+            Some(uri) if path_and_query.is_some_and(|pq| pq.as_str().len() == path.len()) => {
+                uri.clone()
+            }
+            _ => request_uri(
+                self.inner.conn.origin(),
+                path_and_query
+                    .cloned()
+                    .unwrap_or_else(|| PathAndQuery::from_static("/")),
+            ),
+        };
         let mut headers = parts.headers;
         // The caller's `grpc-timeout`, taken out of the headers (each send
         // says the time left): one look-up, by name, where reading it and
         // then removing it (`deadline`, `caller_metadata`) would parse its
-        // key twice.
-        let own = headers
-            .remove(&GRPC_TIMEOUT_HEADER)
-            .and_then(|v| parse_grpc_timeout(v.as_bytes()));
+        // key twice; none for tonic's two headers alone (a caller that set
+        // no metadata).
+        let tonic_headers = is_tonic_headers(&headers);
+        let own = if tonic_headers {
+            None
+        } else {
+            headers
+                .remove(&GRPC_TIMEOUT_HEADER)
+                .and_then(|v| parse_grpc_timeout(v.as_bytes()))
+        };
         let unary = listed.is_some_and(|m| m.kind == RpcKind::Unary);
         let timeout = unary.then_some(self.inner.settings.timeout);
         let deadline = deadline(Instant::now(), timeout, own);
@@ -399,8 +482,12 @@ impl Service<http::Request<tonic::body::Body>> for Channel {
             .cloned()
             .unwrap_or_else(opentelemetry::Context::current);
         let send = Attempts {
-            uri: request_uri(self.inner.conn.origin(), path),
-            metadata: MetadataMap::from_headers(headers),
+            uri,
+            headers: if tonic_headers {
+                SendHeaders::Tonic(Mutex::new(Some(headers)))
+            } else {
+                SendHeaders::Caller(headers)
+            },
             // A unary stub's body is its one message, ready at once.
             replay: if unary {
                 Replay::read_ahead(body)
@@ -447,8 +534,70 @@ struct Attempts {
     uri: Uri,
     /// The caller's headers, without its `grpc-timeout` (each send says
     /// the time left).
-    metadata: MetadataMap,
+    headers: SendHeaders,
     replay: Replay,
+}
+
+/// `te: trailers` and `content-type: application/grpc`: the headers
+/// tonic's `Grpc` writes into every request it makes, and all a stock
+/// client's request carries when its caller set no metadata.
+fn tonic_headers(capacity: usize) -> HeaderMap {
+    let mut headers = HeaderMap::with_capacity(capacity);
+    headers.insert(http::header::TE, TE_TRAILERS);
+    headers.insert(http::header::CONTENT_TYPE, CONTENT_TYPE_GRPC);
+    headers
+}
+
+const TE_TRAILERS: http::HeaderValue = http::HeaderValue::from_static("trailers");
+const CONTENT_TYPE_GRPC: http::HeaderValue = http::HeaderValue::from_static("application/grpc");
+
+/// Whether `headers` are [`tonic_headers`]' two, in either order, told
+/// without hashing a name.
+fn is_tonic_headers(headers: &HeaderMap) -> bool {
+    headers.len() == 2
+        && headers.iter().all(|(name, value)| {
+            (*name == http::header::TE && *value == TE_TRAILERS)
+                || (*name == http::header::CONTENT_TYPE && *value == CONTENT_TYPE_GRPC)
+        })
+        && headers.keys_len() == 2
+}
+
+/// Room for what a send adds to the caller's headers without growing the
+/// map: `grpc-timeout`, the connection's `user-agent`, a `traceparent` and
+/// a `baggage`.
+const ADDED_HEADERS: usize = 4;
+
+/// The caller's headers, as each send of its call gets them. A send's map
+/// is consumed by hyper (h2 writes it on the connection's task), so each
+/// send needs one of its own.
+enum SendHeaders {
+    /// tonic's two headers alone ([`tonic_headers`], a caller that set no
+    /// metadata: most calls): the first send takes the caller's map (no
+    /// copy), any later one writes the same two headers anew.
+    Tonic(Mutex<Option<HeaderMap>>),
+    /// Anything else: each send a copy, with room for what it adds.
+    Caller(HeaderMap),
+}
+
+impl SendHeaders {
+    /// The headers of the next send, before what the send adds.
+    fn next(&self) -> HeaderMap {
+        match self {
+            SendHeaders::Tonic(first) => lock(first)
+                .take()
+                .unwrap_or_else(|| tonic_headers(2 + ADDED_HEADERS)),
+            SendHeaders::Caller(headers) => {
+                // `clone` would give a map with no room, which the headers
+                // the send adds would grow (a reallocation each).
+                let mut copy = HeaderMap::with_capacity(headers.len() + ADDED_HEADERS);
+                // In order, each value of a name after its first.
+                for (name, value) in headers {
+                    copy.append(name.clone(), value.clone());
+                }
+                copy
+            }
+        }
+    }
 }
 
 impl Attempts {
@@ -459,7 +608,7 @@ impl Attempts {
         *request.method_mut() = http::Method::POST;
         *request.uri_mut() = self.uri.clone();
         *request.version_mut() = http::Version::HTTP_2;
-        *request.headers_mut() = call.metadata(&self.metadata, span).into_headers();
+        *request.headers_mut() = call.stamp(self.headers.next(), span);
         request
     }
 

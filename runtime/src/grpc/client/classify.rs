@@ -132,7 +132,7 @@ impl Pushback {
 /// | OK (no status, or [`Code::Ok`](https://docs.rs/tonic/0.14/tonic/enum.Code.html#variant.Ok)) | Success | Success |
 /// | Unavailable | Retry | Failure |
 /// | ResourceExhausted | Retry with a pushback, else Stop | Failure |
-/// | DeadlineExceeded (the server's: the call's own deadline is the client's to decide) | Stop | Failure |
+/// | DeadlineExceeded (the server's: the call's own deadline, and each attempt's timeout, are the client's to decide) | Stop | Failure |
 /// | Cancelled (the server's, or the connection closing) | Stop | Ignored |
 /// | any other code, Unknown included (the dependency answered) | Stop | Success |
 ///

@@ -190,7 +190,12 @@ impl Client {
     /// drops the returned future before the deadline gives up: nothing is
     /// counted; dropped at the deadline (within [`DEADLINE_SLACK`](super::DEADLINE_SLACK)), the
     /// call counts as the deadline, a failure (see the
-    /// [module docs](super#deadlines)).
+    /// [module docs](super#deadlines)). With
+    /// [`Settings::attempt_timeout`] set, each attempt has the earlier of
+    /// the call's deadline and its own: one still under way when its own
+    /// passes is cancelled and ends `DeadlineExceeded`
+    /// ([`AttemptTimeout`](super::AttemptTimeout)), a failure, retried
+    /// unless the method is never sent twice.
     ///
     /// The request's metadata is sent with every attempt; its extensions
     /// are not sent, but an [`opentelemetry::Context`](https://docs.rs/opentelemetry/0.33/opentelemetry/context/struct.Context.html) among them is the
@@ -198,7 +203,8 @@ impl Client {
     /// `.with_context(cx)` on the returned future is too late; attach `cx`
     /// around the call instead, `async move { .. }.with_context(cx)`).
     /// Each attempt tells the
-    /// server the time left as its `grpc-timeout`, rounded up to about
+    /// server the time left (before the call's deadline, or the attempt's
+    /// own if earlier) as its `grpc-timeout`, rounded up to about
     /// three significant digits as gRPC's C core does (so a server sees at
     /// most 1 %, or 1 ms, more than is left: `10S` for a first attempt
     /// under the default timeout); the call itself ends at its deadline.
@@ -207,7 +213,8 @@ impl Client {
     ///
     /// The last attempt's status: `DeadlineExceeded` once the deadline has
     /// passed (its message names which of the three bounds it was: `the
-    /// call's deadline passed: the client's timeout setting, 10s`), `Canceled` (`the client connection is closing`) after
+    /// call's deadline passed: the client's timeout setting, 10s`), or the
+    /// last attempt's own timeout, `Canceled` (`the client connection is closing`) after
     /// [`Setup::stop`]. When the budget refused a retry, `max_attempts` was
     /// reached, or the deadline came before the next attempt, its source is
     /// a [`NoRetry`](super::NoRetry) saying which.
@@ -241,7 +248,10 @@ impl Client {
     /// breaker, with the backoff and the budget, but not
     /// [`Settings::timeout`]: a stream lives as long as its caller wants,
     /// and ends with the request's own `grpc-timeout` or the inherited
-    /// deadline, taken when this method is called). A stream that opened
+    /// deadline, taken when this method is called). Each attempt to open
+    /// it is bounded by [`Settings::attempt_timeout`], if set, until the
+    /// server's response headers; the open stream is not (its
+    /// `grpc-timeout` is the call's deadline alone). A stream that opened
     /// (the server answered with its response headers) is never retried:
     /// [`Streaming`] counts it in the breaker once, when it ends. A
     /// trailers-only status (the server's answer with no response

@@ -232,7 +232,7 @@ pub(crate) type SendRequest = http2::SendRequest<tonic::body::Body>;
 
 /// A dial every call waiting for the connection shares: its task goes on
 /// if they stop waiting (a deadline), and the next call waits for it.
-type Dial = Shared<BoxFuture<'static, Result<SendRequest, Arc<io::Error>>>>;
+type Dial = Shared<BoxFuture<'static, Result<SendRequest, Arc<FailedDial>>>>;
 
 /// The `user-agent` of every request, after the caller's own if it set one
 /// (gRPC over HTTP/2, "User-Agent": `grpc-<language>-<implementation>`).
@@ -250,7 +250,7 @@ enum Link {
     /// The last dial failed with `error`: calls fail at once until
     /// `retry_at`, when the next call dials again.
     Failed {
-        error: Arc<io::Error>,
+        error: Arc<FailedDial>,
         retry_at: Instant,
     },
 }
@@ -375,7 +375,7 @@ impl Landing {
 
     /// The dial failed with `error`: the next is due at `retry_at`, and the
     /// wait after it, if it fails too, grows from `backoff`.
-    fn fail(&self, error: Arc<io::Error>, retry_at: Instant, backoff: Duration) {
+    fn fail(&self, error: Arc<FailedDial>, retry_at: Instant, backoff: Duration) {
         self.land(Link::Failed { error, retry_at }, Some(backoff));
     }
 }
@@ -386,8 +386,89 @@ impl Drop for Landing {
     }
 }
 
+/// One failed dial, shared by every attempt that waited for it: its
+/// error, and whether an attempt has counted it in the breaker yet (a
+/// failed dial counts once, however many attempts waited for it).
+///
+/// It is the source of the status of each of those attempts
+/// ([`dial_status`]), and of the attempts that fail at once while the
+/// connection backs off after it ([`BackingOff`]); its own source is the
+/// dial's error, so code that walks a status's sources still finds the
+/// `io::Error`.
+#[derive(Debug)]
+pub(crate) struct FailedDial {
+    error: io::Error,
+    counted: AtomicBool,
+}
+
+impl FailedDial {
+    fn new(error: io::Error) -> FailedDial {
+        FailedDial {
+            error,
+            counted: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether this is the first call to `claim`: the attempt that claims
+    /// the dial first counts it in the breaker, the others count nothing.
+    pub(crate) fn claim(&self) -> bool {
+        !self.counted.swap(true, Ordering::AcqRel)
+    }
+}
+
+impl std::fmt::Display for FailedDial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl StdError for FailedDial {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(&self.error)
+    }
+}
+
+/// The source of the status of an attempt that failed at once because the
+/// connection backs off after a failed dial (no dial made, nothing sent):
+/// that dial, as its own source.
+#[derive(Debug)]
+pub(crate) struct BackingOff(Arc<FailedDial>);
+
+impl std::fmt::Display for BackingOff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the connection is backing off after a failed dial")
+    }
+}
+
+impl StdError for BackingOff {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(&*self.0)
+    }
+}
+
+/// How an attempt's failure came of the connection's dial, if it did
+/// ([`dial_failure`]).
+pub(crate) enum DialFailure<'a> {
+    /// The dial the attempt waited for failed.
+    Failed(&'a FailedDial),
+    /// The attempt failed at once: the connection backs off after a
+    /// failed dial.
+    BackingOff,
+}
+
+/// Whether `status` is a failed dial's ([`dial_status`]) or the connection
+/// backoff's ([`backing_off_status`]): read from its own source, which only
+/// those two set to these types.
+pub(crate) fn dial_failure(status: &Status) -> Option<DialFailure<'_>> {
+    let source = status.source()?;
+    if let Some(dial) = source.downcast_ref::<FailedDial>() {
+        return Some(DialFailure::Failed(dial));
+    }
+    source.is::<BackingOff>().then_some(DialFailure::BackingOff)
+}
+
 /// The status of a call whose connection could not be dialled.
-fn dial_status(err: &Arc<io::Error>) -> Status {
+fn dial_status(err: &Arc<FailedDial>) -> Status {
     let mut status = Status::unavailable(err.to_string());
     status.set_source(err.clone());
     status
@@ -396,12 +477,12 @@ fn dial_status(err: &Arc<io::Error>) -> Status {
 /// The status of a call made while the connection backs off: the last
 /// dial's error, and when the next dial is due (`left`, to the
 /// millisecond).
-fn backing_off_status(err: &Arc<io::Error>, left: Duration) -> Status {
+fn backing_off_status(err: &Arc<FailedDial>, left: Duration) -> Status {
     let left = Duration::from_millis(u64::try_from(left.as_millis()).unwrap_or(u64::MAX));
     let mut status = Status::unavailable(format!(
         "{err} (the connection is backing off: the next dial is due in {left:?})"
     ));
-    status.set_source(err.clone());
+    status.set_source(Arc::new(BackingOff(err.clone())));
     status
 }
 
@@ -998,7 +1079,7 @@ impl Connection {
                 .clone()
                 .open(CONNECT_TIMEOUT.max(wait))
                 .await
-                .map_err(Arc::new);
+                .map_err(|error| Arc::new(FailedDial::new(error)));
             match &opened {
                 Ok(send) if !dialer.is_closed() => landing.set(Link::Up(send.clone())),
                 Err(error) if !dialer.is_closed() => {
@@ -1012,9 +1093,9 @@ impl Connection {
             match task.await {
                 Ok(opened) => opened,
                 Err(err) if err.is_panic() => std::panic::resume_unwind(err.into_panic()),
-                Err(_) => Err(Arc::new(io::Error::other(
+                Err(_) => Err(Arc::new(FailedDial::new(io::Error::other(
                     "the dial was cancelled: its runtime is shutting down",
-                ))),
+                )))),
             }
         }
         .boxed()

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tonic::metadata::MetadataMap;
 use tonic::{Code, Status};
 
-use super::{Classification, Classify, Method, classify_method};
+use super::{Classification, Classify, LayerError, Method, classify_method};
 use crate::circuit::Outcome;
 use crate::retry::{Decision, Verdict};
 
@@ -18,6 +18,20 @@ use crate::retry::{Decision, Verdict};
 pub enum Ended<'a> {
     /// The circuit breaker rejected the attempt: nothing was sent.
     Rejected,
+    /// The attempt failed at once, with nothing sent and no dial made:
+    /// the connection is backing off after a failed dial, and its next
+    /// dial is not due yet.
+    BackingOff,
+    /// The dial the attempt waited for failed (refused, unreachable, a
+    /// failed TLS or HTTP/2 handshake, a server whose first bytes are no
+    /// HTTP/2 settings, or none within the connect timeout): nothing was
+    /// sent. Every attempt that waited for the same dial gets its error.
+    DialFailed {
+        /// This attempt is the first, of all those that waited for that
+        /// dial, to be classified: the one that counts the dial in the
+        /// breaker. The attempt loop claims it from the dial itself, once.
+        first: bool,
+    },
     /// A unary attempt, or an attempt to open a stream, ended with
     /// `status` (`None` for OK) and `trailer` (empty for an open nothing
     /// came back from; a trailers-only status's own metadata).
@@ -60,9 +74,47 @@ pub struct CallState {
 /// | how the attempt ended | breaker |
 /// |---|---|
 /// | [`Ended::Rejected`]: the breaker rejected it | Ignored (there is no ticket to settle) |
+/// | [`Ended::BackingOff`]: the connection backs off after a failed dial, nothing was sent | Ignored |
 /// | an error after the caller gave up ([`CallState::cancelled`]) | Ignored |
+/// | [`Ended::DialFailed`], the first attempt to be classified of those that waited for the dial | Failure |
+/// | [`Ended::DialFailed`], any other attempt that waited for the same dial | Ignored |
 /// | an error once the deadline passed ([`CallState::deadline_passed`]) | Failure |
 /// | [`Ended::Stream`] with Unavailable: its server or connection went away | Ignored |
+/// | a per-attempt layer shed the attempt (tower's `Overloaded`, [`LayerError::is_shed`]): nothing was sent | Ignored |
+///
+/// and one rule in which the client retries:
+///
+/// | how the attempt ended | retry | breaker |
+/// |---|---|---|
+/// | its own timeout ([`AttemptTimeout`] in its status's sources: [`Settings::attempt_timeout`](super::Settings::attempt_timeout), or a per-attempt layer's `Elapsed`), before the call's deadline | Retry, unless the method is [`never_retry`](super::MethodPolicy::never_retry) (then Stop) | Failure |
+///
+/// The attempt's timeout is the client's own bound, as the call's deadline
+/// is: no classify function or method table is asked about it (a method's
+/// `DeadlineExceeded` rule is about the server's answer), and the
+/// dependency that left an attempt hanging counts as failed. Another
+/// attempt may be quicker, so it is retried, within `max_attempts`, the
+/// retry budget, the backoff and the call's deadline, unless the method
+/// is never sent twice.
+///
+/// The connection, not the call, decides when a dependency whose dial
+/// failed is tried again: after a failed dial it backs off (1 s, then 1.6
+/// times longer each time, ±20 %, up to 120 s), and an attempt made
+/// meanwhile fails at once without dialling. Such an attempt tells nothing
+/// new of the dependency (its failed dial already counted), so it counts
+/// nothing, and it frees the probe slot it held for a real probe; a retry
+/// of it within the call would land in the same backoff, so there is none
+/// (and, being a Stop, it takes no retry-budget token: the budget counts
+/// the dependency's answers, and this is none). A failed dial is one
+/// answer of the dependency, however many attempts were waiting for it: it
+/// counts once, as a Failure; and the attempts that waited for it are not
+/// retried either, since their retries would land in the backoff that
+/// dial started. So a dependency that refuses connections opens the
+/// breaker (5 failures in a row, by default) after 5 failed dials in a
+/// row, about 9.3 s (7.6 to 10.9 s) after the first if calls keep coming,
+/// rather than within the first call's retries; a restart that costs one
+/// refused dial costs one Failure and the calls of one backoff (1 s).
+/// A call whose deadline passes while it waits for a dial that hangs is
+/// the deadline's, as any other (it waited).
 ///
 /// Whatever the classifiers say, a stream that opened is never retried: a
 /// Retry for an [`Ended::Stream`] becomes Stop, with no `retry_after`. (A
@@ -79,6 +131,10 @@ pub struct CallState {
 ///   open included): settle the breaker's ticket with
 ///   `breaker`, then call [`retry::decide`](crate::retry::decide) with
 ///   `retry` and `retry_after`, and record its decision;
+/// - [`Ended::BackingOff`] and [`Ended::DialFailed`] (the attempt's status
+///   came of the connection's dial, which the loop reads from its source):
+///   the same, and [`retry::decide`](crate::retry::decide) gives
+///   [`Next::Stopped`](crate::retry::Next::Stopped), taking no token;
 /// - [`Ended::Rejected`]: no ticket; [`retry::decide`](crate::retry::decide)
 ///   gives [`Next::Stopped`](crate::retry::Next::Stopped) (its `Stop`);
 /// - a stream that opened: [`Next::Succeeded`](crate::retry::Next::Succeeded)
@@ -98,7 +154,15 @@ pub fn classify_attempt(
     call: CallState,
 ) -> Classification {
     let (status, trailer, stream) = match ended {
-        Ended::Rejected => return Classification::stop(Outcome::Ignored),
+        Ended::Rejected | Ended::BackingOff => return Classification::stop(Outcome::Ignored),
+        Ended::DialFailed { first } => {
+            let counted = first && !call.cancelled;
+            return Classification::stop(if counted {
+                Outcome::Failure
+            } else {
+                Outcome::Ignored
+            });
+        }
         Ended::Attempt { status, trailer } => (status, trailer, false),
         Ended::Stream { status, trailer } => (status, trailer, true),
     };
@@ -112,6 +176,24 @@ pub fn classify_attempt(
         }
         if stream && code == Code::Unavailable {
             return Classification::stop(Outcome::Ignored);
+        }
+        if let Some(status) = status
+            && StdError::source(status).is_some()
+        {
+            if AttemptTimeout::from_status(status).is_some() {
+                return Classification {
+                    retry: if method.policy.never_retry {
+                        Verdict::Stop
+                    } else {
+                        Verdict::Retry
+                    },
+                    retry_after: None,
+                    breaker: Outcome::Failure,
+                };
+            }
+            if LayerError::from_status(status).is_some_and(LayerError::is_shed) {
+                return Classification::stop(Outcome::Ignored);
+            }
         }
     }
     let c = classify_method(&method.policy, classify, method.full_name, status, trailer);
@@ -221,4 +303,99 @@ pub(super) fn with_decision(mut status: Status, decision: Decision) -> Status {
         status.set_source(Arc::new(NoRetry { decision, last }));
     }
     status
+}
+
+/// The source of the status of an attempt that its own timeout ended,
+/// before the call's deadline: [`Settings::attempt_timeout`](super::Settings::attempt_timeout)
+/// passed (the request was cancelled, its HTTP/2 stream reset), or a
+/// per-attempt layer ([`Settings::layer`](super::Settings::layer)) failed
+/// it with tower's `Elapsed` (a `TimeoutLayer`'s).
+///
+/// The status is `DeadlineExceeded`, its message this error's. The client
+/// classifies it itself ([`classify_attempt`]): a failure of the
+/// dependency, retried unless the method is never sent twice. Read it with
+/// [`AttemptTimeout::from_status`]:
+///
+/// ```
+/// use humus::grpc::client::AttemptTimeout;
+///
+/// fn attempt_timed_out(status: &tonic::Status) -> bool {
+///     AttemptTimeout::from_status(status).is_some()
+/// }
+/// // A server's DeadlineExceeded is not the attempt's timeout.
+/// assert!(!attempt_timed_out(&tonic::Status::deadline_exceeded("late")));
+/// ```
+#[derive(Debug)]
+pub struct AttemptTimeout {
+    /// The setting's value; `None` for a layer's timeout.
+    after: Option<Duration>,
+    /// The layer's error, for a layer's timeout.
+    layer: Option<LayerError>,
+}
+
+impl AttemptTimeout {
+    /// The status of an attempt that [`Settings::attempt_timeout`](super::Settings::attempt_timeout),
+    /// `after`, ended: `DeadlineExceeded`, naming the setting and its value.
+    pub(super) fn status(after: Duration) -> Status {
+        let timeout = AttemptTimeout {
+            after: Some(after),
+            layer: None,
+        };
+        let mut status = Status::deadline_exceeded(timeout.to_string());
+        status.set_source(Arc::new(timeout));
+        status
+    }
+
+    /// The status of an attempt that a per-attempt layer's timeout (tower's
+    /// `Elapsed`, held by `layer`) ended.
+    pub(super) fn of_layer(layer: LayerError) -> Status {
+        let timeout = AttemptTimeout {
+            after: None,
+            layer: Some(layer),
+        };
+        let mut status = Status::deadline_exceeded(timeout.to_string());
+        status.set_source(Arc::new(timeout));
+        status
+    }
+
+    /// The `AttemptTimeout` in `status`'s chain of sources, if any (a call
+    /// that could not be retried again has a [`NoRetry`] first).
+    pub fn from_status(status: &Status) -> Option<&AttemptTimeout> {
+        let mut next = StdError::source(status);
+        while let Some(e) = next {
+            if let Some(timeout) = e.downcast_ref::<AttemptTimeout>() {
+                return Some(timeout);
+            }
+            next = e.source();
+        }
+        None
+    }
+
+    /// The [`Settings::attempt_timeout`](super::Settings::attempt_timeout)
+    /// that passed; `None` when a per-attempt layer's timeout ended the
+    /// attempt.
+    pub fn after(&self) -> Option<Duration> {
+        self.after
+    }
+}
+
+impl fmt::Display for AttemptTimeout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.after {
+            Some(after) => write!(
+                f,
+                "the attempt's timeout passed: the client's attempt_timeout setting, {}",
+                humantime_serde::re::humantime::format_duration(after)
+            ),
+            None => f.write_str(
+                "the attempt's timeout passed: a per-attempt layer's timeout elapsed (tower's Elapsed)",
+            ),
+        }
+    }
+}
+
+impl StdError for AttemptTimeout {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.layer.as_ref().map(|l| l as &(dyn StdError + 'static))
+    }
 }

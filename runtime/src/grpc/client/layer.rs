@@ -23,8 +23,8 @@ use tower::util::BoxCloneSyncService;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::Settings;
 use super::connection::{AttemptBody, GRPC_STATUS, SendRequest, send_on};
+use super::{AttemptTimeout, Settings};
 
 /// An error of any type, as tower's middleware returns them.
 pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
@@ -98,7 +98,26 @@ impl Settings {
     /// [`Status`](https://docs.rs/tonic/0.14/tonic/struct.Status.html) the error is or carries in its `source()` chain (its code,
     /// message and metadata), else `Unknown` with the error's message; its
     /// source is a [`LayerError`] holding the layer's error, and it is
-    /// classified, retried and counted as any attempt's status. A
+    /// classified, retried and counted as any attempt's status (the
+    /// default classification takes `Unknown` for the dependency's answer:
+    /// not retried, a success for the breaker). Two of tower's errors are
+    /// the client's own facts instead, whatever the classify functions
+    /// say:
+    ///
+    /// - `Elapsed` (a `TimeoutLayer`'s): the attempt's timeout, as
+    ///   [`attempt_timeout`](Settings::attempt_timeout)'s, `DeadlineExceeded`
+    ///   with an [`AttemptTimeout`] (holding the [`LayerError`]) as source,
+    ///   a failure for the breaker, retried unless the method is never
+    ///   sent twice;
+    /// - `Overloaded` (a `LoadShedLayer`'s, over a full
+    ///   `ConcurrencyLimitLayer` say): `Unavailable`, naming the shedding;
+    ///   nothing was sent, so it counts nothing in the breaker and is not
+    ///   retried (another attempt would meet the same full limit), as a
+    ///   breaker's rejection ([`LayerError::is_shed`]).
+    ///
+    /// To decide another code for a layer's own error, have the layer
+    /// return a `Status` (or an error carrying one as its source), such as
+    /// `Status::unavailable`: its code is then the attempt's. A
     /// trailers-only response the layer answers with itself (a
     /// `grpc-status` in its headers, as tonic's interceptors answer an
     /// `Err`) ends the attempt with that status, with a [`LayerError`] as
@@ -106,17 +125,26 @@ impl Settings {
     /// says. An error of the connection the layer passes on (hyper's) is
     /// the connection's, as without layers.
     ///
+    /// Each attempt's timeout is a setting of its own,
+    /// [`attempt_timeout`](Settings::attempt_timeout), which needs no
+    /// layer; a layer adds what the client has not, such as a limit on the
+    /// calls in flight:
+    ///
     /// ```
     /// use std::time::Duration;
     /// use humus::grpc::client::Settings;
     ///
-    /// // tower's timeout of each attempt: an elapsed one ends `Unknown`.
     /// let settings = Settings {
     ///     addr: "carts:9090".into(),
+    ///     // Each attempt ends after 1 s, a failure, and is retried.
+    ///     attempt_timeout: Some(Duration::from_secs(1)),
     ///     ..Settings::default()
     /// }
-    /// .layer(tower::timeout::TimeoutLayer::new(Duration::from_secs(1)));
-    /// assert_eq!(settings.layers.len(), 1);
+    /// // At most 64 attempts in flight; one more fails at once,
+    /// // `Unavailable`, counting nothing against carts.
+    /// .layer(tower::load_shed::LoadShedLayer::new())
+    /// .layer(tower::limit::ConcurrencyLimitLayer::new(64));
+    /// assert_eq!(settings.layers.len(), 2);
     /// ```
     ///
     /// Design: [per-attempt layers](crate::design::client#per-attempt-layers).
@@ -212,6 +240,17 @@ impl LayerError {
     /// trailers-only response.
     pub fn error(&self) -> Option<&(dyn StdError + Send + Sync + 'static)> {
         self.error.as_deref()
+    }
+
+    /// Whether the layer shed the attempt: its error is, or carries,
+    /// tower's `Overloaded` (a `LoadShedLayer` over a service that was not
+    /// ready, such as a full `ConcurrencyLimitLayer`). Nothing was sent:
+    /// the attempt ends `Unavailable`, counts nothing in the breaker, and
+    /// is not retried ([`classify_attempt`](super::classify_attempt)).
+    pub fn is_shed(&self) -> bool {
+        self.error
+            .as_deref()
+            .is_some_and(|e| in_chain::<tower::load_shed::error::Overloaded>(e))
     }
 }
 
@@ -369,14 +408,24 @@ fn failed(err: BoxError) -> BoxError {
         // A layer wrapped the connection's error: still the connection's.
         return err;
     }
-    let mut status = match find_status(&*err) {
-        Some(theirs) => Status::with_details_and_metadata(
-            theirs.code(),
-            theirs.message().to_owned(),
-            bytes::Bytes::copy_from_slice(theirs.details()),
-            theirs.metadata().clone(),
-        ),
-        None => Status::unknown(err.to_string()),
+    if in_chain::<tower::timeout::error::Elapsed>(&*err) {
+        // The layer's timeout of the attempt: the client's own.
+        return Box::new(AttemptTimeout::of_layer(LayerError { error: Some(err) }));
+    }
+    let mut status = if in_chain::<tower::load_shed::error::Overloaded>(&*err) {
+        Status::unavailable(format!(
+            "a per-attempt layer shed the attempt, nothing was sent: {err}"
+        ))
+    } else {
+        match find_status(&*err) {
+            Some(theirs) => Status::with_details_and_metadata(
+                theirs.code(),
+                theirs.message().to_owned(),
+                bytes::Bytes::copy_from_slice(theirs.details()),
+                theirs.metadata().clone(),
+            ),
+            None => Status::unknown(err.to_string()),
+        }
     };
     status.set_source(Arc::new(LayerError { error: Some(err) }));
     Box::new(status)
@@ -419,6 +468,35 @@ mod tests {
         assert_eq!(status.message(), "no token");
         let layer = LayerError::from_status(&status).expect("a LayerError");
         assert!(layer.error().unwrap().is::<std::io::Error>());
+    }
+
+    #[test]
+    fn towers_elapsed_is_the_attempts_timeout_and_overloaded_is_shed() {
+        let elapsed = failed(Box::new(tower::timeout::error::Elapsed::new()))
+            .downcast::<Status>()
+            .unwrap();
+        assert_eq!(elapsed.code(), tonic::Code::DeadlineExceeded);
+        let timeout = AttemptTimeout::from_status(&elapsed).expect("the attempt's timeout");
+        assert_eq!(timeout.after(), None);
+        let layer = LayerError::from_status(&elapsed).expect("the layer's error, kept");
+        assert!(!layer.is_shed());
+        assert!(
+            layer
+                .error()
+                .unwrap()
+                .is::<tower::timeout::error::Elapsed>()
+        );
+
+        let shed = failed(Box::new(tower::load_shed::error::Overloaded::new()))
+            .downcast::<Status>()
+            .unwrap();
+        assert_eq!(shed.code(), tonic::Code::Unavailable);
+        assert_eq!(
+            shed.message(),
+            "a per-attempt layer shed the attempt, nothing was sent: service overloaded"
+        );
+        assert!(LayerError::from_status(&shed).unwrap().is_shed());
+        assert!(AttemptTimeout::from_status(&shed).is_none());
     }
 
     #[derive(Debug, thiserror::Error)]

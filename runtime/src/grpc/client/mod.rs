@@ -42,7 +42,9 @@
 //! as one a GOAWAY cut off, is sent again at once), and is classified for
 //! the breaker and for retries ([`classify_attempt`]); retries are bounded
 //! by `max_attempts`, the budget and the deadline, and wait the larger of
-//! the backoff and the server's pushback. Streams retry their open only,
+//! the backoff and the server's pushback. An attempt that outlives
+//! [`Settings::attempt_timeout`] (unset by default) is cancelled, counted
+//! as a failure and retried ([`AttemptTimeout`]). Streams retry their open only,
 //! and count in the breaker once, when they end ([`Streaming`]).
 //!
 //! # Per-attempt layers and interceptors
@@ -74,7 +76,11 @@
 //! it carries (in its `source()` chain), else `Unknown`, with a
 //! [`LayerError`] as the status's source; a trailers-only answer of its own
 //! (an interceptor's `Err(status)`) ends it with that status. Either is
-//! classified, retried and counted as any attempt's result. With no layer
+//! classified, retried and counted as any attempt's result, except tower's
+//! `Elapsed`, which is the attempt's timeout ([`AttemptTimeout`]: a
+//! failure, retried), and tower's `Overloaded`, a shed attempt
+//! (`Unavailable`, counting nothing, not retried). Each attempt's timeout
+//! needs no layer: it is [`Settings::attempt_timeout`]. With no layer
 //! set the attempt is sent as before, with no box or allocation more.
 //! Design: [per-attempt layers](crate::design::client#per-attempt-layers).
 //!
@@ -104,10 +110,14 @@
 //! (±20 % jitter), up to 120 s, and a dial that succeeds starts it over.
 //! Meanwhile calls do not dial and do not wait: each attempt fails at once
 //! `Unavailable`, with the last dial's error and when the next dial is
-//! due, and is classified as any `Unavailable` is. So a dependency that
+//! due. The client classifies these itself ([`classify_attempt`]): an
+//! attempt in the backoff is not retried and counts nothing in the
+//! breaker, and a failed dial counts once, as a failure, however many
+//! attempts waited for it, none of them retried. So a dependency that
 //! refuses connections costs it a dial per backoff, however many calls
-//! are made, and one that comes back is reached by the first call after
-//! the backoff. The readiness check ([`Client::connected`]) dials on its
+//! are made, opens the breaker at its fifth failed dial in a row (about
+//! 9.3 s on, by default), and one that comes back is reached by the first
+//! call after the backoff. The readiness check ([`Client::connected`]) dials on its
 //! own schedule, whatever the calls' backoff.
 //!
 //! # What the server's answer means
@@ -170,13 +180,13 @@ pub use channel::{
 pub use classify::{Classification, ClassifyFn};
 pub use classify::{Classify, PUSHBACK_KEY, Pushback, classify_method, default_classify, pushback};
 pub use client::Client;
-pub use decide::{CallState, DEADLINE_SLACK, Ended, NoRetry, classify_attempt};
+pub use decide::{AttemptTimeout, CallState, DEADLINE_SLACK, Ended, NoRetry, classify_attempt};
 pub use layer::{AttemptLayers, AttemptService, BoxError, LayerError};
 pub use method::{CodeRule, Method, MethodPolicy, RpcKind};
 pub use settings::{
-    InvalidValue, NewError, Settings, check_addr, check_authority, check_backoff_base,
-    check_backoff_max, check_breaker, check_max_attempts, check_max_decoding_message_size,
-    check_open_for, check_probe_timeout, check_probes, check_retry_budget, check_server_name,
-    check_timeout, check_tls, check_window,
+    InvalidValue, NewError, Settings, check_addr, check_attempt_timeout, check_authority,
+    check_backoff_base, check_backoff_max, check_breaker, check_max_attempts,
+    check_max_decoding_message_size, check_open_for, check_probe_timeout, check_probes,
+    check_retry_budget, check_server_name, check_timeout, check_tls, check_window,
 };
 pub use stream::Streaming;

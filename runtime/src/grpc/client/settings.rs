@@ -24,6 +24,7 @@ use crate::{circuit, retry};
 /// | [`server_name`](Settings::server_name) | `None`: the host of `addr` | [`check_server_name`] |
 /// | [`authority`](Settings::authority) | `None`: `server_name` if set, else `addr` | [`check_authority`] |
 /// | [`timeout`](Settings::timeout) | 10 s | [`check_timeout`] |
+/// | [`attempt_timeout`](Settings::attempt_timeout) | `None`: an attempt may take the call's whole time | [`check_attempt_timeout`] |
 /// | [`max_attempts`](Settings::max_attempts) | 3 | [`check_max_attempts`] |
 /// | [`retry_budget`](Settings::retry_budget) | 10 tokens, ratio 0.1 (gRFC A6) | one per field: [`retry::check_max_tokens`], [`retry::check_token_ratio`]; both: [`check_retry_budget`] |
 /// | [`backoff_base`](Settings::backoff_base) | 100 ms | [`check_backoff_base`] |
@@ -110,6 +111,33 @@ pub struct Settings {
     /// own deadline.
     pub timeout: Duration,
 
+    /// How long one attempt of a unary call, or one attempt to open a
+    /// stream, may take; `None` (the default): as long as the call's
+    /// deadline lets it. The HTTP client's setting of the same name, here
+    /// unset by default.
+    ///
+    /// An attempt still under way when it passes is cancelled (its HTTP/2
+    /// stream reset) and ends `DeadlineExceeded`, with an
+    /// [`AttemptTimeout`](super::AttemptTimeout) as its status's source,
+    /// whose message names the setting and its value. The client
+    /// classifies it itself, not the classify functions: a failure for the
+    /// breaker, retried as any retryable failure is (within
+    /// [`max_attempts`](Settings::max_attempts), the retry budget, the
+    /// backoff and the call's deadline) unless the method is
+    /// [`never_retry`](super::MethodPolicy::never_retry). The call's own
+    /// deadline still ends the call: an attempt has the earlier of the two,
+    /// and a unary attempt's `grpc-timeout` says that earlier one, so the
+    /// server gives up on it too.
+    ///
+    /// A stream's open is bounded the same way until the server answers
+    /// with its response headers; once open, the stream lives as long as
+    /// its caller wants, so its `grpc-timeout` is the call's deadline
+    /// alone. An injected delay it cuts short ends as the attempt's
+    /// timeout, as a slow dependency's would. Unset, it costs a call
+    /// nothing (no timer, no allocation). A value longer than
+    /// [`timeout`](Settings::timeout) never fires for a unary call.
+    pub attempt_timeout: Option<Duration>,
+
     /// The most attempts one call makes (a stream's opens included): 1
     /// turns retries off.
     pub max_attempts: u32,
@@ -179,6 +207,7 @@ impl fmt::Debug for Settings {
             .field("server_name", &self.server_name)
             .field("authority", &self.authority)
             .field("timeout", &self.timeout)
+            .field("attempt_timeout", &self.attempt_timeout)
             .field("max_attempts", &self.max_attempts)
             .field("retry_budget", &self.retry_budget)
             .field("backoff_base", &self.backoff_base)
@@ -201,6 +230,7 @@ impl Default for Settings {
             server_name: None,
             authority: None,
             timeout: Duration::from_secs(10),
+            attempt_timeout: None,
             max_attempts: 3,
             retry_budget: retry::BudgetConfig::DEFAULT,
             backoff_base: Duration::from_millis(100),
@@ -234,6 +264,8 @@ struct Read {
     authority: Option<String>,
     #[serde(default, with = "humantime_serde")]
     timeout: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    attempt_timeout: Option<Duration>,
     max_attempts: Option<u32>,
     retry_budget: Option<BudgetSection>,
     retry_budget_max_tokens: Option<u32>,
@@ -365,6 +397,7 @@ impl TryFrom<Read> for Settings {
             server_name: read.server_name,
             authority: read.authority,
             timeout: read.timeout.unwrap_or(d.timeout),
+            attempt_timeout: read.attempt_timeout.or(d.attempt_timeout),
             max_attempts: read.max_attempts.unwrap_or(d.max_attempts),
             retry_budget: budget_of(
                 read.retry_budget,
@@ -597,6 +630,32 @@ fn positive(d: Duration) -> Result<(), InvalidValue> {
 /// [`InvalidValue`] for zero.
 pub fn check_timeout(timeout: Duration) -> Result<(), InvalidValue> {
     positive(timeout)
+}
+
+/// Checks an attempt's timeout ([`Settings::attempt_timeout`], when set):
+/// more than zero.
+///
+/// ```
+/// use std::time::Duration;
+/// use humus::grpc::client::check_attempt_timeout;
+/// assert!(check_attempt_timeout(Duration::from_millis(100)).is_ok());
+/// assert_eq!(
+///     check_attempt_timeout(Duration::ZERO).unwrap_err().to_string(),
+///     "is zero, want a duration more than zero (leave it unset for no timeout of its own)"
+/// );
+/// ```
+///
+/// # Errors
+///
+/// [`InvalidValue`] for zero.
+pub fn check_attempt_timeout(attempt_timeout: Duration) -> Result<(), InvalidValue> {
+    if attempt_timeout.is_zero() {
+        Err(InvalidValue::new(
+            "is zero, want a duration more than zero (leave it unset for no timeout of its own)",
+        ))
+    } else {
+        Ok(())
+    }
 }
 
 /// Checks a call's most attempts: at least 1 (1 turns retries off).
@@ -876,6 +935,9 @@ impl Settings {
             put("authority", check_authority(authority));
         }
         put("timeout", check_timeout(self.timeout));
+        if let Some(attempt_timeout) = self.attempt_timeout {
+            put("attempt_timeout", check_attempt_timeout(attempt_timeout));
+        }
         put("max_attempts", check_max_attempts(self.max_attempts));
         put("backoff_base", check_backoff_base(self.backoff_base));
         put("backoff_max", check_backoff_max(self.backoff_max));
@@ -973,6 +1035,8 @@ mod tests {
         assert!(check_backoff_max(Duration::ZERO).is_err());
         assert!(check_max_attempts(0).is_err());
         assert!(check_max_attempts(1).is_ok());
+        assert!(check_attempt_timeout(Duration::ZERO).is_err());
+        assert!(check_attempt_timeout(Duration::from_nanos(1)).is_ok());
         assert_eq!(
             check_max_decoding_message_size(0).unwrap_err().to_string(),
             "is 0, want a size in bytes of 1 or more (tonic's default is 4194304, 4 MiB)"
@@ -1112,6 +1176,7 @@ mod tests {
         assert!(s.tls.is_none());
         assert!(!s.forward_scenario);
         assert_eq!(s.max_decoding_message_size, 4 * 1024 * 1024);
+        assert_eq!(s.attempt_timeout, None);
         let s = Settings {
             addr: "carts:9090".into(),
             ..s
@@ -1124,6 +1189,7 @@ mod tests {
         let s = Settings {
             addr: "dns:///carts:9090".into(),
             timeout: Duration::ZERO,
+            attempt_timeout: Some(Duration::ZERO),
             max_attempts: 0,
             backoff_base: Duration::from_secs(2),
             backoff_max: Duration::from_secs(1),
@@ -1140,6 +1206,7 @@ mod tests {
             [
                 "addr",
                 "timeout",
+                "attempt_timeout",
                 "max_attempts",
                 "backoff_max",
                 "max_decoding_message_size",
@@ -1150,6 +1217,10 @@ mod tests {
         assert!(text.starts_with("invalid client settings: addr "), "{text}");
         assert!(
             text.contains("backoff_max 1s is below backoff_base 2s"),
+            "{text}"
+        );
+        assert!(
+            text.contains("; attempt_timeout is zero, want a duration more than zero (leave it unset for no timeout of its own); "),
             "{text}"
         );
     }

@@ -38,8 +38,9 @@ use crate::{circuit, retry};
 /// | [`forward_scenario`](Settings::forward_scenario) | `false` | none |
 ///
 /// The defaults are the gRPC client's, so both kinds of dependency behave
-/// alike; `attempt_timeout`, which the gRPC client has not, leaves room for
-/// a retry within the default timeout.
+/// alike; `attempt_timeout`, which the gRPC client leaves unset by
+/// default ([its setting](crate::grpc::client::Settings::attempt_timeout)),
+/// leaves room for a retry within the default timeout.
 ///
 /// # Read with serde
 ///
