@@ -5,7 +5,9 @@
 //! default policy's 5 failures, whichever timer fires first. Both with the
 //! deadline inherited through `InheritLayer` (the handler copies nothing)
 //! and with the handler copying the inbound `grpc-timeout` by hand; on
-//! paused time (testing Host, TLS) and in real time on loopback TCP.
+//! paused time (testing Host, TLS) and in real time on loopback TCP. Then
+//! what a dropped call counts as, and which bound the client's own
+//! `DEADLINE_EXCEEDED` names.
 
 mod client_support;
 
@@ -401,6 +403,12 @@ mod dropped {
         let spans = w.spans();
         assert_eq!(spans.len(), 3);
         assert!(spans.iter().all(|s| code(s) == "DEADLINE_EXCEEDED"));
+        // Its status names the bound, as the status of a call the client
+        // ended itself does.
+        let named = opentelemetry::trace::Status::error(
+            "the call's deadline passed: the request's own timeout (grpc-timeout), 1s",
+        );
+        assert!(spans.iter().all(|s| s.status == named), "{spans:#?}");
         assert_eq!(w.calls("failure"), 3.0);
         assert_eq!(w.decisions("expired"), 3.0);
         assert_eq!(w.carts.arrivals(&GET_CART), 3);
@@ -515,5 +523,267 @@ mod dropped {
         assert_eq!(spans.len(), 2);
         assert_eq!(spans[0].parent_span_id, cx.span().span_context().span_id());
         assert_eq!(spans[0].parent_span_id, cx.span().span_context().span_id());
+    }
+}
+
+// ---- which bound the DEADLINE_EXCEEDED names ---------------------------
+
+/// The `DEADLINE_EXCEEDED` the client makes at a call's deadline names
+/// which bound set it: the client's `timeout`, the request's own
+/// `grpc-timeout`, or the deadline inherited from the RPC being served;
+/// for a typed call, a typed stream, and a stock tonic client over
+/// `Client::channel()`. On paused time, carts hung.
+mod bound {
+    use super::*;
+    use humus::grpc::client::{Channel, Method, Methods};
+    use humus::grpc::deadline::Inherited;
+    use humus::testing::Telemetry;
+    use opentelemetry::Context as OtelContext;
+    use tokio::time::Instant;
+
+    const PASSED: &str = "the call's deadline passed: ";
+    const INHERITED: &str = "the call's deadline passed: the deadline inherited from the RPC \
+                             being served, not the client's timeout setting";
+
+    struct World {
+        client: Client,
+        capture: Telemetry,
+        _carts: Running,
+        _host: Host,
+    }
+
+    /// A client of hung carts (GetCart never answers, WatchCart opens and
+    /// sends nothing), its `timeout` `timeout`, one attempt a call.
+    fn world(timeout: Duration) -> World {
+        let (ca, host, capture) = (Ca::new(), Host::new(), Telemetry::new());
+        let (carts, _) = hung_carts();
+        carts.on_watch_cart(|_, _| async {
+            Ok(Response::new(futures_util::stream::pending::<
+                Result<Cart, Status>,
+            >()))
+        });
+        let running = start_carts(&host, &ca, &carts);
+        let setup = setup(&host).with_telemetry(capture.telemetry());
+        let settings = Settings {
+            timeout,
+            max_attempts: 1,
+            ..carts_settings(&ca)
+        };
+        World {
+            client: Client::new(&setup, settings).unwrap(),
+            capture,
+            _carts: running,
+            _host: host,
+        }
+    }
+
+    /// `request` with its own timeout `d`.
+    fn timed(mut request: Request<CartRequest>, d: Duration) -> Request<CartRequest> {
+        request.set_timeout(d);
+        request
+    }
+
+    /// Asserts `status` is the client's DEADLINE_EXCEEDED with `message`.
+    #[track_caller]
+    fn assert_names(status: &Status, message: &str) {
+        assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+        assert_eq!(status.message(), message);
+    }
+
+    impl World {
+        /// A typed unary call of GetCart; its status and how long it took.
+        async fn unary(&self, request: Request<CartRequest>) -> (Status, Duration) {
+            let started = Instant::now();
+            let err = self
+                .client
+                .unary::<_, Cart>(&GET_CART, request)
+                .await
+                .unwrap_err();
+            (err, started.elapsed())
+        }
+
+        /// A typed WatchCart stream: its first message's status, and how
+        /// long after the open that came.
+        async fn stream(&self, request: Request<CartRequest>) -> (Status, Duration) {
+            let started = Instant::now();
+            let mut stream = self
+                .client
+                .server_streaming::<_, Cart>(&WATCH_CART, request)
+                .await
+                .unwrap()
+                .into_inner();
+            let err = stream.message().await.unwrap_err();
+            (err, started.elapsed())
+        }
+
+        /// The status descriptions of the client's attempt spans.
+        fn span_messages(&self) -> Vec<String> {
+            self.capture
+                .spans()
+                .into_iter()
+                .filter(|s| s.span_kind == opentelemetry::trace::SpanKind::Client)
+                .filter_map(|s| match s.status {
+                    opentelemetry::trace::Status::Error { description } => {
+                        Some(description.into_owned())
+                    }
+                    _ => None,
+                })
+                .collect()
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_clients_timeout_setting_is_named_with_its_value() {
+        let w = world(Duration::from_secs(2));
+        let (err, took) = w.unary(get("c-1")).await;
+        assert_names(
+            &err,
+            "the call's deadline passed: the client's timeout setting, 2s",
+        );
+        assert_eq!(took, Duration::from_secs(2));
+        // A request's own timeout no shorter than the setting: the setting.
+        let (err, _) = w.unary(timed(get("c-2"), Duration::from_secs(5))).await;
+        assert_names(
+            &err,
+            "the call's deadline passed: the client's timeout setting, 2s",
+        );
+        settle().await;
+        assert_eq!(
+            w.span_messages(),
+            ["the call's deadline passed: the client's timeout setting, 2s"; 2],
+            "the attempt's span says the same"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_requests_own_grpc_timeout_is_named_with_its_value() {
+        let w = world(Duration::from_secs(2));
+        let (err, took) = w.unary(timed(get("c-1"), Duration::from_millis(500))).await;
+        assert_names(
+            &err,
+            "the call's deadline passed: the request's own timeout (grpc-timeout), 500ms",
+        );
+        assert_eq!(took, Duration::from_millis(500));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_inherited_deadline_is_named() {
+        let w = world(Duration::from_secs(2));
+        let served = Inherited::new(
+            Some(Instant::now() + Duration::from_millis(300)),
+            OtelContext::new(),
+        );
+        let (err, took) = served
+            .scope(w.unary(timed(get("c-1"), Duration::from_secs(1))))
+            .await;
+        assert_names(&err, INHERITED);
+        assert_eq!(took, Duration::from_millis(300));
+        // An inherited deadline that had already passed: the same, at once.
+        let passed = Inherited::new(Some(Instant::now()), OtelContext::new());
+        let (err, took) = passed.scope(w.unary(get("c-2"))).await;
+        assert_names(&err, INHERITED);
+        assert_eq!(took, Duration::ZERO);
+    }
+
+    /// Of two bounds at the same instant, the setting is named before the
+    /// request's own timeout, and the call's own before the inherited.
+    #[tokio::test(start_paused = true)]
+    async fn of_two_equal_bounds_the_calls_own_and_then_the_setting_is_named() {
+        let w = world(Duration::from_secs(2));
+        let (err, _) = w.unary(timed(get("c-1"), Duration::from_secs(2))).await;
+        assert_names(
+            &err,
+            "the call's deadline passed: the client's timeout setting, 2s",
+        );
+        let served = Inherited::new(
+            Some(Instant::now() + Duration::from_secs(1)),
+            OtelContext::new(),
+        );
+        let (err, _) = served
+            .scope(w.unary(timed(get("c-2"), Duration::from_secs(1))))
+            .await;
+        assert_names(
+            &err,
+            "the call's deadline passed: the request's own timeout (grpc-timeout), 1s",
+        );
+    }
+
+    /// A stream's deadline (no `timeout`: the request's own or the
+    /// inherited one) is named as a unary call's.
+    #[tokio::test(start_paused = true)]
+    async fn a_typed_streams_deadline_names_its_bound() {
+        let w = world(Duration::from_secs(2));
+        let (err, took) = w.stream(timed(get("c-1"), Duration::from_secs(30))).await;
+        assert_names(
+            &err,
+            &format!("{PASSED}the request's own timeout (grpc-timeout), 30s"),
+        );
+        assert_eq!(took, Duration::from_secs(30));
+        let served = Inherited::new(
+            Some(Instant::now() + Duration::from_secs(3)),
+            OtelContext::new(),
+        );
+        let (err, took) = served.scope(w.stream(get("c-2"))).await;
+        assert_names(&err, INHERITED);
+        assert_eq!(took, Duration::from_secs(3));
+    }
+
+    /// A stock tonic client over `Client::channel()`: a listed unary
+    /// method takes the `timeout`, an unlisted one only its own
+    /// `grpc-timeout`, and a stream the inherited deadline; each named.
+    #[tokio::test(start_paused = true)]
+    async fn a_stock_tonic_clients_deadline_names_its_bound() {
+        static ALL: [&Method; 2] = [&GET_CART, &WATCH_CART];
+        let w = world(Duration::from_secs(2));
+        let listed = w
+            .client
+            .channel()
+            .with_methods(Methods::new(&[&ALL]).unwrap());
+        async fn get_cart(channel: Channel, request: Request<CartRequest>) -> Status {
+            let mut grpc = tonic::client::Grpc::new(channel);
+            grpc.ready().await.unwrap();
+            grpc.unary::<_, Cart, _>(
+                request,
+                GET_CART.full_name.parse().unwrap(),
+                ProstCodec::default(),
+            )
+            .await
+            .unwrap_err()
+        }
+        let err = get_cart(listed.clone(), get("c-1")).await;
+        assert_names(
+            &err,
+            "the call's deadline passed: the client's timeout setting, 2s",
+        );
+        let err = get_cart(
+            w.client.channel(),
+            timed(get("c-2"), Duration::from_secs(4)),
+        )
+        .await;
+        assert_names(
+            &err,
+            "the call's deadline passed: the request's own timeout (grpc-timeout), 4s",
+        );
+        let served = Inherited::new(
+            Some(Instant::now() + Duration::from_secs(1)),
+            OtelContext::new(),
+        );
+        let mut grpc = tonic::client::Grpc::new(listed);
+        let err = served
+            .scope(async move {
+                grpc.ready().await.unwrap();
+                let mut stream = grpc
+                    .server_streaming::<_, Cart, _>(
+                        get("c-3"),
+                        WATCH_CART.full_name.parse().unwrap(),
+                        ProstCodec::default(),
+                    )
+                    .await
+                    .unwrap()
+                    .into_inner();
+                stream.message().await.unwrap_err()
+            })
+            .await;
+        assert_names(&err, INHERITED);
     }
 }

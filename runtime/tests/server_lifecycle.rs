@@ -273,6 +273,56 @@ async fn a_handler_ends_at_its_calls_deadline() {
     serving.stopped().await;
 }
 
+/// The server's own DEADLINE_EXCEEDED, which a caller that does not end
+/// the call at its deadline itself gets (a plain tonic client over a bare
+/// HTTP/2 connection here), names the caller's `grpc-timeout` as received.
+#[tokio::test(start_paused = true)]
+async fn a_handler_past_its_deadline_is_answered_with_the_callers_grpc_timeout() {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use tonic_prost::ProstCodec;
+
+    let host = Host::new();
+    let carts = Carts::new();
+    carts.on_get_cart(|_, _| std::future::pending::<Result<Response<Cart>, Status>>());
+    let plain = Settings {
+        addr: "carts:9090".into(),
+        ..Settings::default()
+    };
+    let serving = Serving::start(carts_server(&host, plain, &carts)).await;
+    let io = humus::Host::dial(&host, "carts:9090").await.unwrap();
+    let (send, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(io))
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    let svc = tower::service_fn(move |req: http::Request<tonic::body::Body>| {
+        let mut send = send.clone();
+        async move { send.send_request(req).await }
+    });
+    let mut grpc = tonic::client::Grpc::with_origin(svc, "http://carts".parse().unwrap());
+    let mut request = get("c-1");
+    request
+        .metadata_mut()
+        .insert("grpc-timeout", "1500m".parse().unwrap());
+    grpc.ready().await.unwrap();
+    let started = tokio::time::Instant::now();
+    let err = grpc
+        .unary::<_, Cart, _>(
+            request,
+            GET_CART.full_name.parse().unwrap(),
+            ProstCodec::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err}");
+    assert_eq!(
+        err.message(),
+        "the deadline passed: the caller's timeout (grpc-timeout), 1.5s"
+    );
+    assert_eq!(started.elapsed(), Duration::from_millis(1500));
+    serving.stopped().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn health_turns_serving_at_the_check_after_its_monitor_turns_healthy() {
     use tonic_health::pb::HealthCheckRequest;

@@ -435,9 +435,159 @@ pub(crate) fn parse_grpc_timeout(value: &[u8]) -> Option<Duration> {
     })
 }
 
+/// Which bound a call's deadline is, of the three a humus client takes the
+/// earliest of; its timeout error (HTTP) or its `DEADLINE_EXCEEDED` status
+/// (gRPC) names it, so that an operator raises that one, not another.
+///
+/// Small and `Copy`: a call carries it beside its deadline, and it is
+/// written out only when the error or status is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Bound {
+    /// The client's `Settings::timeout`, of this length.
+    Setting(Duration),
+    /// The request's own timeout, of this length, shorter than the
+    /// setting (HTTP: `RequestBuilder::timeout`; gRPC: its `grpc-timeout`,
+    /// tonic's `Request::set_timeout`).
+    Request(Duration),
+    /// The deadline of the RPC being served ([`Inherited`]), earlier than
+    /// the call's own.
+    Inherited,
+}
+
+/// `the client's timeout setting, 10s`, `the request's own timeout, 2s`,
+/// `the deadline inherited from the RPC being served, not the client's
+/// timeout setting`.
+impl fmt::Display for Bound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Bound::Setting(d) => write!(f, "the client's timeout setting, {d:?}"),
+            Bound::Request(d) => write!(f, "the request's own timeout, {d:?}"),
+            Bound::Inherited => f.write_str(
+                "the deadline inherited from the RPC being served, not the client's timeout setting",
+            ),
+        }
+    }
+}
+
+/// A call's deadline, and which [`Bound`] it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Deadline {
+    /// When the call ends.
+    pub(crate) at: Instant,
+    /// Which bound that is.
+    pub(crate) bound: Bound,
+}
+
+impl Deadline {
+    /// The deadline of a call made at `now`: the earliest of `setting`
+    /// (the client's timeout, `None` where it does not apply: a gRPC
+    /// stream), `request` (the request's own timeout) and `inherited` (the
+    /// served RPC's deadline); `None` if it has none (or only timeouts too
+    /// long for the clock).
+    ///
+    /// Of two bounds that fall at the same instant, the call's own comes
+    /// before the inherited one, and the setting before the request's own
+    /// timeout: a request's timeout names the deadline only when shorter
+    /// than the setting, and the inherited deadline only when earlier than
+    /// both (the same choice for the HTTP and the gRPC client).
+    pub(crate) fn earliest(
+        now: Instant,
+        setting: Option<Duration>,
+        request: Option<Duration>,
+        inherited: Option<Instant>,
+    ) -> Option<Deadline> {
+        let (timeout, bound) = match (setting, request) {
+            (Some(s), Some(r)) if r < s => (r, Bound::Request(r)),
+            (Some(s), _) => (s, Bound::Setting(s)),
+            (None, Some(r)) => (r, Bound::Request(r)),
+            (None, None) => return inherited.map(Deadline::inherited),
+        };
+        match (now.checked_add(timeout), inherited) {
+            (Some(at), Some(served)) if served < at => Some(Deadline::inherited(served)),
+            (Some(at), _) => Some(Deadline { at, bound }),
+            (None, served) => served.map(Deadline::inherited),
+        }
+    }
+
+    fn inherited(at: Instant) -> Deadline {
+        Deadline {
+            at,
+            bound: Bound::Inherited,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The earliest bound names the deadline; of two at the same instant,
+    /// the setting before the request's own timeout, and either before the
+    /// inherited deadline.
+    #[test]
+    fn the_earliest_bound_names_the_deadline_and_ties_go_to_the_calls_own() {
+        let now = Instant::now();
+        let (s1, s2) = (Duration::from_secs(1), Duration::from_secs(2));
+        let earliest = |setting, request, inherited| {
+            Deadline::earliest(now, setting, request, inherited).map(|d| (d.at, d.bound))
+        };
+        assert_eq!(earliest(None, None, None), None);
+        assert_eq!(
+            earliest(None, None, Some(now + s1)),
+            Some((now + s1, Bound::Inherited))
+        );
+        assert_eq!(
+            earliest(Some(s2), Some(s1), Some(now + s2)),
+            Some((now + s1, Bound::Request(s1)))
+        );
+        assert_eq!(
+            earliest(Some(s1), Some(s2), Some(now + s2)),
+            Some((now + s1, Bound::Setting(s1)))
+        );
+        assert_eq!(
+            earliest(Some(s2), Some(s2), Some(now + s1)),
+            Some((now + s1, Bound::Inherited))
+        );
+        assert_eq!(
+            earliest(None, Some(s2), Some(now + s1)),
+            Some((now + s1, Bound::Inherited))
+        );
+        // Ties.
+        assert_eq!(
+            earliest(Some(s1), Some(s1), None),
+            Some((now + s1, Bound::Setting(s1)))
+        );
+        assert_eq!(
+            earliest(Some(s1), Some(s1), Some(now + s1)),
+            Some((now + s1, Bound::Setting(s1)))
+        );
+        assert_eq!(
+            earliest(None, Some(s1), Some(now + s1)),
+            Some((now + s1, Bound::Request(s1)))
+        );
+        // A timeout too long for the clock is no deadline.
+        assert_eq!(earliest(Some(Duration::MAX), None, None), None);
+        assert_eq!(
+            earliest(Some(Duration::MAX), None, Some(now + s1)),
+            Some((now + s1, Bound::Inherited))
+        );
+    }
+
+    #[test]
+    fn bounds_are_written_as_the_http_client_words_them() {
+        assert_eq!(
+            Bound::Setting(Duration::from_secs(2)).to_string(),
+            "the client's timeout setting, 2s"
+        );
+        assert_eq!(
+            Bound::Request(Duration::from_millis(500)).to_string(),
+            "the request's own timeout, 500ms"
+        );
+        assert_eq!(
+            Bound::Inherited.to_string(),
+            "the deadline inherited from the RPC being served, not the client's timeout setting"
+        );
+    }
 
     #[test]
     fn grpc_timeouts() {

@@ -30,6 +30,7 @@ use super::stream::{End, Holder, Settle, Streaming, deadline_exceeded};
 use super::{AttemptTimeout, CallState, DEADLINE_SLACK, Ended, Method, classify_attempt};
 use crate::circuit::{Outcome, OwnedTicket, Rejected, Ticket};
 use crate::fault::InjectedError;
+use crate::grpc::deadline::Deadline;
 use crate::retry::{self, Attempted, Decision, Next};
 
 /// How many times one attempt is sent again, at once, when its request
@@ -201,7 +202,8 @@ pub(super) struct CallCtx<'a> {
     pub(super) inner: &'a Inner,
     method: &'static Method,
     hooks: Hooks<'a>,
-    deadline: Option<Instant>,
+    /// The call's deadline, and which bound it is (its status names it).
+    deadline: Option<Deadline>,
     /// What the attempt's sends say in their `grpc-timeout`: a unary
     /// attempt's deadline (the earlier of the call's and the attempt's
     /// own), or a stream's, the call's alone.
@@ -219,7 +221,7 @@ impl<'a> Call<'a> {
         inner: &'a Inner,
         method: &'static Method,
         cx: Context,
-        deadline: Option<Instant>,
+        deadline: Option<Deadline>,
     ) -> Call<'a> {
         Call {
             ctx: CallCtx {
@@ -227,7 +229,7 @@ impl<'a> Call<'a> {
                 method,
                 hooks: Hooks { inner, method, cx },
                 deadline,
-                send_deadline: deadline,
+                send_deadline: deadline.map(|d| d.at),
             },
             attempt: 0,
             in_flight: None,
@@ -263,7 +265,7 @@ impl<'a> Call<'a> {
     /// is set, that long from now (the call's if the clock cannot say
     /// when). Unset, it reads no clock.
     fn attempt_deadline(&self) -> Option<Instant> {
-        let call = self.ctx.deadline;
+        let call = self.ctx.at();
         let Some(after) = self.ctx.inner.settings.attempt_timeout else {
             return call;
         };
@@ -278,12 +280,12 @@ impl<'a> Call<'a> {
     /// ([`Call::attempt_deadline`] gives another only when the attempt's
     /// own is the earlier), unless the call's deadline has passed too.
     fn cut_status(&self, bound: Option<Instant>) -> Status {
-        let call = self.ctx.deadline;
+        let call = self.ctx.at();
         match self.ctx.inner.settings.attempt_timeout {
             Some(after) if bound != call && call.is_none_or(|d| Instant::now() < d) => {
                 AttemptTimeout::status(after)
             }
-            _ => deadline_exceeded(),
+            _ => self.ctx.deadline_exceeded(),
         }
     }
 
@@ -354,7 +356,7 @@ impl<'a> Call<'a> {
                     backoff: std::time::Duration::ZERO,
                     backoff_max: ctx.inner.settings.backoff_max,
                     now: Instant::now(),
-                    deadline: ctx.deadline,
+                    deadline: ctx.at(),
                 },
             )
             .decision(),
@@ -375,7 +377,7 @@ impl<'a> Call<'a> {
         let now = Instant::now();
         let call = CallState {
             cancelled: false,
-            deadline_passed: ctx.deadline.is_some_and(|d| now >= d),
+            deadline_passed: ctx.at().is_some_and(|d| now >= d),
         };
         // A failure of the connection's dial is the client's to classify:
         // the first attempt of those that waited for a failed dial counts
@@ -409,7 +411,7 @@ impl<'a> Call<'a> {
                 },
                 backoff_max: ctx.inner.settings.backoff_max,
                 now,
-                deadline: ctx.deadline,
+                deadline: ctx.at(),
             },
         );
         ctx.hooks.decided(next.decision());
@@ -418,6 +420,16 @@ impl<'a> Call<'a> {
 }
 
 impl CallCtx<'_> {
+    /// When the call's deadline is, if it has one.
+    fn at(&self) -> Option<Instant> {
+        self.deadline.map(|d| d.at)
+    }
+
+    /// The call's `DEADLINE_EXCEEDED`, naming its deadline's bound.
+    fn deadline_exceeded(&self) -> Status {
+        deadline_exceeded(self.deadline.map(|d| d.bound))
+    }
+
     /// The send of `span` never reached the server (`status`, a transparent
     /// resend follows): its span ends with that status, with its own
     /// `rpc.client.call.duration` point, and the resend gets a span of its
@@ -550,12 +562,12 @@ impl Drop for Call<'_> {
             return;
         }
         let ctx = &self.ctx;
-        let at_deadline = ctx.deadline.is_some_and(|d| at_deadline(d, Instant::now()));
+        let at_deadline = ctx.at().is_some_and(|d| at_deadline(d, Instant::now()));
         if !at_deadline {
             return;
         }
         if let Some(InFlight { ticket, span }) = self.in_flight.take() {
-            ctx.hooks.attempt_end(span, Some(&deadline_exceeded()));
+            ctx.hooks.attempt_end(span, Some(&ctx.deadline_exceeded()));
             ctx.hooks.in_call(|| ticket.done(Outcome::Failure));
             ctx.hooks.counted(Outcome::Failure);
             ctx.hooks.decided(Decision::Expired);
@@ -756,15 +768,17 @@ pub(super) async fn run_unary<S: UnarySend>(
     inner: &Inner,
     method: &'static Method,
     cx: Context,
-    deadline: Option<Instant>,
+    deadline: Option<Deadline>,
     send: S,
 ) -> Result<S::Output, Status> {
     require_runtime();
+    // Made first, so that the call's state is kept once across every
+    // await, the first included (not beside its own arguments).
+    let mut call = Call::new(inner, method, cx, deadline);
     // A call takes a unit of the task's cooperative budget, as a tokio
     // resource does: a loop of calls failed at once (the breaker open)
     // still yields to the runtime.
     tokio::task::coop::consume_budget().await;
-    let mut call = Call::new(inner, method, cx, deadline);
     loop {
         call.allow()?;
         // The attempt's deadline, which its sends' `grpc-timeout` says
@@ -772,10 +786,13 @@ pub(super) async fn run_unary<S: UnarySend>(
         // attempt).
         let bound = call.attempt_deadline();
         call.ctx.send_deadline = bound;
+        // The call's, read from the call (the loop keeps no copy of its
+        // own across the awaits: a smaller future).
+        let at = call.ctx.at();
         let (ctx, span, n) = call.attempt_parts();
         let send = &send;
         let attempt = bounded(inner, bound, async move {
-            ctx.hooks.inject_fault(span, deadline).await?;
+            ctx.hooks.inject_fault(span, at).await?;
             send.send(ctx, n, span).await
         });
         let result = match attempt.await {
@@ -975,24 +992,29 @@ pub(super) async fn run_open<S: OpenSend>(
     inner: &Arc<Inner>,
     method: &'static Method,
     cx: Context,
-    deadline: Option<Instant>,
+    deadline: Option<Deadline>,
     send: S,
 ) -> Result<Opened<S::Output>, Status> {
     require_runtime();
+    // Made first, so that the call's state is kept once across every
+    // await, the first included (not beside its own arguments).
+    let mut call = Call::new(inner, method, cx, deadline);
     // A call takes a unit of the task's cooperative budget, as a tokio
     // resource does: a loop of calls failed at once (the breaker open)
     // still yields to the runtime.
     tokio::task::coop::consume_budget().await;
-    let mut call = Call::new(inner, method, cx, deadline);
     loop {
         call.allow()?;
         // The open's deadline; its `grpc-timeout` stays the call's, as
         // the stream, once open, may outlive the attempt's own.
         let bound = call.attempt_deadline();
+        // The call's, read from the call (the loop keeps no copy of its
+        // own across the awaits: a smaller future).
+        let at = call.ctx.at();
         let (ctx, span, n) = call.attempt_parts();
         let send = &send;
         let attempt = bounded(inner, bound, async move {
-            ctx.hooks.inject_fault(span, deadline).await?;
+            ctx.hooks.inject_fault(span, at).await?;
             send.send(ctx, n, span).await
         });
         let result = match attempt.await {
@@ -1158,7 +1180,7 @@ pub(super) fn stream_settle(
     cx: Context,
     ticket: OwnedTicket,
     span: AttemptSpan,
-    deadline: Option<Instant>,
+    deadline: Option<Deadline>,
 ) -> Settle {
     // The stream may outlive the call that opened it: it keeps its own
     // handle on the client.
@@ -1172,7 +1194,8 @@ pub(super) fn stream_settle(
         let classify = |status: Option<&Status>, trailer: &MetadataMap| {
             let call = CallState {
                 cancelled: false,
-                deadline_passed: status.is_some() && deadline.is_some_and(|d| Instant::now() >= d),
+                deadline_passed: status.is_some()
+                    && deadline.is_some_and(|d| Instant::now() >= d.at),
             };
             let ended = Ended::Stream { status, trailer };
             classify_attempt(method, &inner.settings.classify, ended, call).breaker
@@ -1187,7 +1210,8 @@ pub(super) fn stream_settle(
                 Some(classify(Some(status), status.metadata()))
             }
             End::DeadlinePassed => {
-                hooks.attempt_end(span, Some(&deadline_exceeded()));
+                let bound = deadline.map(|d| d.bound);
+                hooks.attempt_end(span, Some(&deadline_exceeded(bound)));
                 Some(Outcome::Failure)
             }
             End::Closed => {

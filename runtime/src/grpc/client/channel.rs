@@ -50,6 +50,7 @@ use super::hooks::AttemptSpan;
 use super::limit::{FRAME_HEAD, Limited, message_len, read_head, too_large};
 use super::stream::{End, Settle, deadline_exceeded, missing_response};
 use super::{Method, MethodPolicy, RpcKind};
+use crate::grpc::deadline::{Bound, Deadline};
 
 /// The body of what the connection's send answers.
 type WireBody = super::connection::AttemptBody;
@@ -1272,6 +1273,8 @@ struct Live {
     inner: Option<Limited<WireBody>>,
     settle: Option<Settle>,
     deadline: Option<Pin<Box<Sleep>>>,
+    /// Which bound the deadline is: its status names it.
+    bound: Option<Bound>,
     closed: ClosedFlag,
     /// The HTTP status, for a trailer without `grpc-status`.
     http: http::StatusCode,
@@ -1288,7 +1291,7 @@ impl Live {
         inner: Limited<WireBody>,
         parts: &http::response::Parts,
         settle: Settle,
-        deadline: Option<Instant>,
+        deadline: Option<Deadline>,
         closed: ClosedFlag,
     ) -> Live {
         let trailers_only = parts
@@ -1298,7 +1301,8 @@ impl Live {
         Live {
             inner: Some(inner),
             settle: Some(settle),
-            deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d))),
+            deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d.at))),
+            bound: deadline.map(|d| d.bound),
             closed,
             http: parts.status,
             trailers_only,
@@ -1329,7 +1333,7 @@ impl Live {
     fn end_at_deadline(&mut self) -> Status {
         self.end(End::DeadlinePassed);
         self.inner = None;
-        deadline_exceeded()
+        deadline_exceeded(self.bound)
     }
 
     /// Counts the stream's clean end with `trailer` (its `grpc-status`,

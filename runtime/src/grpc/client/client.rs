@@ -13,7 +13,7 @@ use super::codec::encode_once;
 use super::connection::Connection;
 use super::stream::Holder;
 use super::{Method, NewError, Settings, Streaming};
-use crate::grpc::deadline::Inherited;
+use crate::grpc::deadline::{Deadline, Inherited};
 use crate::{Setup, circuit, fault, health, retry, telemetry};
 
 /// A resilient gRPC client of one dependency ([design](crate::design::client)).
@@ -214,7 +214,9 @@ impl Client {
     /// # Errors
     ///
     /// The last attempt's status: `DeadlineExceeded` once the deadline has
-    /// passed, or the last attempt's own timeout, `Canceled` (`the client connection is closing`) after
+    /// passed (its message names which of the three bounds it was: `the
+    /// call's deadline passed: the client's timeout setting, 10s`), or the
+    /// last attempt's own timeout, `Canceled` (`the client connection is closing`) after
     /// [`Setup::stop`]. When the budget refused a retry, `max_attempts` was
     /// reached, or the deadline came before the next attempt, its source is
     /// a [`NoRetry`](super::NoRetry) saying which.
@@ -384,19 +386,18 @@ impl Client {
     }
 }
 
-/// The deadline of a call made `now`: the earliest of `timeout` (none for
-/// a stream), the request's own `grpc-timeout` (`own`, as
-/// [`own_timeout`] reads it) and the deadline inherited from the RPC being
-/// served ([`Inherited::current`]).
+/// The deadline of a call made `now`, and which bound it is: the earliest
+/// of `timeout` (none for a stream), the request's own `grpc-timeout`
+/// (`own`, as [`own_timeout`] reads it) and the deadline inherited from the
+/// RPC being served ([`Inherited::current`]). Of two at the same instant,
+/// the setting names it before the request's own, and either before the
+/// inherited one ([`Deadline::earliest`]).
 pub(super) fn deadline(
     now: Instant,
     timeout: Option<Duration>,
     own: Option<Duration>,
-) -> Option<Instant> {
-    let own = own.and_then(|d| now.checked_add(d));
-    let ours = timeout.and_then(|d| now.checked_add(d));
-    let inherited = Inherited::current_deadline();
-    [own, ours, inherited].into_iter().flatten().min()
+) -> Option<Deadline> {
+    Deadline::earliest(now, timeout, own, Inherited::current_deadline())
 }
 
 /// The request's own `grpc-timeout` (tonic's `Request::set_timeout`), if
@@ -414,32 +415,38 @@ pub(super) use crate::grpc::deadline::{GRPC_TIMEOUT, GRPC_TIMEOUT_HEADER, parse_
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::grpc::deadline::Bound;
 
     #[test]
-    fn the_earlier_deadline_wins() {
+    fn the_earlier_deadline_wins_and_names_its_bound() {
         let now = Instant::now();
         let mut request = tonic::Request::new(());
         let deadline = |now, timeout, metadata: &tonic::metadata::MetadataMap| {
-            deadline(now, timeout, own_timeout(metadata))
+            deadline(now, timeout, own_timeout(metadata)).map(|d| (d.at, d.bound))
         };
+        let (s2, s10, s20) = (
+            Duration::from_secs(2),
+            Duration::from_secs(10),
+            Duration::from_secs(20),
+        );
         assert_eq!(deadline(now, None, request.metadata()), None);
         assert_eq!(
-            deadline(now, Some(Duration::from_secs(10)), request.metadata()),
-            Some(now + Duration::from_secs(10))
+            deadline(now, Some(s10), request.metadata()),
+            Some((now + s10, Bound::Setting(s10)))
         );
-        request.set_timeout(Duration::from_secs(2));
+        request.set_timeout(s2);
         assert_eq!(
-            deadline(now, Some(Duration::from_secs(10)), request.metadata()),
-            Some(now + Duration::from_secs(2))
+            deadline(now, Some(s10), request.metadata()),
+            Some((now + s2, Bound::Request(s2)))
         );
-        request.set_timeout(Duration::from_secs(20));
+        request.set_timeout(s20);
         assert_eq!(
-            deadline(now, Some(Duration::from_secs(10)), request.metadata()),
-            Some(now + Duration::from_secs(10))
+            deadline(now, Some(s10), request.metadata()),
+            Some((now + s10, Bound::Setting(s10)))
         );
         assert_eq!(
             deadline(now, None, request.metadata()),
-            Some(now + Duration::from_secs(20))
+            Some((now + s20, Bound::Request(s20)))
         );
     }
 }

@@ -14,6 +14,7 @@ use tonic::Status;
 use tonic::metadata::MetadataMap;
 
 use super::connection::{ClosedFlag, closing, transport_status};
+use crate::grpc::deadline::{Bound, Deadline};
 
 /// How a stream that opened ended, as its settle function is told.
 pub(super) enum End<'a> {
@@ -53,8 +54,8 @@ pub(super) type Settle = Box<dyn for<'a> FnOnce(End<'a>) + Send>;
 /// Its deadline is the earlier of the request's `grpc-timeout` and the
 /// deadline inherited from the RPC being served
 /// ([`Inherited`](crate::grpc::deadline::Inherited)); `Settings::timeout`
-/// does not apply. At the deadline the stream ends `DeadlineExceeded` and
-/// counts as a failure, even while messages keep arriving (the deadline
+/// does not apply. At the deadline the stream ends `DeadlineExceeded`
+/// (its message naming which of the two it was) and counts as a failure, even while messages keep arriving (the deadline
 /// is read with each of them), and its HTTP/2 stream is cancelled.
 ///
 /// Dropped before its end, a stream counts as what dropped it: at or after
@@ -85,6 +86,8 @@ pub struct Streaming<T> {
     inner: Option<tonic::Streaming<T>>,
     settle: Option<Settle>,
     deadline: Option<Pin<Box<Sleep>>>,
+    /// Which bound the deadline is: its status names it.
+    bound: Option<Bound>,
     /// The client's connection's close: it fails the IO under the stream,
     /// which wakes it, and the flag tells that error from a broken
     /// connection's.
@@ -110,13 +113,14 @@ impl<T> Streaming<T> {
     pub(super) fn new(
         inner: tonic::Streaming<T>,
         settle: Settle,
-        deadline: Option<Instant>,
+        deadline: Option<Deadline>,
         closed: ClosedFlag,
     ) -> Streaming<T> {
         Streaming {
             inner: Some(inner),
             settle: Some(settle),
-            deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d))),
+            deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d.at))),
+            bound: deadline.map(|d| d.bound),
             closed,
             trailers: None,
             ended: false,
@@ -151,7 +155,7 @@ impl<T> Streaming<T> {
     fn end_at_deadline(&mut self) -> Status {
         self.end(End::DeadlinePassed);
         self.inner = None;
-        deadline_exceeded()
+        deadline_exceeded(self.bound)
     }
 
     /// The next message, `None` at the end of the stream.
@@ -278,8 +282,25 @@ pub(super) fn missing_response() -> Status {
     Status::internal("Missing response message.")
 }
 
-pub(super) fn deadline_exceeded() -> Status {
-    Status::deadline_exceeded("the call's deadline passed")
+/// The `DEADLINE_EXCEEDED` status of a call (or a stream) that the client
+/// ended at its deadline, naming which bound the deadline was: `the call's
+/// deadline passed: the client's timeout setting, 10s`, `...: the
+/// request's own timeout (grpc-timeout), 500ms`, `...: the deadline
+/// inherited from the RPC being served, not the client's timeout setting`
+/// (the wording of the HTTP client's timeout error). Written only here,
+/// when the status is made; a call with a deadline always knows its bound
+/// (`None` writes the message alone).
+pub(super) fn deadline_exceeded(bound: Option<Bound>) -> Status {
+    const PASSED: &str = "the call's deadline passed";
+    Status::deadline_exceeded(match bound {
+        // The header's name too: it is what the caller set, directly or
+        // with tonic's `Request::set_timeout`.
+        Some(Bound::Request(d)) => {
+            format!("{PASSED}: the request's own timeout (grpc-timeout), {d:?}")
+        }
+        Some(bound) => format!("{PASSED}: {bound}"),
+        None => PASSED.to_owned(),
+    })
 }
 
 /// Holds a call's request stream between the attempts to open it: each

@@ -4,6 +4,7 @@
 //! baggage, with the server span), handed to the handler.
 
 use std::future::Future;
+use std::time::Duration;
 
 use opentelemetry::Context;
 use tokio::time::Instant;
@@ -20,10 +21,14 @@ pub(super) fn scope<F: Future>(deadline: Option<Instant>, cx: Context, fut: F) -
 }
 
 /// The deadline a request's `grpc-timeout` sets, counted from `received`
-/// (as [`Inherited::from_headers`] reads it).
-pub(super) fn deadline(headers: &http::HeaderMap, received: Instant) -> Option<Instant> {
-    headers
+/// (as [`Inherited::from_headers`] reads it), and that timeout (its
+/// `DEADLINE_EXCEEDED` names it).
+pub(super) fn deadline(
+    headers: &http::HeaderMap,
+    received: Instant,
+) -> Option<(Instant, Duration)> {
+    let timeout = headers
         .get(GRPC_TIMEOUT)
-        .and_then(|v| parse_grpc_timeout(v.as_bytes()))
-        .and_then(|d| received.checked_add(d))
+        .and_then(|v| parse_grpc_timeout(v.as_bytes()))?;
+    Some((received.checked_add(timeout)?, timeout))
 }

@@ -27,7 +27,9 @@
 //!    humus client calls it makes inherit both with nothing copied, and
 //!    their CLIENT spans are children of the server span. At the deadline
 //!    the handler is dropped and the caller is answered
-//!    `DEADLINE_EXCEEDED`.
+//!    `DEADLINE_EXCEEDED`, with the message (also the server span's) "the
+//!    deadline passed: the caller's timeout (grpc-timeout), 1.5s", the
+//!    caller's `grpc-timeout` as received.
 //!
 //! # A panic of a handler
 //!

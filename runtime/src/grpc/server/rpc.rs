@@ -17,6 +17,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::task::{Context as TaskContext, Poll, Waker};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue};
@@ -326,7 +327,7 @@ where
             None => call_caught(&mut self.inner, request),
         };
         ResponseFuture::new(
-            call.map(|call| inherit::scope(deadline, cx, call)),
+            call.map(|call| inherit::scope(deadline.map(|(at, _)| at), cx, call)),
             deadline,
             record,
             Some(Arc::clone(&self.streams_end)),
@@ -364,6 +365,9 @@ pin_project_lite::pin_project! {
         // The payload of the call's panic, until it is answered.
         panic: Option<Payload>,
         deadline: Option<Pin<Box<Sleep>>>,
+        // The caller's `grpc-timeout` that set the deadline, which its
+        // DEADLINE_EXCEEDED names.
+        timeout: Option<Duration>,
         record: Option<Record>,
         streams_end: Option<Arc<StreamsEnd>>,
         // The signal that answers the call UNAVAILABLE, and the id of its
@@ -392,11 +396,11 @@ impl<F> std::fmt::Debug for ResponseFuture<F> {
 
 impl<F> ResponseFuture<F> {
     /// The future of `call` (or the answer to its panic), bounded by
-    /// `deadline`, recording its end with `record`; its body ends when
-    /// `streams_end` is raised.
+    /// `deadline` (and the caller's `grpc-timeout` that set it), recording
+    /// its end with `record`; its body ends when `streams_end` is raised.
     pub(super) fn new(
         call: Result<F, Payload>,
-        deadline: Option<Instant>,
+        deadline: Option<(Instant, Duration)>,
         record: Record,
         streams_end: Option<Arc<StreamsEnd>>,
     ) -> ResponseFuture<F> {
@@ -407,7 +411,8 @@ impl<F> ResponseFuture<F> {
         ResponseFuture {
             call,
             panic,
-            deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d))),
+            deadline: deadline.map(|(at, _)| Box::pin(tokio::time::sleep_until(at))),
+            timeout: deadline.map(|(_, timeout)| timeout),
             record: Some(record),
             streams_end,
             calls_end: None,
@@ -493,12 +498,14 @@ where
                     )));
                 }
                 // The deadline passed: the handler is dropped with this
-                // future, and the caller is told so.
+                // future, and the caller is told so, with the timeout it
+                // gave (written only now).
+                let message = deadline_passed(*this.timeout);
                 let mut record = this.record.take();
                 if let Some(record) = record.as_mut() {
-                    record.finish(Code::DeadlineExceeded, "the deadline passed");
+                    record.finish(Code::DeadlineExceeded, &message);
                 }
-                let (parts, ()) = tonic::Status::deadline_exceeded("the deadline passed")
+                let (parts, ()) = tonic::Status::deadline_exceeded(message)
                     .into_http::<()>()
                     .into_parts();
                 return Poll::Ready(Ok(http::Response::from_parts(parts, ResponseBody::empty())));
@@ -530,6 +537,20 @@ where
 /// The message a caller is answered with, `INTERNAL`, when the handler
 /// panics; the panic's payload is recorded on the SERVER span only.
 pub(super) const PANICKED: &str = "the handler panicked";
+
+/// The message of the `DEADLINE_EXCEEDED` a call is answered with when
+/// its deadline passes before its handler answered: `the deadline passed:
+/// the caller's timeout (grpc-timeout), 1.5s`, the caller's `grpc-timeout`
+/// as received, so that the server's span and the caller both tell a
+/// caller's short budget from a slow handler (`timeout` is `None` only for
+/// a deadline with no timeout, which the server never sets).
+fn deadline_passed(timeout: Option<Duration>) -> String {
+    const PASSED: &str = "the deadline passed";
+    match timeout {
+        Some(d) => format!("{PASSED}: the caller's timeout (grpc-timeout), {d:?}"),
+        None => PASSED.to_owned(),
+    }
+}
 
 /// The trailers-only `INTERNAL` answer to a call whose handler panicked.
 fn panicked_response<B>() -> http::Response<ResponseBody<B>> {

@@ -15,7 +15,7 @@ use super::settings::{is_dot_segment, redacted};
 use super::{Error, Kind, NewError, Settings};
 use crate::circuit::Outcome;
 use crate::grpc::client::Classification;
-use crate::grpc::deadline::Inherited;
+use crate::grpc::deadline::{Deadline, Inherited};
 use crate::retry::{self, Attempted, Next, Verdict};
 use crate::telemetry::HttpAttempt;
 use crate::{Setup, circuit, fault, telemetry};
@@ -474,19 +474,17 @@ impl Client {
             ));
         }
         let started = Instant::now();
-        let (timeout, own) = match request.timeout() {
-            Some(&t) if t < inner.settings.timeout => (t, Bound::Request(t)),
-            _ => (
-                inner.settings.timeout,
-                Bound::Setting(inner.settings.timeout),
-            ),
-        };
         // The call's deadline, and which bound it is (its timeout error
         // names it: an operator raises that one, not another).
-        let (deadline, bound) = match (started.checked_add(timeout), inherited) {
-            (Some(at), Some(served)) if served < at => (Some(served), Bound::Inherited),
-            (None, Some(served)) => (Some(served), Bound::Inherited),
-            (at, _) => (at, own),
+        let (deadline, bound) = match Deadline::earliest(
+            started,
+            Some(inner.settings.timeout),
+            request.timeout().copied(),
+            inherited,
+        ) {
+            Some(d) => (Some(d.at), d.bound),
+            // A timeout too long for the clock, and nothing inherited.
+            None => (None, Bound::Setting(inner.settings.timeout)),
         };
         // A deadline that has already passed (a timeout of zero, or the
         // served RPC's deadline) leaves no time for an attempt: nothing is

@@ -4,10 +4,10 @@
 use std::error::Error as StdError;
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::circuit::Rejected;
 use crate::fault::InjectedError;
+pub(super) use crate::grpc::deadline::Bound;
 
 /// What kind of failure an [`Error`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -59,30 +59,6 @@ pub struct Error {
     /// names.
     dependency: Option<Arc<str>>,
     source: Option<Box<dyn StdError + Send + Sync>>,
-}
-
-/// Which bound a call's deadline is: the earliest of the three.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Bound {
-    /// [`Settings::timeout`](super::Settings::timeout), of this length.
-    Setting(Duration),
-    /// The request's own timeout, of this length, shorter than the
-    /// setting.
-    Request(Duration),
-    /// The deadline of the RPC being served, earlier than the call's own.
-    Inherited,
-}
-
-impl fmt::Display for Bound {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Bound::Setting(d) => write!(f, "the client's timeout setting, {d:?}"),
-            Bound::Request(d) => write!(f, "the request's own timeout, {d:?}"),
-            Bound::Inherited => f.write_str(
-                "the deadline inherited from the RPC being served, not the client's timeout setting",
-            ),
-        }
-    }
 }
 
 impl fmt::Debug for Error {
