@@ -369,7 +369,8 @@ async fn a_server_that_closes_every_connection_fails_calls_unavailable() {
 
 /// A server that accepts and then says nothing (no TLS, no HTTP/2
 /// settings): the dial fails after 20 s (grpc-go's connect timeout). A
-/// call waiting for it then gets its error, as for any failed dial (it is
+/// call whose deadline passes first says it was still waiting for its
+/// connection; a call waiting for it then gets its error, as for any failed dial (it is
 /// not retried within the call); the next call dials again at once (the
 /// backoff after a dial is measured from its start, and 20 s have passed),
 /// and reaches the server that listens by then.
@@ -391,6 +392,10 @@ async fn a_dial_that_hangs_fails_after_the_connect_timeout_and_the_next_call_dia
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    assert_eq!(
+        err.message(),
+        "the call's deadline passed: the client's timeout setting, 10s; it was still waiting for its connection to carts:9090 (the dial had not finished)"
+    );
     assert_eq!(start.elapsed(), 10 * SECOND, "the call's own timeout");
     let _carts = start_carts(&host, &ca, &carts);
     tokio::time::sleep(SECOND).await;

@@ -159,6 +159,11 @@ async fn a_hung_dependency_ends_every_call_by_deadline_and_opens_the_breaker() {
             .await
             .unwrap_err();
         assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+        assert_eq!(
+            err.message(),
+            "the call's deadline passed: the client's timeout setting, 1s",
+            "connected: nothing said of the connection"
+        );
         assert_eq!(start.elapsed(), SECOND, "the timeout ends the call");
         assert_eq!(
             carts.arrivals(&GET_CART),

@@ -6,6 +6,7 @@ use std::error::Error as _;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Poll;
 
 use futures_util::Stream;
@@ -208,6 +209,10 @@ pub(super) struct CallCtx<'a> {
     /// attempt's deadline (the earlier of the call's and the attempt's
     /// own), or a stream's, the call's alone.
     send_deadline: Option<Instant>,
+    /// An attempt is waiting for the connection (its dial): set while
+    /// [`CallCtx::sender`] waits, and left set if the attempt is cut
+    /// there, so that the deadline's status can say so.
+    connecting: AtomicBool,
 }
 
 /// The attempt under way: what settling it needs.
@@ -230,6 +235,7 @@ impl<'a> Call<'a> {
                 hooks: Hooks { inner, method, cx },
                 deadline,
                 send_deadline: deadline.map(|d| d.at),
+                connecting: AtomicBool::new(false),
             },
             attempt: 0,
             in_flight: None,
@@ -425,9 +431,29 @@ impl CallCtx<'_> {
         self.deadline.map(|d| d.at)
     }
 
-    /// The call's `DEADLINE_EXCEEDED`, naming its deadline's bound.
+    /// The call's `DEADLINE_EXCEEDED`, naming its deadline's bound, and
+    /// saying so when the attempt was still waiting for the connection
+    /// (the server accepted, or not, but never finished the dial).
     fn deadline_exceeded(&self) -> Status {
-        deadline_exceeded(self.deadline.map(|d| d.bound))
+        let status = deadline_exceeded(self.deadline.map(|d| d.bound));
+        if !self.connecting.load(Ordering::Relaxed) {
+            return status;
+        }
+        Status::deadline_exceeded(format!(
+            "{}; it was still waiting for its connection to {} (the dial had not finished)",
+            status.message(),
+            self.inner.settings.addr
+        ))
+    }
+
+    /// The connection's sender ([`Connection::sender`](super::connection::Connection::sender)),
+    /// dialled first if need be; while it waits, the call is marked as
+    /// waiting for its connection.
+    pub(super) async fn sender(&self) -> Result<Sender, Status> {
+        self.connecting.store(true, Ordering::Relaxed);
+        let sender = self.inner.conn.sender().await;
+        self.connecting.store(false, Ordering::Relaxed);
+        sender
     }
 
     /// The send of `span` never reached the server (`status`, a transparent
@@ -472,7 +498,7 @@ impl CallCtx<'_> {
     /// `grpc-timeout` (the time left now) to the request tonic makes.
     /// Its metadata is then [`CallCtx::untimed_metadata`].
     async fn grpc(&self) -> Result<tonic::client::Grpc<Timed>, Status> {
-        let sender = self.inner.conn.sender().await?;
+        let sender = self.sender().await?;
         let timed = Timed {
             sender,
             timeout: self.timeout(),
@@ -864,7 +890,7 @@ where
     let mut resent = 0;
     loop {
         // Again for a resend: the connection that failed it has gone.
-        let mut sender = call.inner.conn.sender().await?;
+        let mut sender = call.sender().await?;
         let request = super::unary::request(
             call.inner.conn.origin(),
             call.method.full_name,

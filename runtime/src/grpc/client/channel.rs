@@ -630,7 +630,7 @@ impl Attempts {
         let mut resent = 0;
         loop {
             // Again for a resend: the connection that failed it has gone.
-            let mut sender = call.inner.conn.sender().await?;
+            let mut sender = call.sender().await?;
             let status = match sender.call(self.request(call, span)).await {
                 Ok(response) => return answer(response).await,
                 Err(err) => transport_status(Status::from_error(err)),
