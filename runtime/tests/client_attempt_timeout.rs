@@ -438,3 +438,53 @@ async fn real_time_the_servers_grpc_timeout_and_the_attempts_timer_race_to_the_s
         .expect("bounded: under a second");
     let _ = stop.send(());
 }
+
+/// An attempt whose own timeout passes while it still waits for its
+/// connection (a server that accepts and never speaks) ends the call, not
+/// retried (a retry would wait on the same dial), counted once as a
+/// failure, as a call whose deadline passes there is; its status says it
+/// was waiting for its connection. Five such calls open the breaker, as
+/// five calls' deadlines would without the setting.
+#[tokio::test(start_paused = true)]
+async fn an_attempt_cut_while_it_waits_for_its_connection_is_not_retried() {
+    let (ca, host) = (Ca::new(), Host::new());
+    let mut silent = host.listen("carts:9090");
+    let held = tokio::spawn(async move {
+        let conn = silent.accept().await;
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        drop((conn, silent));
+    });
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            timeout: 500 * MS,
+            attempt_timeout: Some(100 * MS),
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    for _ in 0..5 {
+        let start = Instant::now();
+        let err = client
+            .unary::<_, Cart>(&GET_CART, get("c-1"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+        assert_eq!(
+            err.message(),
+            "the attempt's timeout passed: the client's attempt_timeout setting, 100ms; it was still waiting for its connection to carts:9090 (the dial had not finished)"
+        );
+        assert!(AttemptTimeout::from_status(&err).is_some_and(AttemptTimeout::was_connecting));
+        assert_eq!(start.elapsed(), 100 * MS, "one attempt, not retried");
+    }
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get("c-1"))
+        .await
+        .unwrap_err();
+    assert!(
+        std::error::Error::source(&err).is_some_and(|s| s.is::<Rejected>()),
+        "five failures opened the breaker: {err:?}"
+    );
+    assert_eq!(host.dials("carts:9090"), 1, "one dial, still under way");
+    held.abort();
+}

@@ -289,7 +289,8 @@ impl<'a> Call<'a> {
         let call = self.ctx.at();
         match self.ctx.inner.settings.attempt_timeout {
             Some(after) if bound != call && call.is_none_or(|d| Instant::now() < d) => {
-                AttemptTimeout::status(after)
+                let connecting = self.ctx.connecting.load(Ordering::Relaxed);
+                AttemptTimeout::status(after, connecting.then_some(&*self.ctx.inner.settings.addr))
             }
             _ => self.ctx.deadline_exceeded(),
         }

@@ -86,7 +86,7 @@ pub struct CallState {
 ///
 /// | how the attempt ended | retry | breaker |
 /// |---|---|---|
-/// | its own timeout ([`AttemptTimeout`] in its status's sources: [`Settings::attempt_timeout`](super::Settings::attempt_timeout), or a per-attempt layer's `Elapsed`), before the call's deadline | Retry, unless the method is [`never_retry`](super::MethodPolicy::never_retry) (then Stop) | Failure |
+/// | its own timeout ([`AttemptTimeout`] in its status's sources: [`Settings::attempt_timeout`](super::Settings::attempt_timeout), or a per-attempt layer's `Elapsed`), before the call's deadline | Retry, unless the method is [`never_retry`](super::MethodPolicy::never_retry), or the attempt was still waiting for its connection ([`AttemptTimeout::was_connecting`]: a retry would wait on the same dial) (then Stop) | Failure |
 ///
 /// The attempt's timeout is the client's own bound, as the call's deadline
 /// is: no classify function or method table is asked about it (a method's
@@ -180,9 +180,11 @@ pub fn classify_attempt(
         if let Some(status) = status
             && StdError::source(status).is_some()
         {
-            if AttemptTimeout::from_status(status).is_some() {
+            if let Some(timeout) = AttemptTimeout::from_status(status) {
                 return Classification {
-                    retry: if method.policy.never_retry {
+                    // A retry would wait on the same dial: the call ends,
+                    // counted once, as one whose deadline passed there.
+                    retry: if method.policy.never_retry || timeout.was_connecting() {
                         Verdict::Stop
                     } else {
                         Verdict::Retry
@@ -331,15 +333,21 @@ pub struct AttemptTimeout {
     after: Option<Duration>,
     /// The layer's error, for a layer's timeout.
     layer: Option<LayerError>,
+    /// The dependency's address, when the attempt was still waiting for
+    /// its connection (a dial that had not finished).
+    connecting: Option<Box<str>>,
 }
 
 impl AttemptTimeout {
     /// The status of an attempt that [`Settings::attempt_timeout`](super::Settings::attempt_timeout),
-    /// `after`, ended: `DeadlineExceeded`, naming the setting and its value.
-    pub(super) fn status(after: Duration) -> Status {
+    /// `after`, ended: `DeadlineExceeded`, naming the setting and its
+    /// value, and the address whose connection the attempt was still
+    /// waiting for, if it was (`connecting`).
+    pub(super) fn status(after: Duration, connecting: Option<&str>) -> Status {
         let timeout = AttemptTimeout {
             after: Some(after),
             layer: None,
+            connecting: connecting.map(Box::from),
         };
         let mut status = Status::deadline_exceeded(timeout.to_string());
         status.set_source(Arc::new(timeout));
@@ -352,6 +360,7 @@ impl AttemptTimeout {
         let timeout = AttemptTimeout {
             after: None,
             layer: Some(layer),
+            connecting: None,
         };
         let mut status = Status::deadline_exceeded(timeout.to_string());
         status.set_source(Arc::new(timeout));
@@ -377,16 +386,31 @@ impl AttemptTimeout {
     pub fn after(&self) -> Option<Duration> {
         self.after
     }
+
+    /// Whether the attempt was still waiting for its connection (a dial
+    /// that had not finished) when its timeout passed: nothing was sent.
+    pub fn was_connecting(&self) -> bool {
+        self.connecting.is_some()
+    }
 }
 
 impl fmt::Display for AttemptTimeout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.after {
-            Some(after) => write!(
-                f,
-                "the attempt's timeout passed: the client's attempt_timeout setting, {}",
-                humantime_serde::re::humantime::format_duration(after)
-            ),
+            Some(after) => {
+                write!(
+                    f,
+                    "the attempt's timeout passed: the client's attempt_timeout setting, {}",
+                    humantime_serde::re::humantime::format_duration(after)
+                )?;
+                match &self.connecting {
+                    Some(addr) => write!(
+                        f,
+                        "; it was still waiting for its connection to {addr} (the dial had not finished)"
+                    ),
+                    None => Ok(()),
+                }
+            }
             None => f.write_str(
                 "the attempt's timeout passed: a per-attempt layer's timeout elapsed (tower's Elapsed)",
             ),
