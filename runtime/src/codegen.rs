@@ -57,12 +57,18 @@ impl Override {
 /// # Panics
 ///
 /// With `change.conflict` as the message when `base` never retries and
-/// `change`'s table retries a code: in a constant, that is a compile error
-/// where the constant is evaluated.
+/// `change`'s table retries a code (a message naming the method when
+/// `conflict` is empty, as [`Override::NONE`]'s is); and when `change`'s
+/// table retries `Ok` or lists a code twice. In a constant, that is a
+/// compile error where the constant is evaluated.
 pub const fn merge(base: &Method, change: Override) -> Method {
     let table = match change.table {
         Some(table) => {
+            check_table(base.full_name, table);
             if base.policy.never_retry && retries(table) {
+                if change.conflict.is_empty() {
+                    never_retry_conflict(base.full_name);
+                }
                 panic!("{}", change.conflict);
             }
             table
@@ -97,6 +103,12 @@ pub const fn merge(base: &Method, change: Override) -> Method {
 /// `cargo test`, not `cargo check` (which evaluates no constant of generic
 /// code), and not where only one method's descriptor is read.
 /// `#[humus::client]` checks its own names first, at the user's tokens.
+///
+/// Each change's classify table is checked where its method's descriptor
+/// is evaluated (a call of the method, `METHODS`), by [`merge`]: a table
+/// that retries `Ok`, lists a code twice, or retries a code of a method the
+/// `.proto` declares `never_retry` fails the build, naming the method. At
+/// run time too, an attempt that succeeded is never sent again.
 pub type Changes = &'static [(&'static str, Override)];
 
 /// The descriptor of `base` (the `.proto`'s, for the method whose Rust
@@ -219,6 +231,73 @@ const fn not_a_method(service: &str, methods: &str, name: &str) -> ! {
         }
     }
     panic!("{}", text.as_str())
+}
+
+/// Checks a policy type's classify `table` for the method `full_name`
+/// (`/pkg.Service/Method`): no entry retries `Ok` (an attempt that
+/// succeeded is never sent again), and no code is listed twice (only the
+/// first entry would apply). `#[humus::client]` and the `.proto` options
+/// check the same at their own tokens; this catches a hand-written one.
+const fn check_table(full_name: &str, table: &[CodeRule]) {
+    let mut i = 0;
+    while i < table.len() {
+        let code = table[i].code;
+        if matches!(code, Code::Ok) && matches!(table[i].retry, Verdict::Retry) {
+            let mut text = Text::new();
+            text.push("a policy type's classify table for `");
+            text.push(full_name);
+            text.push("` retries `Ok`: an attempt that succeeded is never sent again; give `Ok` the verdict `Success`");
+            panic!("{}", text.as_str());
+        }
+        let mut j = 0;
+        while j < i {
+            if table[j].code as i32 == code as i32 {
+                let mut text = Text::new();
+                text.push("a policy type's classify table for `");
+                text.push(full_name);
+                text.push("` lists `");
+                text.push(code_name(code));
+                text.push("` twice (only the first entry would apply); keep one");
+                panic!("{}", text.as_str());
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+}
+
+/// The compile error of a change whose table retries a code of a method
+/// the `.proto` declares `never_retry`, when the change gives no message
+/// of its own (a hand-written `Override` with `..Override::NONE`).
+const fn never_retry_conflict(full_name: &str) -> ! {
+    let mut text = Text::new();
+    text.push("`");
+    text.push(full_name);
+    text.push("` is `never_retry` in its .proto (it is never sent twice), so a policy type's classify table for it cannot retry a code; use `Stop`");
+    panic!("{}", text.as_str())
+}
+
+/// A gRPC code's name, as `tonic::Code`'s variant.
+const fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "Ok",
+        Code::Cancelled => "Cancelled",
+        Code::Unknown => "Unknown",
+        Code::InvalidArgument => "InvalidArgument",
+        Code::DeadlineExceeded => "DeadlineExceeded",
+        Code::NotFound => "NotFound",
+        Code::AlreadyExists => "AlreadyExists",
+        Code::PermissionDenied => "PermissionDenied",
+        Code::ResourceExhausted => "ResourceExhausted",
+        Code::FailedPrecondition => "FailedPrecondition",
+        Code::Aborted => "Aborted",
+        Code::OutOfRange => "OutOfRange",
+        Code::Unimplemented => "Unimplemented",
+        Code::Internal => "Internal",
+        Code::Unavailable => "Unavailable",
+        Code::DataLoss => "DataLoss",
+        Code::Unauthenticated => "Unauthenticated",
+    }
 }
 
 /// The compile error of a method `changes` names twice.
@@ -421,6 +500,66 @@ mod tests {
             retry_after: None,
             breaker: Outcome::Ignored,
         }
+    }
+
+    #[test]
+    #[should_panic(expected = "retries `Ok`: an attempt that succeeded is never sent again")]
+    fn a_table_that_retries_ok_is_refused() {
+        let _ = merge(
+            &BASE,
+            Override {
+                table: Some(&[CodeRule {
+                    code: Code::Ok,
+                    retry: Verdict::Retry,
+                    breaker: Outcome::Success,
+                }]),
+                ..Override::NONE
+            },
+        );
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "classify table for `/ledger.v1.Ledger/Transfer` lists `Aborted` twice"
+    )]
+    fn a_table_that_lists_a_code_twice_is_refused() {
+        const RULE: CodeRule = CodeRule {
+            code: Code::Aborted,
+            retry: Verdict::Stop,
+            breaker: Outcome::Failure,
+        };
+        let _ = merge(
+            &BASE,
+            Override {
+                table: Some(&[RULE, RULE]),
+                ..Override::NONE
+            },
+        );
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "`/ledger.v1.Ledger/Transfer` is `never_retry` in its .proto (it is never sent twice)"
+    )]
+    fn a_conflict_with_no_message_of_its_own_names_the_method() {
+        let never = Method {
+            policy: MethodPolicy {
+                never_retry: true,
+                ..BASE.policy
+            },
+            ..BASE
+        };
+        let _ = merge(
+            &never,
+            Override {
+                table: Some(&[CodeRule {
+                    code: Code::Unavailable,
+                    retry: Verdict::Retry,
+                    breaker: Outcome::Failure,
+                }]),
+                ..Override::NONE
+            },
+        );
     }
 
     #[test]

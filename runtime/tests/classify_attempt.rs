@@ -234,6 +234,31 @@ fn ok_is_classified_even_after_a_cancel_or_the_deadline() {
     assert_eq!(asked.load(Ordering::Relaxed), 2);
 }
 
+/// A table (a hand-written policy's) that retries OK: the success is
+/// never sent again; the table's breaker outcome is kept.
+#[test]
+fn ok_is_never_retried_whatever_the_table_says() {
+    static OK_RETRIED: Method = Method {
+        full_name: "/ledger.v1.Ledger/Transfer",
+        point: "grpc:ledger.v1.Ledger/Transfer",
+        kind: RpcKind::Unary,
+        policy: MethodPolicy {
+            never_retry: false,
+            table: &[CodeRule {
+                code: Code::Ok,
+                retry: Verdict::Retry,
+                breaker: Outcome::Ignored,
+            }],
+            classify: None,
+        },
+    };
+    let (classify, _) = counting();
+    let empty = MetadataMap::new();
+    let got = classify_attempt(&OK_RETRIED, &classify, attempt(None, &empty), LIVE);
+    assert_eq!(got, c(Verdict::Success, None, Outcome::Ignored));
+    assert_eq!(decide_once(got, LIVE), Next::Succeeded);
+}
+
 #[test]
 fn deadline_exceeded_from_the_server_while_the_deadline_is_live_is_classified() {
     let (classify, asked) = counting();

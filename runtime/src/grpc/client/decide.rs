@@ -123,7 +123,9 @@ pub struct CallState {
 /// applies it, since it knows `backoff_max`.)
 ///
 /// OK is never an error: an attempt that succeeded is classified, even
-/// after a cancel or the deadline.
+/// after a cancel or the deadline, and is never sent again: a Retry for OK
+/// (a hand-written classify table or function's) becomes Success, with no
+/// `retry_after`; its breaker outcome is kept.
 ///
 /// How the loop uses the result:
 ///
@@ -198,7 +200,13 @@ pub fn classify_attempt(
             }
         }
     }
-    let c = classify_method(&method.policy, classify, method.full_name, status, trailer);
+    let mut c = classify_method(&method.policy, classify, method.full_name, status, trailer);
+    if code == Code::Ok && c.retry == Verdict::Retry {
+        // An attempt that succeeded is never sent again, whatever a
+        // hand-written table or classify function says: the call succeeded.
+        c.retry = Verdict::Success;
+        c.retry_after = None;
+    }
     if stream && c.retry == Verdict::Retry {
         Classification::stop(c.breaker)
     } else {
