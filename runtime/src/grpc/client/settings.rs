@@ -136,6 +136,18 @@ pub struct Settings {
     /// timeout, as a slow dependency's would. Unset, it costs a call
     /// nothing (no timer, no allocation). A value longer than
     /// [`timeout`](Settings::timeout) never fires for a unary call.
+    ///
+    /// Set it well above the slowest method's usual latency (its p99): it
+    /// is one value for every method of the client, and each attempt it
+    /// cuts counts as one failure, so with the default `max_attempts` (3)
+    /// and breaker policy (five failures in a row) two calls of a method
+    /// slower than it open the breaker for every caller. An attempt cut
+    /// while it still waits for its connection ends the call instead of
+    /// being retried ([`AttemptTimeout::was_connecting`](super::AttemptTimeout::was_connecting)).
+    /// A per-attempt layer's own timeout (tower's `TimeoutLayer`) is
+    /// classified the same way, but is not sent to the server as
+    /// `grpc-timeout`, so the server keeps working on an attempt the client
+    /// gave up on: prefer this setting.
     pub attempt_timeout: Option<Duration>,
 
     /// The most attempts one call makes (a stream's opens included): 1
