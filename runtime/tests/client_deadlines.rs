@@ -542,8 +542,19 @@ mod bound {
     use tokio::time::Instant;
 
     const PASSED: &str = "the call's deadline passed: ";
-    const INHERITED: &str = "the call's deadline passed: the deadline inherited from the RPC \
-                             being served, not the client's timeout setting";
+    /// The message of an inherited deadline with `left` when the call
+    /// was made.
+    fn inherited(left: &str) -> String {
+        let left = if left == "0" {
+            "passed before the call was made".to_owned()
+        } else {
+            format!("{left} left when the call was made")
+        };
+        format!(
+            "the call's deadline passed: the deadline inherited from the RPC being served \
+             ({left}), not the client's timeout setting"
+        )
+    }
 
     struct World {
         client: Client,
@@ -676,12 +687,12 @@ mod bound {
         let (err, took) = served
             .scope(w.unary(timed(get("c-1"), Duration::from_secs(1))))
             .await;
-        assert_names(&err, INHERITED);
+        assert_names(&err, &inherited("300ms"));
         assert_eq!(took, Duration::from_millis(300));
         // An inherited deadline that had already passed: the same, at once.
         let passed = Inherited::new(Some(Instant::now()), OtelContext::new());
         let (err, took) = passed.scope(w.unary(get("c-2"))).await;
-        assert_names(&err, INHERITED);
+        assert_names(&err, &inherited("0"));
         assert_eq!(took, Duration::ZERO);
     }
 
@@ -724,7 +735,7 @@ mod bound {
             OtelContext::new(),
         );
         let (err, took) = served.scope(w.stream(get("c-2"))).await;
-        assert_names(&err, INHERITED);
+        assert_names(&err, &inherited("3s"));
         assert_eq!(took, Duration::from_secs(3));
     }
 
@@ -784,6 +795,6 @@ mod bound {
                 stream.message().await.unwrap_err()
             })
             .await;
-        assert_names(&err, INHERITED);
+        assert_names(&err, &inherited("1s"));
     }
 }

@@ -1002,7 +1002,7 @@ async fn a_timeout_error_names_the_bound_that_ended_the_call_and_the_dependency(
     let text = err.to_string();
     assert!(
         text.starts_with(&format!(
-            "http call to {base} timed out (the deadline inherited from the RPC being served, not the client's timeout setting): "
+            "http call to {base} timed out (the deadline inherited from the RPC being served (1.5s left when the call was made), not the client's timeout setting): "
         )),
         "{text}"
     );

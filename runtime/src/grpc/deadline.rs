@@ -450,20 +450,25 @@ pub(crate) enum Bound {
     /// tonic's `Request::set_timeout`).
     Request(Duration),
     /// The deadline of the RPC being served ([`Inherited`]), earlier than
-    /// the call's own.
-    Inherited,
+    /// the call's own; with the time it left when the call was made
+    /// (whole milliseconds).
+    Inherited(Duration),
 }
 
 /// `the client's timeout setting, 10s`, `the request's own timeout, 2s`,
-/// `the deadline inherited from the RPC being served, not the client's
-/// timeout setting`.
+/// `the deadline inherited from the RPC being served (300ms left when the
+/// call was made), not the client's timeout setting`.
 impl fmt::Display for Bound {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Bound::Setting(d) => write!(f, "the client's timeout setting, {d:?}"),
             Bound::Request(d) => write!(f, "the request's own timeout, {d:?}"),
-            Bound::Inherited => f.write_str(
-                "the deadline inherited from the RPC being served, not the client's timeout setting",
+            Bound::Inherited(left) if left.is_zero() => f.write_str(
+                "the deadline inherited from the RPC being served (passed before the call was made), not the client's timeout setting",
+            ),
+            Bound::Inherited(left) => write!(
+                f,
+                "the deadline inherited from the RPC being served ({left:?} left when the call was made), not the client's timeout setting",
             ),
         }
     }
@@ -500,19 +505,22 @@ impl Deadline {
             (Some(s), Some(r)) if r < s => (r, Bound::Request(r)),
             (Some(s), _) => (s, Bound::Setting(s)),
             (None, Some(r)) => (r, Bound::Request(r)),
-            (None, None) => return inherited.map(Deadline::inherited),
+            (None, None) => return inherited.map(|at| Deadline::inherited(now, at)),
         };
         match (now.checked_add(timeout), inherited) {
-            (Some(at), Some(served)) if served < at => Some(Deadline::inherited(served)),
+            (Some(at), Some(served)) if served < at => Some(Deadline::inherited(now, served)),
             (Some(at), _) => Some(Deadline { at, bound }),
-            (None, served) => served.map(Deadline::inherited),
+            (None, served) => served.map(|at| Deadline::inherited(now, at)),
         }
     }
 
-    fn inherited(at: Instant) -> Deadline {
+    /// The inherited deadline `at`, for a call made at `now`.
+    fn inherited(now: Instant, at: Instant) -> Deadline {
+        let left = at.saturating_duration_since(now);
+        let left = Duration::from_millis(u64::try_from(left.as_millis()).unwrap_or(u64::MAX));
         Deadline {
             at,
-            bound: Bound::Inherited,
+            bound: Bound::Inherited(left),
         }
     }
 }
@@ -534,7 +542,7 @@ mod tests {
         assert_eq!(earliest(None, None, None), None);
         assert_eq!(
             earliest(None, None, Some(now + s1)),
-            Some((now + s1, Bound::Inherited))
+            Some((now + s1, Bound::Inherited(s1)))
         );
         assert_eq!(
             earliest(Some(s2), Some(s1), Some(now + s2)),
@@ -546,11 +554,11 @@ mod tests {
         );
         assert_eq!(
             earliest(Some(s2), Some(s2), Some(now + s1)),
-            Some((now + s1, Bound::Inherited))
+            Some((now + s1, Bound::Inherited(s1)))
         );
         assert_eq!(
             earliest(None, Some(s2), Some(now + s1)),
-            Some((now + s1, Bound::Inherited))
+            Some((now + s1, Bound::Inherited(s1)))
         );
         // Ties.
         assert_eq!(
@@ -565,11 +573,21 @@ mod tests {
             earliest(None, Some(s1), Some(now + s1)),
             Some((now + s1, Bound::Request(s1)))
         );
+        // The time left is in whole milliseconds, none once passed.
+        let tiny = Duration::from_micros(1500);
+        assert_eq!(
+            earliest(None, None, Some(now + tiny)),
+            Some((now + tiny, Bound::Inherited(Duration::from_millis(1))))
+        );
+        assert_eq!(
+            Deadline::earliest(now + s1, None, None, Some(now)).map(|d| d.bound),
+            Some(Bound::Inherited(Duration::ZERO))
+        );
         // A timeout too long for the clock is no deadline.
         assert_eq!(earliest(Some(Duration::MAX), None, None), None);
         assert_eq!(
             earliest(Some(Duration::MAX), None, Some(now + s1)),
-            Some((now + s1, Bound::Inherited))
+            Some((now + s1, Bound::Inherited(s1)))
         );
     }
 
@@ -584,8 +602,8 @@ mod tests {
             "the request's own timeout, 500ms"
         );
         assert_eq!(
-            Bound::Inherited.to_string(),
-            "the deadline inherited from the RPC being served, not the client's timeout setting"
+            Bound::Inherited(Duration::from_millis(300)).to_string(),
+            "the deadline inherited from the RPC being served (300ms left when the call was made), not the client's timeout setting"
         );
     }
 

@@ -286,7 +286,8 @@ pub(super) fn missing_response() -> Status {
 /// ended at its deadline, naming which bound the deadline was: `the call's
 /// deadline passed: the client's timeout setting, 10s`, `...: the
 /// request's own timeout (grpc-timeout), 500ms`, `...: the deadline
-/// inherited from the RPC being served, not the client's timeout setting`
+/// inherited from the RPC being served (300ms left when the call was
+/// made), not the client's timeout setting`
 /// (the wording of the HTTP client's timeout error). Written only here,
 /// when the status is made; a call with a deadline always knows its bound
 /// (`None` writes the message alone).
