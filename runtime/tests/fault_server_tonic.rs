@@ -3,7 +3,9 @@
 //! members do; a caller trusted by its certificate (the connection's
 //! `PeerCertificates` connect info) keeps it (docs/failure-injection.md,
 //! "Trust and stripping"); with an `InheritLayer` on the same server, in
-//! either order, what the handler's calls inherit follows the strip.
+//! either order, what the handler's calls inherit follows the strip; an
+//! `InheritLayer` with the service's injector and no strip layer trusts
+//! no caller.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -140,6 +142,8 @@ enum Inherit {
     Before,
     /// Added after it: it reads the stripped request.
     After,
+    /// Alone, without the strip layer (which is then not used).
+    Alone,
 }
 
 /// Starts `orders` behind `layer` and returns a client channel to it. With
@@ -167,6 +171,8 @@ async fn serve_inheriting(
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<CertIo, io::Error>>(4);
     let incoming = ReceiverStream::new(rx);
     let propagator = Arc::new(BaggagePropagator::new());
+    // The service's injector, as `InheritLayer::from_setup` takes it.
+    let inherit_layer = InheritLayer::new(propagator).faults(injector());
     match inherit {
         Inherit::No => {
             let server = Server::builder().layer(layer).add_service(orders);
@@ -174,7 +180,7 @@ async fn serve_inheriting(
         }
         Inherit::Before => {
             let server = Server::builder()
-                .layer(InheritLayer::new(propagator))
+                .layer(inherit_layer)
                 .layer(layer)
                 .add_service(orders);
             tokio::spawn(server.serve_with_incoming(incoming));
@@ -182,8 +188,13 @@ async fn serve_inheriting(
         Inherit::After => {
             let server = Server::builder()
                 .layer(layer)
-                .layer(InheritLayer::new(propagator))
+                .layer(inherit_layer)
                 .add_service(orders);
+            tokio::spawn(server.serve_with_incoming(incoming));
+        }
+        Inherit::Alone => {
+            drop(layer);
+            let server = Server::builder().layer(inherit_layer).add_service(orders);
             tokio::spawn(server.serve_with_incoming(incoming));
         }
     }
@@ -245,9 +256,12 @@ fn under_test() -> (Context, String) {
     )
 }
 
+fn injector() -> Injector {
+    Injector::new(Settings::new(codec())).unwrap()
+}
+
 fn layer() -> StripScenarioLayer {
-    let on = Injector::new(Settings::new(codec())).unwrap();
-    StripScenarioLayer::new(on, Arc::new(BaggagePropagator::new()))
+    StripScenarioLayer::new(injector(), Arc::new(BaggagePropagator::new()))
 }
 
 #[tokio::test]
@@ -294,15 +308,17 @@ async fn injection_off_strips_nothing() {
 
 #[tokio::test]
 async fn an_untrusted_scenario_is_not_inherited_whichever_layer_is_outermost() {
-    for inherit in [Inherit::Before, Inherit::After] {
+    for inherit in [Inherit::Before, Inherit::After, Inherit::Alone] {
         let (channel, seen, inheriting) = serve_inheriting(layer(), None, inherit).await;
         let (cx, _) = under_test();
         pay(&channel, &cx).await;
-        assert_eq!(
-            *seen.lock().unwrap(),
-            [(None, Some("acme".to_owned()))],
-            "{inherit:?}"
-        );
+        if !matches!(inherit, Inherit::Alone) {
+            assert_eq!(
+                *seen.lock().unwrap(),
+                [(None, Some("acme".to_owned()))],
+                "{inherit:?}"
+            );
+        }
         assert_eq!(*inheriting.lock().unwrap(), [(None, None)], "{inherit:?}");
     }
 }

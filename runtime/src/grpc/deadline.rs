@@ -66,11 +66,14 @@ use std::time::Duration;
 
 use http::HeaderMap;
 use opentelemetry::Context;
+use opentelemetry::baggage::BaggageExt;
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
 use tokio::task::futures::TaskLocalFuture;
 use tokio::time::Instant;
 use tower_layer::Layer;
 use tower_service::Service;
+
+use crate::fault::Injector;
 
 tokio::task_local! {
     static CURRENT: Inherited;
@@ -289,10 +292,13 @@ impl<F: Future> Future for MaybeScoped<F> {
 /// # }
 /// ```
 ///
-/// With failure injection, put a
-/// [`StripScenarioLayer`](crate::grpc::server::StripScenarioLayer) on the
-/// same server, so that an untrusted caller's failure scenario never
-/// reaches the calls its handler makes. Either order is safe: added first
+/// With failure injection on, [`from_setup`](InheritLayer::from_setup)'s
+/// layer trusts no caller: a failure scenario in a request's baggage never
+/// reaches the calls its handler makes. To trust some callers (a test
+/// harness, a chaos tool), add a
+/// [`StripScenarioLayer`](crate::grpc::server::StripScenarioLayer) with its
+/// `trust_scenario` on the same server, which then decides for both.
+/// Either order is safe: added first
 /// (outermost), the strip layer hands this layer the request already
 /// stripped; added after it, the strip layer serves the handler in a scope
 /// of its own, the inherited deadline and context without the scenario
@@ -319,12 +325,14 @@ impl<F: Future> Future for MaybeScoped<F> {
 #[derive(Clone)]
 pub struct InheritLayer {
     propagator: Arc<dyn TextMapPropagator + Send + Sync>,
+    faults: Option<Injector>,
 }
 
 impl fmt::Debug for InheritLayer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("InheritLayer")
             .field("propagator", &self.propagator)
+            .field("faults", &self.faults)
             .finish()
     }
 }
@@ -332,15 +340,34 @@ impl fmt::Debug for InheritLayer {
 impl InheritLayer {
     /// A layer that reads each request's trace context and baggage with
     /// `propagator` (the service's own, so it reads what its callers'
-    /// propagators write).
+    /// propagators write), and hands them on as they are: give it the
+    /// service's injector ([`faults`](InheritLayer::faults)) for it to
+    /// drop failure scenarios.
     pub fn new(propagator: Arc<dyn TextMapPropagator + Send + Sync>) -> InheritLayer {
-        InheritLayer { propagator }
+        InheritLayer {
+            propagator,
+            faults: None,
+        }
     }
 
     /// A layer with `setup`'s propagator
-    /// ([`Telemetry::shared_propagator`](crate::telemetry::Telemetry::shared_propagator)).
+    /// ([`Telemetry::shared_propagator`](crate::telemetry::Telemetry::shared_propagator))
+    /// and `setup`'s injector ([`faults`](InheritLayer::faults)).
     pub fn from_setup(setup: &crate::Setup) -> InheritLayer {
-        InheritLayer::new(setup.telemetry().shared_propagator())
+        InheritLayer::new(setup.telemetry().shared_propagator()).faults(setup.faults().clone())
+    }
+
+    /// With failure injection on in `injector`, a failure scenario in a
+    /// request's baggage is dropped from what its handler's calls inherit
+    /// (other members kept), unless a
+    /// [`StripScenarioLayer`](crate::grpc::server::StripScenarioLayer) on
+    /// the same server decided about it: this layer alone trusts no caller,
+    /// as humus's [`Server`](crate::grpc::server::Server) does by default.
+    /// To let trusted callers' scenarios through, add a
+    /// `StripScenarioLayer` with its `trust_scenario`, in either order.
+    pub fn faults(mut self, injector: Injector) -> InheritLayer {
+        self.faults = Some(injector);
+        self
     }
 }
 
@@ -351,6 +378,7 @@ impl<S> Layer<S> for InheritLayer {
         Inherit {
             inner,
             propagator: self.propagator.clone(),
+            faults: self.faults.clone().filter(Injector::is_on),
         }
     }
 }
@@ -361,6 +389,7 @@ impl<S> Layer<S> for InheritLayer {
 pub struct Inherit<S> {
     inner: S,
     propagator: Arc<dyn TextMapPropagator + Send + Sync>,
+    faults: Option<Injector>,
 }
 
 impl<S: fmt::Debug> fmt::Debug for Inherit<S> {
@@ -368,9 +397,16 @@ impl<S: fmt::Debug> fmt::Debug for Inherit<S> {
         f.debug_struct("Inherit")
             .field("inner", &self.inner)
             .field("propagator", &self.propagator)
+            .field("faults", &self.faults)
             .finish()
     }
 }
+
+/// The mark a [`StripScenarioLayer`](crate::grpc::server::StripScenarioLayer)
+/// (with injection on) leaves on a request: it decided about its scenario,
+/// so an inner [`InheritLayer`] hands on what it left.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ScenarioVetted;
 
 impl<S, B> Service<http::Request<B>> for Inherit<S>
 where
@@ -386,7 +422,14 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let received = Instant::now();
-        let context = self.propagator.extract(&HeaderExtractor(request.headers()));
+        let mut context = self.propagator.extract(&HeaderExtractor(request.headers()));
+        if let Some(faults) = &self.faults
+            && request.extensions().get::<ScenarioVetted>().is_none()
+            && let Some(baggage) = faults.strip_baggage(context.baggage())
+        {
+            // No strip layer decided: no caller is trusted.
+            context = context.with_baggage(baggage);
+        }
         let inherited = Inherited::from_headers(request.headers(), received, context);
         let inner = &mut self.inner;
         let future = inherited.clone().sync_scope(|| inner.call(request));

@@ -19,7 +19,7 @@ use tower_service::Service;
 
 use super::rpc::{Payload, Record, ResponseBody, ResponseFuture, call_caught};
 use crate::fault::{Injector, record_strip};
-use crate::grpc::deadline::{Inherited, MaybeScoped};
+use crate::grpc::deadline::{Inherited, MaybeScoped, ScenarioVetted};
 
 pub(super) type TrustFn = Arc<dyn Fn(&Caller<'_>) -> bool + Send + Sync>;
 
@@ -197,11 +197,17 @@ where
             .cloned()
             .unwrap_or_else(Context::current);
         let outer = outer.has_active_span().then_some(outer);
+        if self.shared.injector.is_on() {
+            // An inner InheritLayer reads the request as this layer left it.
+            request.extensions_mut().insert(ScenarioVetted);
+        }
         let call = match self.shared.strip_untrusted(&mut request, outer.as_ref()) {
             // An outer InheritLayer read the request's baggage before this
-            // strip: the handler is served in a scope of its own, without
-            // the scenario, so that its calls do not inject it.
-            Ok(true) => match self.shared.rescoped() {
+            // layer decided: the handler is served in a scope of its own,
+            // whose baggage has the scenario as this layer decided (without
+            // it when stripped; with it when the caller is trusted, which
+            // an outer InheritLayer with an injector had stripped).
+            Ok(Some(decided)) => match self.shared.rescoped(&decided) {
                 Some(inherited) => {
                     let inner = &mut self.inner;
                     inherited
@@ -211,7 +217,7 @@ where
                 }
                 None => call_caught(&mut self.inner, request).map(MaybeScoped::unscoped),
             },
-            Ok(false) => call_caught(&mut self.inner, request).map(MaybeScoped::unscoped),
+            Ok(None) => call_caught(&mut self.inner, request).map(MaybeScoped::unscoped),
             Err(payload) => Err(payload),
         };
         ResponseFuture::new(call, None, Record::outer(outer), None)
@@ -225,32 +231,52 @@ impl Shared {
     /// # Errors
     ///
     /// The payload of the trust function's panic.
+    /// Returns, when the request carried a scenario, the context its
+    /// handler is to see (stripped, or as it came from a trusted caller).
     fn strip_untrusted<B>(
         &self,
         request: &mut http::Request<B>,
         span: Option<&Context>,
-    ) -> Result<bool, Payload> {
+    ) -> Result<Option<Context>, Payload> {
         if !self.injector.is_on() {
-            return Ok(false);
+            return Ok(None);
         }
         let extracted = self.extract(request);
-        let (_, stripped) = self
+        if !self.injector.carries_scenario(&extracted) {
+            return Ok(None);
+        }
+        let (decided, stripped) = self
             .strip_extracted(request, extracted)
             .map_err(|panicked| panicked.payload)?;
         if stripped && let Some(span) = span {
             record_strip(&span.span());
         }
-        Ok(stripped)
+        Ok(Some(decided))
     }
 
     /// The current [`Inherited`] (an outer `InheritLayer`'s, which read the
-    /// request before the strip) with the scenario stripped from its
-    /// baggage; `None` when there is no such scope, or its baggage carries
-    /// no scenario.
-    fn rescoped(&self) -> Option<Inherited> {
+    /// request before this layer decided) with the scenario as `decided`
+    /// has it (stripped, or a trusted caller's); `None` when there is no
+    /// such scope, or it already agrees.
+    fn rescoped(&self, decided: &Context) -> Option<Inherited> {
         let current = Inherited::current()?;
-        let baggage = self.injector.strip_baggage(current.context().baggage())?;
-        let context = current.context().with_baggage(baggage);
+        let inherited = current.context();
+        let baggage = if self.injector.carries_scenario(decided) {
+            if self.injector.carries_scenario(inherited) {
+                return None;
+            }
+            // A trusted caller's scenario, which the outer layer dropped.
+            decided
+                .baggage()
+                .iter()
+                .map(|(k, (v, m))| {
+                    opentelemetry::baggage::KeyValueMetadata::new(k.clone(), v.clone(), m.clone())
+                })
+                .collect()
+        } else {
+            self.injector.strip_baggage(inherited.baggage())?
+        };
+        let context = inherited.with_baggage(baggage);
         Some(Inherited::new(current.deadline(), context))
     }
 
