@@ -185,7 +185,8 @@ pub use layer::{AttemptLayers, AttemptService, BoxError, LayerError};
 pub use method::{CodeRule, Method, MethodPolicy, RpcKind};
 pub use settings::{
     InvalidValue, NewError, Settings, check_addr, check_attempt_timeout, check_authority,
-    check_backoff_base, check_backoff_max, check_breaker, check_max_attempts,
+    check_backoff_base, check_backoff_max, check_breaker, check_connect_backoff_max,
+    check_max_attempts,
     check_max_decoding_message_size, check_open_for, check_probe_timeout, check_probes,
     check_retry_budget, check_server_name, check_timeout, check_tls, check_window,
 };
