@@ -1317,6 +1317,27 @@ pub(crate) fn never_processed(status: &Status) -> bool {
 mod tests {
     use super::*;
 
+    /// The backoff grows 1.6 times from 1 s, jittered, and neither the
+    /// wait nor its growth ever passes the ceiling, however many dials
+    /// failed; a ceiling below 1 s is the first wait too.
+    #[test]
+    fn the_connection_backoff_never_passes_its_ceiling() {
+        let max = Duration::from_secs(3);
+        assert_eq!(backoff_after(None, max), (BACKOFF_BASE, BACKOFF_BASE));
+        let (wait, next) = backoff_after(Some(BACKOFF_BASE), max);
+        assert_eq!(next, Duration::from_millis(1600));
+        assert!((1280..=1920).contains(&wait.as_millis()), "{wait:?}");
+        let mut last = None;
+        for _ in 0..10_000 {
+            let (wait, next) = backoff_after(last, max);
+            assert!(wait <= max && next <= max, "{wait:?} {next:?}");
+            last = Some(next);
+        }
+        assert_eq!(last, Some(max));
+        let short = Duration::from_millis(250);
+        assert_eq!(backoff_after(None, short), (short, short));
+    }
+
     #[test]
     fn hosts() {
         assert_eq!(host_of("carts:9090"), "carts");
