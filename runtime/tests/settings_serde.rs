@@ -601,12 +601,10 @@ fn connect_backoff_max_is_read_and_checked() {
         .unwrap();
     assert_eq!(s.connect_backoff_max, Duration::from_secs(90));
 
-    let err = from_env::<client::Settings>(
-        "LEDGER_",
-        vars(&[("LEDGER_CONNECT_BACKOFF_MAX", "soon")]),
-    )
-    .unwrap_err()
-    .to_string();
+    let err =
+        from_env::<client::Settings>("LEDGER_", vars(&[("LEDGER_CONNECT_BACKOFF_MAX", "soon")]))
+            .unwrap_err()
+            .to_string();
     assert!(err.contains("LEDGER_CONNECT_BACKOFF_MAX"), "{err}");
 
     assert_eq!(
