@@ -1060,6 +1060,99 @@ async fn a_successful_dial_resets_the_backoff() {
     );
 }
 
+/// `connect_backoff_max` caps the connection backoff: with 3 s, a
+/// dependency down for five minutes is dialled again at most 3 s after
+/// each failed dial (the jitter stays below the ceiling), where the
+/// default (120 s) would have let the gaps grow to two minutes; once it
+/// is back, the first call after the next dial reaches it, within 3 s.
+#[tokio::test(start_paused = true)]
+async fn connect_backoff_max_caps_the_wait_between_dials() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            max_attempts: 1,
+            connect_backoff_max: Duration::from_secs(3),
+            breaker_policy: humus::circuit::Policy::new(
+                |_| false,
+                |_| humus::circuit::State::Closed,
+            ),
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let tick = Duration::from_millis(10);
+    let start = Instant::now();
+    let mut dialled_at = vec![];
+    while start.elapsed() < Duration::from_secs(300) {
+        let _ = client.unary::<_, Cart>(&GET_CART, get("c")).await;
+        if host.dials("carts:9090") > dialled_at.len() {
+            dialled_at.push(Instant::now());
+        }
+        tokio::time::sleep(tick).await;
+    }
+    assert_eq!(dialled_at.len(), host.dials("carts:9090"));
+    let gaps: Vec<Duration> = dialled_at.windows(2).map(|w| w[1] - w[0]).collect();
+    let longest = gaps.iter().max().copied().unwrap();
+    assert!(
+        longest <= Duration::from_secs(3) + tick,
+        "longest gap {longest:?}: {gaps:?}"
+    );
+    // 1 s, 1.6 s, 2.56 s, then 2.4 s to 3 s (the jitter, below the ceiling).
+    assert!(gaps.len() >= 95, "{} dials", dialled_at.len());
+    assert!(longest > Duration::from_millis(2400), "{gaps:?}");
+
+    let _carts = start_carts(&host, &ca, &carts);
+    let up = Instant::now();
+    loop {
+        match client.unary::<_, Cart>(&GET_CART, get("c")).await {
+            Ok(_) => break,
+            Err(err) => assert!(err.message().contains("backing off"), "{err:?}"),
+        }
+        tokio::time::sleep(tick).await;
+    }
+    assert!(up.elapsed() <= Duration::from_secs(3), "{:?}", up.elapsed());
+}
+
+/// A call failing at once in the backoff says how old the last dial's
+/// error is, so a stale error (the port may accept by now) is told from a
+/// fresh one; the status's source is still that dial.
+#[tokio::test(start_paused = true)]
+async fn a_call_in_the_backoff_says_how_old_the_dial_error_is() {
+    let (ca, host) = (Ca::new(), Host::new());
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            max_attempts: 1,
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get("c"))
+        .await
+        .unwrap_err();
+    assert!(!err.message().contains("ago"), "{err:?}");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get("c"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.message(),
+        "dial carts:9090: connection refused: nothing listens on carts:9090, 700ms ago \
+         (the connection is backing off: the next dial is due in 300ms)"
+    );
+    let io = err
+        .source()
+        .and_then(|e| e.source())
+        .and_then(|e| e.source())
+        .and_then(|e| e.downcast_ref::<std::io::Error>())
+        .expect("the dial's io::Error, under the status's source");
+    assert_eq!(io.kind(), std::io::ErrorKind::ConnectionRefused);
+    assert_eq!(host.dials("carts:9090"), 1);
+}
+
 /// The readiness check keeps dialling on its own schedule: a check made
 /// while calls are backing off dials at once.
 #[tokio::test(start_paused = true)]

@@ -577,3 +577,51 @@ fn the_attempt_timeout_is_read_and_zero_is_refused_by_name() {
     );
     assert!(Client::new(&Setup::new(), zero).is_err());
 }
+
+/// The connection backoff's ceiling: 120 s by default (gRPC's), read in
+/// humantime form from a file and from the environment, and zero refused
+/// by its check, by `app::check_client` and by `Client::new`, each naming
+/// the field.
+#[test]
+fn connect_backoff_max_is_read_and_checked() {
+    assert_eq!(
+        client::Settings::default().connect_backoff_max,
+        Duration::from_secs(120)
+    );
+    let s: client::Settings =
+        serde_json::from_str(r#"{"addr": "ledger:50051", "connect_backoff_max": "15s"}"#).unwrap();
+    assert_eq!(s.connect_backoff_max, Duration::from_secs(15));
+    assert_eq!(app::check_client(&s).map_err(|e| e.to_string()), Ok(()));
+
+    let s: client::Settings = envy::prefixed("LEDGER_")
+        .from_iter(vars(&[
+            ("LEDGER_ADDR", "ledger:50051"),
+            ("LEDGER_CONNECT_BACKOFF_MAX", "1m30s"),
+        ]))
+        .unwrap();
+    assert_eq!(s.connect_backoff_max, Duration::from_secs(90));
+
+    let err =
+        from_env::<client::Settings>("LEDGER_", vars(&[("LEDGER_CONNECT_BACKOFF_MAX", "soon")]))
+            .unwrap_err()
+            .to_string();
+    assert!(err.contains("LEDGER_CONNECT_BACKOFF_MAX"), "{err}");
+
+    assert_eq!(
+        client::check_connect_backoff_max(Duration::ZERO)
+            .unwrap_err()
+            .to_string(),
+        "is zero, want a duration more than zero"
+    );
+    let zero = client::Settings {
+        connect_backoff_max: Duration::ZERO,
+        ..s
+    };
+    let err = app::check_client(&zero).unwrap_err().to_string();
+    assert!(
+        err.contains("connect_backoff_max is zero, want a duration more than zero"),
+        "{err}"
+    );
+    let err = Client::new(&Setup::new(), zero).unwrap_err();
+    assert_eq!(err.fields().collect::<Vec<_>>(), ["connect_backoff_max"]);
+}

@@ -136,7 +136,8 @@ impl Client {
     /// dial is under way; the calls then use the connection it made) and
     /// waits until the connection is ready, is closed, or the check is
     /// dropped (a probe's timeout), dialling again after a failure with
-    /// grpc-go's connection backoff (1 s, growing 1.6 times to 120 s), so
+    /// grpc-go's connection backoff (1 s, growing 1.6 times to
+    /// [`Settings::connect_backoff_max`], 120 s by default), so
     /// a service started long before its dependency turns ready up to one
     /// backoff (plus the health check's interval) after the dependency
     /// listens. A check makes no RPC. After [`Setup::stop`] it is unhealthy.

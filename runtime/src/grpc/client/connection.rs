@@ -64,13 +64,31 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// gRPC's connection backoff (`connection-backoff.md` in gRPC's docs):
 /// after a failed dial, the next is due 1 s after the failed one started,
-/// then 1.6 times longer each time, ±20 % jitter, up to 120 s. Calls
+/// then 1.6 times longer each time, ±20 % jitter, never longer than
+/// [`Settings::connect_backoff_max`] (120 s by default, gRPC's). Calls
 /// made meanwhile fail at once; a readiness check waits the same between
 /// its own dials.
 const BACKOFF_BASE: Duration = Duration::from_secs(1);
 const BACKOFF_MULTIPLIER: f64 = 1.6;
 const BACKOFF_JITTER: f64 = 0.2;
-const BACKOFF_MAX: Duration = Duration::from_secs(120);
+
+/// The wait after a failed dial and that wait before jitter, given the
+/// one before jitter after the previous failure (`None`: none since the
+/// last success, so exactly [`BACKOFF_BASE`]); the wait, jitter included,
+/// is never more than `max`, so `max` bounds the time from a failed dial's
+/// start to the next dial.
+fn backoff_after(last: Option<Duration>, max: Duration) -> (Duration, Duration) {
+    match last {
+        None => {
+            let first = BACKOFF_BASE.min(max);
+            (first, first)
+        }
+        Some(last) => {
+            let next = last.mul_f64(BACKOFF_MULTIPLIER).min(max);
+            (jittered(next).min(max), next)
+        }
+    }
+}
 
 /// `d`, ±[`BACKOFF_JITTER`] at random.
 fn jittered(d: Duration) -> Duration {
@@ -265,16 +283,10 @@ struct LinkState {
 
 impl LinkState {
     /// The wait after the dial starting now, if it fails (the first after
-    /// a success is exactly [`BACKOFF_BASE`]; later ones grow, jittered),
-    /// and that wait before jitter.
-    fn next_backoff(&self) -> (Duration, Duration) {
-        match self.backoff {
-            None => (BACKOFF_BASE, BACKOFF_BASE),
-            Some(last) => {
-                let next = last.mul_f64(BACKOFF_MULTIPLIER).min(BACKOFF_MAX);
-                (jittered(next), next)
-            }
-        }
+    /// a success is exactly [`BACKOFF_BASE`]; later ones grow, jittered,
+    /// up to `max`), and that wait before jitter.
+    fn next_backoff(&self, max: Duration) -> (Duration, Duration) {
+        backoff_after(self.backoff, max)
     }
 }
 
@@ -399,6 +411,9 @@ impl Drop for Landing {
 pub(crate) struct FailedDial {
     error: io::Error,
     counted: AtomicBool,
+    /// When the dial failed, so that a call failing at once in the
+    /// backoff says how old the error is.
+    at: Instant,
 }
 
 impl FailedDial {
@@ -406,6 +421,7 @@ impl FailedDial {
         FailedDial {
             error,
             counted: AtomicBool::new(false),
+            at: Instant::now(),
         }
     }
 
@@ -474,13 +490,19 @@ fn dial_status(err: &Arc<FailedDial>) -> Status {
     status
 }
 
+/// `d`, to the millisecond (down).
+fn to_millis(d: Duration) -> Duration {
+    Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// The status of a call made while the connection backs off: the last
-/// dial's error, and when the next dial is due (`left`, to the
-/// millisecond).
+/// dial's error, how long ago it failed (so that an operator tells a
+/// stale error from a fresh one), and when the next dial is due (`left`),
+/// both to the millisecond.
 fn backing_off_status(err: &Arc<FailedDial>, left: Duration) -> Status {
-    let left = Duration::from_millis(u64::try_from(left.as_millis()).unwrap_or(u64::MAX));
+    let (age, left) = (to_millis(err.at.elapsed()), to_millis(left));
     let mut status = Status::unavailable(format!(
-        "{err} (the connection is backing off: the next dial is due in {left:?})"
+        "{err}, {age:?} ago (the connection is backing off: the next dial is due in {left:?})"
     ));
     status.set_source(Arc::new(BackingOff(err.clone())));
     status
@@ -928,6 +950,9 @@ pub(crate) struct Connection {
     anchor: Arc<Anchor>,
     /// The per-attempt layers over the connection, if there are any.
     layers: Option<AttemptService>,
+    /// The ceiling of the connection backoff
+    /// ([`Settings::connect_backoff_max`]).
+    backoff_max: Duration,
 }
 
 impl std::fmt::Debug for Connection {
@@ -987,6 +1012,7 @@ impl Connection {
             })),
             anchor: Arc::default(),
             layers: settings.layers.stack(),
+            backoff_max: settings.connect_backoff_max,
         }
     }
 
@@ -1053,7 +1079,7 @@ impl Connection {
                     // At the first dial, and again if the runtime that ran
                     // the anchor's task is gone (and with it the connection).
                     self.anchor.spawn();
-                    let dial = self.dial(state.next_backoff());
+                    let dial = self.dial(state.next_backoff(self.backoff_max));
                     state.link = Link::Dialing(dial.clone());
                     dial
                 }
@@ -1153,7 +1179,8 @@ impl Connection {
         let conn = Arc::clone(self);
         async move {
             let mut ready = conn.dialer.ready.subscribe();
-            let mut backoff = BACKOFF_BASE;
+            let max = conn.backoff_max;
+            let mut backoff = BACKOFF_BASE.min(max);
             loop {
                 if conn.dialer.is_closed() {
                     return false;
@@ -1169,10 +1196,10 @@ impl Connection {
                 }
                 tokio::select! {
                     () = conn.closed() => return false,
-                    () = tokio::time::sleep(jittered(backoff)) => {}
+                    () = tokio::time::sleep(jittered(backoff).min(max)) => {}
                     _ = ready.changed() => {}
                 }
-                backoff = backoff.mul_f64(BACKOFF_MULTIPLIER).min(BACKOFF_MAX);
+                backoff = backoff.mul_f64(BACKOFF_MULTIPLIER).min(max);
             }
         }
     }
@@ -1289,6 +1316,27 @@ pub(crate) fn never_processed(status: &Status) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The backoff grows 1.6 times from 1 s, jittered, and neither the
+    /// wait nor its growth ever passes the ceiling, however many dials
+    /// failed; a ceiling below 1 s is the first wait too.
+    #[test]
+    fn the_connection_backoff_never_passes_its_ceiling() {
+        let max = Duration::from_secs(3);
+        assert_eq!(backoff_after(None, max), (BACKOFF_BASE, BACKOFF_BASE));
+        let (wait, next) = backoff_after(Some(BACKOFF_BASE), max);
+        assert_eq!(next, Duration::from_millis(1600));
+        assert!((1280..=1920).contains(&wait.as_millis()), "{wait:?}");
+        let mut last = None;
+        for _ in 0..10_000 {
+            let (wait, next) = backoff_after(last, max);
+            assert!(wait <= max && next <= max, "{wait:?} {next:?}");
+            last = Some(next);
+        }
+        assert_eq!(last, Some(max));
+        let short = Duration::from_millis(250);
+        assert_eq!(backoff_after(None, short), (short, short));
+    }
 
     #[test]
     fn hosts() {

@@ -98,7 +98,9 @@ pub struct CallState {
 ///
 /// The connection, not the call, decides when a dependency whose dial
 /// failed is tried again: after a failed dial it backs off (1 s, then 1.6
-/// times longer each time, ±20 %, up to 120 s), and an attempt made
+/// times longer each time, ±20 %, up to
+/// [`Settings::connect_backoff_max`](super::Settings::connect_backoff_max),
+/// 120 s by default), and an attempt made
 /// meanwhile fails at once without dialling. Such an attempt tells nothing
 /// new of the dependency (its failed dial already counted), so it counts
 /// nothing, and it frees the probe slot it held for a real probe; a retry

@@ -107,10 +107,11 @@
 //! HTTP/2 settings have arrived, within 20 s (or the backoff, if longer).
 //! A dial that fails starts gRPC's connection backoff: the next dial is
 //! due 1 s after the failed one started, then 1.6 times later each time
-//! (±20 % jitter), up to 120 s, and a dial that succeeds starts it over.
-//! Meanwhile calls do not dial and do not wait: each attempt fails at once
-//! `Unavailable`, with the last dial's error and when the next dial is
-//! due. The client classifies these itself ([`classify_attempt`]): an
+//! (±20 % jitter), up to [`Settings::connect_backoff_max`] (120 s by
+//! default), and a dial that succeeds starts it over. Meanwhile calls do
+//! not dial and do not wait: each attempt fails at once `Unavailable`,
+//! with the last dial's error, how long ago it failed, and when the next
+//! dial is due. The client classifies these itself ([`classify_attempt`]): an
 //! attempt in the backoff is not retried and counts nothing in the
 //! breaker, and a failed dial counts once, as a failure, however many
 //! attempts waited for it, none of them retried. So a dependency that
@@ -185,8 +186,8 @@ pub use layer::{AttemptLayers, AttemptService, BoxError, LayerError};
 pub use method::{CodeRule, Method, MethodPolicy, RpcKind};
 pub use settings::{
     InvalidValue, NewError, Settings, check_addr, check_attempt_timeout, check_authority,
-    check_backoff_base, check_backoff_max, check_breaker, check_max_attempts,
-    check_max_decoding_message_size, check_open_for, check_probe_timeout, check_probes,
-    check_retry_budget, check_server_name, check_timeout, check_tls, check_window,
+    check_backoff_base, check_backoff_max, check_breaker, check_connect_backoff_max,
+    check_max_attempts, check_max_decoding_message_size, check_open_for, check_probe_timeout,
+    check_probes, check_retry_budget, check_server_name, check_timeout, check_tls, check_window,
 };
 pub use stream::Streaming;

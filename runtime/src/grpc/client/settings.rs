@@ -29,6 +29,7 @@ use crate::{circuit, retry};
 /// | [`retry_budget`](Settings::retry_budget) | 10 tokens, ratio 0.1 (gRFC A6) | one per field: [`retry::check_max_tokens`], [`retry::check_token_ratio`]; both: [`check_retry_budget`] |
 /// | [`backoff_base`](Settings::backoff_base) | 100 ms | [`check_backoff_base`] |
 /// | [`backoff_max`](Settings::backoff_max) | 5 s | [`check_backoff_max`] |
+/// | [`connect_backoff_max`](Settings::connect_backoff_max) | 120 s (gRPC's) | [`check_connect_backoff_max`] |
 /// | [`classify`](Settings::classify) | [`default_classify`](super::default_classify) | none (set in code) |
 /// | [`breaker`](Settings::breaker) | window 20, 1 probe, open 10 s, probe timeout 30 s | one per field: [`check_window`], [`check_probes`], [`check_open_for`], [`check_probe_timeout`]; all four: [`check_breaker`] |
 /// | [`breaker_policy`](Settings::breaker_policy) | open after 5 failures in a row or half of 20 or more; close after 3 good probes | none (set in code) |
@@ -171,6 +172,27 @@ pub struct Settings {
     /// [`backoff_base`](Settings::backoff_base).
     pub backoff_max: Duration,
 
+    /// The ceiling of gRPC's connection backoff: the longest wait, from
+    /// the start of a failed dial, before the connection dials again
+    /// (default 120 s, gRPC's `MAX_BACKOFF`; grpc-go's
+    /// `ConnectParams.Backoff.MaxDelay`). Not the retry backoff above:
+    /// that one spaces a call's attempts, this one the connection's dials.
+    ///
+    /// After a failed dial the next is due 1 s after it started, then 1.6
+    /// times longer after each further failure, ±20 % jitter, and never
+    /// more than this (the jitter applies below it, so a wait is at most
+    /// this ceiling, where grpc-go jitters past its own by up to 20 %).
+    /// Until the next dial is due, calls fail at once with the last dial's
+    /// error, so once a dependency that was down for a while comes back,
+    /// calls keep failing for up to this long before a dial reaches it,
+    /// and then the [breaker](Settings::breaker)'s half-open probes close
+    /// the breaker: recovery is bounded by this and
+    /// [`breaker.open_for`](circuit::Config::open_for), whichever is later,
+    /// not by `open_for` alone. A shorter ceiling recovers sooner at the
+    /// cost of more dials to a dependency that stays down. A dial may take
+    /// 20 s (grpc-go's minimum connect timeout), or the wait if longer.
+    pub connect_backoff_max: Duration,
+
     /// How each attempt's result counts, for retries and for the breaker,
     /// for methods whose own [policy](super::MethodPolicy) does not decide.
     /// Set in code: what a dependency's codes mean is the user's knowledge.
@@ -224,6 +246,7 @@ impl fmt::Debug for Settings {
             .field("retry_budget", &self.retry_budget)
             .field("backoff_base", &self.backoff_base)
             .field("backoff_max", &self.backoff_max)
+            .field("connect_backoff_max", &self.connect_backoff_max)
             .field("classify", &self.classify)
             .field("breaker", &self.breaker)
             .field("breaker_policy", &self.breaker_policy)
@@ -247,6 +270,7 @@ impl Default for Settings {
             retry_budget: retry::BudgetConfig::DEFAULT,
             backoff_base: Duration::from_millis(100),
             backoff_max: Duration::from_secs(5),
+            connect_backoff_max: Duration::from_secs(120),
             classify: Classify::default(),
             breaker: DEFAULT_BREAKER,
             breaker_policy: circuit::Policy::consecutive_or_half(5, 20, 3),
@@ -286,6 +310,8 @@ struct Read {
     backoff_base: Option<Duration>,
     #[serde(default, with = "humantime_serde")]
     backoff_max: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    connect_backoff_max: Option<Duration>,
     breaker: Option<BreakerSection>,
     breaker_window: Option<usize>,
     breaker_probes: Option<usize>,
@@ -419,6 +445,7 @@ impl TryFrom<Read> for Settings {
             )?,
             backoff_base: read.backoff_base.unwrap_or(d.backoff_base),
             backoff_max: read.backoff_max.unwrap_or(d.backoff_max),
+            connect_backoff_max: read.connect_backoff_max.unwrap_or(d.connect_backoff_max),
             breaker: breaker_of(
                 read.breaker,
                 (read.breaker_window, read.breaker_probes),
@@ -844,6 +871,26 @@ pub fn check_backoff_max(max: Duration) -> Result<(), InvalidValue> {
     positive(max)
 }
 
+/// Checks the ceiling of the connection's backoff
+/// ([`Settings::connect_backoff_max`]): more than zero.
+///
+/// ```
+/// use std::time::Duration;
+/// use humus::grpc::client::check_connect_backoff_max;
+/// assert!(check_connect_backoff_max(Duration::from_secs(30)).is_ok());
+/// assert_eq!(
+///     check_connect_backoff_max(Duration::ZERO).unwrap_err().to_string(),
+///     "is zero, want a duration more than zero",
+/// );
+/// ```
+///
+/// # Errors
+///
+/// [`InvalidValue`] for zero.
+pub fn check_connect_backoff_max(max: Duration) -> Result<(), InvalidValue> {
+    positive(max)
+}
+
 /// Why [`Client::new`](super::Client::new) refused its settings: every bad
 /// field, each named by its [`Settings`] field name.
 ///
@@ -962,6 +1009,10 @@ impl Settings {
                 ))),
             );
         }
+        put(
+            "connect_backoff_max",
+            check_connect_backoff_max(self.connect_backoff_max),
+        );
         put(
             "max_decoding_message_size",
             check_max_decoding_message_size(self.max_decoding_message_size),
