@@ -488,3 +488,43 @@ async fn an_attempt_cut_while_it_waits_for_its_connection_is_not_retried() {
     assert_eq!(host.dials("carts:9090"), 1, "one dial, still under way");
     held.abort();
 }
+
+/// A client-streaming call's open is its whole upload (the server answers
+/// once it has read the stream): a caller slower than `attempt_timeout` to
+/// produce its messages is not cut, nor counted against the dependency.
+#[tokio::test(start_paused = true)]
+async fn a_client_streams_slow_upload_is_not_the_attempts_timeout() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    carts.on_add_items(|_, mut items| async move {
+        let mut n = 0;
+        while items.message().await?.is_some() {
+            n += 1;
+        }
+        Ok(Response::new(cart("c-1", n)))
+    });
+    let _carts = start_carts(&host, &ca, &carts);
+    let (policy, seen) = recording();
+    let client = Client::new(&setup(&host), with_attempt_timeout(&ca, 100 * MS, policy)).unwrap();
+    // Three items, 60 ms apart: 180 ms of the caller's own pace.
+    let items = futures_util::stream::unfold(0, |n| async move {
+        if n == 3 {
+            return None;
+        }
+        tokio::time::sleep(60 * MS).await;
+        Some((
+            Item {
+                sku: format!("s-{n}"),
+            },
+            n + 1,
+        ))
+    });
+    let start = Instant::now();
+    let cart: Response<Cart> = client
+        .client_streaming(&ADD_ITEMS, tonic::Request::new(items))
+        .await
+        .unwrap();
+    assert_eq!(cart.get_ref().items, 3);
+    assert_eq!(start.elapsed(), 180 * MS);
+    assert_eq!(carts.arrivals(&ADD_ITEMS), 1);
+    assert_eq!(counted(&seen), (1, 0));
+}

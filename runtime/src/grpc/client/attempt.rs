@@ -28,7 +28,7 @@ use super::hooks::{AttemptSpan, Hooks, call_context};
 use super::layer::BoxError;
 use super::limit::Limited;
 use super::stream::{End, Holder, Settle, Streaming, deadline_exceeded};
-use super::{AttemptTimeout, CallState, DEADLINE_SLACK, Ended, Method, classify_attempt};
+use super::{AttemptTimeout, CallState, DEADLINE_SLACK, Ended, Method, RpcKind, classify_attempt};
 use crate::circuit::{Outcome, OwnedTicket, Rejected, Ticket};
 use crate::fault::InjectedError;
 use crate::grpc::deadline::Deadline;
@@ -275,6 +275,11 @@ impl<'a> Call<'a> {
         let Some(after) = self.ctx.inner.settings.attempt_timeout else {
             return call;
         };
+        if self.ctx.method.kind == RpcKind::ClientStreaming {
+            // Its open is its whole upload (a server answers once it has
+            // read the stream): the caller's pace, not the dependency's.
+            return call;
+        }
         match Instant::now().checked_add(after) {
             Some(own) if call.is_none_or(|d| own < d) => Some(own),
             _ => call,

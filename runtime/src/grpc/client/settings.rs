@@ -133,7 +133,10 @@ pub struct Settings {
     /// A stream's open is bounded the same way until the server answers
     /// with its response headers; once open, the stream lives as long as
     /// its caller wants, so its `grpc-timeout` is the call's deadline
-    /// alone. An injected delay it cuts short ends as the attempt's
+    /// alone. A client-streaming call is not bounded by it: a server
+    /// answers it once it has read the whole upload, whose pace is the
+    /// caller's (a bidirectional stream's open ends when the server sends
+    /// its headers, which tonic's server does when its handler returns). An injected delay it cuts short ends as the attempt's
     /// timeout, as a slow dependency's would. Unset, it costs a call
     /// nothing (no timer, no allocation). A value longer than
     /// [`timeout`](Settings::timeout) never fires for a unary call.
@@ -149,6 +152,19 @@ pub struct Settings {
     /// classified the same way, but is not sent to the server as
     /// `grpc-timeout`, so the server keeps working on an attempt the client
     /// gave up on: prefer this setting.
+    ///
+    /// It runs from the attempt's start: a wait for the connection, and
+    /// a wait in a per-attempt layer that queues (tower's
+    /// `ConcurrencyLimit` without `LoadShed`, `RateLimit`, `Buffer`), count
+    /// in it, and an attempt cut in such a queue counts as the dependency's
+    /// failure though nothing was sent. Put `LoadShed` over a limit (the
+    /// attempt is then shed, counting nothing), or a `TimeoutLayer` inside
+    /// it (which times the request from when the limit lets it through).
+    /// A stock tonic client over [`Client::channel`](super::Client::channel)
+    /// retries a method the channel has no descriptor for on its attempt
+    /// timeout: give the channel the descriptors
+    /// ([`with_methods`](super::Channel::with_methods)) of any method that
+    /// must never be sent twice.
     pub attempt_timeout: Option<Duration>,
 
     /// The most attempts one call makes (a stream's opens included): 1
