@@ -1972,7 +1972,7 @@ async fn a_tls_mismatch_says_how_to_fix_it() {
     assert_eq!(err.code(), Code::Unavailable, "{err:?}");
     assert!(
         err.message()
-            .contains("the server probably speaks TLS: set Settings::tls"),
+            .contains("speaks TLS: then set Settings::tls to a TLS config"),
         "{err:?}"
     );
 
@@ -2069,7 +2069,7 @@ async fn a_tls_mismatch_over_loopback_says_how_to_fix_it() {
                 addr: tls_addr,
                 ..Settings::default()
             },
-            "the server probably speaks TLS: set Settings::tls",
+            "speaks TLS: then set Settings::tls to a TLS config",
         ),
         (
             Settings {

@@ -777,16 +777,17 @@ fn not_http2(addr: &str, first: &[u8], plain_text: bool) -> io::Error {
     // A TLS record's head: an alert (21) or a handshake (22), version 3.x.
     let tls_record = first.len() >= 2 && matches!(first[0], 0x15 | 0x16) && first[1] == 0x03;
     let (kind, text) = if first.is_empty() {
-        // Nothing to go by: in plain text, a TLS server that closes on
-        // bytes that are no ClientHello is the likeliest.
+        // Nothing to go by: a server failing or shedding connections, or,
+        // in plain text, a TLS server that closes on bytes that are no
+        // ClientHello.
         let hint = if plain_text {
-            format!(": {TLS_HINT}")
+            " (a server failing or refusing connections, or one that speaks TLS: then set Settings::tls to a TLS config that trusts its certificate)"
         } else {
-            String::new()
+            ""
         };
         (
             io::ErrorKind::ConnectionAborted,
-            format!("dial {addr}: the connection closed before the server's HTTP/2 settings{hint}"),
+            format!("dial {addr}: the connection closed before the server sent anything{hint}"),
         )
     } else if first.starts_with(b"HTTP/1.") {
         (
@@ -795,7 +796,7 @@ fn not_http2(addr: &str, first: &[u8], plain_text: bool) -> io::Error {
                 "dial {addr}: the server answered in HTTP/1 (its first bytes are {:?}), not HTTP/2, which gRPC needs end to end: the likeliest cause is a proxy or server that is not set up for gRPC (HTTP/2{})",
                 String::from_utf8_lossy(first),
                 if plain_text {
-                    " in plain text, h2c"
+                    " in plain text, h2c), or a TLS port answering a plain-text request (as nginx does, with a 400: then set Settings::tls"
                 } else {
                     ""
                 }
@@ -1387,12 +1388,16 @@ mod tests {
     #[test]
     fn a_dial_that_hears_no_settings_says_what_it_heard() {
         let said = |first: &[u8], plain_text: bool| not_http2("a:1", first, plain_text).to_string();
-        // A proxy's HTTP/1.1 answer: no TLS hint, whatever the client's TLS.
+        // A proxy's HTTP/1.1 answer; in plain text, perhaps a TLS port's.
         for plain_text in [true, false] {
             let text = said(b"HTTP/1.1 ", plain_text);
             assert!(text.starts_with("dial a:1: the server answered in HTTP/1 (its first bytes are \"HTTP/1.1 \"), not HTTP/2"), "{text}");
             assert!(text.contains("not set up for gRPC"), "{text}");
-            assert!(!text.contains("TLS"), "{text}");
+            assert_eq!(
+                text.contains("a TLS port answering a plain-text request"),
+                plain_text,
+                "{text}"
+            );
         }
         assert!(said(b"HTTP/1.0", true).contains("answered in HTTP/1"));
         // A TLS alert (and a handshake record) to a plain-text client.
@@ -1411,11 +1416,14 @@ mod tests {
             "dial a:1: the server does not speak HTTP/2 (its first bytes, [53, 53, 48, 2d, 32, 2e, 30, 2d, 78], are no settings frame)"
         );
         assert!(!said(&[0x15, 0x03], false).contains("TLS"));
-        // Nothing read: in plain text, TLS is the likeliest.
-        assert!(said(&[], true).ends_with("the server probably speaks TLS: set Settings::tls to a TLS config that trusts its certificate"));
+        // Nothing read: a failing server, or, in plain text, a TLS one.
+        assert_eq!(
+            said(&[], true),
+            "dial a:1: the connection closed before the server sent anything (a server failing or refusing connections, or one that speaks TLS: then set Settings::tls to a TLS config that trusts its certificate)"
+        );
         assert_eq!(
             said(&[], false),
-            "dial a:1: the connection closed before the server's HTTP/2 settings"
+            "dial a:1: the connection closed before the server sent anything"
         );
     }
 
