@@ -178,7 +178,9 @@ pub use channel::{
     Channel, ChannelBody, ChannelFuture, DuplicateMethod, MAX_UNLISTED_PATHS, Methods, RETRY_BUFFER,
 };
 pub use classify::{Classification, ClassifyFn};
-pub use classify::{Classify, PUSHBACK_KEY, Pushback, classify_method, default_classify, pushback};
+pub use classify::{
+    Classify, PUSHBACK_KEY, Pushback, classify_method, default_classify, mapped_http_status, pushback,
+};
 pub use client::Client;
 pub use decide::{AttemptTimeout, CallState, DEADLINE_SLACK, Ended, NoRetry, classify_attempt};
 pub use layer::{AttemptLayers, AttemptService, BoxError, LayerError};
