@@ -311,7 +311,11 @@ fn a_proxys_429_is_a_quota_answer_not_an_outage() {
         default_classify(METHOD, Some(&limited), &trailer(&["-1"])),
         c(Verdict::Stop, None, Outcome::Success)
     );
-    for other in ["502 Bad Gateway", "503 Service Unavailable", "504 Gateway Timeout"] {
+    for other in [
+        "502 Bad Gateway",
+        "503 Service Unavailable",
+        "504 Gateway Timeout",
+    ] {
         assert_eq!(
             default_classify(METHOD, Some(&page(other)), &trailer(&[])),
             c(Verdict::Retry, None, Outcome::Failure),
@@ -319,7 +323,11 @@ fn a_proxys_429_is_a_quota_answer_not_an_outage() {
         );
     }
     assert_eq!(
-        default_classify(METHOD, Some(&page("503 Service Unavailable")), &trailer(&["1000"])),
+        default_classify(
+            METHOD,
+            Some(&page("503 Service Unavailable")),
+            &trailer(&["1000"])
+        ),
         c(Verdict::Retry, Some(1000), Outcome::Failure)
     );
     // The backend's own Unavailable, whatever its message says.
