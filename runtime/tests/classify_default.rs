@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use humus::circuit::Outcome;
-use humus::grpc::client::{Classification, Classify, ClassifyFn, PUSHBACK_KEY, default_classify};
+use humus::grpc::client::{
+    Classification, Classify, ClassifyFn, PUSHBACK_KEY, default_classify, mapped_http_status,
+};
 use humus::retry::Verdict;
 use tonic::metadata::MetadataMap;
 use tonic::{Code, Status};
@@ -279,4 +281,63 @@ fn classify_is_shared_across_threads() {
     for h in handles {
         assert_eq!(h.join().unwrap(), Verdict::Success);
     }
+}
+
+/// A proxy's rate limit (an HTTP 429 the client mapped to Unavailable) is
+/// a quota answer, as the HTTP client's default has it: retried after its
+/// `Retry-After` (the pushback the client gave it), else not at all, and
+/// counted as a Success; any other Unavailable is still a Failure.
+#[test]
+fn a_proxys_429_is_a_quota_answer_not_an_outage() {
+    let page = |http: &str| {
+        Status::unavailable(format!(
+            "the server answered HTTP {http} with content-type \"text/html\", not a gRPC response (a proxy's error page?)"
+        ))
+    };
+    let limited = page("429 Too Many Requests");
+    assert_eq!(
+        mapped_http_status(&limited),
+        Some(http::StatusCode::TOO_MANY_REQUESTS)
+    );
+    assert_eq!(
+        default_classify(METHOD, Some(&limited), &trailer(&["1000"])),
+        c(Verdict::Retry, Some(1000), Outcome::Success)
+    );
+    assert_eq!(
+        default_classify(METHOD, Some(&limited), &trailer(&[])),
+        c(Verdict::Stop, None, Outcome::Success)
+    );
+    assert_eq!(
+        default_classify(METHOD, Some(&limited), &trailer(&["-1"])),
+        c(Verdict::Stop, None, Outcome::Success)
+    );
+    for other in [
+        "502 Bad Gateway",
+        "503 Service Unavailable",
+        "504 Gateway Timeout",
+    ] {
+        assert_eq!(
+            default_classify(METHOD, Some(&page(other)), &trailer(&[])),
+            c(Verdict::Retry, None, Outcome::Failure),
+            "{other}"
+        );
+    }
+    assert_eq!(
+        default_classify(
+            METHOD,
+            Some(&page("503 Service Unavailable")),
+            &trailer(&["1000"])
+        ),
+        c(Verdict::Retry, Some(1000), Outcome::Failure)
+    );
+    // The backend's own Unavailable, whatever its message says.
+    assert_eq!(
+        classify(Code::Unavailable, &["1000"]),
+        c(Verdict::Retry, Some(1000), Outcome::Failure)
+    );
+    let says_429 = Status::unavailable("429 Too Many Requests");
+    assert_eq!(
+        default_classify(METHOD, Some(&says_429), &trailer(&[])).breaker,
+        Outcome::Failure
+    );
 }

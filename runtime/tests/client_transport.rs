@@ -1278,6 +1278,119 @@ async fn a_proxys_retry_after_is_the_pushback() {
     }
 }
 
+/// A gateway's rate limit (nginx's `limit_req`: HTTP 429 with a
+/// `Retry-After`) answering a burst of 8 calls to a healthy backend is a
+/// quota answer, not an outage: the calls wait the second it asks and
+/// succeed, the breaker (open after 3 failures in a row) stays closed, and
+/// the next call goes through. The same burst answered by a 503 page opens
+/// it.
+#[tokio::test(start_paused = true)]
+async fn a_proxys_rate_limit_does_not_open_the_breaker() {
+    for (http, opens) in [(429, false), (503, true)] {
+        let host = Host::new();
+        let _proxy = h2_server(&host, "carts:9090", move |n, _, mut respond| {
+            if n <= 8 {
+                let response = http::Response::builder()
+                    .status(http)
+                    .header("content-type", "text/html")
+                    .header("retry-after", "1")
+                    .body(())
+                    .unwrap();
+                let _ = respond.send_response(response, true);
+            } else {
+                answer_grpc(respond, &cart("c", 1));
+            }
+        });
+        let client = plain_client(
+            &host,
+            "carts:9090",
+            Settings {
+                breaker_policy: humus::circuit::Policy::consecutive(3),
+                ..Settings::default()
+            },
+        );
+        let burst: Vec<_> = (0..8)
+            .map(|_| {
+                let client = client.clone();
+                tokio::spawn(async move { client.unary::<_, Cart>(&GET_CART, get("c")).await })
+            })
+            .collect();
+        let mut rejected = 0;
+        for call in burst {
+            if let Err(err) = call.await.unwrap() {
+                assert_eq!(err.code(), Code::Unavailable, "{http}: {err:?}");
+                if err.message().starts_with("circuit") {
+                    rejected += 1;
+                }
+            }
+        }
+        let next = client.unary::<_, Cart>(&GET_CART, get("c")).await;
+        if opens {
+            assert!(rejected > 0, "{http}: retries after the wait were rejected");
+            let err = next.unwrap_err();
+            assert!(
+                err.message().starts_with("circuit"),
+                "{http}: the breaker is open: {err:?}"
+            );
+        } else {
+            assert_eq!(rejected, 0, "{http}: the breaker stayed closed");
+            assert_eq!(next.unwrap().into_inner(), cart("c", 1), "{http}");
+        }
+    }
+}
+
+/// A classify can tell a proxy's 429 from the backend's Unavailable by
+/// [`mapped_http_status`](humus::grpc::client::mapped_http_status), and
+/// count it as a failure again: three in a row open the breaker.
+#[tokio::test(start_paused = true)]
+async fn a_classify_can_count_a_proxys_429_as_a_failure() {
+    use humus::circuit::Outcome;
+    use humus::grpc::client::{Classification, Classify, mapped_http_status};
+
+    let host = Host::new();
+    let _proxy = h2_server(&host, "carts:9090", |_, _, respond| {
+        answer_http(respond, 429, Some("text/plain"), "slow down");
+    });
+    let default = Classify::default();
+    let classify = Classify::new(move |method, status, trailer| {
+        let c = default.classify(method, status, trailer);
+        match status.and_then(mapped_http_status) {
+            Some(http::StatusCode::TOO_MANY_REQUESTS) => Classification {
+                breaker: Outcome::Failure,
+                ..c
+            },
+            _ => c,
+        }
+    });
+    let client = plain_client(
+        &host,
+        "carts:9090",
+        Settings {
+            classify,
+            breaker_policy: humus::circuit::Policy::consecutive(3),
+            ..Settings::default()
+        },
+    );
+    for _ in 0..3 {
+        let err = client
+            .unary::<_, Cart>(&GET_CART, get("c"))
+            .await
+            .unwrap_err();
+        assert!(
+            err.message().starts_with("the server answered HTTP 429"),
+            "{err:?}"
+        );
+    }
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get("c"))
+        .await
+        .unwrap_err();
+    assert!(
+        err.message().starts_with("circuit"),
+        "three 429s counted as failures open the breaker: {err:?}"
+    );
+}
+
 /// gRPC's mapping of the other HTTP statuses a non-gRPC answer may have,
 /// body or not.
 #[tokio::test(start_paused = true)]

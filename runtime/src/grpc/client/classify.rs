@@ -18,6 +18,7 @@ use tonic::metadata::MetadataMap;
 use tonic::{Code, Status};
 
 use super::MethodPolicy;
+use super::connection;
 use crate::circuit::Outcome;
 use crate::retry::Verdict;
 use crate::{circuit, retry};
@@ -123,14 +124,57 @@ impl Pushback {
     }
 }
 
+/// The HTTP status of a non-gRPC answer the client mapped to `status` (a
+/// proxy's error page: an HTTP 429 from a gateway's rate limit, a 503 from
+/// a load balancer with no backend), or `None` for a status a gRPC server
+/// sent (or an interceptor, a layer or the transport made).
+///
+/// The client maps an answer with no `grpc-status` and no gRPC
+/// content-type (or an HTTP status other than 200) to a gRPC status by
+/// gRPC's mapping (429, 502, 503, 504 → Unavailable; 400 → Internal; 401 →
+/// Unauthenticated; 403 → PermissionDenied; 404 → Unimplemented; any other
+/// → Unknown), and says the HTTP status in the message it writes; this
+/// reads it back, so that a classify function can tell a proxy's page from
+/// the backend's own Unavailable without parsing the message itself. A
+/// status whose code is not the one its HTTP status maps to is not one the
+/// client mapped: `None`.
+///
+/// ```
+/// use humus::circuit::Outcome;
+/// use humus::grpc::client::{Classification, Classify, mapped_http_status};
+///
+/// // This gateway's rate limit protects a backend that is down when it
+/// // sheds: count its 429 as a failure again.
+/// let default = Classify::default();
+/// let ours = Classify::new(move |method, status, trailer| {
+///     let c = default.classify(method, status, trailer);
+///     match status.and_then(mapped_http_status) {
+///         Some(http::StatusCode::TOO_MANY_REQUESTS) => Classification { breaker: Outcome::Failure, ..c },
+///         _ => c,
+///     }
+/// });
+/// # let _ = ours;
+/// assert_eq!(mapped_http_status(&tonic::Status::unavailable("connection refused")), None);
+/// ```
+///
+/// Design: [the default](crate::design::client#the-default).
+pub fn mapped_http_status(status: &Status) -> Option<http::StatusCode> {
+    connection::mapped_http_status(status)
+}
+
 /// The default classify: decides by the status code and the
 /// [`pushback`] alone, never a status's message or details, and whatever
-/// the method.
+/// the method; except that a proxy's rate limit (an HTTP 429 the client
+/// mapped to Unavailable, as [`mapped_http_status`] tells) is a quota
+/// answer, not an outage, and is classified as the HTTP client's
+/// [default](crate::http::client::default_classify) classifies a 429.
 ///
 /// | code | retry | breaker |
 /// |---|---|---|
 /// | OK (no status, or [`Code::Ok`](https://docs.rs/tonic/0.14/tonic/enum.Code.html#variant.Ok)) | Success | Success |
-/// | Unavailable | Retry | Failure |
+/// | Unavailable mapped from a proxy's HTTP 429, with a pushback (its `Retry-After`) | Retry after it | Success |
+/// | Unavailable mapped from a proxy's HTTP 429, without one | Stop | Success |
+/// | Unavailable (any other, a proxy's 502, 503 and 504 included) | Retry | Failure |
 /// | ResourceExhausted | Retry with a pushback, else Stop | Failure |
 /// | DeadlineExceeded (the server's: the call's own deadline, and each attempt's timeout, are the client's to decide) | Stop | Failure |
 /// | Cancelled (the server's, or the connection closing) | Stop | Ignored |
@@ -158,6 +202,18 @@ pub fn default_classify(
                 retry_after: None,
                 breaker: Outcome::Success,
             };
+        }
+        Code::Unavailable
+            if status.and_then(mapped_http_status) == Some(http::StatusCode::TOO_MANY_REQUESTS) =>
+        {
+            // A rate limit: retried only after the wait it asks for, and
+            // no sign of an outage (the HTTP client's rule for a 429).
+            let push = pushback(trailer);
+            let retry = match push {
+                Pushback::After(_) => Verdict::Retry,
+                Pushback::Absent | Pushback::DoNotRetry => Verdict::Stop,
+            };
+            return push.apply(retry, Outcome::Success);
         }
         Code::Unavailable => (Verdict::Retry, Outcome::Failure),
         Code::ResourceExhausted => {

@@ -716,6 +716,19 @@ pub(crate) fn mapped_from_http(status: &tonic::Status) -> bool {
     status.message().starts_with(MAPPED_FROM_HTTP)
 }
 
+/// The HTTP status of a status [`grpc_response`] mapped from a non-gRPC
+/// answer, read back from the message it wrote: its three digits after
+/// [`MAPPED_FROM_HTTP`], when the status's code is the one they map to.
+pub(crate) fn mapped_http_status(status: &tonic::Status) -> Option<http::StatusCode> {
+    let rest = status.message().strip_prefix(MAPPED_FROM_HTTP)?;
+    let digits = rest.as_bytes().get(..3)?;
+    if rest.as_bytes().get(3) != Some(&b' ') {
+        return None;
+    }
+    let http = http::StatusCode::from_bytes(digits).ok()?;
+    (http_to_grpc(http) == status.code()).then_some(http)
+}
+
 /// What a `grpc-message` percent-encodes: every byte outside visible ASCII
 /// and space, and `%` (gRPC over HTTP/2, "Responses").
 const GRPC_MESSAGE_ESCAPED: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS.add(b'%');
@@ -1489,6 +1502,52 @@ mod tests {
         );
         let status = Status::from_header_map(answer(503, &[]).headers()).unwrap();
         assert!(!status.message().contains("Retry-After"), "{status:?}");
+    }
+
+    #[test]
+    fn a_mapped_status_tells_its_http_status() {
+        let mapped = |status: u16, content_type: Option<&str>| {
+            let mut r = http::Response::builder().status(status);
+            if let Some(ct) = content_type {
+                r = r.header(CONTENT_TYPE, ct);
+            }
+            r = r.header("retry-after", "1");
+            Status::from_header_map(grpc_response(r.body(()).unwrap()).headers()).unwrap()
+        };
+        for (http, ct) in [
+            (429, Some("text/html")),
+            (503, Some("text/plain; charset=utf-8")),
+            (502, None),
+            (504, Some("application/grpc")),
+            (400, None),
+            (401, None),
+            (403, None),
+            (404, Some("text/html")),
+            (500, Some("text/html")),
+            (200, Some("text/html")),
+            (418, None),
+        ] {
+            let status = mapped(http, ct);
+            assert_eq!(
+                mapped_http_status(&status).map(|s| s.as_u16()),
+                Some(http),
+                "{status:?}"
+            );
+        }
+        // A server's own status, whatever its code or message, is none.
+        for status in [
+            Status::unavailable("connection refused"),
+            Status::resource_exhausted("slow down"),
+            Status::unavailable("the server answered HTTP"),
+            Status::unavailable("the server answered HTTP 42"),
+            Status::unavailable("the server answered HTTP 4290 Too Many"),
+            Status::unavailable("the server answered HTTP abc Nope"),
+            // A 429's message under another code than the one it maps to.
+            Status::internal("the server answered HTTP 429 Too Many Requests with no grpc-status"),
+            Status::ok(""),
+        ] {
+            assert_eq!(mapped_http_status(&status), None, "{status:?}");
+        }
     }
 
     #[test]

@@ -130,10 +130,18 @@
 //! body, as Envoy or nginx sends), ends the attempt with gRPC's mapping of
 //! its HTTP status, its body unread: 400 `Internal`, 401
 //! `Unauthenticated`, 403 `PermissionDenied`, 404 `Unimplemented`, 429,
-//! 502, 503 and 504 `Unavailable` (retried, and counted against the
-//! dependency), any other `Unknown`. A 429 or 503 page's `Retry-After` is
-//! its pushback: the retry waits for it, or is not made when it is longer
-//! than [`Settings::backoff_max`]. A response message over the decoding
+//! 502, 503 and 504 `Unavailable` (a 502, 503 or 504 page is retried, and
+//! counted against the dependency), any other `Unknown`. A 429 or 503
+//! page's `Retry-After` is its pushback: the retry waits for it, or is not
+//! made when it is longer than [`Settings::backoff_max`]. A 429 page is a
+//! rate limit in front of a dependency that works, not an outage: the
+//! [`default_classify`] retries it only after its `Retry-After` and counts
+//! it as a breaker success (as the HTTP client's default counts a 429), so
+//! a burst that a gateway limits does not open the breaker for every
+//! caller. A classifier of one's own tells a mapped page from a gRPC
+//! server's status by [`mapped_http_status`] (its HTTP status, `None` for a
+//! server's status), and may count a 429 as a failure again; a method's
+//! table entry for `Unavailable` applies to it as to any other. A response message over the decoding
 //! limit ([`Settings::max_decoding_message_size`], 4 MiB by default) ends
 //! `ResourceExhausted`; a status the server sent (a tonic server's
 //! `OutOfRange` for a request over its own limit) is returned as it is. A request the server never saw
@@ -179,7 +187,10 @@ pub use channel::{
     Channel, ChannelBody, ChannelFuture, DuplicateMethod, MAX_UNLISTED_PATHS, Methods, RETRY_BUFFER,
 };
 pub use classify::{Classification, ClassifyFn};
-pub use classify::{Classify, PUSHBACK_KEY, Pushback, classify_method, default_classify, pushback};
+pub use classify::{
+    Classify, PUSHBACK_KEY, Pushback, classify_method, default_classify, mapped_http_status,
+    pushback,
+};
 pub use client::Client;
 pub use decide::{AttemptTimeout, CallState, DEADLINE_SLACK, Ended, NoRetry, classify_attempt};
 pub use layer::{AttemptLayers, AttemptService, BoxError, LayerError};
