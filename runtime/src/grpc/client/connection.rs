@@ -686,7 +686,14 @@ fn grpc_response<B>(mut response: http::Response<B>) -> http::Response<B> {
         _ => None,
     };
     let message = match wait {
-        Some(wait) => format!("{message}; it asks to wait {wait:?} (Retry-After)"),
+        Some(wait) if wait.is_zero() => {
+            format!("{message}; it asks to be tried again at once (Retry-After)")
+        }
+        Some(wait) => {
+            // To the millisecond: a date's wait is measured to the nanosecond.
+            let shown = Duration::from_millis(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
+            format!("{message}; it asks to wait {shown:?} (Retry-After)")
+        }
         None => message,
     };
     let message = percent_encoding::utf8_percent_encode(&message, GRPC_MESSAGE_ESCAPED).to_string();
@@ -1502,6 +1509,22 @@ mod tests {
         );
         let status = Status::from_header_map(answer(503, &[]).headers()).unwrap();
         assert!(!status.message().contains("Retry-After"), "{status:?}");
+        let status =
+            Status::from_header_map(answer(503, &[("retry-after", "0")]).headers()).unwrap();
+        assert!(
+            status
+                .message()
+                .ends_with("; it asks to be tried again at once (Retry-After)"),
+            "{status:?}"
+        );
+        let status =
+            Status::from_header_map(answer(503, &[("retry-after", &in_a_minute)]).headers())
+                .unwrap();
+        let said = status.message().rsplit("wait ").next().unwrap();
+        assert!(
+            said.ends_with("s (Retry-After)") && !said.contains("ns") && said.len() <= 22,
+            "to the millisecond: {status:?}"
+        );
     }
 
     #[test]
