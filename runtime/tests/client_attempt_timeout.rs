@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use client_support::*;
 use humus::Setup;
-use humus::circuit::{Counts, Policy, Rejected, State};
+use humus::circuit::{Policy, Rejected};
 use humus::grpc::client::{
     AttemptTimeout, Client, LayerError, Method, MethodPolicy, NoRetry, RpcKind, Settings,
 };
@@ -36,26 +36,6 @@ static GET_CART_ONCE: Method = Method {
         ..MethodPolicy::DEFAULT
     },
 };
-
-/// A breaker policy that never opens and records the counts it is shown.
-fn recording() -> (Policy, Arc<Mutex<Counts>>) {
-    let seen = Arc::new(Mutex::new(Counts::default()));
-    let s = seen.clone();
-    let policy = Policy::new(
-        move |c: &Counts| {
-            *s.lock().unwrap() = *c;
-            false
-        },
-        |_: &Counts| State::Closed,
-    );
-    (policy, seen)
-}
-
-/// The successes and failures the breaker has counted.
-fn counted(seen: &Arc<Mutex<Counts>>) -> (i64, i64) {
-    let c = *seen.lock().unwrap();
-    (c.successes, c.failures)
-}
 
 struct DropCount(Arc<AtomicUsize>);
 

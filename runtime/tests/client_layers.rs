@@ -21,25 +21,6 @@ use tonic::metadata::MetadataMap;
 use tonic::{Code, Response, Status};
 use tower_service::Service;
 
-/// A breaker policy that never opens and records the counts it is shown.
-fn recording() -> (Policy, Arc<Mutex<Counts>>) {
-    let seen = Arc::new(Mutex::new(Counts::default()));
-    let s = seen.clone();
-    let policy = Policy::new(
-        move |c: &Counts| {
-            *s.lock().unwrap() = *c;
-            false
-        },
-        |_: &Counts| State::Closed,
-    );
-    (policy, seen)
-}
-
-fn counted(seen: &Arc<Mutex<Counts>>) -> (i64, i64) {
-    let c = *seen.lock().unwrap();
-    (c.successes, c.failures)
-}
-
 /// What a layer does with the `n`th request it sees (1, 2, …): passes it
 /// on (`None`), or fails it with an error.
 type Decide = Arc<dyn Fn(usize, &http::Request<Body>) -> Option<BoxError> + Send + Sync>;

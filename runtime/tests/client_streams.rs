@@ -10,31 +10,11 @@ use std::time::Duration;
 
 use client_support::*;
 use futures_util::StreamExt;
-use humus::circuit::{Counts, Outcome, Policy, State};
+use humus::circuit::{Outcome, Policy};
 use humus::grpc::client::{Classify, Client, Settings, Streaming, default_classify};
 use humus::testing::{Ca, Host};
 use tokio::time::Instant;
 use tonic::{Code, Response, Status};
-
-/// A breaker policy that never opens and records the counts it is shown,
-/// which it is after every success or failure the breaker counts.
-fn recording() -> (Policy, Arc<Mutex<Counts>>) {
-    let seen = Arc::new(Mutex::new(Counts::default()));
-    let s = seen.clone();
-    let policy = Policy::new(
-        move |c: &Counts| {
-            *s.lock().unwrap() = *c;
-            false
-        },
-        |_: &Counts| State::Closed,
-    );
-    (policy, seen)
-}
-
-fn counted(seen: &Arc<Mutex<Counts>>) -> (i64, i64) {
-    let c = *seen.lock().unwrap();
-    (c.successes, c.failures)
-}
 
 fn client(host: &Host, ca: &Ca, policy: Policy) -> Client {
     Client::new(

@@ -724,3 +724,25 @@ pub fn answer_grpc<M: prost::Message>(
     trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
     let _ = send.send_trailers(trailers);
 }
+
+/// A breaker policy that never opens and records the counts it is shown,
+/// which it is after every success or failure the breaker counts.
+pub fn recording() -> (humus::circuit::Policy, Arc<Mutex<humus::circuit::Counts>>) {
+    use humus::circuit::{Counts, Policy, State};
+    let seen = Arc::new(Mutex::new(Counts::default()));
+    let s = seen.clone();
+    let policy = Policy::new(
+        move |c: &Counts| {
+            *s.lock().unwrap() = *c;
+            false
+        },
+        |_: &Counts| State::Closed,
+    );
+    (policy, seen)
+}
+
+/// The successes and failures a [`recording`] policy was last shown.
+pub fn counted(seen: &Arc<Mutex<humus::circuit::Counts>>) -> (i64, i64) {
+    let c = *seen.lock().unwrap();
+    (c.successes, c.failures)
+}
