@@ -136,14 +136,12 @@ async fn the_breaker_is_inside_the_retries() {
     );
 }
 
-/// A hung dependency: every call ends by its deadline, each is a breaker
-/// failure, and after five the breaker opens and rejects at once, with
-/// Unavailable, the rejection's message, and the `Rejected` as the source.
-#[tokio::test(start_paused = true)]
-async fn a_hung_dependency_ends_every_call_by_deadline_and_opens_the_breaker() {
+/// Carts whose GetCart never answers, served, and a client of it whose
+/// calls end at a 1 s timeout.
+fn hung_carts() -> (Carts, Running, Host, Client) {
     let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
     carts.on_get_cart(|_, _| std::future::pending::<Result<Response<Cart>, Status>>());
-    let _carts = start_carts(&host, &ca, &carts);
+    let running = start_carts(&host, &ca, &carts);
     let client = Client::new(
         &setup(&host),
         Settings {
@@ -152,6 +150,15 @@ async fn a_hung_dependency_ends_every_call_by_deadline_and_opens_the_breaker() {
         },
     )
     .unwrap();
+    (carts, running, host, client)
+}
+
+/// A hung dependency: every call ends by its deadline, each is a breaker
+/// failure, and after five the breaker opens and rejects at once, with
+/// Unavailable, the rejection's message, and the `Rejected` as the source.
+#[tokio::test(start_paused = true)]
+async fn a_hung_dependency_ends_every_call_by_deadline_and_opens_the_breaker() {
+    let (carts, _running, _host, client) = hung_carts();
     for n in 1..=5 {
         let start = Instant::now();
         let err = client
@@ -198,17 +205,7 @@ async fn a_hung_dependency_ends_every_call_by_deadline_and_opens_the_breaker() {
 #[tokio::test(start_paused = true)]
 async fn a_loop_of_rejected_calls_yields_to_other_tasks() {
     const CALLS: usize = 10_000;
-    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
-    carts.on_get_cart(|_, _| std::future::pending::<Result<Response<Cart>, Status>>());
-    let _carts = start_carts(&host, &ca, &carts);
-    let client = Client::new(
-        &setup(&host),
-        Settings {
-            timeout: SECOND,
-            ..carts_settings(&ca)
-        },
-    )
-    .unwrap();
+    let (_carts, _running, _host, client) = hung_carts();
     for _ in 1..=5 {
         let _ = client.unary::<_, Cart>(&GET_CART, get("c-1")).await;
     }
