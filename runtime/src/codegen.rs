@@ -449,18 +449,7 @@ impl Text {
 
 /// `a == b`, at compile time.
 const fn str_eq(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    let mut i = 0;
-    while i < a.len() {
-        if a[i] != b[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
+    bytes_eq(a.as_bytes(), 0, a.len(), b.as_bytes())
 }
 
 /// Whether any entry of `table` retries.

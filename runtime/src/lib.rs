@@ -55,6 +55,7 @@ pub mod http;
 pub mod retry;
 pub mod telemetry;
 
+mod chain;
 mod setup;
 pub use app::App;
 pub use setup::{Accepted, BoxIo, DialFuture, Host, Io, ListenFuture, Listener, OsHost, Setup};

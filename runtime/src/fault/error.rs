@@ -117,14 +117,7 @@ impl InjectedError {
     /// that returned it: the first [`InjectedError`] in its source chain.
     /// What a classify function asks to treat injected failures apart.
     pub fn from_status(status: &tonic::Status) -> Option<&InjectedError> {
-        let mut next = std::error::Error::source(status);
-        while let Some(e) = next {
-            if let Some(injected) = e.downcast_ref::<InjectedError>() {
-                return Some(injected);
-            }
-            next = e.source();
-        }
-        None
+        crate::chain::find(std::error::Error::source(status))
     }
 }
 

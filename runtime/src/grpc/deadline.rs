@@ -119,10 +119,7 @@ impl Inherited {
     /// service, as tonic's server measures the same deadline there (and
     /// drops the handler at it).
     pub fn from_headers(headers: &HeaderMap, received: Instant, context: Context) -> Inherited {
-        let deadline = headers
-            .get(GRPC_TIMEOUT)
-            .and_then(|v| parse_grpc_timeout(v.as_bytes()))
-            .and_then(|d| received.checked_add(d));
+        let deadline = served_deadline(headers, received).map(|(at, _)| at);
         Inherited { deadline, context }
     }
 
@@ -459,6 +456,25 @@ pub(crate) const GRPC_TIMEOUT: &str = "grpc-timeout";
 pub(crate) const GRPC_TIMEOUT_HEADER: http::HeaderName =
     http::HeaderName::from_static(GRPC_TIMEOUT);
 
+/// The deadline a served request's `grpc-timeout` sets, counted from
+/// `received`, and that timeout; `None` without one that parses, or one
+/// too long for the clock.
+pub(crate) fn served_deadline(
+    headers: &HeaderMap,
+    received: Instant,
+) -> Option<(Instant, Duration)> {
+    let timeout = headers
+        .get(GRPC_TIMEOUT)
+        .and_then(|v| parse_grpc_timeout(v.as_bytes()))?;
+    Some((received.checked_add(timeout)?, timeout))
+}
+
+/// `d`, to the millisecond (down): how a duration a message shows is
+/// rounded.
+pub(crate) fn to_millis(d: Duration) -> Duration {
+    Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// Parses a `grpc-timeout` value: 1 to 8 digits and a unit (`H`, `M`,
 /// `S`, `m`, `u`, `n`).
 pub(crate) fn parse_grpc_timeout(value: &[u8]) -> Option<Duration> {
@@ -560,10 +576,9 @@ impl Deadline {
     /// The inherited deadline `at`, for a call made at `now`.
     fn inherited(now: Instant, at: Instant) -> Deadline {
         let left = at.saturating_duration_since(now);
-        let left = Duration::from_millis(u64::try_from(left.as_millis()).unwrap_or(u64::MAX));
         Deadline {
             at,
-            bound: Bound::Inherited(left),
+            bound: Bound::Inherited(to_millis(left)),
         }
     }
 }

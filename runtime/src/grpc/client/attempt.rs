@@ -23,7 +23,7 @@ use super::connection::{
     AttemptBody, Connection, DialFailure, Sender, closing, dial_failure, mapped_from_http,
     never_processed, transport_status,
 };
-use super::decide::with_decision;
+use super::decide::{StillConnecting, with_decision};
 use super::hooks::{AttemptSpan, Hooks, call_context};
 use super::layer::BoxError;
 use super::limit::Limited;
@@ -446,9 +446,9 @@ impl CallCtx<'_> {
             return status;
         }
         Status::deadline_exceeded(format!(
-            "{}; it was still waiting for its connection to {} (the dial had not finished)",
+            "{}{}",
             status.message(),
-            self.inner.settings.addr
+            StillConnecting(&self.inner.settings.addr)
         ))
     }
 

@@ -45,6 +45,7 @@ use super::Settings;
 use super::anchor::Anchor;
 use super::classify::PUSHBACK_KEY;
 use super::layer::{AttemptService, BoxError, LayerError, send_layered};
+use crate::grpc::deadline::to_millis;
 use crate::http::client::{RetryAfter, retry_after};
 use crate::setup::{BoxIo, Host};
 
@@ -490,11 +491,6 @@ fn dial_status(err: &Arc<FailedDial>) -> Status {
     status
 }
 
-/// `d`, to the millisecond (down).
-fn to_millis(d: Duration) -> Duration {
-    Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
 /// The status of a call made while the connection backs off: the last
 /// dial's error, how long ago it failed (so that an operator tells a
 /// stale error from a fresh one), and when the next dial is due (`left`),
@@ -691,8 +687,10 @@ fn grpc_response<B>(mut response: http::Response<B>) -> http::Response<B> {
         }
         Some(wait) => {
             // To the millisecond: a date's wait is measured to the nanosecond.
-            let shown = Duration::from_millis(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
-            format!("{message}; it asks to wait {shown:?} (Retry-After)")
+            format!(
+                "{message}; it asks to wait {:?} (Retry-After)",
+                to_millis(wait)
+            )
         }
         None => message,
     };

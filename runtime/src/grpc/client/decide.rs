@@ -271,14 +271,7 @@ impl NoRetry {
 
     /// The `NoRetry` in `status`'s chain of sources, if any.
     pub fn from_status(status: &Status) -> Option<&NoRetry> {
-        let mut next = StdError::source(status);
-        while let Some(e) = next {
-            if let Some(no_retry) = e.downcast_ref::<NoRetry>() {
-                return Some(no_retry);
-            }
-            next = e.source();
-        }
-        None
+        crate::chain::find(StdError::source(status))
     }
 }
 
@@ -380,14 +373,7 @@ impl AttemptTimeout {
     /// The `AttemptTimeout` in `status`'s chain of sources, if any (a call
     /// that could not be retried again has a [`NoRetry`] first).
     pub fn from_status(status: &Status) -> Option<&AttemptTimeout> {
-        let mut next = StdError::source(status);
-        while let Some(e) = next {
-            if let Some(timeout) = e.downcast_ref::<AttemptTimeout>() {
-                return Some(timeout);
-            }
-            next = e.source();
-        }
-        None
+        crate::chain::find(StdError::source(status))
     }
 
     /// The [`Settings::attempt_timeout`](super::Settings::attempt_timeout)
@@ -414,10 +400,7 @@ impl fmt::Display for AttemptTimeout {
                     humantime_serde::re::humantime::format_duration(after)
                 )?;
                 match &self.connecting {
-                    Some(addr) => write!(
-                        f,
-                        "; it was still waiting for its connection to {addr} (the dial had not finished)"
-                    ),
+                    Some(addr) => StillConnecting(addr).fmt(f),
                     None => Ok(()),
                 }
             }
@@ -425,6 +408,21 @@ impl fmt::Display for AttemptTimeout {
                 "the attempt's timeout passed: a per-attempt layer's timeout elapsed (tower's Elapsed)",
             ),
         }
+    }
+}
+
+/// What the message of an attempt's status adds when the attempt was
+/// still waiting for its connection to the address it holds (a dial that
+/// had not finished), whichever deadline cut it.
+pub(super) struct StillConnecting<'a>(pub(super) &'a str);
+
+impl fmt::Display for StillConnecting<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "; it was still waiting for its connection to {} (the dial had not finished)",
+            self.0
+        )
     }
 }
 

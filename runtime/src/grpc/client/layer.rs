@@ -226,14 +226,7 @@ impl LayerError {
     /// attempt with it: in its `source()` chain (a call that could not be
     /// retried again has a [`NoRetry`](super::NoRetry) first).
     pub fn from_status(status: &Status) -> Option<&LayerError> {
-        let mut next = status.source();
-        while let Some(err) = next {
-            if let Some(layer) = err.downcast_ref::<LayerError>() {
-                return Some(layer);
-            }
-            next = err.source();
-        }
-        None
+        crate::chain::find(status.source())
     }
 
     /// The layer's error; `None` when the layer answered with a
@@ -433,27 +426,13 @@ fn failed(err: BoxError) -> BoxError {
 
 /// The first [`Status`] in `err`'s `source()` chain, `err` included.
 fn find_status<'e>(err: &'e (dyn StdError + 'static)) -> Option<&'e Status> {
-    let mut next = Some(err);
-    while let Some(err) = next {
-        if let Some(status) = err.downcast_ref::<Status>() {
-            return Some(status);
-        }
-        next = err.source();
-    }
-    None
+    crate::chain::find(Some(err))
 }
 
 /// Whether an error of type `E` is in `err`'s `source()` chain, `err`
 /// included.
 fn in_chain<E: StdError + 'static>(err: &(dyn StdError + 'static)) -> bool {
-    let mut next = Some(err);
-    while let Some(err) = next {
-        if err.is::<E>() {
-            return true;
-        }
-        next = err.source();
-    }
-    false
+    crate::chain::find::<E>(Some(err)).is_some()
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::time::Duration;
 use opentelemetry::Context;
 use tokio::time::Instant;
 
-use crate::grpc::deadline::{GRPC_TIMEOUT, Inherited, parse_grpc_timeout};
+use crate::grpc::deadline::{Inherited, served_deadline};
 
 /// The future a handler runs as: with its RPC's deadline and context
 /// current.
@@ -27,8 +27,5 @@ pub(super) fn deadline(
     headers: &http::HeaderMap,
     received: Instant,
 ) -> Option<(Instant, Duration)> {
-    let timeout = headers
-        .get(GRPC_TIMEOUT)
-        .and_then(|v| parse_grpc_timeout(v.as_bytes()))?;
-    Some((received.checked_add(timeout)?, timeout))
+    served_deadline(headers, received)
 }

@@ -135,14 +135,7 @@ impl Error {
     }
 
     fn find<E: StdError + 'static>(&self) -> Option<&E> {
-        let mut next: Option<&(dyn StdError + 'static)> = self.source.as_deref().map(|e| e as _);
-        while let Some(e) = next {
-            if let Some(found) = e.downcast_ref::<E>() {
-                return Some(found);
-            }
-            next = e.source();
-        }
-        None
+        crate::chain::find(self.source.as_deref().map(|e| e as _))
     }
 
     /// The `error.type` of this error, as an attempt's span and
