@@ -132,7 +132,7 @@ async fn a_never_retry_methods_attempt_is_cut_and_not_retried() {
     assert_eq!(err.code(), Code::DeadlineExceeded);
     assert_eq!(
         err.message(),
-        "the attempt's timeout passed: the client's attempt_timeout setting, 100ms"
+        "carts:9090: the attempt's timeout passed: the client's attempt_timeout setting, 100ms"
     );
     let timeout = AttemptTimeout::from_status(&err).expect("the attempt's timeout");
     assert_eq!(timeout.after(), Some(100 * MS));
@@ -452,7 +452,7 @@ async fn an_attempt_cut_while_it_waits_for_its_connection_is_not_retried() {
         assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
         assert_eq!(
             err.message(),
-            "the attempt's timeout passed: the client's attempt_timeout setting, 100ms; it was still waiting for its connection to carts:9090 (the dial had not finished)"
+            "carts:9090: the attempt's timeout passed: the client's attempt_timeout setting, 100ms; it was still waiting for its connection (the dial had not finished)"
         );
         assert!(AttemptTimeout::from_status(&err).is_some_and(AttemptTimeout::was_connecting));
         assert_eq!(start.elapsed(), 100 * MS, "one attempt, not retried");

@@ -406,7 +406,7 @@ mod dropped {
         // Its status names the bound, as the status of a call the client
         // ended itself does.
         let named = opentelemetry::trace::Status::error(
-            "the call's deadline passed: the request's own timeout (grpc-timeout), 1s",
+            "carts:9090: the call's deadline passed: the request's own timeout (grpc-timeout), 1s",
         );
         assert!(spans.iter().all(|s| s.status == named), "{spans:#?}");
         assert_eq!(w.calls("failure"), 3.0);
@@ -541,7 +541,7 @@ mod bound {
     use opentelemetry::Context as OtelContext;
     use tokio::time::Instant;
 
-    const PASSED: &str = "the call's deadline passed: ";
+    const PASSED: &str = "carts:9090: the call's deadline passed: ";
     /// The message of an inherited deadline with `left` when the call
     /// was made.
     fn inherited(left: &str) -> String {
@@ -551,7 +551,7 @@ mod bound {
             format!("{left} left when the call was made")
         };
         format!(
-            "the call's deadline passed: the deadline inherited from the RPC being served \
+            "carts:9090: the call's deadline passed: the deadline inherited from the RPC being served \
              ({left}), not the client's timeout setting"
         )
     }
@@ -649,19 +649,19 @@ mod bound {
         let (err, took) = w.unary(get("c-1")).await;
         assert_names(
             &err,
-            "the call's deadline passed: the client's timeout setting, 2s",
+            "carts:9090: the call's deadline passed: the client's timeout setting, 2s",
         );
         assert_eq!(took, Duration::from_secs(2));
         // A request's own timeout no shorter than the setting: the setting.
         let (err, _) = w.unary(timed(get("c-2"), Duration::from_secs(5))).await;
         assert_names(
             &err,
-            "the call's deadline passed: the client's timeout setting, 2s",
+            "carts:9090: the call's deadline passed: the client's timeout setting, 2s",
         );
         settle().await;
         assert_eq!(
             w.span_messages(),
-            ["the call's deadline passed: the client's timeout setting, 2s"; 2],
+            ["carts:9090: the call's deadline passed: the client's timeout setting, 2s"; 2],
             "the attempt's span says the same"
         );
     }
@@ -672,7 +672,7 @@ mod bound {
         let (err, took) = w.unary(timed(get("c-1"), Duration::from_millis(500))).await;
         assert_names(
             &err,
-            "the call's deadline passed: the request's own timeout (grpc-timeout), 500ms",
+            "carts:9090: the call's deadline passed: the request's own timeout (grpc-timeout), 500ms",
         );
         assert_eq!(took, Duration::from_millis(500));
     }
@@ -704,7 +704,7 @@ mod bound {
         let (err, _) = w.unary(timed(get("c-1"), Duration::from_secs(2))).await;
         assert_names(
             &err,
-            "the call's deadline passed: the client's timeout setting, 2s",
+            "carts:9090: the call's deadline passed: the client's timeout setting, 2s",
         );
         let served = Inherited::new(
             Some(Instant::now() + Duration::from_secs(1)),
@@ -715,7 +715,7 @@ mod bound {
             .await;
         assert_names(
             &err,
-            "the call's deadline passed: the request's own timeout (grpc-timeout), 1s",
+            "carts:9090: the call's deadline passed: the request's own timeout (grpc-timeout), 1s",
         );
     }
 
@@ -764,7 +764,7 @@ mod bound {
         let err = get_cart(listed.clone(), get("c-1")).await;
         assert_names(
             &err,
-            "the call's deadline passed: the client's timeout setting, 2s",
+            "carts:9090: the call's deadline passed: the client's timeout setting, 2s",
         );
         let err = get_cart(
             w.client.channel(),
@@ -773,7 +773,7 @@ mod bound {
         .await;
         assert_names(
             &err,
-            "the call's deadline passed: the request's own timeout (grpc-timeout), 4s",
+            "carts:9090: the call's deadline passed: the request's own timeout (grpc-timeout), 4s",
         );
         let served = Inherited::new(
             Some(Instant::now() + Duration::from_secs(1)),

@@ -188,7 +188,10 @@ async fn a_dependency_down_long_enough_opens_the_breaker_at_the_fifth_failed_dia
     let mut opened = None;
     for _ in 0..200 {
         let err = get_cart(&client, "c").await.unwrap_err();
-        if err.message().starts_with("circuit: call rejected") {
+        if err
+            .message()
+            .starts_with("carts:9090: circuit: call rejected")
+        {
             opened = Some(start.elapsed());
             break;
         }

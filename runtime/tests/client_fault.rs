@@ -383,7 +383,11 @@ async fn ten_aborted_calls_are_retried_and_open_the_breaker_then_a_call_with_no_
     // The open breaker sheds a call that carries no scenario.
     let err = world.place(&context(None)).await.unwrap_err();
     assert_eq!(err.code(), Code::Unavailable);
-    assert!(err.message().starts_with("circuit"), "{}", err.message());
+    assert!(
+        err.message().starts_with("carts:9090: circuit"),
+        "{}",
+        err.message()
+    );
     assert_eq!(world.carts.arrivals(&GET_CART), 0);
     assert_eq!(
         world.metric(HUMUS_CIRCUIT_CALLS, &[(HUMUS_CIRCUIT_OUTCOME, "rejected")]),

@@ -168,7 +168,11 @@ async fn a_rejected_call_is_a_span_of_humus_scope_with_unavailable_and_the_rejec
     assert_eq!(text(span, RPC_METHOD).as_deref(), Some(METHOD_NAME));
     assert_eq!(text(span, SERVER_ADDRESS).as_deref(), Some("carts"));
     assert_eq!(span.status, SpanStatus::error(err.message().to_owned()));
-    assert!(err.message().starts_with("circuit"), "{}", err.message());
+    assert!(
+        err.message().starts_with("carts:9090: circuit"),
+        "{}",
+        err.message()
+    );
 
     let own = capture.metrics(CLIENT_SCOPE);
     assert_eq!(

@@ -394,7 +394,7 @@ async fn a_dial_that_hangs_fails_after_the_connect_timeout_and_the_next_call_dia
     assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
     assert_eq!(
         err.message(),
-        "the call's deadline passed: the client's timeout setting, 10s; it was still waiting for its connection to carts:9090 (the dial had not finished)"
+        "carts:9090: the call's deadline passed: the client's timeout setting, 10s; it was still waiting for its connection (the dial had not finished)"
     );
     assert_eq!(start.elapsed(), 10 * SECOND, "the call's own timeout");
     let _carts = start_carts(&host, &ca, &carts);
@@ -1230,7 +1230,7 @@ async fn a_proxys_503_page_is_unavailable_retried_and_counted() {
             .await
             .unwrap_err();
         assert!(
-            err.message().starts_with("circuit"),
+            err.message().starts_with("carts:9090: circuit"),
             "three attempts failed, the breaker is open: {err:?}"
         );
     }
@@ -1319,7 +1319,7 @@ async fn a_proxys_rate_limit_does_not_open_the_breaker() {
         for call in burst {
             if let Err(err) = call.await.unwrap() {
                 assert_eq!(err.code(), Code::Unavailable, "{http}: {err:?}");
-                if err.message().starts_with("circuit") {
+                if err.message().starts_with("carts:9090: circuit") {
                     rejected += 1;
                 }
             }
@@ -1329,7 +1329,7 @@ async fn a_proxys_rate_limit_does_not_open_the_breaker() {
             assert!(rejected > 0, "{http}: retries after the wait were rejected");
             let err = next.unwrap_err();
             assert!(
-                err.message().starts_with("circuit"),
+                err.message().starts_with("carts:9090: circuit"),
                 "{http}: the breaker is open: {err:?}"
             );
         } else {
@@ -1386,7 +1386,7 @@ async fn a_classify_can_count_a_proxys_429_as_a_failure() {
         .await
         .unwrap_err();
     assert!(
-        err.message().starts_with("circuit"),
+        err.message().starts_with("carts:9090: circuit"),
         "three 429s counted as failures open the breaker: {err:?}"
     );
 }

@@ -168,7 +168,7 @@ async fn a_hung_dependency_ends_every_call_by_deadline_and_opens_the_breaker() {
         assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
         assert_eq!(
             err.message(),
-            "the call's deadline passed: the client's timeout setting, 1s",
+            "carts:9090: the call's deadline passed: the client's timeout setting, 1s",
             "connected: nothing said of the connection"
         );
         assert_eq!(start.elapsed(), SECOND, "the timeout ends the call");
@@ -187,7 +187,7 @@ async fn a_hung_dependency_ends_every_call_by_deadline_and_opens_the_breaker() {
     assert_eq!(err.code(), Code::Unavailable);
     assert!(
         err.message()
-            .starts_with("circuit: call rejected: open for another"),
+            .starts_with("carts:9090: circuit: call rejected: open for another"),
         "{err:?}"
     );
     let rejected = err

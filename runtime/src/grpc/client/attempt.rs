@@ -38,11 +38,12 @@ use crate::retry::{self, Attempted, Decision, Next};
 /// never reached the server (gRPC's transparent retry).
 pub(super) const TRANSPARENT_RETRIES: usize = 3;
 
-/// The status of a call the breaker rejected: Unavailable, with the
-/// rejection's message, and the [`Rejected`] as its source, so a caller can
-/// tell nothing was sent.
-fn rejected_status(rejected: Rejected) -> Status {
-    let mut status = Status::unavailable(rejected.to_string());
+/// The status of a call to the dependency at `addr` that the breaker
+/// rejected: Unavailable, with the address and the rejection's message,
+/// and the [`Rejected`] as its source, so a caller can tell nothing was
+/// sent.
+fn rejected_status(rejected: Rejected, addr: &str) -> Status {
+    let mut status = Status::unavailable(format!("{addr}: {rejected}"));
     status.set_source(Arc::new(rejected));
     status
 }
@@ -259,9 +260,10 @@ impl<'a> Call<'a> {
                 Ok(())
             }
             Err(rejected) => {
-                ctx.hooks.rejected(self.attempt, &rejected);
+                let status = rejected_status(rejected, &ctx.inner.settings.addr);
+                ctx.hooks.rejected(self.attempt, status.message());
                 ctx.hooks.decided(Decision::Stopped);
-                Err(rejected_status(rejected))
+                Err(status)
             }
         }
     }
@@ -295,7 +297,7 @@ impl<'a> Call<'a> {
         match self.ctx.inner.settings.attempt_timeout {
             Some(after) if bound != call && call.is_none_or(|d| Instant::now() < d) => {
                 let connecting = self.ctx.connecting.load(Ordering::Relaxed);
-                AttemptTimeout::status(after, connecting.then_some(&*self.ctx.inner.settings.addr))
+                AttemptTimeout::status(after, connecting, &self.ctx.inner.settings.addr)
             }
             _ => self.ctx.deadline_exceeded(),
         }
@@ -441,15 +443,11 @@ impl CallCtx<'_> {
     /// saying so when the attempt was still waiting for the connection
     /// (the server accepted, or not, but never finished the dial).
     fn deadline_exceeded(&self) -> Status {
-        let status = deadline_exceeded(self.deadline.map(|d| d.bound));
+        let status = deadline_exceeded(self.deadline.map(|d| d.bound), &self.inner.settings.addr);
         if !self.connecting.load(Ordering::Relaxed) {
             return status;
         }
-        Status::deadline_exceeded(format!(
-            "{}{}",
-            status.message(),
-            StillConnecting(&self.inner.settings.addr)
-        ))
+        Status::deadline_exceeded(format!("{}{StillConnecting}", status.message()))
     }
 
     /// The connection's sender ([`Connection::sender`](super::connection::Connection::sender)),
@@ -1243,7 +1241,7 @@ pub(super) fn stream_settle(
             }
             End::DeadlinePassed => {
                 let bound = deadline.map(|d| d.bound);
-                hooks.attempt_end(span, Some(&deadline_exceeded(bound)));
+                hooks.attempt_end(span, Some(&deadline_exceeded(bound, &inner.settings.addr)));
                 Some(Outcome::Failure)
             }
             End::Closed => {

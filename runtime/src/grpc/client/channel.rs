@@ -1333,7 +1333,7 @@ impl Live {
     fn end_at_deadline(&mut self) -> Status {
         self.end(End::DeadlinePassed);
         self.inner = None;
-        deadline_exceeded(self.bound)
+        deadline_exceeded(self.bound, self.closed.addr())
     }
 
     /// Counts the stream's clean end with `trailer` (its `grpc-status`,

@@ -215,8 +215,9 @@ impl Client {
     /// # Errors
     ///
     /// The last attempt's status: `DeadlineExceeded` once the deadline has
-    /// passed (its message names which of the three bounds it was: `the
-    /// call's deadline passed: the client's timeout setting, 10s`), or the
+    /// passed (its message names the dependency and which of the three
+    /// bounds it was: `carts:9090: the call's deadline passed: the client's
+    /// timeout setting, 10s`), or the
     /// last attempt's own timeout, `Canceled` (`the client connection is closing`) after
     /// [`Setup::stop`]. When the budget refused a retry, `max_attempts` was
     /// reached, or the deadline came before the next attempt, its source is

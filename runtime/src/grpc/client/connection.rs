@@ -768,6 +768,11 @@ impl ClosedFlag {
     pub(crate) fn is_closed(&self) -> bool {
         self.0.is_closed()
     }
+
+    /// The address the connection dials (its settings' `addr`).
+    pub(crate) fn addr(&self) -> &str {
+        &self.0.addr
+    }
 }
 
 /// One dialled connection, which fails every read and write once

@@ -336,23 +336,23 @@ pub struct AttemptTimeout {
     after: Option<Duration>,
     /// The layer's error, for a layer's timeout.
     layer: Option<LayerError>,
-    /// The dependency's address, when the attempt was still waiting for
-    /// its connection (a dial that had not finished).
-    connecting: Option<Box<str>>,
+    /// Whether the attempt was still waiting for its connection (a dial
+    /// that had not finished).
+    connecting: bool,
 }
 
 impl AttemptTimeout {
     /// The status of an attempt that [`Settings::attempt_timeout`](super::Settings::attempt_timeout),
-    /// `after`, ended: `DeadlineExceeded`, naming the setting and its
-    /// value, and the address whose connection the attempt was still
-    /// waiting for, if it was (`connecting`).
-    pub(super) fn status(after: Duration, connecting: Option<&str>) -> Status {
+    /// `after`, ended: `DeadlineExceeded`, naming the dependency (`addr`),
+    /// the setting and its value, and saying so when the attempt was still
+    /// waiting for its connection (`connecting`).
+    pub(super) fn status(after: Duration, connecting: bool, addr: &str) -> Status {
         let timeout = AttemptTimeout {
             after: Some(after),
             layer: None,
-            connecting: connecting.map(Box::from),
+            connecting,
         };
-        let mut status = Status::deadline_exceeded(timeout.to_string());
+        let mut status = Status::deadline_exceeded(format!("{addr}: {timeout}"));
         status.set_source(Arc::new(timeout));
         status
     }
@@ -363,7 +363,7 @@ impl AttemptTimeout {
         let timeout = AttemptTimeout {
             after: None,
             layer: Some(layer),
-            connecting: None,
+            connecting: false,
         };
         let mut status = Status::deadline_exceeded(timeout.to_string());
         status.set_source(Arc::new(timeout));
@@ -386,7 +386,7 @@ impl AttemptTimeout {
     /// Whether the attempt was still waiting for its connection (a dial
     /// that had not finished) when its timeout passed: nothing was sent.
     pub fn was_connecting(&self) -> bool {
-        self.connecting.is_some()
+        self.connecting
     }
 }
 
@@ -399,10 +399,10 @@ impl fmt::Display for AttemptTimeout {
                     "the attempt's timeout passed: the client's attempt_timeout setting, {}",
                     humantime_serde::re::humantime::format_duration(after)
                 )?;
-                match &self.connecting {
-                    Some(addr) => StillConnecting(addr).fmt(f),
-                    None => Ok(()),
+                if self.connecting {
+                    StillConnecting.fmt(f)?;
                 }
+                Ok(())
             }
             None => f.write_str(
                 "the attempt's timeout passed: a per-attempt layer's timeout elapsed (tower's Elapsed)",
@@ -412,17 +412,13 @@ impl fmt::Display for AttemptTimeout {
 }
 
 /// What the message of an attempt's status adds when the attempt was
-/// still waiting for its connection to the address it holds (a dial that
-/// had not finished), whichever deadline cut it.
-pub(super) struct StillConnecting<'a>(pub(super) &'a str);
+/// still waiting for its connection (a dial that had not finished),
+/// whichever deadline cut it; the message names the address first.
+pub(super) struct StillConnecting;
 
-impl fmt::Display for StillConnecting<'_> {
+impl fmt::Display for StillConnecting {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "; it was still waiting for its connection to {} (the dial had not finished)",
-            self.0
-        )
+        f.write_str("; it was still waiting for its connection (the dial had not finished)")
     }
 }
 

@@ -33,7 +33,7 @@ use tonic::metadata::MetadataMap;
 
 use super::Method;
 use super::client::Inner;
-use crate::circuit::{Outcome, Rejected};
+use crate::circuit::Outcome;
 use crate::retry::Decision;
 use crate::telemetry::Attempt;
 
@@ -80,13 +80,14 @@ impl Hooks<'_> {
     }
 
     /// The breaker rejected attempt `attempt`: nothing was sent. A span of
-    /// humus's own scope with `UNAVAILABLE` and the rejection's message;
+    /// humus's own scope with `UNAVAILABLE` and the call's status's
+    /// `message` (the dependency and the rejection);
     /// `humus.circuit.calls` counts it as rejected. Nothing is evaluated.
-    pub(super) fn rejected(&self, attempt: u32, rejected: &Rejected) {
+    pub(super) fn rejected(&self, attempt: u32, message: &str) {
         let _ = attempt;
         self.inner
             .recorder
-            .record_rejected(&self.cx, self.method.full_name, &rejected.to_string());
+            .record_rejected(&self.cx, self.method.full_name, message);
     }
 
     /// Attempt `attempt` starts: its CLIENT span, a child of the call's

@@ -155,7 +155,7 @@ impl<T> Streaming<T> {
     fn end_at_deadline(&mut self) -> Status {
         self.end(End::DeadlinePassed);
         self.inner = None;
-        deadline_exceeded(self.bound)
+        deadline_exceeded(self.bound, self.closed.addr())
     }
 
     /// The next message, `None` at the end of the stream.
@@ -282,8 +282,9 @@ pub(super) fn missing_response() -> Status {
     Status::internal("Missing response message.")
 }
 
-/// The `DEADLINE_EXCEEDED` status of a call (or a stream) that the client
-/// ended at its deadline, naming which bound the deadline was: `the call's
+/// The `DEADLINE_EXCEEDED` status of a call (or a stream) to the
+/// dependency at `addr` that the client ended at its deadline, naming the
+/// dependency and which bound the deadline was: `carts:9090: the call's
 /// deadline passed: the client's timeout setting, 10s`, `...: the
 /// request's own timeout (grpc-timeout), 500ms`, `...: the deadline
 /// inherited from the RPC being served (300ms left when the call was
@@ -291,16 +292,16 @@ pub(super) fn missing_response() -> Status {
 /// (the wording of the HTTP client's timeout error). Written only here,
 /// when the status is made; a call with a deadline always knows its bound
 /// (`None` writes the message alone).
-pub(super) fn deadline_exceeded(bound: Option<Bound>) -> Status {
+pub(super) fn deadline_exceeded(bound: Option<Bound>, addr: &str) -> Status {
     const PASSED: &str = "the call's deadline passed";
     Status::deadline_exceeded(match bound {
         // The header's name too: it is what the caller set, directly or
         // with tonic's `Request::set_timeout`.
         Some(Bound::Request(d)) => {
-            format!("{PASSED}: the request's own timeout (grpc-timeout), {d:?}")
+            format!("{addr}: {PASSED}: the request's own timeout (grpc-timeout), {d:?}")
         }
-        Some(bound) => format!("{PASSED}: {bound}"),
-        None => PASSED.to_owned(),
+        Some(bound) => format!("{addr}: {PASSED}: {bound}"),
+        None => format!("{addr}: {PASSED}"),
     })
 }
 
