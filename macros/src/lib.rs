@@ -60,7 +60,11 @@ use proc_macro::TokenStream;
 /// - `classify(Code => (Verdict, Outcome), ...)`: `Code` is a
 ///   `tonic::Code` variant, `Verdict` one of `Success`, `Retry`, `Stop`,
 ///   `Outcome` one of `Success`, `Failure`, `Ignored`; it replaces the
-///   `.proto`'s table of the method;
+///   `.proto`'s table of the method. The verdict is for retries and the
+///   retry budget, the outcome for the breaker, each on its own: a
+///   `Success` verdict on an error code (a `NotFound` a lookup expects)
+///   ends the call with that status and fills the budget as an `OK` does,
+///   whatever the outcome says;
 /// - `classify_fn = path`: a function with the
 ///   `humus::grpc::client::ClassifyFn` signature, consulted after the table.
 ///

@@ -49,11 +49,20 @@ pub use decide::{Attempted, Next, decide};
 /// What a classifier answers of one attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Verdict {
-    /// The attempt succeeded; no further attempt.
+    /// The attempt succeeded; no further attempt. It gives back to the
+    /// retry budget and is counted `succeeded` in
+    /// `humus.retry.decisions`. A classifier may give it for an error
+    /// status that is a normal answer of a healthy dependency (a
+    /// `NotFound` a lookup expects): the call still returns that status,
+    /// and the budget fills as for an `OK`. Beside a breaker `Failure`
+    /// (which the retry verdict does not check), it fills the budget while
+    /// counting against the dependency: a `Stop` is what such a status
+    /// usually wants.
     Success,
     /// Another attempt may help.
     Retry,
-    /// The call ends with this attempt's result.
+    /// The call ends with this attempt's result. Nothing goes back to the
+    /// retry budget; `humus.retry.decisions` counts it `stopped`.
     Stop,
 }
 
