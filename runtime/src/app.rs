@@ -713,7 +713,11 @@ impl App {
     }
 
     /// Builds the App's failure injector with `build`, after the telemetry
-    /// and before init. Without it, injection is off.
+    /// and before init. Without it, injection is off, and a caller's
+    /// scenario goes on with its baggage to the App's dependencies: an App
+    /// whose dependencies trust it, but which takes no part in failure
+    /// injection, builds [`Injector::strip_only`]
+    /// ([design](crate::design::failure_injection#trust-and-stripping)).
     pub fn faults(
         mut self,
         build: impl FnOnce(&Setup) -> Result<Injector, Error> + Send + 'static,

@@ -597,6 +597,52 @@ async fn injection_off_evaluates_and_strips_nothing() {
     );
 }
 
+/// A service that takes no part in failure injection but stands between
+/// callers and services that do: strip-only, it injects nothing, and its
+/// server and client strip a scenario as with injection on (off, both
+/// pass it on: `injection_off_evaluates_and_strips_nothing`).
+#[tokio::test(start_paused = true)]
+async fn strip_only_injects_nothing_and_strips_as_injection_on_does() {
+    let cx = context(Some(&abort_at(GET_CART.point)));
+
+    // An untrusted caller: its scenario never reaches the handler.
+    let world = World::new(|front| {
+        front.faults = Injector::strip_only(codec());
+        front.trust_scenario = false;
+    });
+    world.place(&cx).await.unwrap();
+    let seen = world.front.seen.lock().unwrap().clone();
+    assert_eq!(members(&seen[0]), (None, Some("acme".into())));
+
+    // A trusted one: the handler sees it, but its call to carts is not
+    // aborted, nothing is evaluated, and it is not sent on.
+    let world = World::new(|front| front.faults = Injector::strip_only(codec()));
+    let sent = carts_seen(&world.carts);
+    world.place(&cx).await.unwrap();
+    let seen = world.front.seen.lock().unwrap().clone();
+    assert!(
+        members(&seen[0]).0.is_some(),
+        "trusted: the handler sees it"
+    );
+    assert_eq!(world.results(), [(Code::Ok, None)]);
+    assert_eq!(world.carts.arrivals(&GET_CART), 1);
+    let sent = sent.lock().unwrap()[0].clone();
+    assert_eq!(members(&sent), (None, Some("acme".into())));
+    let span = &world.carts_spans()[0];
+    assert_eq!(events(span, fault::names::STRIP).len(), 1);
+    assert!(events(span, fault::names::EVALUATION).is_empty());
+
+    // With forward_scenario, it goes on as it came.
+    let world = World::new(|front| {
+        front.faults = Injector::strip_only(codec());
+        front.settings.forward_scenario = true;
+    });
+    let sent = carts_seen(&world.carts);
+    world.place(&cx).await.unwrap();
+    let sent = sent.lock().unwrap()[0].clone();
+    assert!(members(&sent).0.is_some());
+}
+
 // ---- streams, and the status a caller gets -----------------------------
 
 /// A client of carts with failure injection on, for the stream tests: the

@@ -144,6 +144,30 @@ fn off_evaluates_strips_and_records_nothing() {
 }
 
 #[test]
+fn strip_only_evaluates_nothing_and_strips_as_on_does() {
+    let strip_only = Injector::strip_only(codec());
+    assert!(!strip_only.is_on());
+    assert_eq!(strip_only.max_delay(), None);
+    assert!(format!("{strip_only:?}").contains("strip_only: true"));
+    let events = events_of(
+        baggage(Some(r#"{"rules":[{"point":"*","abort":true}]}"#)),
+        |cx| {
+            assert!(strip_only.carries_scenario(cx));
+            assert_eq!(strip_only.eval(cx, POINT), Fault::NONE);
+            let stripped = strip_only.strip(cx).expect("stripped");
+            assert!(!strip_only.carries_scenario(&stripped));
+            assert_eq!(
+                strip_only.strip_baggage(cx.baggage()).map(|b| b.len()),
+                Some(cx.baggage().len() - 1)
+            );
+        },
+    );
+    // The strip is recorded; no evaluation is.
+    let names: Vec<&str> = events.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names, [names::STRIP]);
+}
+
+#[test]
 fn no_scenario_is_no_fault_and_no_event() {
     let events = events_of(baggage(None), |cx| {
         let on = injector();

@@ -221,6 +221,29 @@ async fn with_injection_off_nothing_is_evaluated_or_stripped() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn strip_only_evaluates_nothing_and_strips_the_scenario() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let setup = humus::Setup::new()
+        .with_telemetry(telemetry.telemetry())
+        .with_faults(humus::fault::Injector::strip_only(codec()));
+    let client = client(&setup, &upstream, Settings::default());
+    let ok = client
+        .get("/pay")
+        .context(context(Some(&abort_at(&upstream.point()))))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200, "nothing injected");
+    let seen = &upstream.seen()[0];
+    assert!(seen.member(KEY).is_none(), "stripped");
+    assert_eq!(seen.member("tenant").as_deref(), Some("acme"));
+    let span = &client_spans(&telemetry)[0];
+    assert_eq!(events(span, fit::STRIP).len(), 1);
+    assert!(events(span, fit::EVALUATION).is_empty());
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_delay_is_waited_inside_the_attempt_and_the_call_succeeds() {
     let upstream = Upstream::start().await;
     let telemetry = Telemetry::new();

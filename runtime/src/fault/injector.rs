@@ -32,12 +32,19 @@ pub struct Injector {
 struct On {
     decoder: Arc<dyn Decoder>,
     max_delay: Duration,
+    /// False for [`Injector::strip_only`]: no point injects anything.
+    inject: bool,
 }
 
 impl fmt::Debug for Injector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.on {
             None => f.write_str("Injector(off)"),
+            Some(on) if !on.inject => f
+                .debug_struct("Injector")
+                .field("strip_only", &true)
+                .field("decoder", &on.decoder)
+                .finish(),
             Some(on) => f
                 .debug_struct("Injector")
                 .field("decoder", &on.decoder)
@@ -57,8 +64,38 @@ impl Injector {
     pub fn new(settings: Settings) -> Result<Injector, SettingsError> {
         let (decoder, max_delay) = validate(settings)?;
         Ok(Injector {
-            on: Some(Arc::new(On { decoder, max_delay })),
+            on: Some(Arc::new(On {
+                decoder,
+                max_delay,
+                inject: true,
+            })),
         })
+    }
+
+    /// An injector that knows the scenario convention of `decoder` and
+    /// never injects a fault: for a service that takes no part in failure
+    /// injection but stands between callers and services that do.
+    ///
+    /// Off, a service cannot tell a scenario from any other baggage
+    /// member, so it strips nothing: its handlers' calls pass a caller's
+    /// scenario on with the rest of the baggage, and a dependency that
+    /// trusts this service (an in-cluster caller) would then inject what
+    /// an untrusted caller of this service asked for. Strip-only, its
+    /// servers strip the scenario of every caller their `trust_scenario`
+    /// does not trust and its clients strip it from what they send unless
+    /// `forward_scenario`, exactly as with injection on, while
+    /// [`eval`](Injector::eval) returns [`Fault::NONE`] and records
+    /// nothing. [`is_on`](Injector::is_on) is `false`.
+    ///
+    /// Design: [trust and stripping](crate::design::failure_injection#trust-and-stripping).
+    pub fn strip_only(decoder: impl Decoder) -> Injector {
+        Injector {
+            on: Some(Arc::new(On {
+                decoder: Arc::new(decoder),
+                max_delay: Duration::ZERO,
+                inject: false,
+            })),
+        }
     }
 
     /// An injector that is off (the default).
@@ -66,18 +103,31 @@ impl Injector {
         Injector::default()
     }
 
-    /// Whether failure injection is on.
+    /// Whether failure injection is on: points inject what scenarios ask
+    /// for. `false` when off and when [strip-only](Injector::strip_only).
     pub fn is_on(&self) -> bool {
+        self.on.as_ref().is_some_and(|on| on.inject)
+    }
+
+    /// Whether the injector knows the scenario convention (on, or
+    /// [strip-only](Injector::strip_only)): servers then strip untrusted
+    /// scenarios and clients strip what they send.
+    pub(crate) fn reads_scenarios(&self) -> bool {
         self.on.is_some()
     }
 
-    /// The longest delay a point waits, or `None` when off.
+    /// The longest delay a point waits, or `None` when no point injects
+    /// (off, or [strip-only](Injector::strip_only)).
     pub fn max_delay(&self) -> Option<Duration> {
-        self.on.as_ref().map(|on| on.max_delay)
+        self.on
+            .as_ref()
+            .filter(|on| on.inject)
+            .map(|on| on.max_delay)
     }
 
     /// Whether `cx`'s baggage carries a scenario: a member the decoder
-    /// owns, valid or not. Always `false` when off.
+    /// owns, valid or not. Always `false` when off (strip-only knows the
+    /// members, so it answers as when on).
     pub fn carries_scenario(&self, cx: &Context) -> bool {
         self.on
             .as_ref()
@@ -94,14 +144,15 @@ impl Injector {
     /// pattern), `humus.fit.delay` (the clamped delay, in seconds, a
     /// float) and `humus.fit.abort`; when the decoder rejected the
     /// scenario, `error.type` and `error.message`, and the request goes on
-    /// unharmed ([`Fault::NONE`]). Off: [`Fault::NONE`], nothing recorded.
+    /// unharmed ([`Fault::NONE`]). Off or [strip-only](Injector::strip_only):
+    /// [`Fault::NONE`], nothing recorded.
     ///
     /// Any code can be a point: `injector.eval(&cx, "postgresql:orders")`,
     /// then [`Fault::inject`] (or both at once with
     /// [`inject`](Injector::inject)). Name such a point
     /// `<system>:<name>`, after OpenTelemetry's `*.system` attribute.
     pub fn eval(&self, cx: &Context, point: &str) -> Fault {
-        let Some(on) = &self.on else {
+        let Some(on) = self.on.as_ref().filter(|on| on.inject) else {
             return Fault::NONE;
         };
         let span = cx.span();

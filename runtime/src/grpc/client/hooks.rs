@@ -144,7 +144,7 @@ impl Hooks<'_> {
     /// stripped the same way.
     pub(super) fn propagate(&self, span: &AttemptSpan, metadata: &mut MetadataMap) {
         let faults = &self.inner.faults;
-        if self.inner.settings.forward_scenario || !faults.is_on() {
+        if self.inner.settings.forward_scenario || !faults.reads_scenarios() {
             span.attempt.inject(metadata);
             return;
         }

@@ -22,7 +22,10 @@ use crate::fault::Injector;
 /// of the inner service's, which tonic's server takes as it is. It needs:
 ///
 /// - the service's [`Injector`] (`setup.faults().clone()`): when it is off,
-///   nothing is read or stripped (panics are still answered);
+///   nothing is read or stripped (panics are still answered), so a caller's
+///   scenario reaches the handler's calls: a service that stands before
+///   services which trust it strips with
+///   [`Injector::strip_only`](crate::fault::Injector::strip_only);
 /// - the propagator that reads and writes the request's `baggage` header
 ///   (the service's telemetry's propagator; it may be a composite one that
 ///   also carries the trace context, which the layer leaves as it is).

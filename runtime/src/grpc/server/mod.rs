@@ -11,8 +11,9 @@
 //!    a caller that [`Settings::trust_scenario`] does not trust, has the
 //!    scenario removed from its baggage (its `baggage` header rewritten),
 //!    using the Setup's injector; the default trusts no one, and with
-//!    injection off nothing is read or stripped
-//!    ([design](crate::design::failure_injection#trust-and-stripping));
+//!    injection off nothing is read or stripped (an injector that is
+//!    [strip-only](crate::fault::Injector::strip_only) strips and injects
+//!    nothing: [design](crate::design::failure_injection#trust-and-stripping));
 //! 3. a SERVER span, a child of the caller's span, through the Setup's
 //!    tracer provider (never the global one), named after the method
 //!    (`ledger.v1.Ledger/Transfer`) with OpenTelemetry's RPC attributes

@@ -268,7 +268,7 @@ where
         };
         // 2. The scenario strip, for a caller not trusted. A panic of the
         // trust function is answered as a handler's, with no handler run.
-        let (cx, stripped, trust_panic) = if shared.strip.injector.is_on() {
+        let (cx, stripped, trust_panic) = if shared.strip.injector.reads_scenarios() {
             match shared.strip.strip_extracted(&mut request, extracted) {
                 Ok((cx, stripped)) => (cx, stripped, None),
                 Err(panicked) => (panicked.cx, false, Some(panicked.payload)),

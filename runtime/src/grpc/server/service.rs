@@ -197,7 +197,7 @@ where
             .cloned()
             .unwrap_or_else(Context::current);
         let outer = outer.has_active_span().then_some(outer);
-        if self.shared.injector.is_on() {
+        if self.shared.injector.reads_scenarios() {
             // An inner InheritLayer reads the request as this layer left it.
             request.extensions_mut().insert(ScenarioVetted);
         }
@@ -238,7 +238,7 @@ impl Shared {
         request: &mut http::Request<B>,
         span: Option<&Context>,
     ) -> Result<Option<Context>, Payload> {
-        if !self.injector.is_on() {
+        if !self.injector.reads_scenarios() {
             return Ok(None);
         }
         let extracted = self.extract(request);
@@ -296,7 +296,7 @@ impl Shared {
     /// headers is first joined into one (so a scenario in a second
     /// `baggage` header cannot slip past).
     pub(super) fn extract<B>(&self, request: &mut http::Request<B>) -> Context {
-        if self.injector.is_on() {
+        if self.injector.reads_scenarios() {
             combine_repeated(request.headers_mut(), &self.fields);
         }
         self.propagator

@@ -552,7 +552,7 @@ impl Client {
             // copy of the request): the fault point, the propagation
             // headers, then reqwest.
             let result = 'attempt: {
-                let stripped = if inner.faults.is_on() {
+                let stripped = if inner.faults.reads_scenarios() {
                     match Box::pin(self.inject_fault(&span, attempt_deadline, call_deadline)).await
                     {
                         Ok(stripped) => Some(stripped),

@@ -190,7 +190,7 @@ impl Shared {
         &self,
         mut request: http::Request<B>,
     ) -> Result<(http::Request<B>, Context), (Context, Payload)> {
-        let on = self.injector.is_on();
+        let on = self.injector.reads_scenarios();
         if on {
             join_repeated(request.headers_mut(), &self.fields);
         }
