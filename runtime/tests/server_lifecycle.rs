@@ -129,6 +129,10 @@ async fn a_graceful_shutdown_finishes_unary_calls_and_ends_streams_after_its_goa
         .expect("the stream ends at the shutdown, not at its grace")
         .unwrap_err();
     assert_eq!(err.code(), Code::Unavailable, "{err}");
+    assert_eq!(
+        err.message(),
+        "the server is going away: call again on a new connection"
+    );
     // Opened again at once, it goes over a new connection, to the new
     // instance: the old one's GOAWAY came first.
     let mut again = client
@@ -228,6 +232,11 @@ async fn a_stream_outliving_its_connections_age_ends_unavailable_after_the_grace
     assert!(stream.message().await.unwrap().is_some());
     let err = stream.message().await.unwrap_err();
     assert_eq!(err.code(), Code::Unavailable, "{err}");
+    // The age's message, not a stopping server's.
+    assert_eq!(
+        err.message(),
+        "the connection reached its maximum age: call again on a new connection"
+    );
     let took = started.elapsed();
     // Its age is within 10 % of 10 s, then the grace of 5 s.
     assert!(
@@ -478,4 +487,83 @@ async fn a_server_taking_over_the_socket_of_one_shutting_down_loses_no_call() {
         "the new server serves the last calls"
     );
     next.stopped().await;
+}
+
+/// A host whose listener fails every accept with `error` (counting them)
+/// `failures` times, then waits for ever.
+#[derive(Debug)]
+struct FailingAccepts {
+    error: std::io::ErrorKind,
+    raw: Option<i32>,
+    failures: usize,
+    accepts: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl humus::Host for FailingAccepts {
+    fn dial<'a>(&'a self, addr: &'a str) -> humus::DialFuture<'a> {
+        humus::OsHost.dial(addr)
+    }
+
+    fn read_file(&self, path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+        humus::OsHost.read_file(path)
+    }
+
+    fn listen<'a>(&'a self, _addr: &'a str) -> humus::ListenFuture<'a> {
+        let (error, raw, accepts) = (self.error, self.raw, self.accepts.clone());
+        let failing = futures_util::stream::iter(0..self.failures).map(move |_| {
+            accepts.fetch_add(1, Ordering::Relaxed);
+            Err(match raw {
+                Some(code) => std::io::Error::from_raw_os_error(code),
+                None => std::io::Error::from(error),
+            })
+        });
+        Box::pin(async move {
+            Ok(humus::Listener {
+                local_addr: None,
+                incoming: Box::pin(failing.chain(futures_util::stream::pending())),
+            })
+        })
+    }
+}
+
+/// Out of file descriptors, every accept fails at once until a connection
+/// closes: the loop pauses 5 ms, doubling to 1 s, rather than spin a core
+/// (accepts at 0, 5, 15, 35, ... 635 and 1275 ms, then 1 s later: 9 in
+/// the first 2 s, where a loop with no pause takes all 1000), and still stops
+/// at once. A connection's own failure (aborted before it was accepted)
+/// pauses nothing.
+#[tokio::test(start_paused = true)]
+async fn accepts_out_of_descriptors_pause_and_double_and_a_stop_is_heard() {
+    const EMFILE: i32 = 24;
+    for (what, error, raw, within_2s) in [
+        ("EMFILE", std::io::ErrorKind::Other, Some(EMFILE), 9),
+        ("aborted", std::io::ErrorKind::ConnectionAborted, None, 1000),
+    ] {
+        let accepts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let host = FailingAccepts {
+            error,
+            raw,
+            failures: 1000,
+            accepts: accepts.clone(),
+        };
+        let mut server = Server::new(
+            &Setup::new().with_host(host),
+            Settings {
+                addr: "127.0.0.1:1".into(),
+                ..Settings::default()
+            },
+        )
+        .unwrap();
+        server.bind().await.unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(server.serve(async move {
+            let _ = stopped.await;
+        }));
+        tokio::time::sleep(Duration::from_millis(2_000)).await;
+        assert_eq!(accepts.load(Ordering::Relaxed), within_2s, "{what}");
+        let start = tokio::time::Instant::now();
+        stop.send(()).unwrap();
+        task.await.unwrap().unwrap();
+        assert_eq!(start.elapsed(), Duration::ZERO, "{what}: stopped at once");
+    }
 }

@@ -160,11 +160,6 @@ pub(super) struct StreamsEnd {
 }
 
 impl StreamsEnd {
-    /// Raises the signal: every open stream's body ends at its next poll.
-    pub(super) fn end(&self) {
-        self.end_with(GOING_AWAY);
-    }
-
     /// Raises the signal with `message`, the one the calls it ends are
     /// answered with (the first one given, if raised twice).
     pub(super) fn end_with(&self, message: &'static str) {
@@ -702,8 +697,13 @@ fn message(headers: &HeaderMap) -> String {
         .unwrap_or_default()
 }
 
-/// The message an open stream ends with at its connection's end.
+/// The message an open stream ends with when its server stops.
 pub(super) const GOING_AWAY: &str = "the server is going away: call again on a new connection";
+
+/// The message an open stream ends with when its connection reached its
+/// maximum age and the age's grace is over.
+pub(super) const STREAM_AGED: &str =
+    "the connection reached its maximum age: call again on a new connection";
 
 pin_project_lite::pin_project! {
     /// The response body of every RPC a [`Server`](super::Server) serves,
@@ -820,20 +820,24 @@ where
                     return Poll::Pending;
                 }
                 // The connection is going away: end the stream now, with
-                // UNAVAILABLE, so the caller opens it again elsewhere.
+                // UNAVAILABLE, so the caller opens it again elsewhere, and
+                // say why (the server stops, or the connection's age).
                 *this.ended = true;
                 this.inner.set(None);
+                let message = this
+                    .streams_end
+                    .as_ref()
+                    .map_or(GOING_AWAY, |s| s.message());
                 if let Some(record) = this.record.as_mut() {
-                    record.finish(Code::Unavailable, GOING_AWAY);
+                    record.finish(Code::Unavailable, message);
                 }
                 let mut trailers = HeaderMap::with_capacity(2);
-                trailers.insert("grpc-status", HeaderValue::from_static("14"));
-                trailers.insert(
-                    "grpc-message",
-                    HeaderValue::from_static(
-                        "the%20server%20is%20going%20away%3A%20call%20again%20on%20a%20new%20connection",
-                    ),
-                );
+                if tonic::Status::unavailable(message)
+                    .add_header(&mut trailers)
+                    .is_err()
+                {
+                    trailers.insert("grpc-status", HeaderValue::from_static("14"));
+                }
                 Poll::Ready(Some(Ok(Frame::trailers(trailers))))
             }
         }

@@ -6,7 +6,7 @@ use std::fmt;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,7 +23,7 @@ use tonic_health::ServingStatus;
 use tower_service::Service;
 
 use super::health::{Health, LIVENESS, READINESS};
-use super::rpc::{AGED, Rpc, RpcShared, STOPPED, StreamsEnd};
+use super::rpc::{AGED, GOING_AWAY, Rpc, RpcShared, STOPPED, STREAM_AGED, StreamsEnd};
 use super::service::{PeerCertificates, Shared};
 use super::settings::{Settings, SettingsError};
 use crate::Setup;
@@ -260,6 +260,7 @@ impl Server {
         {
             let mut incoming = listener.incoming;
             let mut shutdown = pin!(shutdown);
+            let mut accepts = AcceptPause::default();
             loop {
                 tokio::select! {
                     biased;
@@ -273,8 +274,10 @@ impl Server {
                             std::panic::resume_unwind(e.into_panic());
                         }
                     }
-                    accepted = incoming.next() => match accepted {
+                    () = accepts.paused(), if accepts.is_paused() => accepts.resume(),
+                    accepted = incoming.next(), if !accepts.is_paused() => match accepted {
                         Some(Ok(accepted)) => {
+                            accepts.accepted();
                             connections.spawn(serve_connection(
                                 accepted,
                                 routes.clone(),
@@ -283,8 +286,9 @@ impl Server {
                                 stopping.clone(),
                             ));
                         }
-                        // One failed accept; the listener goes on.
-                        Some(Err(_)) => {}
+                        // One failed accept; the listener goes on, after
+                        // a pause if the process is out of a resource.
+                        Some(Err(e)) => accepts.failed(&e),
                         None => break,
                     },
                 }
@@ -450,7 +454,8 @@ async fn serve_connection(
             () = async {}, if end_streams => {
                 end_streams = false;
                 streams_ended = true;
-                streams_end.end();
+                // Before the stop, only the age's grace ends them.
+                streams_end.end_with(if stopped { GOING_AWAY } else { STREAM_AGED });
             }
             () = grace.as_mut(), if going_away => {
                 if cut {
@@ -500,5 +505,64 @@ async fn serve_connection(
                 grace.as_mut().reset(Instant::now() + CLOSE_FLUSH);
             }
         }
+    }
+}
+
+/// The first pause of the accept loop after an accept fails for want of a
+/// resource; each failure in a row doubles it, up to [`ACCEPT_PAUSE_MAX`].
+/// (Go's `net/http` server: 5 ms to 1 s.)
+const ACCEPT_PAUSE_MIN: Duration = Duration::from_millis(5);
+/// The longest pause of the accept loop.
+const ACCEPT_PAUSE_MAX: Duration = Duration::from_secs(1);
+
+/// The accept loop's pause after a failed accept. An accept that fails for
+/// want of a resource (out of file descriptors, `EMFILE` or `ENFILE`, or of
+/// memory) fails again at once until a connection closes: accepting again
+/// at once would spin a core, so the loop pauses, 5 ms and doubling up to
+/// 1 s, while its connections go on being served and a stop is heard at
+/// once. A failure of one connection only (reset or aborted before it was
+/// accepted) does not pause it; an accepted connection ends the doubling.
+#[derive(Default)]
+struct AcceptPause {
+    /// Until when accepts are paused.
+    until: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The next pause.
+    next: Option<Duration>,
+}
+
+impl AcceptPause {
+    fn is_paused(&self) -> bool {
+        self.until.is_some()
+    }
+
+    /// Completes when the pause ends (never when not paused).
+    async fn paused(&mut self) {
+        match &mut self.until {
+            Some(until) => until.as_mut().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    fn resume(&mut self) {
+        self.until = None;
+    }
+
+    fn accepted(&mut self) {
+        self.next = None;
+    }
+
+    fn failed(&mut self, e: &io::Error) {
+        if matches!(
+            e.kind(),
+            io::ErrorKind::ConnectionAborted
+                | io::ErrorKind::ConnectionReset
+                | io::ErrorKind::ConnectionRefused
+                | io::ErrorKind::Interrupted
+        ) {
+            return;
+        }
+        let pause = self.next.unwrap_or(ACCEPT_PAUSE_MIN);
+        self.next = Some((pause * 2).min(ACCEPT_PAUSE_MAX));
+        self.until = Some(Box::pin(tokio::time::sleep(pause)));
     }
 }

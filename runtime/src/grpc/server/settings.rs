@@ -98,7 +98,8 @@ pub struct Settings {
 
     /// How long a connection that reached its age may still serve the
     /// calls and streams it has open (gRFC A9's `MAX_CONNECTION_AGE_GRACE`).
-    /// Then its open streams end with `UNAVAILABLE`, the calls whose
+    /// Then its open streams end with `UNAVAILABLE` ("the connection
+    /// reached its maximum age: call again on a new connection"), the calls whose
     /// handler has not answered are answered `UNAVAILABLE` ("the
     /// connection reached its maximum age before the call ended: call
     /// again on a new connection"), and it is closed once those answers
