@@ -54,6 +54,15 @@
 //! answer could not be written in time sees the connection close). The App listens for the signals from before its servers serve
 //! until it has stopped.
 //!
+//! These bounds hold for handlers that yield to tokio. A handler that
+//! blocks its thread (`std::thread::sleep`, a blocking client, a long
+//! computation with no `.await`) cannot be dropped until it returns, nor
+//! can work it gave to `spawn_blocking`, so the stop waits for it, past
+//! the grace and past a second signal: run blocking work in
+//! `spawn_blocking` with a bound of its own, and leave Kubernetes'
+//! `terminationGracePeriodSeconds` a margin over `shutdown_grace` (after
+//! it, the pod is killed).
+//!
 //! Settings are read the way Rust services read them: the client's and
 //! the server's are `serde::Deserialize`, for `envy`, `figment`, `config`
 //! or a file's format; [`deserialize`] (and [`deserialize_strict`], which

@@ -46,6 +46,20 @@ pub const READINESS: &str = "readiness";
 /// readinessProbe:
 ///   grpc: { port: 50051 }  # "", readiness
 /// ```
+///
+/// At the stop signal the server stops accepting connections at once (the
+/// listener is closed), while Kubernetes takes a moment to remove the pod
+/// from its endpoints: a client that dials the pod in between is refused
+/// (a humus client retries elsewhere, as for any refused dial), and no
+/// probe sees readiness turn `NOT_SERVING` first. To keep accepting until
+/// the endpoints are updated, delay the signal with a `preStop` hook (and
+/// add that delay to `terminationGracePeriodSeconds`):
+///
+/// ```yaml
+/// lifecycle:
+///   preStop:
+///     sleep: { seconds: 5 }  # Kubernetes 1.30 and later; else exec a sleep
+/// ```
 #[derive(Clone)]
 pub struct Health {
     pub(super) readiness: Vec<Monitor>,
