@@ -50,8 +50,9 @@ pub const READINESS: &str = "readiness";
 /// At the stop signal the server stops accepting connections at once (the
 /// listener is closed), while Kubernetes takes a moment to remove the pod
 /// from its endpoints: a client that dials the pod in between is refused
-/// (a humus client retries elsewhere, as for any refused dial), and no
-/// probe sees readiness turn `NOT_SERVING` first. To keep accepting until
+/// (a humus client's call then fails `UNAVAILABLE`, and its connection
+/// backs off before the next dial), and no probe sees readiness turn
+/// `NOT_SERVING` first. To keep accepting until
 /// the endpoints are updated, delay the signal with a `preStop` hook (and
 /// add that delay to `terminationGracePeriodSeconds`):
 ///
