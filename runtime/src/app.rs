@@ -763,6 +763,12 @@ impl App {
     /// Runs the App's lifecycle with `init`; see the [module](self) docs,
     /// which also say how a second stop signal ends it at once (exit
     /// [`EXIT_FORCED`]).
+    ///
+    /// First, unless the process already has one, it installs rustls's
+    /// ring provider as the process-wide default, so that a plain
+    /// `reqwest::Client::new()` elsewhere in the service works: humus
+    /// builds reqwest with no provider of reqwest's own choosing, and Cargo
+    /// turns that on for the service's reqwest too.
     pub async fn run<F, Fut>(self, init: F) -> Exit
     where
         F: FnOnce(Setup) -> Fut,
@@ -775,6 +781,12 @@ impl App {
             stop,
             stop_timeout,
         } = self;
+        // A plain reqwest client elsewhere in the service needs a
+        // process-wide rustls provider (humus builds reqwest with none of
+        // its own): ring, the one humus uses, unless the service chose one.
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
         let providers = match telemetry {
             Some(build) => match build(&setup) {
                 Ok(providers) => providers,

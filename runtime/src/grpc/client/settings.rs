@@ -922,18 +922,23 @@ pub fn check_connect_backoff_max(max: Duration) -> Result<(), InvalidValue> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewError {
     problems: Vec<(&'static str, String)>,
+    /// The dependency, `addr`, when it is valid: the message names it, so
+    /// that a service with several clients tells which one is wrong.
+    dependency: Option<String>,
 }
 
 impl NewError {
     pub(super) fn breaker(e: circuit::ConfigError) -> NewError {
         NewError {
             problems: vec![("breaker", e.to_string())],
+            dependency: None,
         }
     }
 
     pub(super) fn budget(e: retry::BudgetError) -> NewError {
         NewError {
             problems: vec![(budget_path(&e), e.to_string())],
+            dependency: None,
         }
     }
 
@@ -975,7 +980,11 @@ pub(crate) fn section_checks(
 
 impl fmt::Display for NewError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("invalid client settings: ")?;
+        f.write_str("invalid client settings")?;
+        if let Some(addr) = &self.dependency {
+            write!(f, " of {addr}")?;
+        }
+        f.write_str(": ")?;
         for (i, (field, problem)) in self.problems.iter().enumerate() {
             if i > 0 {
                 f.write_str("; ")?;
@@ -1039,7 +1048,11 @@ impl Settings {
         if problems.is_empty() {
             Ok(())
         } else {
-            Err(NewError { problems })
+            let dependency = check_addr(&self.addr).is_ok().then(|| self.addr.clone());
+            Err(NewError {
+                problems,
+                dependency,
+            })
         }
     }
 }
@@ -1300,6 +1313,20 @@ mod tests {
         );
         assert!(
             text.contains("; attempt_timeout is zero, want a duration more than zero (leave it unset for no timeout of its own); "),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_error_names_a_valid_addr() {
+        let s = Settings {
+            addr: "carts:9090".into(),
+            timeout: Duration::ZERO,
+            ..Settings::default()
+        };
+        let text = s.check().unwrap_err().to_string();
+        assert!(
+            text.starts_with("invalid client settings of carts:9090: timeout is zero"),
             "{text}"
         );
     }

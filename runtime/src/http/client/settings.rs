@@ -460,12 +460,16 @@ pub fn check_attempt_timeout(attempt_timeout: Duration) -> Result<(), InvalidVal
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewError {
     problems: Vec<(&'static str, String)>,
+    /// The dependency, `base_url`, when it is valid: the message names it,
+    /// so that a service with several clients tells which one is wrong.
+    dependency: Option<String>,
 }
 
 impl NewError {
     pub(super) fn one(field: &'static str, problem: impl fmt::Display) -> NewError {
         NewError {
             problems: vec![(field, problem.to_string())],
+            dependency: None,
         }
     }
 
@@ -477,7 +481,11 @@ impl NewError {
 
 impl fmt::Display for NewError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("invalid http client settings: ")?;
+        f.write_str("invalid http client settings")?;
+        if let Some(base_url) = &self.dependency {
+            write!(f, " of {base_url}")?;
+        }
+        f.write_str(": ")?;
         for (i, (field, problem)) in self.problems.iter().enumerate() {
             if i > 0 {
                 f.write_str("; ")?;
@@ -527,7 +535,11 @@ impl Settings {
         }
         match url {
             Ok(url) if problems.is_empty() => Ok(url),
-            _ => Err(NewError { problems }),
+            // A valid base URL holds no credentials (they are refused).
+            url => Err(NewError {
+                problems,
+                dependency: url.ok().map(|_| self.base_url.clone()),
+            }),
         }
     }
 }
@@ -663,6 +675,19 @@ mod tests {
         assert!(
             text.contains("backoff_max 1s is below backoff_base 2s"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn the_error_names_a_valid_base_url() {
+        let s = Settings {
+            base_url: "http://rates:8080/v1".into(),
+            timeout: Duration::ZERO,
+            ..Settings::default()
+        };
+        assert_eq!(
+            s.check().unwrap_err().to_string(),
+            "invalid http client settings of http://rates:8080/v1: timeout is zero, want a duration more than zero"
         );
     }
 }
