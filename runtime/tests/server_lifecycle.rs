@@ -567,3 +567,95 @@ async fn accepts_out_of_descriptors_pause_and_double_and_a_stop_is_heard() {
         assert_eq!(start.elapsed(), Duration::ZERO, "{what}: stopped at once");
     }
 }
+
+/// A server stream's messages are made as its body is polled, after the
+/// handler returned: they inherit the RPC's deadline and context as the
+/// handler does (a call made for each message is bounded by the caller's
+/// deadline and carries its baggage), and the stream ends at the
+/// deadline, `DEADLINE_EXCEEDED`, for a caller that does not end it itself
+/// (a plain tonic client reads a stream past its `grpc-timeout`).
+#[tokio::test(start_paused = true)]
+async fn a_streams_messages_inherit_the_rpcs_deadline_and_context_and_it_ends_at_the_deadline() {
+    use humus::grpc::deadline::Inherited;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use opentelemetry::baggage::BaggageExt;
+    use tonic_prost::ProstCodec;
+
+    let host = Host::new();
+    let carts = Carts::new();
+    // Each message says how long is left of the inherited deadline (in
+    // ms, -1 with none) and the caller's `tenant`, one every 400 ms.
+    carts.on_watch_cart(|_, _| async move {
+        let updates = futures_util::stream::unfold(0u32, |n| async move {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            let (left, tenant) = match Inherited::current() {
+                Some(i) => (
+                    i.deadline().map_or(-1, |d| {
+                        d.saturating_duration_since(tokio::time::Instant::now())
+                            .as_millis() as i64
+                    }),
+                    i.context()
+                        .baggage()
+                        .get("tenant")
+                        .map_or("none".to_owned(), |v| v.to_string()),
+                ),
+                None => (-2, "no scope".to_owned()),
+            };
+            Some((Ok(cart(&format!("{left} {tenant}"), n)), n + 1))
+        });
+        Ok(Response::new(updates))
+    });
+    let plain = Settings {
+        addr: "carts:9090".into(),
+        ..Settings::default()
+    };
+    // W3C propagators, which read the caller's baggage.
+    let telemetry = humus::testing::Telemetry::new();
+    let server = Server::new(&setup(&host).with_telemetry(telemetry.telemetry()), plain)
+        .unwrap()
+        .add_service(CartsService(carts.clone()));
+    let serving = Serving::start(server).await;
+    let io = humus::Host::dial(&host, "carts:9090").await.unwrap();
+    let (send, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(io))
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    let svc = tower::service_fn(move |req: http::Request<tonic::body::Body>| {
+        let mut send = send.clone();
+        async move { send.send_request(req).await }
+    });
+    let mut grpc = tonic::client::Grpc::with_origin(svc, "http://carts".parse().unwrap());
+    let mut request = get("c-1");
+    let metadata = request.metadata_mut();
+    metadata.insert("grpc-timeout", "1000m".parse().unwrap());
+    metadata.insert("baggage", "tenant=acme".parse().unwrap());
+    grpc.ready().await.unwrap();
+    let started = tokio::time::Instant::now();
+    let mut stream = grpc
+        .server_streaming::<_, Cart, _>(
+            request,
+            WATCH_CART.full_name.parse().unwrap(),
+            ProstCodec::default(),
+        )
+        .await
+        .unwrap()
+        .into_inner();
+    let mut seen = Vec::new();
+    let err = loop {
+        match stream.message().await {
+            Ok(Some(update)) => seen.push(update.id),
+            Ok(None) => panic!("the stream ended OK after {seen:?}"),
+            Err(status) => break status,
+        }
+        assert!(seen.len() <= 5, "not ended at its deadline: {seen:?}");
+    };
+    assert_eq!(seen, ["600 acme", "200 acme"]);
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err}");
+    assert_eq!(
+        err.message(),
+        "the deadline passed: the caller's timeout (grpc-timeout), 1s"
+    );
+    assert_eq!(started.elapsed(), Duration::from_millis(1000));
+    serving.stopped().await;
+}

@@ -37,8 +37,13 @@
 //!
 //! The scope is a tokio task-local: it holds while the served future is
 //! polled, on whichever thread polls it, and not in a task the handler
-//! spawns. A handler that hands work to a task of its own takes the
-//! inherited deadline along:
+//! spawns. humus's [`Server`](crate::grpc::server::Server) also polls a
+//! response stream's body inside it, so a stream's messages inherit too;
+//! under [`InheritLayer`] on a tonic server, the scope ends with the
+//! handler's future, and a stream takes it along as a task does
+//! (`inherited.scope(..)` around the work of each message). A handler
+//! that hands work to a task of its own takes the inherited deadline
+//! along:
 //!
 //! ```
 //! use humus::grpc::deadline::Inherited;

@@ -3,25 +3,18 @@
 //! `grpc-timeout`) and its context (the caller's trace context and
 //! baggage, with the server span), handed to the handler.
 
-use std::future::Future;
 use std::time::Duration;
 
-use opentelemetry::Context;
 use tokio::time::Instant;
 
-use crate::grpc::deadline::{Inherited, served_deadline};
+use crate::grpc::deadline::served_deadline;
 
 /// The future a handler runs as: with its RPC's deadline and context
 /// current.
 pub(super) type Scoped<F> = crate::grpc::deadline::Scoped<F>;
 
-/// Runs `fut` inside [`Inherited::scope`] with `deadline` and `cx`.
-pub(super) fn scope<F: Future>(deadline: Option<Instant>, cx: Context, fut: F) -> Scoped<F> {
-    Inherited::new(deadline, cx).scope(fut)
-}
-
 /// The deadline a request's `grpc-timeout` sets, counted from `received`
-/// (as [`Inherited::from_headers`] reads it), and that timeout (its
+/// (as [`Inherited::from_headers`](crate::grpc::deadline::Inherited::from_headers) reads it), and that timeout (its
 /// `DEADLINE_EXCEEDED` names it).
 pub(super) fn deadline(
     headers: &http::HeaderMap,

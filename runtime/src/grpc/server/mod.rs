@@ -30,7 +30,13 @@
 //!    the handler is dropped and the caller is answered
 //!    `DEADLINE_EXCEEDED`, with the message (also the server span's) "the
 //!    deadline passed: the caller's timeout (grpc-timeout), 1.5s", the
-//!    caller's `grpc-timeout` as received.
+//!    caller's `grpc-timeout` as received. A response stream is made as
+//!    its body is polled, after the handler returned: it is polled with
+//!    the same deadline and context current (the calls made for each
+//!    message inherit them too), and it ends at the deadline, its
+//!    handler's stream dropped, with the same `DEADLINE_EXCEEDED` in its
+//!    trailers (a caller's own client may not end a stream at its
+//!    deadline: tonic's does not).
 //!
 //! # A panic of a handler
 //!

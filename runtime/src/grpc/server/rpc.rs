@@ -34,6 +34,7 @@ use super::inherit::{self, Scoped};
 use super::server::ConnInfo;
 use super::service::Shared;
 use crate::fault::record_strip;
+use crate::grpc::deadline::Inherited;
 use crate::telemetry::names::{
     ERROR_TYPE, EXCEPTION_EVENT, EXCEPTION_MESSAGE, EXCEPTION_TYPE, EXCEPTION_TYPE_PANIC,
     RPC_METHOD, RPC_METHOD_OTHER, RPC_RESPONSE_STATUS_CODE, RPC_SERVER_CALL_DURATION,
@@ -321,13 +322,15 @@ where
             Some(payload) => Err(payload),
             None => call_caught(&mut self.inner, request),
         };
+        let inherited = Inherited::new(deadline.map(|(at, _)| at), cx);
         ResponseFuture::new(
-            call.map(|call| inherit::scope(deadline.map(|(at, _)| at), cx, call)),
+            call.map(|call| inherited.clone().scope(call)),
             deadline,
             record,
             Some(Arc::clone(&self.streams_end)),
         )
         .ended_by(Arc::clone(&self.calls_end))
+        .scoping_body(inherited)
     }
 }
 
@@ -368,6 +371,9 @@ pin_project_lite::pin_project! {
         // The signal that answers the call UNAVAILABLE, and the id of its
         // waker there.
         calls_end: Option<(Arc<StreamsEnd>, u64)>,
+        // The handler's deadline and context, which its response body (a
+        // stream's messages) is polled in too.
+        scope: Option<Inherited>,
     }
 
     impl<F> PinnedDrop for ResponseFuture<F> {
@@ -411,7 +417,17 @@ impl<F> ResponseFuture<F> {
             record: Some(record),
             streams_end,
             calls_end: None,
+            scope: None,
         }
+    }
+
+    /// The same future, whose response body is polled inside `scope`
+    /// (the handler's own): a stream's messages, made as the body is
+    /// polled, inherit the RPC's deadline and context as the handler
+    /// does. The body also ends at the deadline.
+    pub(super) fn scoping_body(mut self, scope: Inherited) -> ResponseFuture<F> {
+        self.scope = Some(scope);
+        self
     }
 
     /// The same future, answered `UNAVAILABLE` when `calls_end` is raised
@@ -516,6 +532,9 @@ where
             r.finish(code, &message);
         }
         let id = this.streams_end.as_ref().map_or(0, |s| s.id());
+        let scope = this.scope.take();
+        // The deadline goes on bounding the body, when it is scoped.
+        let deadline = scope.is_some().then(|| this.deadline.take()).flatten();
         Poll::Ready(Ok(http::Response::from_parts(
             parts,
             ResponseBody {
@@ -524,6 +543,9 @@ where
                 streams_end: this.streams_end.clone(),
                 id,
                 ended: false,
+                scope,
+                deadline,
+                timeout: *this.timeout,
             },
         )))
     }
@@ -721,6 +743,11 @@ pin_project_lite::pin_project! {
         streams_end: Option<Arc<StreamsEnd>>,
         id: u64,
         ended: bool,
+        // The handler's deadline and context: the body is polled inside
+        // them, and ends at the deadline.
+        scope: Option<Inherited>,
+        deadline: Option<Pin<Box<Sleep>>>,
+        timeout: Option<Duration>,
     }
 
     impl<B> PinnedDrop for ResponseBody<B> {
@@ -749,6 +776,9 @@ impl<B> ResponseBody<B> {
             streams_end: None,
             id: 0,
             ended: true,
+            scope: None,
+            deadline: None,
+            timeout: None,
         }
     }
 }
@@ -771,7 +801,11 @@ where
         let Some(inner) = this.inner.as_mut().as_pin_mut() else {
             return Poll::Ready(None);
         };
-        let polled = match catch_unwind(AssertUnwindSafe(|| inner.poll_frame(cx))) {
+        let scope = this.scope.as_ref();
+        let polled = match catch_unwind(AssertUnwindSafe(|| match scope {
+            Some(scope) => scope.clone().sync_scope(|| inner.poll_frame(cx)),
+            None => inner.poll_frame(cx),
+        })) {
             Ok(polled) => polled,
             Err(payload) => {
                 // The handler's stream panicked after the headers went out:
@@ -812,6 +846,30 @@ where
                 Poll::Ready(None)
             }
             Poll::Pending => {
+                let expired = this
+                    .deadline
+                    .as_mut()
+                    .is_some_and(|d| d.as_mut().poll(cx).is_ready());
+                if expired {
+                    // The RPC's deadline passed while the body (a stream)
+                    // was still being written: it ends, its handler's
+                    // stream dropped, with DEADLINE_EXCEEDED, as a
+                    // handler that had not answered yet is.
+                    *this.ended = true;
+                    this.inner.set(None);
+                    let message = deadline_passed(*this.timeout);
+                    if let Some(record) = this.record.as_mut() {
+                        record.finish(Code::DeadlineExceeded, &message);
+                    }
+                    let mut trailers = HeaderMap::with_capacity(2);
+                    if tonic::Status::deadline_exceeded(message)
+                        .add_header(&mut trailers)
+                        .is_err()
+                    {
+                        trailers.insert("grpc-status", HeaderValue::from_static("4"));
+                    }
+                    return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
+                }
                 let ended = this
                     .streams_end
                     .as_ref()
