@@ -209,10 +209,17 @@ impl Host for OsHost {
         std::fs::read(path)
     }
 
-    /// Binds a TCP listener with tokio; `:port` binds `0.0.0.0:port`. Each
+    /// Binds a TCP listener with tokio; `:port` binds every address, IPv6
+    /// and IPv4 alike (one dual-stack socket on `[::]:port`), or every
+    /// IPv4 address (`0.0.0.0:port`) on a machine with no IPv6. Each
     /// accepted connection has `TCP_NODELAY` set.
     fn listen<'a>(&'a self, addr: &'a str) -> ListenFuture<'a> {
         Box::pin(async move {
+            if let Some(port) = addr.strip_prefix(':')
+                && let Ok(port) = port.parse::<u16>()
+            {
+                return Ok(Listener::tcp(listen_every_address(port)?));
+            }
             let bind = match addr.strip_prefix(':') {
                 Some(port) => format!("0.0.0.0:{port}"),
                 None => addr.to_owned(),
@@ -220,6 +227,46 @@ impl Host for OsHost {
             Ok(Listener::tcp(tokio::net::TcpListener::bind(&bind).await?))
         })
     }
+}
+
+/// A listener on every address of the machine at `port`: one IPv6 socket
+/// that takes IPv4 connections too (whatever the system's `bindv6only`),
+/// as Go's `:port` does; IPv4 alone where the machine has no IPv6 (the
+/// socket cannot be made, or `::` cannot be bound).
+fn listen_every_address(port: u16) -> io::Result<tokio::net::TcpListener> {
+    let no_ipv6 = |e: &io::Error| {
+        // EAFNOSUPPORT (97 on Linux), or an address not available.
+        e.raw_os_error() == Some(97)
+            || matches!(
+                e.kind(),
+                io::ErrorKind::AddrNotAvailable | io::ErrorKind::Unsupported
+            )
+    };
+    match dual_stack(std::net::Ipv6Addr::UNSPECIFIED, port) {
+        Ok(listener) => tokio::net::TcpListener::from_std(listener),
+        Err(e) if no_ipv6(&e) => {
+            let v4 = std::net::TcpListener::bind((std::net::Ipv4Addr::UNSPECIFIED, port))?;
+            v4.set_nonblocking(true)?;
+            tokio::net::TcpListener::from_std(v4)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A listening IPv6 socket on `ip` and `port` that takes IPv4
+/// connections too (`IPV6_V6ONLY` off), non-blocking.
+fn dual_stack(ip: std::net::Ipv6Addr, port: u16) -> io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+
+    let socket = Socket::new(Domain::IPV6, Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_only_v6(false)?;
+    // As tokio's bind does on Unix: a restarted server rebinds at once.
+    #[cfg(unix)]
+    socket.set_reuse_address(true)?;
+    socket.bind(&SocketAddr::from((ip, port)).into())?;
+    socket.listen(1024)?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
 }
 
 type Hook = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
@@ -389,6 +436,27 @@ mod tests {
         // `localhost` may resolve to ::1 first, which refuses: the dial
         // goes on to 127.0.0.1.
         assert!(conn.is_ok(), "{conn:?}", conn = conn.err());
+        accept.await.unwrap().unwrap();
+    }
+
+    /// The socket of `:port` takes IPv4 connections as well as IPv6 ones:
+    /// an IPv4 dial to 127.0.0.1 reaches it (bound here to 127.0.0.1's
+    /// IPv4-mapped address rather than to every address, so that the test
+    /// listens on loopback only).
+    #[tokio::test]
+    async fn every_address_is_one_socket_for_ipv6_and_ipv4() {
+        let mapped = std::net::Ipv4Addr::LOCALHOST.to_ipv6_mapped();
+        let listener = match dual_stack(mapped, 0) {
+            Ok(l) => tokio::net::TcpListener::from_std(l).unwrap(),
+            Err(e) => {
+                eprintln!("skipped: this machine has no IPv6 ({e})");
+                return;
+            }
+        };
+        let port = listener.local_addr().unwrap().port();
+        let accept = tokio::spawn(async move { listener.accept().await.map(|_| ()) });
+        let conn = OsHost.dial(&format!("127.0.0.1:{port}")).await;
+        assert!(conn.is_ok(), "{:?}", conn.err());
         accept.await.unwrap().unwrap();
     }
 

@@ -52,7 +52,8 @@ pub struct Settings {
     /// The address to listen on, through the Setup's
     /// [`Host`](crate::Host): `host:port` (`127.0.0.1:8443`, `[::1]:8443`,
     /// port 0 for one the system picks) or `:port` for every address of
-    /// the machine.
+    /// the machine, IPv6 and IPv4 (one dual-stack socket; IPv4 alone on a
+    /// machine with no IPv6).
     pub addr: String,
 
     /// The TLS config to serve with; `None` serves plain-text HTTP/2.
@@ -170,8 +171,9 @@ impl InvalidValue {
 /// port (0 lets the system pick one).
 ///
 /// Unlike a client's address, the host may be empty: a server listens on
-/// every address of the machine (`:8443`; not `*:8443`, `0.0.0.0:8443` is
-/// every IPv4 address). Otherwise the host is an IPv4 address, an IPv6
+/// every address of the machine, IPv6 and IPv4 (`:8443`; not `*:8443`;
+/// `0.0.0.0:8443` is every IPv4 address only, `[::]:8443` as the system
+/// binds it). Otherwise the host is an IPv4 address, an IPv6
 /// address in brackets (`[::1]:8443`, `[fe80::1%eth0]:8443`) or a host
 /// name, as a client's is ([`client::check_addr`](crate::grpc::client::check_addr)).
 /// A scheme, a named port and a path are rejected.
