@@ -162,6 +162,16 @@ async fn serve_inheriting(
     certs: Option<PeerCertificates>,
     inherit: Inherit,
 ) -> (tonic::transport::Channel, Seen, Inheriting) {
+    serve_inheriting_with(layer, certs, inherit, injector()).await
+}
+
+/// [`serve_inheriting`], the `InheritLayer` with `injector`.
+async fn serve_inheriting_with(
+    layer: StripScenarioLayer,
+    certs: Option<PeerCertificates>,
+    inherit: Inherit,
+    injector: Injector,
+) -> (tonic::transport::Channel, Seen, Inheriting) {
     let seen = Seen::default();
     let inheriting = Inheriting::default();
     let orders = Orders {
@@ -172,7 +182,7 @@ async fn serve_inheriting(
     let incoming = ReceiverStream::new(rx);
     let propagator = Arc::new(BaggagePropagator::new());
     // The service's injector, as `InheritLayer::from_setup` takes it.
-    let inherit_layer = InheritLayer::new(propagator).faults(injector());
+    let inherit_layer = InheritLayer::new(propagator).faults(injector);
     match inherit {
         Inherit::No => {
             let server = Server::builder().layer(layer).add_service(orders);
@@ -335,5 +345,28 @@ async fn a_trusted_scenario_is_inherited_whichever_layer_is_outermost() {
             [(Some(json.clone()), Some(json))],
             "{inherit:?}"
         );
+    }
+}
+
+/// A strip-only injector (a service that takes no part in failure
+/// injection) strips an untrusted scenario in both layers, alone or
+/// together, as one that is on does.
+#[tokio::test]
+async fn strip_only_strips_an_untrusted_scenario_in_both_layers() {
+    for inherit in [Inherit::Before, Inherit::After, Inherit::Alone] {
+        let strip_only = || Injector::strip_only(codec());
+        let layer = StripScenarioLayer::new(strip_only(), Arc::new(BaggagePropagator::new()));
+        let (channel, seen, inheriting) =
+            serve_inheriting_with(layer, None, inherit, strip_only()).await;
+        let (cx, _) = under_test();
+        pay(&channel, &cx).await;
+        if !matches!(inherit, Inherit::Alone) {
+            assert_eq!(
+                *seen.lock().unwrap(),
+                [(None, Some("acme".to_owned()))],
+                "{inherit:?}"
+            );
+        }
+        assert_eq!(*inheriting.lock().unwrap(), [(None, None)], "{inherit:?}");
     }
 }

@@ -359,7 +359,8 @@ impl InheritLayer {
         InheritLayer::new(setup.telemetry().shared_propagator()).faults(setup.faults().clone())
     }
 
-    /// With failure injection on in `injector`, a failure scenario in a
+    /// With failure injection on in `injector` (or
+    /// [strip-only](Injector::strip_only)), a failure scenario in a
     /// request's baggage is dropped from what its handler's calls inherit
     /// (other members kept), unless a
     /// [`StripScenarioLayer`](crate::grpc::server::StripScenarioLayer) on
@@ -380,7 +381,7 @@ impl<S> Layer<S> for InheritLayer {
         Inherit {
             inner,
             propagator: self.propagator.clone(),
-            faults: self.faults.clone().filter(Injector::is_on),
+            faults: self.faults.clone().filter(Injector::reads_scenarios),
         }
     }
 }
