@@ -369,7 +369,11 @@ impl Builder {
     /// code, one file per package (`ledger.v1.rs`), to the out dir.
     ///
     /// `humus/v1/options.proto` and the well-known types
-    /// (`google/protobuf/*.proto`) are always importable.
+    /// (`google/protobuf/*.proto`) are always importable, and always
+    /// humus-build's own: a copy of them under `includes` (googleapis
+    /// carries protoc's) is not read, so it may differ, or use syntax
+    /// protox cannot read. A `google/protobuf/` file that is not one of the
+    /// well-known types is looked for under `includes`.
     ///
     /// # Errors
     ///
@@ -385,14 +389,16 @@ impl Builder {
     ///   service and method (see [`Error::problems`]);
     /// - an I/O error writing the output.
     pub fn compile_protos<P: AsRef<Path>>(self, protos: &[P], includes: &[P]) -> Result<(), Error> {
+        // humus-build's own options and well-known types come first: a
+        // tree's copies (googleapis carries protoc's) are not read.
         let mut resolver = protox::file::ChainFileResolver::new();
         resolver.add(EmbeddedOptions);
+        resolver.add(protox::file::GoogleFileResolver::new());
         for include in includes {
             resolver.add(protox::file::IncludeFileResolver::new(
                 include.as_ref().to_path_buf(),
             ));
         }
-        resolver.add(protox::file::GoogleFileResolver::new());
         let mut compiler = protox::Compiler::with_file_resolver(resolver);
         compiler.include_imports(true).include_source_info(true);
         check_inputs(protos, includes)?;

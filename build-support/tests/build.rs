@@ -820,3 +820,29 @@ fn the_policy_option_without_its_import_says_to_add_it() {
         "{text}"
     );
 }
+
+/// A tree that carries its own copy of the well-known types (googleapis
+/// does, for protoc) builds with humus-build's: its `descriptor.proto` may
+/// use syntax protox cannot read (`extensions 1000 [declaration = ...]`),
+/// and the generated code uses prost-types' anyway.
+#[test]
+fn the_well_known_types_are_humus_builds_own_whatever_the_tree_holds() {
+    let dir = workspace(
+        "own-well-known-types",
+        &[
+            (
+                "google/protobuf/timestamp.proto",
+                "this is not a .proto file the build may read\n",
+            ),
+            (
+                "google/protobuf/descriptor.proto",
+                "syntax = \"proto2\";\npackage google.protobuf;\nmessage X { extensions 1000 [declaration = { number: 1000 }]; }\n",
+            ),
+            (
+                "ledger.proto",
+                "syntax = \"proto3\";\npackage ledger.v1;\nimport \"google/protobuf/timestamp.proto\";\nimport \"google/protobuf/descriptor.proto\";\nmessage At { google.protobuf.Timestamp at = 1; }\nservice Ledger { rpc Get(At) returns (At); }\n",
+            ),
+        ],
+    );
+    compile(&dir, "ledger.proto").expect("built with the built-in well-known types");
+}
