@@ -496,6 +496,60 @@ pub async fn start(telemetry: Telemetry, settings: &Settings) -> Result<Serving,
 mod tests {
     use super::*;
 
+    /// How a service tests its code that calls a dependency through a
+    /// generated client, with no port and no real time: the dependency
+    /// (here the ledger, a tonic service) is served by a humus server on
+    /// humus's in-memory network (`humus::testing::Host`, feature
+    /// `testing`) with a certificate from a test CA, and the client dials
+    /// its name through the same `Setup`.
+    #[tokio::test(start_paused = true)]
+    async fn a_generated_client_calls_its_dependency_on_the_in_memory_network() {
+        use std::sync::Arc;
+
+        use humus::testing::{Ca, Host};
+
+        let (ca, host) = (Ca::new(), Host::new());
+        let setup = Setup::new().with_host(host);
+        let book = crate::ledger::Ledger::new();
+        let mut ledger = Server::new(
+            &setup,
+            server::Settings {
+                addr: "ledger:50051".into(),
+                tls: Some(Arc::new(ca.issue("ledger").server_config())),
+                ..server::Settings::default()
+            },
+        )
+        .unwrap()
+        .add_service(book.service());
+        ledger.bind().await.unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serving = tokio::spawn(ledger.serve(async {
+            let _ = stopped.await;
+        }));
+
+        let client = Client::new(
+            &setup,
+            client::Settings {
+                addr: "ledger:50051".into(),
+                tls: Some(Arc::new(ca.client_config())),
+                ..client::Settings::default()
+            },
+        )
+        .unwrap();
+        let ledger_client = LedgerHumusClient::new(client);
+        let balance = ledger_client
+            .balance(ledger::BalanceRequest {
+                account: "alice".into(),
+            })
+            .await
+            .unwrap();
+        assert_eq!(balance.into_inner().cents, 0);
+        assert_eq!(book.seen().balances, 1);
+
+        stop.send(()).unwrap();
+        serving.await.unwrap().unwrap();
+    }
+
     #[test]
     fn the_policies_reach_the_descriptors() {
         use crate::pb::ledger::v1::ledger_humus;
