@@ -51,7 +51,7 @@
 //! does either, not `cargo check` (which evaluates no constant of generic
 //! code), and not code that only reads one method's descriptor
 //! (`Client::<P>::CHARGE`). A change's classify table is checked where its
-//! method's descriptor is evaluated: one that retries `Ok`, lists a code
+//! method's descriptor is evaluated: one that retries `Ok`, counts it a `Failure`, lists a code
 //! twice, or retries a code of a `never_retry` method fails the build,
 //! naming the method.
 //!

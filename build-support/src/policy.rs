@@ -384,6 +384,12 @@ fn check(message: &DynamicMessage, report: &mut Reporter<'_>) -> Option<Policy> 
             } else {
                 seen.push((code, number));
             }
+            if code == 0 && breaker == Some(Outcome::Failure) {
+                report.at(
+                    &sub,
+                    format!("classify entry {number} counts OK as a FAILURE: every successful call would count against the dependency and open its breaker; use \"SUCCESS\" (or \"IGNORED\")"),
+                );
+            }
             if retry == Some(Verdict::Retry) {
                 if code == 0 {
                     report.at(

@@ -426,6 +426,24 @@ fn a_retry_of_ok_is_an_error() {
 }
 
 #[test]
+fn ok_counted_as_a_failure_is_an_error() {
+    let error = error_of(
+        "ok-failure",
+        &ledger(
+            r#"  rpc Transfer(Req) returns (Resp) {
+    option (humus.v1.policy).classify = { code: "OK" retry: "STOP" breaker: "FAILURE" };
+  }"#,
+        ),
+    );
+    assert_eq!(
+        text_of("ok-failure", &error),
+        "1 bad humus.v1.policy annotation:\n  ledger.proto:8: ledger.v1.Ledger/Transfer: \
+         classify entry 1 counts OK as a FAILURE: every successful call would count against \
+         the dependency and open its breaker; use \"SUCCESS\" (or \"IGNORED\")"
+    );
+}
+
+#[test]
 fn a_retry_entry_on_a_never_retry_method_is_an_error() {
     let error = error_of(
         "never-retry",

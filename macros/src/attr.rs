@@ -756,6 +756,12 @@ fn check_table(
                 rule.breaker.span(),
                 unknown("breaker outcome", &breaker, &OUTCOMES),
             );
+        } else if code == "Ok" && breaker == "Failure" {
+            ok = false;
+            cx.error(
+                rule.breaker.span(),
+                "`Ok` cannot count as a `Failure`: every successful call would count against the dependency and open its breaker; use `Success` (or `Ignored`)",
+            );
         }
         if ok {
             table.push(Rule {

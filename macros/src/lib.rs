@@ -92,7 +92,7 @@ use proc_macro::TokenStream;
 /// that names tonic's module of the service (`ledger_client`) instead of
 /// humus-build's (`ledger_humus`), a method the
 /// service does not have (listing the service's methods), an unknown status code, verdict or outcome, a
-/// code listed twice, a retry of `Ok`, a retry entry on a `never_retry`
+/// code listed twice, a retry of `Ok`, `Ok` counted as a breaker `Failure`, a retry entry on a `never_retry`
 /// method (declared here or in the `.proto`), `never_retry` without a table
 /// of its own on a method whose `.proto` table retries a code, a classify function of the
 /// wrong type, an option given twice, a trait item that is not `fn name();`.

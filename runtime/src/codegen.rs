@@ -235,7 +235,8 @@ const fn not_a_method(service: &str, methods: &str, name: &str) -> ! {
 
 /// Checks a policy type's classify `table` for the method `full_name`
 /// (`/pkg.Service/Method`): no entry retries `Ok` (an attempt that
-/// succeeded is never sent again), and no code is listed twice (only the
+/// succeeded is never sent again) or counts it a `Failure` (every
+/// success would count against the dependency), and no code is listed twice (only the
 /// first entry would apply). `#[humus::client]` and the `.proto` options
 /// check the same at their own tokens; this catches a hand-written one.
 const fn check_table(full_name: &str, table: &[CodeRule]) {
@@ -247,6 +248,13 @@ const fn check_table(full_name: &str, table: &[CodeRule]) {
             text.push("a policy type's classify table for `");
             text.push(full_name);
             text.push("` retries `Ok`: an attempt that succeeded is never sent again; give `Ok` the verdict `Success`");
+            panic!("{}", text.as_str());
+        }
+        if matches!(code, Code::Ok) && matches!(table[i].breaker, Outcome::Failure) {
+            let mut text = Text::new();
+            text.push("a policy type's classify table for `");
+            text.push(full_name);
+            text.push("` counts `Ok` as a `Failure`: every successful call would count against the dependency and open its breaker; use `Success` (or `Ignored`)");
             panic!("{}", text.as_str());
         }
         let mut j = 0;
@@ -501,6 +509,24 @@ mod tests {
                     code: Code::Ok,
                     retry: Verdict::Retry,
                     breaker: Outcome::Success,
+                }]),
+                ..Override::NONE
+            },
+        );
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "counts `Ok` as a `Failure`: every successful call would count against the dependency"
+    )]
+    fn a_table_that_counts_ok_as_a_failure_is_refused() {
+        let _ = merge(
+            &BASE,
+            Override {
+                table: Some(&[CodeRule {
+                    code: Code::Ok,
+                    retry: Verdict::Success,
+                    breaker: Outcome::Failure,
                 }]),
                 ..Override::NONE
             },
