@@ -541,6 +541,12 @@ impl Parse for Opt {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let name: Ident = input.parse()?;
         match name.to_string().as_str() {
+            "never_retry" if input.peek(Token![=]) || input.peek(syn::token::Paren) => {
+                Err(syn::Error::new(
+                    name.span(),
+                    "`never_retry` takes no value: write `never_retry` alone (leave it out for a method that may be retried)",
+                ))
+            }
             "never_retry" => Ok(Opt::NeverRetry(name)),
             "classify" => {
                 let content;
