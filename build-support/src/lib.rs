@@ -384,7 +384,8 @@ impl Builder {
     ///   error, an unknown type), but for a misspelled
     ///   field in a `humus.v1.policy` option (`never_retyr`), which is a
     ///   problem naming the field, its line, the method and the nearest
-    ///   field;
+    ///   field, and for a classify entry's unquoted code, verdict or
+    ///   outcome (`code: ABORTED`), a problem saying to quote it;
     /// - every bad `humus.v1.policy` annotation, each with its file, line,
     ///   service and method (see [`Error::problems`]);
     /// - an I/O error writing the output.

@@ -6,7 +6,9 @@
 //! parsed again (protox's parser alone, which keeps options as written)
 //! and every `humus.v1.policy` option of every method is read for fields
 //! that do not exist: each is reported with its line, the method, and the
-//! nearest field that does.
+//! nearest field that does. A string field of a classify entry given a
+//! bare name (`code: ABORTED`) is reported the same way, with the quoted
+//! form to write.
 
 use prost_types::FileDescriptorProto;
 
@@ -227,6 +229,20 @@ fn message(
                 }
                 if matches!(tokens.get(*at), Some((_, Token::Punct(':')))) {
                     *at += 1;
+                }
+                // `code`, `retry` and `breaker` are strings: a bare name
+                // (`code: ABORTED`) is refused by protox with a message
+                // about the whole option.
+                if known
+                    && RULE_FIELDS.contains(&word.as_str())
+                    && let Some((value_line, Token::Word(value))) = tokens.get(*at)
+                {
+                    problems.push((
+                        *value_line,
+                        format!(
+                            "`{word}: {value}`: {owner}'s `{word}` is a string; quote it: `{word}: \"{value}\"`"
+                        ),
+                    ));
                 }
                 if known && word == "classify" {
                     entries(tokens, at, problems);

@@ -285,6 +285,25 @@ fn a_misspelled_field_in_braces_names_the_field_line_method_and_fix() {
 }
 
 #[test]
+fn an_unquoted_code_says_to_quote_it() {
+    let error = error_of(
+        "unquoted-code",
+        &ledger(
+            r#"  rpc Pay(Req) returns (Resp) {
+    option (humus.v1.policy) = {
+      classify: { code: ABORTED retry: "RETRY" breaker: "SUCCESS" }
+    };
+  }"#,
+        ),
+    );
+    assert_eq!(
+        text_of("unquoted-code", &error),
+        "1 bad humus.v1.policy annotation:\n  ledger.proto:9: ledger.v1.Ledger/Pay: `code: ABORTED`: \
+         humus.v1.CodeRule's `code` is a string; quote it: `code: \"ABORTED\"`"
+    );
+}
+
+#[test]
 fn a_misspelled_field_in_a_dotted_path_names_the_field_line_method_and_fix() {
     let error = error_of(
         "misspelled-dotted",
