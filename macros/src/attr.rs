@@ -93,7 +93,8 @@ pub(crate) fn tonic_module(service: &syn::Path) -> Option<syn::Error> {
         last,
         format!(
             "`{name}` is tonic's {kind} module of the service; `service` names the \
-             module humus-build generates next to it: `{stem}_humus`"
+             module humus-build generates next to it: `{stem}_humus` (`{stem}_humus_` \
+             when the package also has a message whose module is `{stem}_humus`)"
         ),
     ))
 }
