@@ -659,3 +659,54 @@ async fn a_streams_messages_inherit_the_rpcs_deadline_and_context_and_it_ends_at
     assert_eq!(started.elapsed(), Duration::from_millis(1000));
     serving.stopped().await;
 }
+
+/// A client that went silent (its node gone: it sends nothing and
+/// answers no PING) is found by the server's keepalive: after
+/// `keepalive_interval` with no frame from it, a PING, and
+/// `keepalive_timeout` later, with no answer, its connection is closed.
+/// Without keepalive, the connection stays.
+#[tokio::test(start_paused = true)]
+async fn a_silent_client_is_closed_after_the_keepalive_interval_and_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    for (keepalive_interval, closed_within) in [
+        (Some(10 * SECOND), Some(14 * SECOND..16 * SECOND)),
+        (None, None),
+    ] {
+        let host = Host::new();
+        let settings = Settings {
+            addr: "carts:9090".into(),
+            keepalive_interval,
+            keepalive_timeout: 5 * SECOND,
+            ..Settings::default()
+        };
+        let serving = Serving::start(carts_server(&host, settings, &Carts::new())).await;
+        let mut io = humus::Host::dial(&host, "carts:9090").await.unwrap();
+        // The client's preface and an empty SETTINGS frame, then nothing:
+        // the server's frames (its SETTINGS, its PING) are read, never
+        // answered.
+        io.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+            .await
+            .unwrap();
+        let started = tokio::time::Instant::now();
+        let mut buf = [0u8; 1024];
+        let read_to_end = async {
+            loop {
+                match io.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+            }
+        };
+        let closed = tokio::time::timeout(60 * SECOND, read_to_end).await.is_ok();
+        let took = started.elapsed();
+        match &closed_within {
+            Some(range) => assert!(
+                closed && range.contains(&took),
+                "{keepalive_interval:?}: closed {closed} after {took:?}"
+            ),
+            None => assert!(!closed, "no keepalive: closed after {took:?}"),
+        }
+        serving.stopped().await;
+    }
+}

@@ -89,6 +89,15 @@
 //! ended: call again on a new connection"), and it is closed, with the
 //! same bound of 100 ms.
 //!
+//! [`Settings::keepalive_interval`] (2 h by default, gRPC's) pings a
+//! connection that has sent nothing for that long, and
+//! [`Settings::keepalive_timeout`] (20 s) closes it when the ping is not
+//! answered: a client that vanished without closing (its node gone, a NAT
+//! that dropped the flow) does not hold its connection and handlers until
+//! the server stops. An accept that fails for want of a resource
+//! (out of file descriptors) pauses the accept loop, 5 ms doubling to 1 s,
+//! rather than spinning a core, while the open connections are served.
+//!
 //! The HTTP/2 is hyper's, and the routing tonic's (`tonic::service::Routes`),
 //! as in `tonic::transport::Server`, whose own accept loop has neither a
 //! per-connection jitter of the age nor a bound on a shutdown's drain, and
@@ -149,5 +158,5 @@ pub use server::{ServeError, Server};
 pub use service::{Caller, PeerCertificates, StripScenario};
 pub use settings::{
     InvalidValue, MAX_CONNECTION_AGE_LIMIT, Settings, SettingsError, TrustScenario, check_addr,
-    check_grace, check_max_connection_age, check_tls,
+    check_grace, check_keepalive, check_max_connection_age, check_tls,
 };

@@ -251,6 +251,8 @@ impl Server {
             max_age: self.settings.max_connection_age,
             max_age_grace: self.settings.max_connection_age_grace,
             shutdown_grace: self.settings.shutdown_grace,
+            keepalive_interval: self.settings.keepalive_interval,
+            keepalive_timeout: self.settings.keepalive_timeout,
         });
 
         let (stop, stopping) = watch::channel(Stop::Serving);
@@ -345,6 +347,8 @@ struct ConnSettings {
     max_age: Option<Duration>,
     max_age_grace: Option<Duration>,
     shutdown_grace: Duration,
+    keepalive_interval: Option<Duration>,
+    keepalive_timeout: Duration,
 }
 
 /// `age` with a jitter of up to 10 % either way (gRFC A9).
@@ -415,7 +419,10 @@ async fn serve_connection(
         info: ConnInfo { tcp, peer },
     };
     let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
-    builder.timer(TokioTimer::new());
+    builder
+        .timer(TokioTimer::new())
+        .keep_alive_interval(conn.keepalive_interval)
+        .keep_alive_timeout(conn.keepalive_timeout);
     let connection = builder.serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
     let mut connection = pin!(connection);
 

@@ -42,6 +42,8 @@ impl fmt::Debug for TrustScenario {
 /// | [`max_connection_age`](Settings::max_connection_age) | `None`: connections live on | [`check_max_connection_age`] |
 /// | [`max_connection_age_grace`](Settings::max_connection_age_grace) | `None`: no bound | [`check_grace`]; set only with `max_connection_age` |
 /// | [`shutdown_grace`](Settings::shutdown_grace) | 10 s | [`check_grace`] |
+/// | [`keepalive_interval`](Settings::keepalive_interval) | 2 h (gRPC's) | [`check_keepalive`] |
+/// | [`keepalive_timeout`](Settings::keepalive_timeout) | 20 s (gRPC's) | [`check_keepalive`] |
 ///
 /// `tls` and `trust_scenario` are set in code and never deserialised: a
 /// configuration names a certificate file, which the service reads (with
@@ -122,6 +124,24 @@ pub struct Settings {
     /// `UNAVAILABLE`, which a retrying client may send again.
     #[serde(with = "humantime_serde")]
     pub shutdown_grace: Duration,
+
+    /// How long a connection may go without a frame from its client before
+    /// the server sends it an HTTP/2 PING (gRFC A8's server keepalive
+    /// time). `None`: never pinged, so a client that vanished (its node
+    /// gone, a NAT that dropped the flow) holds its connection and its
+    /// handlers until the server stops, and makes that stop take its whole
+    /// grace. A client's own keepalive pings must be rarer than this
+    /// server allows: a server answers them, but gRPC clients that ping
+    /// more often than every 5 minutes are refused by gRPC's C core
+    /// servers, not by this one.
+    #[serde(with = "humantime_serde")]
+    pub keepalive_interval: Option<Duration>,
+
+    /// How long the server waits for the answer to its keepalive PING
+    /// before it closes the connection (gRFC A8's server keepalive
+    /// timeout); the calls still on it end as on a broken connection.
+    #[serde(with = "humantime_serde")]
+    pub keepalive_timeout: Duration,
 }
 
 impl Default for Settings {
@@ -133,6 +153,8 @@ impl Default for Settings {
             max_connection_age: None,
             max_connection_age_grace: None,
             shutdown_grace: Duration::from_secs(10),
+            keepalive_interval: Some(Duration::from_secs(2 * 3600)),
+            keepalive_timeout: Duration::from_secs(20),
         }
     }
 }
@@ -146,6 +168,8 @@ impl fmt::Debug for Settings {
             .field("max_connection_age", &self.max_connection_age)
             .field("max_connection_age_grace", &self.max_connection_age_grace)
             .field("shutdown_grace", &self.shutdown_grace)
+            .field("keepalive_interval", &self.keepalive_interval)
+            .field("keepalive_timeout", &self.keepalive_timeout)
             .finish()
     }
 }
@@ -280,6 +304,28 @@ pub fn check_max_connection_age(age: Option<Duration>) -> Result<(), InvalidValu
     }
 }
 
+/// Checks a keepalive duration (the interval between pings, or the wait
+/// for a ping's answer): more than zero and at most a day.
+///
+/// # Errors
+///
+/// [`InvalidValue`] for zero (leave `keepalive_interval` unset for no
+/// pings), or for more than a day.
+pub fn check_keepalive(d: Duration) -> Result<(), InvalidValue> {
+    if d.is_zero() {
+        return Err(InvalidValue::new(
+            "is zero, want a duration more than zero (keepalive_interval may be left unset for no pings)",
+        ));
+    }
+    if d > Duration::from_secs(24 * 3600) {
+        return Err(InvalidValue::new(format!(
+            "is {}, want at most a day",
+            humantime_serde::re::humantime::format_duration(d)
+        )));
+    }
+    Ok(())
+}
+
 /// Checks a grace period (of a shutdown, or of a connection past its age):
 /// at most an hour. Zero is allowed: no grace.
 ///
@@ -359,6 +405,10 @@ impl Settings {
             }
         }
         put("shutdown_grace", check_grace(self.shutdown_grace));
+        if let Some(interval) = self.keepalive_interval {
+            put("keepalive_interval", check_keepalive(interval));
+        }
+        put("keepalive_timeout", check_keepalive(self.keepalive_timeout));
         if problems.is_empty() {
             Ok(())
         } else {
@@ -370,6 +420,37 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keepalive_defaults_are_grpcs_and_zero_is_refused() {
+        let s = Settings::default();
+        assert_eq!(s.keepalive_interval, Some(Duration::from_secs(7200)));
+        assert_eq!(s.keepalive_timeout, Duration::from_secs(20));
+        let s = Settings {
+            addr: ":8443".into(),
+            keepalive_interval: Some(Duration::ZERO),
+            keepalive_timeout: Duration::from_secs(2 * 24 * 3600),
+            ..Settings::default()
+        };
+        let err = s.check().unwrap_err();
+        assert_eq!(
+            err.fields().collect::<Vec<_>>(),
+            ["keepalive_interval", "keepalive_timeout"]
+        );
+        let text = err.to_string();
+        assert!(text.contains("keepalive_interval is zero"), "{text}");
+        assert!(
+            text.contains("keepalive_timeout is 2days, want at most a day"),
+            "{text}"
+        );
+        let read: Settings =
+            serde_json::from_str(r#"{"keepalive_interval": "30s", "keepalive_timeout": "1s"}"#)
+                .unwrap();
+        assert_eq!(read.keepalive_interval, Some(Duration::from_secs(30)));
+        assert_eq!(read.keepalive_timeout, Duration::from_secs(1));
+        let off: Settings = serde_json::from_str(r#"{"keepalive_interval": null}"#).unwrap();
+        assert_eq!(off.keepalive_interval, None);
+    }
 
     #[test]
     fn a_connection_age_past_the_limit_is_refused() {
