@@ -316,10 +316,18 @@ async fn injection_off_strips_nothing() {
     );
 }
 
+/// With injection on, or strip-only (a service that takes no part in
+/// failure injection), in both layers, alone or together.
 #[tokio::test]
 async fn an_untrusted_scenario_is_not_inherited_whichever_layer_is_outermost() {
-    for inherit in [Inherit::Before, Inherit::After, Inherit::Alone] {
-        let (channel, seen, inheriting) = serve_inheriting(layer(), None, inherit).await;
+    let on_and_strip_only = [injector, || Injector::strip_only(codec())];
+    for (inherit, faults) in [Inherit::Before, Inherit::After, Inherit::Alone]
+        .into_iter()
+        .flat_map(|inherit| on_and_strip_only.map(|faults| (inherit, faults)))
+    {
+        let layer = StripScenarioLayer::new(faults(), Arc::new(BaggagePropagator::new()));
+        let (channel, seen, inheriting) =
+            serve_inheriting_with(layer, None, inherit, faults()).await;
         let (cx, _) = under_test();
         pay(&channel, &cx).await;
         if !matches!(inherit, Inherit::Alone) {
@@ -345,28 +353,5 @@ async fn a_trusted_scenario_is_inherited_whichever_layer_is_outermost() {
             [(Some(json.clone()), Some(json))],
             "{inherit:?}"
         );
-    }
-}
-
-/// A strip-only injector (a service that takes no part in failure
-/// injection) strips an untrusted scenario in both layers, alone or
-/// together, as one that is on does.
-#[tokio::test]
-async fn strip_only_strips_an_untrusted_scenario_in_both_layers() {
-    for inherit in [Inherit::Before, Inherit::After, Inherit::Alone] {
-        let strip_only = || Injector::strip_only(codec());
-        let layer = StripScenarioLayer::new(strip_only(), Arc::new(BaggagePropagator::new()));
-        let (channel, seen, inheriting) =
-            serve_inheriting_with(layer, None, inherit, strip_only()).await;
-        let (cx, _) = under_test();
-        pay(&channel, &cx).await;
-        if !matches!(inherit, Inherit::Alone) {
-            assert_eq!(
-                *seen.lock().unwrap(),
-                [(None, Some("acme".to_owned()))],
-                "{inherit:?}"
-            );
-        }
-        assert_eq!(*inheriting.lock().unwrap(), [(None, None)], "{inherit:?}");
     }
 }

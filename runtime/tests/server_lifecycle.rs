@@ -282,12 +282,39 @@ async fn a_handler_ends_at_its_calls_deadline() {
     serving.stopped().await;
 }
 
+/// A plain tonic client over a bare HTTP/2 connection to `carts:9090` on
+/// `host`: one that ends no call or stream at its deadline itself, so the
+/// server's own answer shows.
+async fn bare_grpc(
+    host: &Host,
+) -> tonic::client::Grpc<
+    impl tonic::client::GrpcService<
+        tonic::body::Body,
+        ResponseBody = hyper::body::Incoming,
+        Error = hyper::Error,
+        Future = impl Send,
+    > + Clone,
+> {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    let io = humus::Host::dial(host, "carts:9090").await.unwrap();
+    let (send, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(io))
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    let svc = tower::service_fn(move |req: http::Request<tonic::body::Body>| {
+        let mut send = send.clone();
+        async move { send.send_request(req).await }
+    });
+    tonic::client::Grpc::with_origin(svc, "http://carts".parse().unwrap())
+}
+
 /// The server's own DEADLINE_EXCEEDED, which a caller that does not end
 /// the call at its deadline itself gets (a plain tonic client over a bare
 /// HTTP/2 connection here), names the caller's `grpc-timeout` as received.
 #[tokio::test(start_paused = true)]
 async fn a_handler_past_its_deadline_is_answered_with_the_callers_grpc_timeout() {
-    use hyper_util::rt::{TokioExecutor, TokioIo};
     use tonic_prost::ProstCodec;
 
     let host = Host::new();
@@ -298,17 +325,7 @@ async fn a_handler_past_its_deadline_is_answered_with_the_callers_grpc_timeout()
         ..Settings::default()
     };
     let serving = Serving::start(carts_server(&host, plain, &carts)).await;
-    let io = humus::Host::dial(&host, "carts:9090").await.unwrap();
-    let (send, connection) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(io))
-            .await
-            .unwrap();
-    tokio::spawn(connection);
-    let svc = tower::service_fn(move |req: http::Request<tonic::body::Body>| {
-        let mut send = send.clone();
-        async move { send.send_request(req).await }
-    });
-    let mut grpc = tonic::client::Grpc::with_origin(svc, "http://carts".parse().unwrap());
+    let mut grpc = bare_grpc(&host).await;
     let mut request = get("c-1");
     request
         .metadata_mut()
@@ -577,7 +594,6 @@ async fn accepts_out_of_descriptors_pause_and_double_and_a_stop_is_heard() {
 #[tokio::test(start_paused = true)]
 async fn a_streams_messages_inherit_the_rpcs_deadline_and_context_and_it_ends_at_the_deadline() {
     use humus::grpc::deadline::Inherited;
-    use hyper_util::rt::{TokioExecutor, TokioIo};
     use opentelemetry::baggage::BaggageExt;
     use tonic_prost::ProstCodec;
 
@@ -615,17 +631,7 @@ async fn a_streams_messages_inherit_the_rpcs_deadline_and_context_and_it_ends_at
         .unwrap()
         .add_service(CartsService(carts.clone()));
     let serving = Serving::start(server).await;
-    let io = humus::Host::dial(&host, "carts:9090").await.unwrap();
-    let (send, connection) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(io))
-            .await
-            .unwrap();
-    tokio::spawn(connection);
-    let svc = tower::service_fn(move |req: http::Request<tonic::body::Body>| {
-        let mut send = send.clone();
-        async move { send.send_request(req).await }
-    });
-    let mut grpc = tonic::client::Grpc::with_origin(svc, "http://carts".parse().unwrap());
+    let mut grpc = bare_grpc(&host).await;
     let mut request = get("c-1");
     let metadata = request.metadata_mut();
     metadata.insert("grpc-timeout", "1000m".parse().unwrap());
