@@ -719,6 +719,20 @@ fn message(headers: &HeaderMap) -> String {
         .unwrap_or_default()
 }
 
+/// The trailers that end a stream the server cuts short with `code` and
+/// `message` (its `grpc-message` percent-encoded as tonic encodes it).
+fn ending_trailers(code: Code, message: &str) -> HeaderMap {
+    let mut trailers = HeaderMap::with_capacity(2);
+    if tonic::Status::new(code, message)
+        .add_header(&mut trailers)
+        .is_err()
+    {
+        // A message no header can hold: the code alone.
+        trailers.insert("grpc-status", HeaderValue::from(code as i32));
+    }
+    trailers
+}
+
 /// The message an open stream ends with when its server stops.
 pub(super) const GOING_AWAY: &str = "the server is going away: call again on a new connection";
 
@@ -861,13 +875,7 @@ where
                     if let Some(record) = this.record.as_mut() {
                         record.finish(Code::DeadlineExceeded, &message);
                     }
-                    let mut trailers = HeaderMap::with_capacity(2);
-                    if tonic::Status::deadline_exceeded(message)
-                        .add_header(&mut trailers)
-                        .is_err()
-                    {
-                        trailers.insert("grpc-status", HeaderValue::from_static("4"));
-                    }
+                    let trailers = ending_trailers(Code::DeadlineExceeded, &message);
                     return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
                 }
                 let ended = this
@@ -889,13 +897,7 @@ where
                 if let Some(record) = this.record.as_mut() {
                     record.finish(Code::Unavailable, message);
                 }
-                let mut trailers = HeaderMap::with_capacity(2);
-                if tonic::Status::unavailable(message)
-                    .add_header(&mut trailers)
-                    .is_err()
-                {
-                    trailers.insert("grpc-status", HeaderValue::from_static("14"));
-                }
+                let trailers = ending_trailers(Code::Unavailable, message);
                 Poll::Ready(Some(Ok(Frame::trailers(trailers))))
             }
         }
