@@ -128,7 +128,11 @@ use std::path::{Path, PathBuf};
 pub use error::{Error, Problem};
 
 /// The text of `humus/v1/options.proto`, the method option humus-build
-/// reads. It is on protox's include path of every build.
+/// reads. Every build imports this copy, before its include folders (a
+/// copy in the tree, kept for protoc or buf in other languages, is not
+/// read):
+///
+#[doc = concat!("```proto\n", include_str!("../proto/humus/v1/options.proto"), "```")]
 pub const OPTIONS_PROTO: &str = policy::OPTIONS_SOURCE;
 
 /// A [`Builder`] with tonic-prost-build's defaults: messages, client and
@@ -567,8 +571,8 @@ fn not_found<P: AsRef<Path>>(error: protox::Error, protos: &[P], includes: &[P])
     Error::explained(
         Some(error),
         format!(
-            "{text}: looked for under the include folders ({folders}), then among \
-             humus/v1/options.proto and the well-known types (google/protobuf/*.proto); add \
+            "{text}: looked for among humus/v1/options.proto and the well-known types \
+             (google/protobuf/*.proto), then under the include folders ({folders}); add \
              the folder that holds it to the include folders"
         ),
     )

@@ -832,7 +832,7 @@ fn a_missing_import_says_where_it_was_looked_for() {
     assert!(error.is_compile());
     let text = text_of("missing-import", &error);
     assert!(
-        text.starts_with("ledger.proto:2:1: import 'money/v1/money.proto' not found: looked for under the include folders (`"),
+        text.starts_with("ledger.proto:2:1: import 'money/v1/money.proto' not found: looked for among humus/v1/options.proto and the well-known types (google/protobuf/*.proto), then under the include folders (`"),
         "{text}"
     );
     assert!(
