@@ -8,7 +8,11 @@
 //! 2. the failure-injection function ([`App::faults`]), after the
 //!    telemetry and before init, so that every server and client init
 //!    builds takes the injector from the Setup;
-//! 3. init, given the Setup; it returns the [`Server`]s to run;
+//! 3. init, given the Setup; it returns the [`Server`]s to run. A stop
+//!    signal while init runs drops its future there (so init stops at its
+//!    next `.await`), then runs the on-stop hooks of what it had built
+//!    (step 6) and the telemetry's shutdown (step 7), and the App exits 0:
+//!    a rollout may stop a service still starting up;
 //! 4. every server, each listening on its address, until SIGTERM or
 //!    SIGINT (or the signal given to [`App::stop_on`] or
 //!    [`App::stop_signals`]), or until a server fails;
@@ -37,8 +41,10 @@
 //! # A second signal stops at once
 //!
 //! A stop signal (SIGTERM, SIGINT or Ctrl-C, any of them) that comes while
-//! the App is stopping, after a first one or after a server failed, forces
-//! the stop: what is left of steps 5 to 7 is dropped, at once. While the
+//! the App is stopping, after a first one (while init ran, or while
+//! serving) or after a server failed, forces the stop: what is left of
+//! steps 5 to 7 is dropped, at once. One that comes while the hooks run
+//! after init failed ends them too, and the App exits with init's error. While the
 //! servers are still stopping, their grace ends then: the calls still in
 //! flight are answered `UNAVAILABLE` ("the server stopped before the call
 //! ended"), as at the end of a grace, and every connection is closed once
@@ -51,7 +57,7 @@
 //! [`ErrorKind::Forced`]. So an operator who does not want to wait for
 //! `shutdown_grace` presses Ctrl-C twice, and the callers still see
 //! `UNAVAILABLE`, not a connection dropped under them (a caller whose
-//! answer could not be written in time sees the connection close). The App listens for the signals from before its servers serve
+//! answer could not be written in time sees the connection close). The App listens for the signals from the start of init
 //! until it has stopped.
 //!
 //! These bounds hold for handlers that yield to tokio. A handler that
@@ -642,6 +648,13 @@ impl Exit {
         self.error.as_ref()
     }
 
+    fn clean() -> Exit {
+        Exit {
+            code: 0,
+            error: None,
+        }
+    }
+
     fn failed(error: Error) -> Exit {
         Exit {
             code: error.exit_code(),
@@ -805,17 +818,52 @@ impl App {
             },
             None => setup,
         };
-        let servers = match init(setup.clone()).await {
-            Ok(servers) => servers,
-            Err(e) => {
-                stop_hooks(&setup, stop_timeout).await;
-                providers.shut_down().await;
-                return Exit::failed(e);
+        // The signals are listened for from before init, so that none is
+        // missed, nor ends the process as an unhandled one would: a stop
+        // signal while init runs drops it and runs the hooks of what it
+        // built.
+        let mut signals = stop.unwrap_or_else(os_signals);
+        let mut listening = true;
+        let initialized = {
+            let init = init(setup.clone());
+            let mut init = pin!(init);
+            loop {
+                tokio::select! {
+                    result = &mut init => break Some(result),
+                    signal = signals.next(), if listening => match signal {
+                        Some(()) => break None,
+                        None => listening = false,
+                    },
+                }
             }
         };
-        // The signals are listened for before any server serves, so that
-        // none is missed, nor ends the process as an unhandled one would.
-        let mut signals = stop.unwrap_or_else(os_signals);
+        let servers = match initialized {
+            Some(Ok(servers)) => servers,
+            outcome => {
+                // Init failed, or a stop signal came while it ran: the hooks
+                // of what it built, then the telemetry's shutdown. A signal
+                // meanwhile ends them at once, as it would after serving;
+                // an init's error is kept as the reason.
+                let (exit, forced) = match outcome {
+                    Some(Err(e)) => (Exit::failed(e), None),
+                    _ => (Exit::clean(), Some(Exit::failed(Error::forced()))),
+                };
+                let stopped = async {
+                    stop_hooks(&setup, stop_timeout).await;
+                    providers.shut_down().await;
+                };
+                let mut stopped = pin!(stopped);
+                loop {
+                    tokio::select! {
+                        () = &mut stopped => return exit,
+                        signal = signals.next(), if listening => match signal {
+                            Some(()) => return forced.unwrap_or(exit),
+                            None => listening = false,
+                        },
+                    }
+                }
+            }
+        };
         let (stopping, _) = watch::channel(false);
         let (forcing, _) = watch::channel(false);
         let serving = AtomicBool::new(true);
@@ -831,7 +879,6 @@ impl App {
             result
         };
         let mut stopped = pin!(stopped);
-        let mut listening = true;
         // Once forced while the servers stop: when the App returns at the
         // latest.
         let forced_by = pin!(tokio::time::sleep(Duration::ZERO));
@@ -866,10 +913,7 @@ impl App {
             }
         };
         match result {
-            Ok(()) => Exit {
-                code: 0,
-                error: None,
-            },
+            Ok(()) => Exit::clean(),
             Err(e) => Exit::failed(e),
         }
     }

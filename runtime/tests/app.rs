@@ -381,3 +381,146 @@ async fn one_signal_drains_and_exits_0_and_a_signal_stream_that_ends_forces_noth
         ["telemetry", "faults false", "on_stop", "telemetry shutdown"]
     );
 }
+
+/// Pushes `step` when dropped: whether init's future was dropped.
+struct OnDrop(Steps, &'static str);
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        push(&self.0, self.1);
+    }
+}
+
+/// An App whose init registers an on-stop hook that takes `hook_takes`,
+/// then waits an hour (`fails` = false) or fails at once after registering
+/// it (`fails` = true), stopped by the signals sent on the returned sender.
+fn starting_app(
+    steps: &Steps,
+    hook_takes: Duration,
+    fails: bool,
+) -> (mpsc::UnboundedSender<()>, JoinHandle<Exit>) {
+    let (signal, signals) = mpsc::unbounded_channel::<()>();
+    let s = steps.clone();
+    let run = tokio::spawn(
+        app(&Host::new(), steps)
+            .stop_signals(UnboundedReceiverStream::new(signals))
+            .stop_timeout(3600 * SECOND)
+            .run(move |setup| async move {
+                push(&s, "init");
+                let hook = s.clone();
+                setup.on_stop(move || async move {
+                    tokio::time::sleep(hook_takes).await;
+                    push(&hook, "on_stop");
+                });
+                if fails {
+                    return Err(Error::other("the cache could not load"));
+                }
+                let _dropped = OnDrop(s.clone(), "init dropped");
+                tokio::time::sleep(3600 * SECOND).await;
+                push(&s, "init done");
+                Ok(vec![])
+            }),
+    );
+    (signal, run)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_signal_during_init_drops_it_runs_the_hooks_of_what_it_built_and_exits_0() {
+    let steps = Steps::default();
+    let (signal, run) = starting_app(&steps, SECOND, false);
+    tokio::time::sleep(10 * SECOND).await;
+    assert!(!run.is_finished());
+    let stopped = tokio::time::Instant::now();
+    signal.send(()).unwrap();
+    let exit = tokio::time::timeout(900 * SECOND, run)
+        .await
+        .expect("the App stops before init ends")
+        .unwrap();
+    assert_eq!(exit.code(), 0, "{:?}", exit.error());
+    assert_eq!(stopped.elapsed(), SECOND, "only the hook's second");
+    assert_eq!(
+        *steps.lock().unwrap(),
+        [
+            "telemetry",
+            "faults false",
+            "init",
+            "init dropped",
+            "on_stop",
+            "telemetry shutdown"
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_second_signal_during_the_hooks_of_a_stopped_init_forces_the_stop() {
+    let steps = Steps::default();
+    let (signal, run) = starting_app(&steps, 600 * SECOND, false);
+    tokio::time::sleep(10 * SECOND).await;
+    signal.send(()).unwrap();
+    tokio::time::sleep(10 * SECOND).await;
+    assert!(!run.is_finished(), "the hook takes 600 s");
+    let forced = tokio::time::Instant::now();
+    signal.send(()).unwrap();
+    let exit = tokio::time::timeout(900 * SECOND, run)
+        .await
+        .expect("the App stops before init ends")
+        .unwrap();
+    assert_eq!(exit.code(), EXIT_FORCED, "{:?}", exit.error());
+    assert_eq!(exit.error().unwrap().kind(), ErrorKind::Forced);
+    assert_eq!(forced.elapsed(), Duration::ZERO);
+    assert_eq!(
+        *steps.lock().unwrap(),
+        ["telemetry", "faults false", "init", "init dropped"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_signal_during_the_hooks_of_a_failed_init_ends_them_keeping_its_error() {
+    let steps = Steps::default();
+    let (signal, run) = starting_app(&steps, 600 * SECOND, true);
+    tokio::time::sleep(10 * SECOND).await;
+    assert!(!run.is_finished(), "the hook takes 600 s");
+    let stopped = tokio::time::Instant::now();
+    signal.send(()).unwrap();
+    let exit = tokio::time::timeout(900 * SECOND, run)
+        .await
+        .expect("the App stops before init ends")
+        .unwrap();
+    assert_eq!(exit.code(), 1, "{:?}", exit.error());
+    assert_eq!(exit.error().unwrap().kind(), ErrorKind::Other);
+    assert!(
+        exit.error()
+            .unwrap()
+            .to_string()
+            .contains("the cache could not load"),
+        "{:?}",
+        exit.error()
+    );
+    assert_eq!(stopped.elapsed(), Duration::ZERO);
+    assert_eq!(
+        *steps.lock().unwrap(),
+        ["telemetry", "faults false", "init"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_signal_stream_that_ends_during_init_lets_it_finish() {
+    let steps = Steps::default();
+    let (signal, run) = starting_app(&steps, SECOND, false);
+    drop(signal);
+    tokio::time::sleep(3601 * SECOND).await;
+    // Init finished (with no server to serve, the App then waits for a
+    // signal that no longer can come).
+    assert_eq!(
+        *steps.lock().unwrap(),
+        [
+            "telemetry",
+            "faults false",
+            "init",
+            "init done",
+            "init dropped"
+        ]
+    );
+    assert!(!run.is_finished());
+    run.abort();
+}

@@ -1,5 +1,6 @@
 //! The App's real stop signals, in a child process (this test binary run
-//! again as the App, on 127.0.0.1): a first SIGTERM starts a graceful stop
+//! again as the App, on 127.0.0.1): a SIGTERM while init runs stops it and
+//! runs the hooks of what it built; a first SIGTERM while serving starts a graceful stop
 //! that would wait a long `shutdown_grace` for a call in flight; a second
 //! one, while it drains, stops the App at once with exit 130, the call
 //! answered UNAVAILABLE as its connection closes. Real signals and real time: every wait is bounded, and the child
@@ -32,11 +33,18 @@ const BOUND: Duration = Duration::from_secs(30);
 /// unless run as the child.
 #[test]
 fn child_app() {
-    if std::env::var_os(CHILD).is_none() {
+    let Some(mode) = std::env::var_os(CHILD) else {
         return;
-    }
+    };
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let exit = runtime.block_on(App::new().run(|setup| async move {
+        if mode == "starting" {
+            // An init that takes an hour, with a hook of what it built.
+            setup.on_stop(|| async { println!("on_stop ran") });
+            println!("starting now");
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            return Ok(vec![]);
+        }
         let carts = Carts::new();
         carts.on_get_cart(|_, req| async move {
             println!("handling {}", req.id);
@@ -68,10 +76,12 @@ struct Running {
 }
 
 impl Running {
-    fn start() -> Running {
+    /// The child, serving (`mode` "serving") or in a long init
+    /// ("starting").
+    fn start(mode: &str) -> Running {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "child_app", "--nocapture", "--test-threads=1"])
-            .env(CHILD, "1")
+            .env(CHILD, mode)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -145,7 +155,7 @@ fn refuses(addr: SocketAddr) -> bool {
 
 #[test]
 fn a_second_sigterm_while_draining_exits_130_at_once_answering_the_call_unavailable() {
-    let mut running = Running::start();
+    let mut running = Running::start("serving");
     let addr: SocketAddr = running.line("listening ").parse().unwrap();
 
     let client = tokio::runtime::Runtime::new().unwrap();
@@ -194,4 +204,14 @@ fn a_second_sigterm_while_draining_exits_130_at_once_answering_the_call_unavaila
     // UNAVAILABLE, which a retrying client may send again elsewhere.
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
     assert_eq!(status.message(), "the server stopped before the call ended");
+}
+
+#[test]
+fn a_sigterm_during_init_runs_the_hooks_and_exits_0() {
+    let mut running = Running::start("starting");
+    assert_eq!(running.line("starting "), "now");
+    running.signal("TERM");
+    assert_eq!(running.exited(BOUND), Some(0));
+    assert_eq!(running.line("on_stop "), "ran");
+    assert_eq!(running.line("exit "), "0");
 }
