@@ -235,6 +235,60 @@ async fn paused_a_hung_dependency_opens_the_breaker_with_a_hand_copied_grpc_time
     paused(true).await;
 }
 
+/// Under `InheritLayer` on a tonic server, a response stream's messages,
+/// made as tonic polls the body after the handler's future completed, are
+/// made in the RPC's scope too: each sees the deadline of the caller's
+/// `grpc-timeout`.
+#[tokio::test(start_paused = true)]
+async fn paused_a_response_streams_messages_inherit_the_deadline_under_the_layer() {
+    let host = Host::new();
+    let carts = Carts::new();
+    carts.on_watch_cart(|_, _req| async move {
+        let messages = futures_util::stream::unfold(0u32, |n| async move {
+            if n == 3 {
+                return None;
+            }
+            tokio::time::sleep(SECOND).await;
+            let left = humus::grpc::deadline::Inherited::current()
+                .and_then(|i| i.deadline())
+                .map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
+            Some((Ok(cart(&format!("{left:?}"), n)), n + 1))
+        });
+        Ok(Response::new(messages))
+    });
+    let _carts = serve_plain(
+        &host,
+        "carts:9090",
+        InheritLayer::new(propagator()).layer(CartsService(carts.clone())),
+    );
+    let caller = Caller::over(humus::Host::dial(&host, "carts:9090").await.unwrap()).await;
+    let send = caller.send.clone();
+    let svc = tower::service_fn(move |req: http::Request<Body>| {
+        let mut send = send.clone();
+        async move { send.send_request(req).await }
+    });
+    let mut grpc = tonic::client::Grpc::with_origin(svc, "http://carts".parse().unwrap());
+    let mut request = get("c-1");
+    request
+        .metadata_mut()
+        .insert("grpc-timeout", "10S".parse().unwrap());
+    grpc.ready().await.unwrap();
+    let mut stream = grpc
+        .server_streaming::<_, Cart, _>(
+            request,
+            WATCH_CART.full_name.parse().unwrap(),
+            ProstCodec::<CartRequest, Cart>::default(),
+        )
+        .await
+        .unwrap()
+        .into_inner();
+    let mut seen = Vec::new();
+    while let Some(message) = stream.message().await.unwrap() {
+        seen.push(message.id);
+    }
+    assert_eq!(seen, ["Some(9s)", "Some(8s)", "Some(7s)"]);
+}
+
 // ---- real time, loopback TCP -------------------------------------------
 
 /// Serves `svc` on a fresh port of 127.0.0.1, with tonic's server and,

@@ -135,10 +135,10 @@ async fn the_layer_serves_each_request_inside_the_scope_of_its_headers() {
         async move {
             tokio::time::sleep(Duration::from_millis(10)).await;
             // In the future, after an await.
-            Ok::<_, std::convert::Infallible>((
+            Ok::<_, std::convert::Infallible>(http::Response::new((
                 Inherited::current().map(|i| i.deadline()),
                 tenant(),
-            ))
+            )))
         }
     });
     let mut svc = layer.layer(inner);
@@ -153,7 +153,7 @@ async fn the_layer_serves_each_request_inside_the_scope_of_its_headers() {
     let future = svc.ready().await.unwrap().call(request);
     // Measured from when the request reached the layer, not from the poll.
     tokio::time::advance(Duration::from_millis(100)).await;
-    let (deadline, member) = future.await.unwrap();
+    let (deadline, member) = future.await.unwrap().into_body().into_inner();
     let want = Some(received + Duration::from_millis(1500));
     assert_eq!(deadline, Some(want));
     assert_eq!(member.as_deref(), Some("acme"));
@@ -164,7 +164,15 @@ async fn the_layer_serves_each_request_inside_the_scope_of_its_headers() {
         .header("grpc-timeout", "soon")
         .body(())
         .unwrap();
-    let (deadline, member) = svc.ready().await.unwrap().call(request).await.unwrap();
+    let (deadline, member) = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(request)
+        .await
+        .unwrap()
+        .into_body()
+        .into_inner();
     assert_eq!(
         deadline,
         Some(None),
@@ -181,12 +189,17 @@ async fn the_layer_takes_the_setups_propagator() {
         .build();
     let setup = humus::Setup::new().with_telemetry(telemetry);
     let mut svc = InheritLayer::from_setup(&setup).layer(tower::service_fn(
-        |_req: http::Request<()>| async { Ok::<_, std::convert::Infallible>(tenant()) },
+        |_req: http::Request<()>| async {
+            Ok::<_, std::convert::Infallible>(http::Response::new(tenant()))
+        },
     ));
     let request = http::Request::builder()
         .header("baggage", "tenant=from-setup")
         .body(())
         .unwrap();
-    let member = svc.ready().await.unwrap().call(request).await.unwrap();
-    assert_eq!(member.as_deref(), Some("from-setup"));
+    let response = svc.ready().await.unwrap().call(request).await.unwrap();
+    assert_eq!(
+        response.into_body().into_inner().as_deref(),
+        Some("from-setup")
+    );
 }

@@ -37,11 +37,9 @@
 //!
 //! The scope is a tokio task-local: it holds while the served future is
 //! polled, on whichever thread polls it, and not in a task the handler
-//! spawns. humus's [`Server`](crate::grpc::server::Server) also polls a
-//! response stream's body inside it, so a stream's messages inherit too;
-//! under [`InheritLayer`] on a tonic server, the scope ends with the
-//! handler's future, and a stream takes it along as a task does
-//! (`inherited.scope(..)` around the work of each message). A handler
+//! spawns. humus's [`Server`](crate::grpc::server::Server), and
+//! [`InheritLayer`] on a tonic server, also poll a response stream's body
+//! inside it, so the calls made for a stream's messages inherit too. A handler
 //! that hands work to a task of its own takes the inherited deadline
 //! along:
 //!
@@ -282,7 +280,9 @@ impl<F: Future> Future for MaybeScoped<F> {
 /// A tower [`Layer`] for a tonic server: each request is served inside
 /// [`Inherited::scope`], with the deadline of its `grpc-timeout` and the
 /// trace context and baggage its headers carry, so every humus call its
-/// handler makes inherits them.
+/// handler makes inherits them, and so does every call made for a message
+/// of its response stream (the body is polled in the same scope, an
+/// [`InheritBody`]).
 ///
 /// ```no_run
 /// # async fn serve(setup: humus::Setup, routes: tonic::service::Routes) -> Result<(), tonic::transport::Error> {
@@ -387,7 +387,8 @@ impl<S> Layer<S> for InheritLayer {
 }
 
 /// The service [`InheritLayer`] builds: serves each request inside
-/// [`Inherited::scope`] (its `call` and its response future alike).
+/// [`Inherited::scope`] (its `call`, its response future and its response
+/// body alike).
 #[derive(Clone)]
 pub struct Inherit<S> {
     inner: S,
@@ -411,13 +412,13 @@ impl<S: fmt::Debug> fmt::Debug for Inherit<S> {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ScenarioVetted;
 
-impl<S, B> Service<http::Request<B>> for Inherit<S>
+impl<S, B, RB> Service<http::Request<B>> for Inherit<S>
 where
-    S: Service<http::Request<B>>,
+    S: Service<http::Request<B>, Response = http::Response<RB>>,
 {
-    type Response = S::Response;
+    type Response = http::Response<InheritBody<RB>>;
     type Error = S::Error;
-    type Future = Scoped<S::Future>;
+    type Future = InheritFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
@@ -436,7 +437,92 @@ where
         let inherited = Inherited::from_headers(request.headers(), received, context);
         let inner = &mut self.inner;
         let future = inherited.clone().sync_scope(|| inner.call(request));
-        inherited.scope(future)
+        InheritFuture {
+            body_scope: Some(inherited.clone()),
+            inner: inherited.scope(future),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The response future of [`Inherit`]: the inner service's, polled
+    /// inside the request's [`Inherited::scope`]; its response's body is
+    /// an [`InheritBody`] in the same scope. Like most futures, it panics
+    /// if polled again after it completed.
+    pub struct InheritFuture<F: Future> {
+        #[pin]
+        inner: Scoped<F>,
+        body_scope: Option<Inherited>,
+    }
+}
+
+impl<F: Future> fmt::Debug for InheritFuture<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InheritFuture").finish_non_exhaustive()
+    }
+}
+
+impl<F, RB, E> Future for InheritFuture<F>
+where
+    F: Future<Output = Result<http::Response<RB>, E>>,
+{
+    type Output = Result<http::Response<InheritBody<RB>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let response = std::task::ready!(this.inner.poll(cx));
+        let scope = this
+            .body_scope
+            .take()
+            .expect("an InheritFuture is not polled after it completed");
+        Poll::Ready(response.map(|response| response.map(|inner| InheritBody { inner, scope })))
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The response body of [`Inherit`]: the inner service's, frame for
+    /// frame, each frame polled inside the request's [`Inherited::scope`].
+    /// A response stream's messages are made as its body is polled, after
+    /// the handler's future has completed, so the calls made for each
+    /// message inherit the RPC's deadline and context as the handler's do.
+    pub struct InheritBody<B> {
+        #[pin]
+        inner: B,
+        scope: Inherited,
+    }
+}
+
+impl<B> InheritBody<B> {
+    /// The inner service's body, out of its scope.
+    pub fn into_inner(self) -> B {
+        self.inner
+    }
+}
+
+impl<B> fmt::Debug for InheritBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InheritBody").finish_non_exhaustive()
+    }
+}
+
+impl<B: http_body::Body> http_body::Body for InheritBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
+        let this = self.project();
+        this.scope.clone().sync_scope(|| this.inner.poll_frame(cx))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
     }
 }
 

@@ -547,11 +547,13 @@ where
 }
 
 /// Serves `svc` on `host` at `addr` in plain text.
-pub fn serve_plain<S>(host: &Host, addr: &str, svc: S) -> Running
+pub fn serve_plain<S, RB>(host: &Host, addr: &str, svc: S) -> Running
 where
+    RB: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    RB::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     S: tower_service::Service<
             http::Request<Body>,
-            Response = http::Response<Body>,
+            Response = http::Response<RB>,
             Error = Infallible,
         > + Clone
         + Send
@@ -568,7 +570,7 @@ where
     )
 }
 
-fn spawn<S, I, IO>(
+fn spawn<S, RB, I, IO>(
     host: &Host,
     addr: &str,
     builder: tonic::transport::Server,
@@ -576,9 +578,11 @@ fn spawn<S, I, IO>(
     incoming: I,
 ) -> Running
 where
+    RB: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    RB::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     S: tower_service::Service<
             http::Request<Body>,
-            Response = http::Response<Body>,
+            Response = http::Response<RB>,
             Error = Infallible,
         > + Clone
         + Send
