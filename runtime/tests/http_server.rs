@@ -386,3 +386,46 @@ async fn a_panic_of_the_handler_is_answered_500_and_the_connection_serves_the_ne
         "{recorded:?}"
     );
 }
+
+/// A streamed response body is polled in the request's scope too: each
+/// chunk, made after the handler returned, sees the caller's baggage as
+/// the current context (and so would the calls made for it).
+#[tokio::test]
+async fn a_streamed_bodys_chunks_are_made_in_the_callers_context() {
+    let telemetry = Telemetry::new();
+    let setup = setup(&telemetry, true);
+    let handler = |_request: Request| async move {
+        let chunks = futures_util::stream::unfold(0u32, |n| async move {
+            if n == 3 {
+                return None;
+            }
+            tokio::task::yield_now().await;
+            let tenant = Context::current()
+                .baggage()
+                .get("tenant")
+                .map_or_else(|| "none".to_owned(), |v| v.as_str().to_owned());
+            Some((Ok::<_, std::io::Error>(format!("{tenant};")), n + 1))
+        });
+        axum::body::Body::from_stream(chunks)
+    };
+    let router = axum::Router::new()
+        .fallback(handler)
+        .layer(ContextLayer::new(&setup));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/feed", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let body = tokio::time::timeout(BOUND, async {
+        bare_reqwest()
+            .get(url)
+            .header("baggage", "tenant=acme")
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(body, "acme;acme;acme;");
+}

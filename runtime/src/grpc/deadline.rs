@@ -475,12 +475,14 @@ where
             .body_scope
             .take()
             .expect("an InheritFuture is not polled after it completed");
-        Poll::Ready(response.map(|response| response.map(|inner| InheritBody { inner, scope })))
+        Poll::Ready(response.map(|response| response.map(|inner| InheritBody::new(inner, scope))))
     }
 }
 
 pin_project_lite::pin_project! {
-    /// The response body of [`Inherit`]: the inner service's, frame for
+    /// The response body of [`Inherit`] (and of humus's HTTP server
+    /// layer, [`ContextService`](crate::http::server::ContextService)):
+    /// the inner service's, frame for
     /// frame, each frame polled inside the request's [`Inherited::scope`].
     /// A response stream's messages are made as its body is polled, after
     /// the handler's future has completed, so the calls made for each
@@ -488,14 +490,33 @@ pin_project_lite::pin_project! {
     pub struct InheritBody<B> {
         #[pin]
         inner: B,
-        scope: Inherited,
+        // `None` for a body made in no scope (a panic's answer).
+        scope: Option<Inherited>,
     }
 }
 
 impl<B> InheritBody<B> {
+    /// `inner`, polled inside `scope`.
+    pub(crate) fn new(inner: B, scope: Inherited) -> InheritBody<B> {
+        InheritBody {
+            inner,
+            scope: Some(scope),
+        }
+    }
+
     /// The inner service's body, out of its scope.
     pub fn into_inner(self) -> B {
         self.inner
+    }
+}
+
+/// An empty body (`B`'s default) in no scope.
+impl<B: Default> Default for InheritBody<B> {
+    fn default() -> Self {
+        InheritBody {
+            inner: B::default(),
+            scope: None,
+        }
     }
 }
 
@@ -514,7 +535,10 @@ impl<B: http_body::Body> http_body::Body for InheritBody<B> {
         cx: &mut TaskContext<'_>,
     ) -> Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
         let this = self.project();
-        this.scope.clone().sync_scope(|| this.inner.poll_frame(cx))
+        match this.scope {
+            Some(scope) => scope.clone().sync_scope(|| this.inner.poll_frame(cx)),
+            None => this.inner.poll_frame(cx),
+        }
     }
 
     fn is_end_stream(&self) -> bool {

@@ -9,7 +9,7 @@ use std::task::Poll;
 use opentelemetry::trace::TraceContextExt as _;
 use opentelemetry::{Context, KeyValue};
 
-use crate::grpc::deadline::Scoped;
+use crate::grpc::deadline::{InheritBody, Inherited, Scoped};
 use crate::telemetry::names::{
     EXCEPTION_EVENT, EXCEPTION_MESSAGE, EXCEPTION_TYPE, EXCEPTION_TYPE_PANIC,
 };
@@ -21,7 +21,8 @@ pin_project_lite::pin_project! {
     /// The response future of [`ContextService`](super::ContextService):
     /// the inner service's, polled inside the request's
     /// [`Inherited`](crate::grpc::deadline::Inherited) scope (its context
-    /// current, no deadline: an HTTP request carries none). A panic of the
+    /// current, no deadline: an HTTP request carries none), and so is its
+    /// response's body (an [`InheritBody`]). A panic of the
     /// layer's `trust_scenario` function, of the inner service's `call`,
     /// or of its future is answered `500 Internal Server Error` with an
     /// empty body, and the connection serves its next request.
@@ -32,6 +33,8 @@ pin_project_lite::pin_project! {
         inner: Option<Scoped<F>>,
         // The payload of a panic before the future, until it is answered.
         panic: Option<Payload>,
+        // The scope the response's body is polled in, until it is made.
+        body_scope: Option<Inherited>,
         // The context whose span (an outer layer's) records a panic.
         cx: Context,
     }
@@ -46,12 +49,17 @@ impl<F: Future> std::fmt::Debug for ResponseFuture<F> {
 }
 
 impl<F: Future> ResponseFuture<F> {
-    pub(super) fn new(inner: Result<Scoped<F>, Payload>, cx: Context) -> Self {
+    pub(super) fn new(inner: Result<Scoped<F>, Payload>, scope: Inherited, cx: Context) -> Self {
         let (inner, panic) = match inner {
             Ok(inner) => (Some(inner), None),
             Err(payload) => (None, Some(payload)),
         };
-        ResponseFuture { inner, panic, cx }
+        ResponseFuture {
+            inner,
+            panic,
+            body_scope: Some(scope),
+            cx,
+        }
     }
 }
 
@@ -60,13 +68,22 @@ where
     F: Future<Output = Result<http::Response<B>, E>>,
     B: Default,
 {
-    type Output = F::Output;
+    type Output = Result<http::Response<InheritBody<B>>, E>;
 
     fn poll(self: Pin<&mut Self>, task: &mut std::task::Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         let payload = match this.inner.as_mut().as_pin_mut() {
             Some(inner) => match catch_unwind(AssertUnwindSafe(|| inner.poll(task))) {
-                Ok(polled) => return polled,
+                Ok(Poll::Pending) => return Poll::Pending,
+                Ok(Poll::Ready(response)) => {
+                    let scope = this
+                        .body_scope
+                        .take()
+                        .expect("a ResponseFuture is not polled after it completed");
+                    return Poll::Ready(
+                        response.map(|r| r.map(|body| InheritBody::new(body, scope))),
+                    );
+                }
                 Err(payload) => {
                     // The handler is dropped (a panic in its drop is
                     // caught too).
@@ -81,7 +98,7 @@ where
                 .unwrap_or_else(|| Box::new("polled after it was answered")),
         };
         record_panic(this.cx, &*payload);
-        let mut response = http::Response::new(B::default());
+        let mut response = http::Response::new(InheritBody::default());
         *response.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
         Poll::Ready(Ok(response))
     }

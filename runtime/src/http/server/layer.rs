@@ -16,7 +16,7 @@ use tower_service::Service;
 use super::future::{Payload, ResponseFuture};
 use crate::Setup;
 use crate::fault::{Injector, baggage_without, record_strip};
-use crate::grpc::deadline::Inherited;
+use crate::grpc::deadline::{InheritBody, Inherited};
 use crate::telemetry::{HeaderExtractor, HeaderInjector, join_repeated};
 
 type TrustFn = Arc<dyn Fn(&http::Request<()>) -> bool + Send + Sync>;
@@ -158,7 +158,7 @@ where
     S: Service<http::Request<B>, Response = http::Response<ResBody>>,
     ResBody: Default,
 {
-    type Response = S::Response;
+    type Response = http::Response<InheritBody<ResBody>>;
     type Error = S::Error;
     type Future = ResponseFuture<S::Future>;
 
@@ -170,15 +170,19 @@ where
         let (mut request, cx) = match self.shared.context_of(request) {
             Ok(of) => of,
             // The trust function panicked: no handler is called.
-            Err((outer, payload)) => return ResponseFuture::new(Err(payload), outer),
+            Err((outer, payload)) => {
+                let scope = Inherited::new(None, outer.clone());
+                return ResponseFuture::new(Err(payload), scope, outer);
+            }
         };
         request.extensions_mut().insert(cx.clone());
         let future = {
             let _guard = cx.clone().attach();
             catch_unwind(AssertUnwindSafe(|| self.inner.call(request)))
         };
-        let scoped = future.map(|future| Inherited::new(None, cx.clone()).scope(future));
-        ResponseFuture::new(scoped, cx)
+        let scope = Inherited::new(None, cx.clone());
+        let scoped = future.map(|future| scope.clone().scope(future));
+        ResponseFuture::new(scoped, scope, cx)
     }
 }
 

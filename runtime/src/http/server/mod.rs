@@ -15,7 +15,8 @@
 //!    [`opentelemetry::Context`]), and as the current context and the
 //!    [`Inherited`](crate::grpc::deadline::Inherited) scope (with no
 //!    deadline: an HTTP request carries none) while the handler's future
-//!    runs. So the outbound calls the handler makes, HTTP
+//!    runs and while its response's body is polled (a streamed body's
+//!    chunks). So the outbound calls the handler makes, HTTP
 //!    ([`http::client`](crate::http::client)) or gRPC
 //!    ([`grpc::client`](crate::grpc::client)), both of which take the
 //!    current context, continue the caller's trace and carry its baggage
