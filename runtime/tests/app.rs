@@ -424,6 +424,14 @@ fn starting_app(
     (signal, run)
 }
 
+/// The App's exit, which comes before its init would have ended.
+async fn stopped_before_init_ends(run: JoinHandle<Exit>) -> Exit {
+    tokio::time::timeout(900 * SECOND, run)
+        .await
+        .expect("the App stops before init ends")
+        .unwrap()
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_signal_during_init_drops_it_runs_the_hooks_of_what_it_built_and_exits_0() {
     let steps = Steps::default();
@@ -432,10 +440,7 @@ async fn a_signal_during_init_drops_it_runs_the_hooks_of_what_it_built_and_exits
     assert!(!run.is_finished());
     let stopped = tokio::time::Instant::now();
     signal.send(()).unwrap();
-    let exit = tokio::time::timeout(900 * SECOND, run)
-        .await
-        .expect("the App stops before init ends")
-        .unwrap();
+    let exit = stopped_before_init_ends(run).await;
     assert_eq!(exit.code(), 0, "{:?}", exit.error());
     assert_eq!(stopped.elapsed(), SECOND, "only the hook's second");
     assert_eq!(
@@ -461,10 +466,7 @@ async fn a_second_signal_during_the_hooks_of_a_stopped_init_forces_the_stop() {
     assert!(!run.is_finished(), "the hook takes 600 s");
     let forced = tokio::time::Instant::now();
     signal.send(()).unwrap();
-    let exit = tokio::time::timeout(900 * SECOND, run)
-        .await
-        .expect("the App stops before init ends")
-        .unwrap();
+    let exit = stopped_before_init_ends(run).await;
     assert_eq!(exit.code(), EXIT_FORCED, "{:?}", exit.error());
     assert_eq!(exit.error().unwrap().kind(), ErrorKind::Forced);
     assert_eq!(forced.elapsed(), Duration::ZERO);
@@ -482,10 +484,7 @@ async fn a_signal_during_the_hooks_of_a_failed_init_ends_them_keeping_its_error(
     assert!(!run.is_finished(), "the hook takes 600 s");
     let stopped = tokio::time::Instant::now();
     signal.send(()).unwrap();
-    let exit = tokio::time::timeout(900 * SECOND, run)
-        .await
-        .expect("the App stops before init ends")
-        .unwrap();
+    let exit = stopped_before_init_ends(run).await;
     assert_eq!(exit.code(), 1, "{:?}", exit.error());
     assert_eq!(exit.error().unwrap().kind(), ErrorKind::Other);
     assert!(

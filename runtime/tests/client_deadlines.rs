@@ -124,14 +124,14 @@ impl Caller {
         Caller { send }
     }
 
+    /// A stock tonic client over this connection, to `origin`.
+    fn grpc(&self, origin: &str) -> tonic::client::Grpc<Caller> {
+        tonic::client::Grpc::with_origin(self.clone(), origin.parse().unwrap())
+    }
+
     /// One PlaceOrder with `grpc-timeout: 1S`; its code.
     async fn place(&self, id: usize) -> Code {
-        let send = self.send.clone();
-        let svc = tower::service_fn(move |req: http::Request<Body>| {
-            let mut send = send.clone();
-            async move { send.send_request(req).await }
-        });
-        let mut grpc = tonic::client::Grpc::with_origin(svc, "http://orders".parse().unwrap());
+        let mut grpc = self.grpc("http://orders");
         let mut request = Request::new(OrderRequest {
             cart_id: format!("c-{id}"),
         });
@@ -152,6 +152,23 @@ impl Caller {
             Ok(Err(status)) => status.code(),
             Err(_) => panic!("the front's server never ended the call"),
         }
+    }
+}
+
+/// Sends each request on the connection.
+impl tower_service::Service<http::Request<Body>> for Caller {
+    type Response = http::Response<hyper::body::Incoming>;
+    type Error = hyper::Error;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, hyper::Error>> + Send>,
+    >;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), hyper::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        Box::pin(self.send.send_request(request))
     }
 }
 
@@ -262,12 +279,7 @@ async fn paused_a_response_streams_messages_inherit_the_deadline_under_the_layer
         InheritLayer::new(propagator()).layer(CartsService(carts.clone())),
     );
     let caller = Caller::over(humus::Host::dial(&host, "carts:9090").await.unwrap()).await;
-    let send = caller.send.clone();
-    let svc = tower::service_fn(move |req: http::Request<Body>| {
-        let mut send = send.clone();
-        async move { send.send_request(req).await }
-    });
-    let mut grpc = tonic::client::Grpc::with_origin(svc, "http://carts".parse().unwrap());
+    let mut grpc = caller.grpc("http://carts");
     let mut request = get("c-1");
     request
         .metadata_mut()
