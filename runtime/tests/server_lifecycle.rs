@@ -716,3 +716,55 @@ async fn a_silent_client_is_closed_after_the_keepalive_interval_and_timeout() {
         serving.stopped().await;
     }
 }
+
+/// A request whose metadata is larger than `max_header_list_size` (16 KiB
+/// by default) is refused before any handler sees it, with HTTP 431,
+/// which the client reports and does not retry; a server with a larger
+/// setting takes it.
+#[tokio::test(start_paused = true)]
+async fn request_metadata_past_max_header_list_size_is_refused_with_431() {
+    let token = "t".repeat(20 * 1024);
+    for (max, served) in [(None, false), (Some(64 * 1024), true)] {
+        let host = Host::new();
+        let carts = Carts::new();
+        let mut settings = Settings {
+            addr: "carts:9090".into(),
+            ..Settings::default()
+        };
+        if let Some(max) = max {
+            settings.max_header_list_size = max;
+        }
+        let serving = Serving::start(carts_server(&host, settings, &carts)).await;
+        let client = Client::new(
+            &setup(&host),
+            client::Settings {
+                addr: "carts:9090".into(),
+                tls: None,
+                ..client::Settings::default()
+            },
+        )
+        .unwrap();
+        let mut request = get("c-1");
+        request
+            .metadata_mut()
+            .insert("authorization", token.parse().unwrap());
+        let answer = client.unary::<_, Cart>(&GET_CART, request).await;
+        if served {
+            assert_eq!(answer.unwrap().into_inner().id, "c-1");
+            assert_eq!(carts.arrivals(&GET_CART), 1);
+        } else {
+            let status = answer.unwrap_err();
+            // gRPC's mapping of an HTTP status it does not list.
+            assert_eq!(status.code(), Code::Unknown, "{status:?}");
+            assert_eq!(
+                status.message(),
+                "the server answered HTTP 431 Request Header Fields Too Large: the request's metadata is larger than the server takes (its HTTP/2 max header list size); send less metadata, or raise the server's limit"
+            );
+            assert_eq!(carts.arrivals(&GET_CART), 0);
+            // A request of the usual size goes through on the same client.
+            let small = client.unary::<_, Cart>(&GET_CART, get("c-2")).await;
+            assert_eq!(small.unwrap().into_inner().id, "c-2");
+        }
+        serving.stopped().await;
+    }
+}

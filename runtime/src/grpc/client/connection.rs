@@ -630,7 +630,9 @@ impl http_body::Body for AttemptBody {
 /// 400 `Internal`, 401 `Unauthenticated`, 403 `PermissionDenied`, 404
 /// `Unimplemented`, 429, 502, 503 and 504 `Unavailable`, any other status
 /// (200 with another content-type included) `Unknown`; the message says
-/// the HTTP status and the content-type. Its body is never read.
+/// the HTTP status and the content-type (for a 431, which an HTTP/2 server
+/// answers to headers past its max header list size, that the request's
+/// metadata is too large). Its body is never read.
 ///
 /// A mapped 429 or 503 with a `Retry-After` (either form, as the HTTP
 /// client reads it) is given that wait as its pushback
@@ -663,6 +665,12 @@ fn grpc_response<B>(mut response: http::Response<B>) -> http::Response<B> {
         format!(
             "{MAPPED_FROM_HTTP}{} {reason} with no grpc-status",
             http.as_u16()
+        )
+    } else if http == http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE {
+        // An HTTP/2 server's own refusal, before any handler, of headers
+        // past the size it announced (its max header list size).
+        format!(
+            "{MAPPED_FROM_HTTP}431 {reason}: the request's metadata is larger than the server takes (its HTTP/2 max header list size); send less metadata, or raise the server's limit"
         )
     } else {
         format!(

@@ -94,7 +94,10 @@
 //! [`Settings::keepalive_timeout`] (20 s) closes it when the ping is not
 //! answered: a client that vanished without closing (its node gone, a NAT
 //! that dropped the flow) does not hold its connection and handlers until
-//! the server stops. An accept that fails for want of a resource
+//! the server stops. [`Settings::max_header_list_size`] (16 KiB) bounds a
+//! request's metadata: a larger request is refused with HTTP 431 before
+//! any handler sees it (humus's client says the metadata is too large).
+//! An accept that fails for want of a resource
 //! (out of file descriptors) pauses the accept loop, 5 ms doubling to 1 s,
 //! rather than spinning a core, while the open connections are served.
 //!
@@ -157,6 +160,7 @@ pub use layer::StripScenarioLayer;
 pub use server::{ServeError, Server};
 pub use service::{Caller, PeerCertificates, StripScenario};
 pub use settings::{
-    InvalidValue, MAX_CONNECTION_AGE_LIMIT, Settings, SettingsError, TrustScenario, check_addr,
-    check_grace, check_keepalive, check_max_connection_age, check_tls,
+    DEFAULT_MAX_HEADER_LIST_SIZE, InvalidValue, MAX_CONNECTION_AGE_LIMIT, Settings, SettingsError,
+    TrustScenario, check_addr, check_grace, check_keepalive, check_max_connection_age,
+    check_max_header_list_size, check_tls,
 };

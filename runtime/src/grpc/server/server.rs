@@ -253,6 +253,7 @@ impl Server {
             shutdown_grace: self.settings.shutdown_grace,
             keepalive_interval: self.settings.keepalive_interval,
             keepalive_timeout: self.settings.keepalive_timeout,
+            max_header_list_size: self.settings.max_header_list_size,
         });
 
         let (stop, stopping) = watch::channel(Stop::Serving);
@@ -349,6 +350,7 @@ struct ConnSettings {
     shutdown_grace: Duration,
     keepalive_interval: Option<Duration>,
     keepalive_timeout: Duration,
+    max_header_list_size: u32,
 }
 
 /// `age` with a jitter of up to 10 % either way (gRFC A9).
@@ -422,7 +424,8 @@ async fn serve_connection(
     builder
         .timer(TokioTimer::new())
         .keep_alive_interval(conn.keepalive_interval)
-        .keep_alive_timeout(conn.keepalive_timeout);
+        .keep_alive_timeout(conn.keepalive_timeout)
+        .max_header_list_size(conn.max_header_list_size);
     let connection = builder.serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
     let mut connection = pin!(connection);
 

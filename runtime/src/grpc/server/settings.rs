@@ -44,6 +44,7 @@ impl fmt::Debug for TrustScenario {
 /// | [`shutdown_grace`](Settings::shutdown_grace) | 10 s | [`check_grace`] |
 /// | [`keepalive_interval`](Settings::keepalive_interval) | 2 h (gRPC's) | [`check_keepalive`] |
 /// | [`keepalive_timeout`](Settings::keepalive_timeout) | 20 s (gRPC's) | [`check_keepalive`] |
+/// | [`max_header_list_size`](Settings::max_header_list_size) | 16384 bytes (16 KiB) | [`check_max_header_list_size`] |
 ///
 /// `tls` and `trust_scenario` are set in code and never deserialised: a
 /// configuration names a certificate file, which the service reads (with
@@ -142,6 +143,18 @@ pub struct Settings {
     /// timeout); the calls still on it end as on a broken connection.
     #[serde(with = "humantime_serde")]
     pub keepalive_timeout: Duration,
+
+    /// The largest request metadata the server takes, in bytes, as
+    /// HTTP/2 counts a header list (each header's name and value, and 32
+    /// bytes more per header; HTTP/2's `SETTINGS_MAX_HEADER_LIST_SIZE`,
+    /// which the server announces to its clients). A request whose headers
+    /// are larger is refused before any handler sees it: the client gets
+    /// HTTP status 431 (Request Header Fields Too Large), which a gRPC
+    /// client reports as `UNKNOWN` (humus's says the metadata is too
+    /// large). Raise it for callers that send large tokens or
+    /// baggage: gRPC's C core and Java servers take 8 KiB by default, Go's
+    /// 16 MiB.
+    pub max_header_list_size: u32,
 }
 
 impl Default for Settings {
@@ -155,6 +168,7 @@ impl Default for Settings {
             shutdown_grace: Duration::from_secs(10),
             keepalive_interval: Some(Duration::from_secs(2 * 3600)),
             keepalive_timeout: Duration::from_secs(20),
+            max_header_list_size: DEFAULT_MAX_HEADER_LIST_SIZE,
         }
     }
 }
@@ -170,6 +184,7 @@ impl fmt::Debug for Settings {
             .field("shutdown_grace", &self.shutdown_grace)
             .field("keepalive_interval", &self.keepalive_interval)
             .field("keepalive_timeout", &self.keepalive_timeout)
+            .field("max_header_list_size", &self.max_header_list_size)
             .finish()
     }
 }
@@ -326,6 +341,32 @@ pub fn check_keepalive(d: Duration) -> Result<(), InvalidValue> {
     Ok(())
 }
 
+/// The default [`Settings::max_header_list_size`]: 16 KiB, in bytes (the
+/// HTTP/2 server's, hyper's, default).
+pub const DEFAULT_MAX_HEADER_LIST_SIZE: u32 = 16 * 1024;
+
+/// Checks the largest request metadata a server takes, in bytes: at least
+/// 1 KiB (1024), as every gRPC request's own headers (its path, content
+/// type, `te`, a `grpc-timeout`) take a few hundred bytes of it.
+///
+/// ```
+/// use humus::grpc::server::check_max_header_list_size;
+/// assert!(check_max_header_list_size(64 * 1024).is_ok());
+/// assert!(check_max_header_list_size(100).is_err());
+/// ```
+///
+/// # Errors
+///
+/// [`InvalidValue`] for less than 1024.
+pub fn check_max_header_list_size(bytes: u32) -> Result<(), InvalidValue> {
+    if bytes < 1024 {
+        return Err(InvalidValue::new(format!(
+            "is {bytes}, want a size in bytes of at least 1024: a gRPC request's own headers take a few hundred (the default is {DEFAULT_MAX_HEADER_LIST_SIZE}, 16 KiB)"
+        )));
+    }
+    Ok(())
+}
+
 /// Checks a grace period (of a shutdown, or of a connection past its age):
 /// at most an hour. Zero is allowed: no grace.
 ///
@@ -409,6 +450,10 @@ impl Settings {
             put("keepalive_interval", check_keepalive(interval));
         }
         put("keepalive_timeout", check_keepalive(self.keepalive_timeout));
+        put(
+            "max_header_list_size",
+            check_max_header_list_size(self.max_header_list_size),
+        );
         if problems.is_empty() {
             Ok(())
         } else {
@@ -450,6 +495,29 @@ mod tests {
         assert_eq!(read.keepalive_timeout, Duration::from_secs(1));
         let off: Settings = serde_json::from_str(r#"{"keepalive_interval": null}"#).unwrap();
         assert_eq!(off.keepalive_interval, None);
+    }
+
+    #[test]
+    fn max_header_list_size_defaults_to_16_kib_and_less_than_1_kib_is_refused() {
+        let s = Settings {
+            addr: ":8443".into(),
+            ..Settings::default()
+        };
+        assert_eq!(s.max_header_list_size, 16384);
+        assert!(s.check().is_ok());
+        let small = Settings {
+            max_header_list_size: 1023,
+            ..s.clone()
+        };
+        let err = small.check().unwrap_err();
+        assert_eq!(err.fields().collect::<Vec<_>>(), ["max_header_list_size"]);
+        let text = err.to_string();
+        assert!(
+            text.contains("max_header_list_size is 1023, want a size in bytes of at least 1024"),
+            "{text}"
+        );
+        let read: Settings = serde_json::from_str(r#"{"max_header_list_size": 65536}"#).unwrap();
+        assert_eq!(read.max_header_list_size, 65536);
     }
 
     #[test]
