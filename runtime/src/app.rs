@@ -57,8 +57,10 @@
 //! [`ErrorKind::Forced`]. So an operator who does not want to wait for
 //! `shutdown_grace` presses Ctrl-C twice, and the callers still see
 //! `UNAVAILABLE`, not a connection dropped under them (a caller whose
-//! answer could not be written in time sees the connection close). The App listens for the signals from the start of init
-//! until it has stopped.
+//! answer could not be written in time sees the connection close). The App
+//! listens for the signals from the start of [`App::run`] until it has
+//! stopped (one that comes while the telemetry or failure-injection
+//! function runs stops the App as soon as init starts).
 //!
 //! These bounds hold for handlers that yield to tokio. A handler that
 //! blocks its thread (`std::thread::sleep`, a blocking client, a long
@@ -794,6 +796,11 @@ impl App {
             stop,
             stop_timeout,
         } = self;
+        // The signals are listened for from the start, so that none is
+        // missed, nor ends the process as an unhandled one would: a stop
+        // signal before or while init runs drops init and runs the hooks of
+        // what it built.
+        let mut signals = stop.unwrap_or_else(os_signals);
         // A plain reqwest client elsewhere in the service needs a
         // process-wide rustls provider (humus builds reqwest with none of
         // its own): ring, the one humus uses, unless the service chose one.
@@ -818,22 +825,20 @@ impl App {
             },
             None => setup,
         };
-        // The signals are listened for from before init, so that none is
-        // missed, nor ends the process as an unhandled one would: a stop
-        // signal while init runs drops it and runs the hooks of what it
-        // built.
-        let mut signals = stop.unwrap_or_else(os_signals);
         let mut listening = true;
         let initialized = {
             let init = init(setup.clone());
             let mut init = pin!(init);
             loop {
                 tokio::select! {
-                    result = &mut init => break Some(result),
+                    // A signal that came before init is seen before init
+                    // starts.
+                    biased;
                     signal = signals.next(), if listening => match signal {
                         Some(()) => break None,
                         None => listening = false,
                     },
+                    result = &mut init => break Some(result),
                 }
             }
         };

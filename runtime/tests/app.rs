@@ -457,6 +457,26 @@ async fn a_signal_during_init_drops_it_runs_the_hooks_of_what_it_built_and_exits
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_signal_before_init_stops_the_app_before_init_starts() {
+    let steps = Steps::default();
+    let (signal, signals) = mpsc::unbounded_channel::<()>();
+    signal.send(()).unwrap();
+    let s = steps.clone();
+    let exit = app(&Host::new(), &steps)
+        .stop_signals(UnboundedReceiverStream::new(signals))
+        .run(move |_| async move {
+            push(&s, "init");
+            Ok(vec![])
+        })
+        .await;
+    assert_eq!(exit.code(), 0, "{:?}", exit.error());
+    assert_eq!(
+        *steps.lock().unwrap(),
+        ["telemetry", "faults false", "telemetry shutdown"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_second_signal_during_the_hooks_of_a_stopped_init_forces_the_stop() {
     let steps = Steps::default();
     let (signal, run) = starting_app(&steps, 600 * SECOND, false);
