@@ -10,6 +10,7 @@
 //! ```text
 //! cargo bench -p humus --bench circuit            # a few seconds
 //! cargo bench -p humus --bench circuit -- probe   # the groups whose name contains "probe"
+//! # criterion's flags (`--warm-up-time 1`) are ignored, with a notice.
 //! # humus's case of one group only, 100000 operations, untimed, for a profiler:
 //! HUMUS_PROFILE=probe_cycle:100000 valgrind --tool=callgrind target/release/deps/circuit-<hash>
 //! ```
@@ -174,9 +175,64 @@ fn profile() -> Option<(String, u64)> {
     Some((group.to_owned(), n.parse().ok()?))
 }
 
+/// The groups, in the order they run.
+const GROUPS: [&str; 5] = ["closed", "rejected", "probe", "probe_cycle", "floor"];
+
+/// The group filter among the arguments: the first that is neither a flag
+/// (`cargo bench` passes `--bench`) nor the value of one of criterion's
+/// flags (`--warm-up-time 1`), which this bench's own rounds ignore.
+///
+/// # Panics
+///
+/// When the filter names no group (a typo would otherwise measure
+/// nothing, silently).
+fn filter_of(args: impl Iterator<Item = String>) -> Option<String> {
+    let mut args = args.skip(1);
+    let mut filter = None;
+    while let Some(arg) = args.next() {
+        if let Some(flag) = arg.strip_prefix("--") {
+            if flag == "bench" {
+                continue;
+            }
+            // criterion's flags that take a value, say `--measurement-time 3`.
+            const WITH_VALUE: [&str; 12] = [
+                "warm-up-time",
+                "measurement-time",
+                "sample-size",
+                "save-baseline",
+                "baseline",
+                "noise-threshold",
+                "confidence-level",
+                "significance-level",
+                "nresamples",
+                "profile-time",
+                "output-format",
+                "color",
+            ];
+            let value = if WITH_VALUE.contains(&flag) {
+                args.next().unwrap_or_default()
+            } else {
+                String::new()
+            };
+            eprintln!(
+                "circuit: ignoring --{flag} {value}: this bench times its own interleaved rounds"
+            );
+        } else if !arg.starts_with('-') && filter.is_none() {
+            filter = Some(arg);
+        }
+    }
+    if let Some(f) = &filter {
+        assert!(
+            GROUPS.iter().any(|g| g.contains(f.as_str())),
+            "circuit: no group's name contains {f:?}; the groups are {GROUPS:?}"
+        );
+    }
+    filter
+}
+
 fn main() {
-    // `cargo bench` passes `--bench`; any other argument filters the groups.
-    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    // Any argument but a flag filters the groups.
+    let filter = filter_of(std::env::args());
     let filter = filter.as_deref();
 
     // closed
