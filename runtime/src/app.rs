@@ -22,7 +22,8 @@
 //!    `UNAVAILABLE`);
 //! 6. the Setup's on-stop hooks ([`Setup::stop`]), once every server has
 //!    stopped, so no handler is still calling (bounded by
-//!    [`App::stop_timeout`]); they also run when init fails after a
+//!    [`App::stop_timeout`]: hooks that overrun it are dropped, and the
+//!    App exits 1 saying so); they also run when init fails after a
 //!    client was built;
 //! 7. the telemetry's shutdown, which flushes what the providers hold;
 //!
@@ -204,8 +205,9 @@ pub enum ErrorKind {
     /// [`EXIT_FAILURE`] (1).
     Other,
     /// A stop forced by a second stop signal, which ended the calls still
-    /// in flight with `UNAVAILABLE`: exit [`EXIT_FORCED`] (130). Only the
-    /// App makes it.
+    /// in flight with `UNAVAILABLE` (while the servers stopped) and skipped
+    /// what was left of the stop: exit [`EXIT_FORCED`] (130). Only the App
+    /// makes it.
     Forced,
 }
 
@@ -259,12 +261,18 @@ impl Error {
         }
     }
 
-    /// The error of a stop forced by a second stop signal (exit 130).
-    fn forced() -> Error {
+    /// The error of a stop forced by a second stop signal (exit 130):
+    /// while the servers stopped (`calls_ended`), or while the on-stop
+    /// hooks ran.
+    fn forced(calls_ended: bool) -> Error {
+        let what = if calls_ended {
+            "calls still in flight were ended with UNAVAILABLE"
+        } else {
+            "the on-stop hooks not yet run, and the telemetry's flush, were skipped"
+        };
         Error {
             kind: ErrorKind::Forced,
-            source: "stopped at once by a second stop signal: calls still in flight were ended with UNAVAILABLE"
-                .into(),
+            source: format!("stopped at once by a second stop signal: {what}").into(),
         }
     }
 
@@ -769,7 +777,9 @@ impl App {
     }
 
     /// How long the on-stop hooks may run, together (default 10 s); past
-    /// it, the App goes on to shut its telemetry down and exits.
+    /// it, those still running are dropped, the App shuts its telemetry
+    /// down and exits 1, with an error saying that the hooks overran
+    /// (unless the stop already had an error of its own, which it keeps).
     pub fn stop_timeout(mut self, timeout: Duration) -> App {
         self.stop_timeout = timeout;
         self
@@ -851,16 +861,21 @@ impl App {
                 // an init's error is kept as the reason.
                 let (exit, forced) = match outcome {
                     Some(Err(e)) => (Exit::failed(e), None),
-                    _ => (Exit::clean(), Some(Exit::failed(Error::forced()))),
+                    _ => (Exit::clean(), Some(Exit::failed(Error::forced(false)))),
                 };
                 let stopped = async {
-                    stop_hooks(&setup, stop_timeout).await;
+                    let hooks = stop_hooks(&setup, stop_timeout).await;
                     providers.shut_down().await;
+                    hooks
                 };
                 let mut stopped = pin!(stopped);
                 loop {
                     tokio::select! {
-                        () = &mut stopped => return exit,
+                        // Init's error, else the hooks' overrun, if any.
+                        hooks = &mut stopped => return match (exit.error, hooks) {
+                            (None, Err(e)) => Exit::failed(e),
+                            (error, _) => Exit { error, ..exit },
+                        },
                         signal = signals.next(), if listening => match signal {
                             Some(()) => return forced.unwrap_or(exit),
                             None => listening = false,
@@ -877,11 +892,11 @@ impl App {
             serving.store(false, Ordering::SeqCst);
             if *forcing.borrow() {
                 // Forced while the servers stopped: no hook, no flush.
-                return Err(Error::forced());
+                return Err(Error::forced(true));
             }
-            stop_hooks(&setup, stop_timeout).await;
+            let hooks = stop_hooks(&setup, stop_timeout).await;
             providers.shut_down().await;
-            result
+            result.and(hooks)
         };
         let mut stopped = pin!(stopped);
         // Once forced while the servers stop: when the App returns at the
@@ -892,7 +907,7 @@ impl App {
         let result = loop {
             tokio::select! {
                 result = &mut stopped => break result,
-                () = forced_by.as_mut(), if forced => return Exit::failed(Error::forced()),
+                () = forced_by.as_mut(), if forced => return Exit::failed(Error::forced(true)),
                 signal = signals.next(), if listening && !forced => match signal {
                     // A signal while the App is already stopping (after a
                     // first one, or a server's failure) forces the stop.
@@ -902,7 +917,7 @@ impl App {
                     // hooks, the flush) is dropped here, at once.
                     Some(()) if *stopping.borrow() => {
                         if !serving.load(Ordering::SeqCst) {
-                            return Exit::failed(Error::forced());
+                            return Exit::failed(Error::forced(false));
                         }
                         let _ = forcing.send(true);
                         forced = true;
@@ -924,8 +939,21 @@ impl App {
     }
 }
 
-async fn stop_hooks(setup: &Setup, timeout: Duration) {
-    let _ = tokio::time::timeout(timeout, setup.stop()).await;
+/// Runs the on-stop hooks, for at most `timeout`.
+///
+/// # Errors
+///
+/// When they had not all finished by then (those still running are
+/// dropped): an error saying so, with the bound.
+async fn stop_hooks(setup: &Setup, timeout: Duration) -> Result<(), Error> {
+    tokio::time::timeout(timeout, setup.stop())
+        .await
+        .map_err(|_| {
+            Error::other(format!(
+                "the on-stop hooks had not finished after the App's stop_timeout ({}): those still running were dropped",
+                humantime_serde::re::humantime::format_duration(timeout)
+            ))
+        })
 }
 
 /// How long a forced stop may take, at most, while the servers answer the

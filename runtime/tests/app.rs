@@ -359,6 +359,14 @@ async fn a_second_signal_during_the_on_stop_hooks_stops_at_once() {
     signal.send(()).unwrap();
     let exit = run.await.unwrap();
     assert_eq!(exit.code(), 130, "{:?}", exit.error());
+    assert!(
+        exit.error()
+            .unwrap()
+            .to_string()
+            .ends_with("the on-stop hooks not yet run, and the telemetry's flush, were skipped"),
+        "{:?}",
+        exit.error()
+    );
     assert!(forced.elapsed() < SECOND, "after {:?}", forced.elapsed());
     assert_eq!(*steps.lock().unwrap(), ["telemetry", "faults false"]);
 }
@@ -489,6 +497,10 @@ async fn a_second_signal_during_the_hooks_of_a_stopped_init_forces_the_stop() {
     let exit = stopped_before_init_ends(run).await;
     assert_eq!(exit.code(), EXIT_FORCED, "{:?}", exit.error());
     assert_eq!(exit.error().unwrap().kind(), ErrorKind::Forced);
+    assert_eq!(
+        exit.error().unwrap().to_string(),
+        "stopped at once by a second stop signal: the on-stop hooks not yet run, and the telemetry's flush, were skipped"
+    );
     assert_eq!(forced.elapsed(), Duration::ZERO);
     assert_eq!(
         *steps.lock().unwrap(),
@@ -542,4 +554,40 @@ async fn a_signal_stream_that_ends_during_init_lets_it_finish() {
     );
     assert!(!run.is_finished());
     run.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn hooks_that_overrun_the_stop_timeout_are_dropped_and_the_app_exits_1_saying_so() {
+    let (host, steps) = (Host::new(), Steps::default());
+    // The hook takes 20 s, the App gives the hooks 5 s.
+    let (signal, signals) = mpsc::unbounded_channel::<()>();
+    let s = steps.clone();
+    let run = tokio::spawn(
+        app(&host, &steps)
+            .stop_signals(UnboundedReceiverStream::new(signals))
+            .stop_timeout(5 * SECOND)
+            .run(move |setup| async move {
+                let hook = s.clone();
+                setup.on_stop(move || async move {
+                    tokio::time::sleep(20 * SECOND).await;
+                    push(&hook, "on_stop");
+                });
+                Ok(vec![])
+            }),
+    );
+    tokio::time::sleep(SECOND).await;
+    let stopped = tokio::time::Instant::now();
+    signal.send(()).unwrap();
+    let exit = run.await.unwrap();
+    assert_eq!(stopped.elapsed(), 5 * SECOND);
+    assert_eq!(exit.code(), 1, "{:?}", exit.error());
+    assert_eq!(
+        exit.error().unwrap().to_string(),
+        "the on-stop hooks had not finished after the App's stop_timeout (5s): those still running were dropped"
+    );
+    // The telemetry is still flushed.
+    assert_eq!(
+        *steps.lock().unwrap(),
+        ["telemetry", "faults false", "telemetry shutdown"]
+    );
 }

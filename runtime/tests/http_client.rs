@@ -756,6 +756,11 @@ async fn a_path_is_appended_to_the_base_path_and_stays_under_it() {
         let err = client.post(path).build().unwrap_err();
         assert_eq!(err.kind(), Kind::Request, "{path}");
     }
+    let err = client.get("./ok").send().await.unwrap_err().to_string();
+    assert!(
+        err.contains("which URL resolution removes") && err.contains("write the path without it"),
+        "{err}"
+    );
     assert_eq!(upstream.seen().len(), sent);
     assert_eq!(
         calls(&telemetry, "failure") + calls(&telemetry, "success"),

@@ -762,7 +762,7 @@ fn check_path(path: &str) -> Result<(), String> {
     }
     if let Some(segment) = path[..end].split('/').find(|s| is_dot_segment(s)) {
         return Err(format!(
-            "the path {path:?} has the segment {segment:?}, which would leave the base URL's path: a client's paths are under its base URL"
+            "the path {path:?} has the segment {segment:?}, a dot segment, which URL resolution removes ('..' with the segment before it), so the request would not go where written ('..' could leave the base URL's path): write the path without it"
         ));
     }
     // A server (or a proxy before it) that decodes `%2F` or `%5C` before it

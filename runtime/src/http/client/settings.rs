@@ -296,6 +296,15 @@ pub(super) fn parse_base_url(base_url: &str) -> Result<Url, InvalidValue> {
             shown(base_url)
         ))
     })?;
+    if !matches!(url.scheme(), "http" | "https") && !base_url.contains("://") {
+        // `rates:8080` parses as the scheme "rates": the scheme is missing.
+        return Err(InvalidValue::new(format!(
+            "{:?} has no \"http://\" or \"https://\" before it (it reads as the scheme {:?}), want one such as \"http://{}\"",
+            shown(base_url),
+            url.scheme(),
+            shown(base_url)
+        )));
+    }
     if !matches!(url.scheme(), "http" | "https") {
         return Err(InvalidValue::new(format!(
             "{:?} has the scheme {:?}, want http or https",
@@ -566,6 +575,8 @@ mod tests {
         for (bad, says) in [
             ("", "empty"),
             ("payments:8443", "scheme \"payments\""),
+            ("payments:8443", "no \"http://\" or \"https://\" before it"),
+            ("payments:8443", "such as \"http://payments:8443\""),
             ("/v1", "not an absolute URL"),
             ("ftp://payments", "want http or https"),
             ("https://user:secret@payments", "credentials"),
