@@ -28,7 +28,8 @@
 //! 7. the telemetry's shutdown, which flushes what the providers hold;
 //!
 //! and returns the [`Exit`]: 0 after a clean stop, 78 (`EX_CONFIG`) for a
-//! settings error, which names every bad field or variable, 1 for any
+//! settings error, which names every bad field or variable (and for a
+//! server address the machine does not have), 1 for any
 //! other error, and 130 for a stop a second signal forced (below). A panic is not an error: one in the user's functions (the
 //! telemetry, init or a server's task) unwinds out of [`App::run`], so a
 //! `main` that returns the [`Exit`] ends as Rust ends a panicking program
@@ -572,8 +573,18 @@ impl fmt::Display for ReadError {
 impl std::error::Error for ReadError {}
 
 impl From<ServeError> for Error {
+    /// A settings error (exit 78) for an address the machine does not
+    /// have, which only the settings can mend; any other error is
+    /// [`Error::other`] (an address in use, say, is another process's).
     fn from(e: ServeError) -> Error {
-        Error::other(e)
+        match &e {
+            ServeError::Listen { source, .. }
+                if source.kind() == std::io::ErrorKind::AddrNotAvailable =>
+            {
+                Error::settings(e)
+            }
+            _ => Error::other(e),
+        }
     }
 }
 

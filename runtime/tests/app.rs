@@ -227,6 +227,30 @@ async fn a_server_that_cannot_listen_exits_1() {
     );
 }
 
+/// An address this machine does not have (TEST-NET-3, RFC 5737: never a
+/// local address) can only be mended in the settings: exit 78.
+#[tokio::test]
+async fn a_server_address_the_machine_does_not_have_exits_78_naming_the_setting() {
+    let exit = App::new()
+        .stop_on(std::future::pending())
+        .run(|setup| async move {
+            Ok(vec![Server::new(
+                &setup,
+                Settings {
+                    addr: "203.0.113.1:0".into(),
+                    ..Settings::default()
+                },
+            )?])
+        })
+        .await;
+    assert_eq!(exit.code(), 78, "{:?}", exit.error());
+    let text = exit.error().unwrap().to_string();
+    assert!(
+        text.starts_with("listening on 203.0.113.1:0 (the server's addr setting): "),
+        "{text}"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_failing_telemetry_function_exits_with_its_errors_code() {
     let exit = App::new()

@@ -88,8 +88,9 @@ impl fmt::Debug for Server {
 /// Why a [`Server`] stopped serving, or could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    /// The server could not listen on its address.
-    #[error("listening on {addr}: {source}")]
+    /// The server could not listen on its address. The App takes one the
+    /// machine does not have (`AddrNotAvailable`) for a settings error.
+    #[error("listening on {addr} (the server's addr setting): {source}")]
     Listen {
         /// The address of the settings.
         addr: String,
