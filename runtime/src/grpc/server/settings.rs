@@ -122,7 +122,8 @@ pub struct Settings {
     /// handler dropped, and its connection is closed once those answers
     /// are written, at most 100 ms after the grace: a stop takes at most
     /// the grace and 100 ms. Every client, a stock tonic one too, sees
-    /// `UNAVAILABLE`, which a retrying client may send again.
+    /// `UNAVAILABLE`, which a retrying client may send again. Zero is no
+    /// grace: the calls in flight are answered so at once.
     #[serde(with = "humantime_serde")]
     pub shutdown_grace: Duration,
 
