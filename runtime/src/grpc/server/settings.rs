@@ -329,9 +329,7 @@ pub fn check_max_connection_age(age: Option<Duration>) -> Result<(), InvalidValu
 /// pings), or for more than a day.
 pub fn check_keepalive(d: Duration) -> Result<(), InvalidValue> {
     if d.is_zero() {
-        return Err(InvalidValue::new(
-            "is zero, want a duration more than zero (keepalive_interval may be left unset for no pings)",
-        ));
+        return Err(InvalidValue::new("is zero, want a duration more than zero"));
     }
     if d > Duration::from_secs(24 * 3600) {
         return Err(InvalidValue::new(format!(
@@ -388,6 +386,9 @@ pub fn check_grace(grace: Duration) -> Result<(), InvalidValue> {
 /// field, each with what is wrong with it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SettingsError {
+    // The server's address as set, which names the server in the message
+    // (unless it is itself empty).
+    addr: String,
     problems: Vec<(&'static str, String)>,
 }
 
@@ -401,7 +402,11 @@ impl SettingsError {
 
 impl fmt::Display for SettingsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("invalid server settings: ")?;
+        if self.addr.is_empty() {
+            f.write_str("invalid server settings: ")?;
+        } else {
+            write!(f, "invalid server settings of {}: ", self.addr)?;
+        }
         for (i, (field, problem)) in self.problems.iter().enumerate() {
             if i > 0 {
                 f.write_str("; ")?;
@@ -448,7 +453,16 @@ impl Settings {
         }
         put("shutdown_grace", check_grace(self.shutdown_grace));
         if let Some(interval) = self.keepalive_interval {
-            put("keepalive_interval", check_keepalive(interval));
+            put(
+                "keepalive_interval",
+                check_keepalive(interval).map_err(|e| {
+                    if interval.is_zero() {
+                        InvalidValue::new(format!("{e} (leave it unset for no pings)"))
+                    } else {
+                        e
+                    }
+                }),
+            );
         }
         put("keepalive_timeout", check_keepalive(self.keepalive_timeout));
         put(
@@ -458,7 +472,10 @@ impl Settings {
         if problems.is_empty() {
             Ok(())
         } else {
-            Err(SettingsError { problems })
+            Err(SettingsError {
+                addr: self.addr.clone(),
+                problems,
+            })
         }
     }
 }
@@ -484,7 +501,12 @@ mod tests {
             ["keepalive_interval", "keepalive_timeout"]
         );
         let text = err.to_string();
-        assert!(text.contains("keepalive_interval is zero"), "{text}");
+        assert!(
+            text.contains(
+                "keepalive_interval is zero, want a duration more than zero (leave it unset for no pings)"
+            ),
+            "{text}"
+        );
         assert!(
             text.contains("keepalive_timeout is 2days, want at most a day"),
             "{text}"
@@ -513,6 +535,10 @@ mod tests {
         let err = small.check().unwrap_err();
         assert_eq!(err.fields().collect::<Vec<_>>(), ["max_header_list_size"]);
         let text = err.to_string();
+        assert!(
+            text.starts_with("invalid server settings of :8443: max_header_list_size is 1023"),
+            "{text}"
+        );
         assert!(
             text.contains("max_header_list_size is 1023, want a size in bytes of at least 1024"),
             "{text}"
