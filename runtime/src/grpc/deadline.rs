@@ -437,10 +437,7 @@ where
         let inherited = Inherited::from_headers(request.headers(), received, context);
         let inner = &mut self.inner;
         let future = inherited.clone().sync_scope(|| inner.call(request));
-        InheritFuture {
-            body_scope: Some(inherited.clone()),
-            inner: inherited.scope(future),
-        }
+        InheritFuture::new(inherited, future)
     }
 }
 
@@ -453,6 +450,16 @@ pin_project_lite::pin_project! {
         #[pin]
         inner: Scoped<F>,
         body_scope: Option<Inherited>,
+    }
+}
+
+impl<F: Future> InheritFuture<F> {
+    /// `future`, and the body of its response, polled inside `inherited`.
+    pub(crate) fn new(inherited: Inherited, future: F) -> InheritFuture<F> {
+        InheritFuture {
+            body_scope: Some(inherited.clone()),
+            inner: inherited.scope(future),
+        }
     }
 }
 

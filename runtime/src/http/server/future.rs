@@ -9,7 +9,7 @@ use std::task::Poll;
 use opentelemetry::trace::TraceContextExt as _;
 use opentelemetry::{Context, KeyValue};
 
-use crate::grpc::deadline::{InheritBody, Inherited, Scoped};
+use crate::grpc::deadline::{InheritBody, InheritFuture};
 use crate::telemetry::names::{
     EXCEPTION_EVENT, EXCEPTION_MESSAGE, EXCEPTION_TYPE, EXCEPTION_TYPE_PANIC,
 };
@@ -19,7 +19,7 @@ pub(super) type Payload = Box<dyn Any + Send>;
 
 pin_project_lite::pin_project! {
     /// The response future of [`ContextService`](super::ContextService):
-    /// the inner service's, polled inside the request's
+    /// the inner service's, an [`InheritFuture`] in the request's
     /// [`Inherited`](crate::grpc::deadline::Inherited) scope (its context
     /// current, no deadline: an HTTP request carries none), and so is its
     /// response's body (an [`InheritBody`]). A panic of the
@@ -30,11 +30,9 @@ pin_project_lite::pin_project! {
         // `None` once the handler panicked (or its call, or the trust
         // function, did).
         #[pin]
-        inner: Option<Scoped<F>>,
+        inner: Option<InheritFuture<F>>,
         // The payload of a panic before the future, until it is answered.
         panic: Option<Payload>,
-        // The scope the response's body is polled in, until it is made.
-        body_scope: Option<Inherited>,
         // The context whose span (an outer layer's) records a panic.
         cx: Context,
     }
@@ -49,17 +47,12 @@ impl<F: Future> std::fmt::Debug for ResponseFuture<F> {
 }
 
 impl<F: Future> ResponseFuture<F> {
-    pub(super) fn new(inner: Result<Scoped<F>, Payload>, scope: Inherited, cx: Context) -> Self {
+    pub(super) fn new(inner: Result<InheritFuture<F>, Payload>, cx: Context) -> Self {
         let (inner, panic) = match inner {
             Ok(inner) => (Some(inner), None),
             Err(payload) => (None, Some(payload)),
         };
-        ResponseFuture {
-            inner,
-            panic,
-            body_scope: Some(scope),
-            cx,
-        }
+        ResponseFuture { inner, panic, cx }
     }
 }
 
@@ -74,16 +67,7 @@ where
         let mut this = self.project();
         let payload = match this.inner.as_mut().as_pin_mut() {
             Some(inner) => match catch_unwind(AssertUnwindSafe(|| inner.poll(task))) {
-                Ok(Poll::Pending) => return Poll::Pending,
-                Ok(Poll::Ready(response)) => {
-                    let scope = this
-                        .body_scope
-                        .take()
-                        .expect("a ResponseFuture is not polled after it completed");
-                    return Poll::Ready(
-                        response.map(|r| r.map(|body| InheritBody::new(body, scope))),
-                    );
-                }
+                Ok(polled) => return polled,
                 Err(payload) => {
                     // The handler is dropped (a panic in its drop is
                     // caught too).

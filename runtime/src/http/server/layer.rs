@@ -16,7 +16,7 @@ use tower_service::Service;
 use super::future::{Payload, ResponseFuture};
 use crate::Setup;
 use crate::fault::{Injector, baggage_without, record_strip};
-use crate::grpc::deadline::{InheritBody, Inherited};
+use crate::grpc::deadline::{InheritBody, InheritFuture, Inherited};
 use crate::telemetry::{HeaderExtractor, HeaderInjector, join_repeated};
 
 type TrustFn = Arc<dyn Fn(&http::Request<()>) -> bool + Send + Sync>;
@@ -170,19 +170,16 @@ where
         let (mut request, cx) = match self.shared.context_of(request) {
             Ok(of) => of,
             // The trust function panicked: no handler is called.
-            Err((outer, payload)) => {
-                let scope = Inherited::new(None, outer.clone());
-                return ResponseFuture::new(Err(payload), scope, outer);
-            }
+            Err((outer, payload)) => return ResponseFuture::new(Err(payload), outer),
         };
         request.extensions_mut().insert(cx.clone());
         let future = {
             let _guard = cx.clone().attach();
             catch_unwind(AssertUnwindSafe(|| self.inner.call(request)))
         };
-        let scope = Inherited::new(None, cx.clone());
-        let scoped = future.map(|future| scope.clone().scope(future));
-        ResponseFuture::new(scoped, scope, cx)
+        let scoped =
+            future.map(|future| InheritFuture::new(Inherited::new(None, cx.clone()), future));
+        ResponseFuture::new(scoped, cx)
     }
 }
 
