@@ -180,6 +180,7 @@ use crate::fault::Injector;
 use crate::grpc::client;
 use crate::grpc::server::{ServeError, Server, SettingsError};
 use crate::telemetry::Telemetry;
+pub use crate::tls::{crypto_provider, install_crypto_provider};
 use crate::{Host, Setup};
 
 /// A boxed error of the user's.
@@ -825,9 +826,7 @@ impl App {
         // A plain reqwest client elsewhere in the service needs a
         // process-wide rustls provider (humus builds reqwest with none of
         // its own): ring, the one humus uses, unless the service chose one.
-        if rustls::crypto::CryptoProvider::get_default().is_none() {
-            let _ = rustls::crypto::ring::default_provider().install_default();
-        }
+        install_crypto_provider();
         let providers = match telemetry {
             Some(build) => match build(&setup) {
                 Ok(providers) => providers,

@@ -57,6 +57,7 @@ pub mod telemetry;
 
 mod chain;
 mod setup;
+mod tls;
 pub use app::App;
 pub use setup::{Accepted, BoxIo, DialFuture, Host, Io, ListenFuture, Listener, OsHost, Setup};
 

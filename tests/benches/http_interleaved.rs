@@ -23,7 +23,6 @@
 //! instructions (`valgrind --tool=callgrind`), whose two runs' difference,
 //! over the number of calls, is the humus client's cost per call.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
@@ -55,13 +54,11 @@ impl Peer {
 /// reqwest as a user builds it here: rustls with `ring` (the workspace's
 /// provider), no proxy.
 fn bare_reqwest(timeout: Option<Duration>) -> reqwest::Client {
-    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("TLS versions")
-    .with_root_certificates(rustls::RootCertStore::empty())
-    .with_no_client_auth();
+    let tls = rustls::ClientConfig::builder_with_provider(humus::app::crypto_provider())
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
     let builder = reqwest::Client::builder()
         .no_proxy()
         .tls_backend_preconfigured(tls);

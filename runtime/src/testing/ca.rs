@@ -12,7 +12,7 @@ use rustls::crypto::CryptoProvider;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    crate::tls::crypto_provider()
 }
 
 /// A certificate authority made for one test: it issues server

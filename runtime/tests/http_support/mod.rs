@@ -273,13 +273,11 @@ pub fn attr(span: &SpanData, key: &str) -> Option<String> {
 /// is built here without a TLS provider of its own (the workspace uses
 /// rustls with `ring`), so it is given one.
 pub fn bare_reqwest() -> reqwest::Client {
-    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(rustls::RootCertStore::empty())
-    .with_no_client_auth();
+    let tls = rustls::ClientConfig::builder_with_provider(humus::app::crypto_provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
     reqwest::Client::builder()
         .no_proxy()
         .tls_backend_preconfigured(tls)

@@ -886,11 +886,12 @@ fn finish(e: Error, deadline_passed: bool, bound: Bound) -> Error {
 /// roots.
 fn default_tls() -> Result<rustls::ClientConfig, rustls::Error> {
     use rustls_platform_verifier::BuilderVerifierExt as _;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_platform_verifier()?
-        .with_no_client_auth())
+    Ok(
+        rustls::ClientConfig::builder_with_provider(crate::tls::crypto_provider())
+            .with_safe_default_protocol_versions()?
+            .with_platform_verifier()?
+            .with_no_client_auth(),
+    )
 }
 
 /// A request under construction: reqwest's own
