@@ -546,6 +546,56 @@ mod dropped {
         assert_eq!(*seen.lock().unwrap(), ["1500m", "10S"]);
     }
 
+    /// A call made once its deadline has passed (an inherited one, or its
+    /// own of zero), a unary call or a stream, ends `DEADLINE_EXCEEDED`
+    /// before the breaker is asked: no attempt, no span, nothing counted,
+    /// `expired`. So such calls never open a healthy dependency's breaker.
+    #[tokio::test(start_paused = true)]
+    async fn a_call_made_after_its_deadline_is_never_attempted() {
+        use humus::grpc::client::NoRetry;
+        use humus::retry::Decision;
+        let w = world();
+        w.carts
+            .on_get_cart(|_, req| async move { Ok(Response::new(cart(&req.id, 1))) });
+        let passed = Inherited::new(Some(Instant::now()), OtelContext::new());
+        tokio::time::advance(Duration::from_millis(5)).await;
+        let expired = |err: Status| {
+            assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+            let decision = NoRetry::from_status(&err).map(NoRetry::decision);
+            assert_eq!(decision, Some(Decision::Expired), "{err:?}");
+        };
+        for i in 0..5 {
+            let client = w.client.clone();
+            let call = async move {
+                client
+                    .unary::<_, Cart>(&GET_CART, get(&format!("c-{i}")))
+                    .await
+            };
+            expired(passed.clone().scope(call).await.unwrap_err());
+        }
+        let client = w.client.clone();
+        let open = async move {
+            client
+                .server_streaming::<_, Cart>(&WATCH_CART, get("s-1"))
+                .await
+                .map(drop)
+        };
+        expired(passed.clone().scope(open).await.unwrap_err());
+        let mut own = get("c-own");
+        own.set_timeout(Duration::ZERO);
+        expired(w.client.unary::<_, Cart>(&GET_CART, own).await.unwrap_err());
+        settle().await;
+        assert!(w.capture.spans().is_empty(), "no attempt span");
+        assert_eq!(w.calls("failure") + w.calls("success"), 0.0);
+        assert_eq!(w.decisions("expired"), 7.0);
+        assert_eq!(w.carts.arrivals(&GET_CART), 0);
+        let _: Response<Cart> = w
+            .client
+            .unary(&GET_CART, get("c-ok"))
+            .await
+            .expect("the breaker is closed");
+    }
+
     /// The call's context and deadline are read when the call is made, not
     /// when its future is first polled: a future made inside `cx.attach()`
     /// and inside an inherited scope, awaited outside both, keeps them.

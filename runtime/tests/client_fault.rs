@@ -397,18 +397,7 @@ async fn ten_aborted_calls_are_retried_and_open_the_breaker_then_a_call_with_no_
 
 #[tokio::test(start_paused = true)]
 async fn a_classify_that_ignores_injected_errors_keeps_the_breaker_closed() {
-    let world = World::new(|front| {
-        front.settings.classify = Classify::new(|method, status, trailer| {
-            let c = default_classify(method, status, trailer);
-            if status.and_then(InjectedError::from_status).is_some() {
-                return Classification {
-                    breaker: Outcome::Ignored,
-                    ..c
-                };
-            }
-            c
-        });
-    });
+    let world = World::new(|front| front.settings.classify = sparing_injected());
     let cx = context(Some(&abort_at(GET_CART.point)));
     for _ in 0..10 {
         let err = world.place(&cx).await.unwrap_err();
@@ -868,4 +857,151 @@ async fn the_strip_reaches_a_baggage_header_the_caller_put_in_the_metadata() {
         let spans = capture.spans();
         assert_eq!(events(&spans[0], fault::names::STRIP).len(), 1, "{what}");
     }
+}
+
+/// A classify that counts an injected failure as nothing in the breaker
+/// (the default's classification otherwise).
+fn sparing_injected() -> Classify {
+    Classify::new(|method, status, trailer| {
+        let c = default_classify(method, status, trailer);
+        if status.and_then(InjectedError::from_status).is_some() {
+            return Classification {
+                breaker: Outcome::Ignored,
+                ..c
+            };
+        }
+        c
+    })
+}
+
+/// A delay that `attempt_timeout` cuts short keeps its injected error, as
+/// one the call's deadline cuts does: the caller's `DEADLINE_EXCEEDED` is
+/// the attempt's timeout with the [`InjectedError`] (cut short,
+/// `DeadlineExceeded`) among its sources, each attempt's span has the
+/// injected error's `error.type`, and a classify that spares injected
+/// failures spares it. Nothing is sent.
+#[tokio::test(start_paused = true)]
+async fn a_delay_cut_short_by_attempt_timeout_keeps_its_injected_error() {
+    let (ca, host, carts, capture) = (Ca::new(), Host::new(), Carts::new(), Telemetry::new());
+    let _carts = start_carts(&host, &ca, &carts);
+    let setup = setup(&host)
+        .with_telemetry(capture.telemetry())
+        .with_faults(injector());
+    let settings = Settings {
+        attempt_timeout: Some(SECOND),
+        max_attempts: 2,
+        classify: sparing_injected(),
+        ..carts_settings(&ca)
+    };
+    let client = Client::new(&setup, settings).unwrap();
+    let mut request = get("c");
+    request
+        .extensions_mut()
+        .insert(context(Some(&delay_at(GET_CART.point, SECOND * 5))));
+    let err = client
+        .unary::<_, Cart>(&GET_CART, request)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    let timeout = humus::grpc::client::AttemptTimeout::from_status(&err).expect("the attempt's");
+    assert_eq!(timeout.after(), Some(SECOND));
+    let injected = InjectedError::from_status(&err).expect("the injected error is kept");
+    assert_eq!(injected.cause(), Some(fault::Cause::DeadlineExceeded));
+    assert_eq!(injected.point(), GET_CART.point);
+    assert!(
+        err.message()
+            .ends_with("; it cut short an injected delay at grpc:test.carts.v1.Carts/GetCart"),
+        "{err:?}"
+    );
+    assert_eq!(carts.arrivals(&GET_CART), 0);
+    let spans = capture.spans();
+    assert_eq!(spans.len(), 2, "retried, as an attempt's timeout is");
+    for span in &spans {
+        assert_eq!(
+            attribute(span, ERROR_TYPE),
+            Some(Value::from(fault::ERROR_TYPE))
+        );
+    }
+    let calls = |outcome| {
+        sum(
+            &capture.metrics(CLIENT_SCOPE),
+            HUMUS_CIRCUIT_CALLS,
+            &[(HUMUS_CIRCUIT_OUTCOME, outcome)],
+        )
+    };
+    assert_eq!((calls("ignored"), calls("failure")), (2.0, 0.0));
+}
+
+/// An injected delay at a stream's open: under the stream's deadline it is
+/// waited, and the stream then opens and ends as usual; over it, the open
+/// ends at the deadline `DEADLINE_EXCEEDED` with the [`InjectedError`],
+/// nothing sent, a failure; cut short by `attempt_timeout`, the open's
+/// status is the attempt's timeout, which keeps the injected error too.
+#[tokio::test(start_paused = true)]
+async fn a_delay_at_a_streams_open_is_waited_or_cut_short_by_its_deadline() {
+    let (ca, host, carts, capture) = (Ca::new(), Host::new(), Carts::new(), Telemetry::new());
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = carts_client(&host, &ca, &capture);
+    let watch = |delay: Duration| {
+        let mut request = get("c");
+        request.set_timeout(SECOND * 5);
+        request
+            .extensions_mut()
+            .insert(context(Some(&delay_at(WATCH_CART.point, delay))));
+        request
+    };
+
+    let started = Instant::now();
+    let mut stream = client
+        .server_streaming::<_, Cart>(&WATCH_CART, watch(SECOND * 2))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(started.elapsed(), SECOND * 2, "the delay, then the open");
+    while stream.message().await.unwrap().is_some() {}
+    assert_eq!(carts.arrivals(&WATCH_CART), 1);
+
+    let started = Instant::now();
+    let err = client
+        .server_streaming::<_, Cart>(&WATCH_CART, watch(SECOND * 8))
+        .await
+        .unwrap_err();
+    assert_eq!(started.elapsed(), SECOND * 5, "the stream's deadline");
+    assert_eq!(err.code(), Code::DeadlineExceeded);
+    let injected = InjectedError::from_status(&err).expect("the injected error is kept");
+    assert_eq!(injected.cause(), Some(fault::Cause::DeadlineExceeded));
+    assert_eq!(injected.point(), WATCH_CART.point);
+    assert_eq!(carts.arrivals(&WATCH_CART), 1, "nothing sent");
+    let failures = |capture: &Telemetry| {
+        sum(
+            &capture.metrics(CLIENT_SCOPE),
+            HUMUS_CIRCUIT_CALLS,
+            &[(HUMUS_CIRCUIT_OUTCOME, "failure")],
+        )
+    };
+    assert_eq!(failures(&capture), 1.0);
+
+    let timed = Client::new(
+        &setup(&host)
+            .with_telemetry(capture.telemetry())
+            .with_faults(injector()),
+        Settings {
+            attempt_timeout: Some(SECOND),
+            max_attempts: 1,
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let started = Instant::now();
+    let err = timed
+        .server_streaming::<_, Cart>(&WATCH_CART, watch(SECOND * 3))
+        .await
+        .unwrap_err();
+    assert_eq!(started.elapsed(), SECOND, "the open's own timeout");
+    assert_eq!(err.code(), Code::DeadlineExceeded);
+    assert!(humus::grpc::client::AttemptTimeout::from_status(&err).is_some());
+    let injected = InjectedError::from_status(&err).expect("the injected error is kept");
+    assert_eq!(injected.point(), WATCH_CART.point);
+    assert_eq!(carts.arrivals(&WATCH_CART), 1, "nothing sent");
+    assert_eq!(failures(&capture), 2.0);
 }

@@ -69,6 +69,13 @@ fn injected<T>(polled: Poll<Result<T, Status>>) -> Option<Status> {
     }
 }
 
+/// Whether `status` is an injected delay's that a deadline (the attempt's
+/// or the call's) cut short.
+fn delay_cut_by_deadline(status: &Status) -> bool {
+    InjectedError::from_status(status)
+        .is_some_and(|e| e.cause() == Some(crate::fault::Cause::DeadlineExceeded))
+}
+
 /// Runs `attempt` until it returns, the deadline passes or the connection
 /// closes (a close seen before or with an attempt's error wins; a success
 /// that came first is kept).
@@ -292,15 +299,40 @@ impl<'a> Call<'a> {
     /// attempt's own timeout when `bound` is not the call's deadline
     /// ([`Call::attempt_deadline`] gives another only when the attempt's
     /// own is the earlier), unless the call's deadline has passed too.
-    fn cut_status(&self, bound: Option<Instant>) -> Status {
+    /// `injected` is the status of the injected delay the deadline cut
+    /// short, if it cut one: the attempt's timeout keeps its
+    /// [`InjectedError`] as a source, and the call's deadline returns it
+    /// as it is.
+    fn cut_status(&self, bound: Option<Instant>, injected: Option<Status>) -> Status {
         let call = self.ctx.at();
         match self.ctx.inner.settings.attempt_timeout {
             Some(after) if bound != call && call.is_none_or(|d| Instant::now() < d) => {
                 let connecting = self.ctx.connecting.load(Ordering::Relaxed);
-                AttemptTimeout::status(after, connecting, &self.ctx.inner.settings.addr)
+                let injected = injected
+                    .as_ref()
+                    .and_then(InjectedError::from_status)
+                    .cloned();
+                AttemptTimeout::status(after, connecting, &self.ctx.inner.settings.addr, injected)
             }
-            _ => self.ctx.deadline_exceeded(),
+            _ => injected.unwrap_or_else(|| self.ctx.deadline_exceeded()),
         }
+    }
+
+    /// The status of a call whose deadline had passed when it was made
+    /// (an inherited one, or its own of zero), if it had: the call ends
+    /// `DEADLINE_EXCEEDED` before the breaker is asked, with no attempt,
+    /// no attempt span and nothing counted; `expired` in
+    /// `humus.retry.decisions`.
+    fn expired(&self) -> Option<Status> {
+        let at = self.ctx.at()?;
+        if Instant::now() < at {
+            return None;
+        }
+        self.ctx.hooks.decided(Decision::Expired);
+        Some(with_decision(
+            self.ctx.deadline_exceeded(),
+            Decision::Expired,
+        ))
     }
 
     /// The attempt in flight, for its future to send with (the context
@@ -809,25 +841,28 @@ pub(super) async fn run_unary<S: UnarySend>(
     // resource does: a loop of calls failed at once (the breaker open)
     // still yields to the runtime.
     tokio::task::coop::consume_budget().await;
+    if let Some(status) = call.expired() {
+        return Err(status);
+    }
     loop {
         call.allow()?;
         // The attempt's deadline, which its sends' `grpc-timeout` says
         // (read from there once it is cut: no copy is kept across the
-        // attempt).
+        // attempt), and which an injected delay ends at.
         let bound = call.attempt_deadline();
         call.ctx.send_deadline = bound;
-        // The call's, read from the call (the loop keeps no copy of its
-        // own across the awaits: a smaller future).
-        let at = call.ctx.at();
         let (ctx, span, n) = call.attempt_parts();
         let send = &send;
         let attempt = bounded(inner, bound, async move {
-            ctx.hooks.inject_fault(span, at).await?;
+            ctx.hooks.inject_fault(span, bound).await?;
             send.send(ctx, n, span).await
         });
         let result = match attempt.await {
+            Cut::Returned(Err(status)) if delay_cut_by_deadline(&status) => {
+                Err(call.cut_status(call.ctx.send_deadline, Some(status)))
+            }
             Cut::Returned(result) => result,
-            Cut::Deadline => Err(call.cut_status(call.ctx.send_deadline)),
+            Cut::Deadline => Err(call.cut_status(call.ctx.send_deadline, None)),
             Cut::Closed(injected) => {
                 return Err(call.closed(injected.unwrap_or_else(closing)));
             }
@@ -1033,23 +1068,27 @@ pub(super) async fn run_open<S: OpenSend>(
     // resource does: a loop of calls failed at once (the breaker open)
     // still yields to the runtime.
     tokio::task::coop::consume_budget().await;
+    if let Some(status) = call.expired() {
+        return Err(status);
+    }
     loop {
         call.allow()?;
-        // The open's deadline; its `grpc-timeout` stays the call's, as
-        // the stream, once open, may outlive the attempt's own.
+        // The open's deadline, which an injected delay ends at; its
+        // `grpc-timeout` stays the call's, as the stream, once open, may
+        // outlive the attempt's own.
         let bound = call.attempt_deadline();
-        // The call's, read from the call (the loop keeps no copy of its
-        // own across the awaits: a smaller future).
-        let at = call.ctx.at();
         let (ctx, span, n) = call.attempt_parts();
         let send = &send;
         let attempt = bounded(inner, bound, async move {
-            ctx.hooks.inject_fault(span, at).await?;
+            ctx.hooks.inject_fault(span, bound).await?;
             send.send(ctx, n, span).await
         });
         let result = match attempt.await {
+            Cut::Returned(Err(status)) if delay_cut_by_deadline(&status) => {
+                Err(call.cut_status(bound, Some(status)))
+            }
             Cut::Returned(result) => result,
-            Cut::Deadline => Err(call.cut_status(bound)),
+            Cut::Deadline => Err(call.cut_status(bound, None)),
             Cut::Closed(injected) => {
                 return Err(call.closed(injected.unwrap_or_else(closing)));
             }

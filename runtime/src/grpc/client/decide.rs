@@ -11,6 +11,7 @@ use tonic::{Code, Status};
 
 use super::{Classification, Classify, LayerError, Method, classify_method};
 use crate::circuit::Outcome;
+use crate::fault::InjectedError;
 use crate::retry::{Decision, Verdict};
 
 /// How an attempt ended, as the attempt loop saw it.
@@ -86,7 +87,7 @@ pub struct CallState {
 ///
 /// | how the attempt ended | retry | breaker |
 /// |---|---|---|
-/// | its own timeout ([`AttemptTimeout`] in its status's sources: [`Settings::attempt_timeout`](super::Settings::attempt_timeout), or a per-attempt layer's `Elapsed`), before the call's deadline | Retry, unless the method is [`never_retry`](super::MethodPolicy::never_retry), or the attempt was still waiting for its connection ([`AttemptTimeout::was_connecting`]: a retry would wait on the same dial) (then Stop) | Failure |
+/// | its own timeout ([`AttemptTimeout`] in its status's sources: [`Settings::attempt_timeout`](super::Settings::attempt_timeout), or a per-attempt layer's `Elapsed`), before the call's deadline | Retry, unless the method is [`never_retry`](super::MethodPolicy::never_retry), or the attempt was still waiting for its connection ([`AttemptTimeout::was_connecting`]: a retry would wait on the same dial) (then Stop) | Failure; for an injected delay it cut short (an [`InjectedError`] among its sources), what the classifiers say of its status |
 ///
 /// The attempt's timeout is the client's own bound, as the call's deadline
 /// is: no classify function or method table is asked about it (a method's
@@ -185,6 +186,21 @@ pub fn classify_attempt(
             && StdError::source(status).is_some()
         {
             if let Some(timeout) = AttemptTimeout::from_status(status) {
+                // An injected delay it cut short is the scenario's
+                // failure: the classifiers say how it counts, so one that
+                // spares injected failures spares it.
+                let breaker = if InjectedError::from_status(status).is_some() {
+                    classify_method(
+                        &method.policy,
+                        classify,
+                        method.full_name,
+                        Some(status),
+                        trailer,
+                    )
+                    .breaker
+                } else {
+                    Outcome::Failure
+                };
                 return Classification {
                     // A retry would wait on the same dial: the call ends,
                     // counted once, as one whose deadline passed there.
@@ -194,7 +210,7 @@ pub fn classify_attempt(
                         Verdict::Retry
                     },
                     retry_after: None,
-                    breaker: Outcome::Failure,
+                    breaker,
                 };
             }
             if LayerError::from_status(status).is_some_and(LayerError::is_shed) {
@@ -339,18 +355,27 @@ pub struct AttemptTimeout {
     /// Whether the attempt was still waiting for its connection (a dial
     /// that had not finished).
     connecting: bool,
+    /// The injected delay the timeout cut short, if it cut one.
+    injected: Option<InjectedError>,
 }
 
 impl AttemptTimeout {
     /// The status of an attempt that [`Settings::attempt_timeout`](super::Settings::attempt_timeout),
     /// `after`, ended: `DeadlineExceeded`, naming the dependency (`addr`),
     /// the setting and its value, and saying so when the attempt was still
-    /// waiting for its connection (`connecting`).
-    pub(super) fn status(after: Duration, connecting: bool, addr: &str) -> Status {
+    /// waiting for its connection (`connecting`), or when it cut short an
+    /// injected delay (`injected`, then its source).
+    pub(super) fn status(
+        after: Duration,
+        connecting: bool,
+        addr: &str,
+        injected: Option<InjectedError>,
+    ) -> Status {
         let timeout = AttemptTimeout {
             after: Some(after),
             layer: None,
             connecting,
+            injected,
         };
         let mut status = Status::deadline_exceeded(format!("{addr}: {timeout}"));
         status.set_source(Arc::new(timeout));
@@ -364,6 +389,7 @@ impl AttemptTimeout {
             after: None,
             layer: Some(layer),
             connecting: false,
+            injected: None,
         };
         let mut status = Status::deadline_exceeded(timeout.to_string());
         status.set_source(Arc::new(timeout));
@@ -402,6 +428,9 @@ impl fmt::Display for AttemptTimeout {
                 if self.connecting {
                     StillConnecting.fmt(f)?;
                 }
+                if let Some(injected) = &self.injected {
+                    write!(f, "; it cut short an injected delay at {}", injected.point())?;
+                }
                 Ok(())
             }
             None => f.write_str(
@@ -422,8 +451,15 @@ impl fmt::Display for StillConnecting {
     }
 }
 
+/// Its source is the per-attempt layer's error, or the [`InjectedError`]
+/// of the injected delay it cut short
+/// ([`InjectedError::from_status`] finds it).
 impl StdError for AttemptTimeout {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        self.layer.as_ref().map(|l| l as &(dyn StdError + 'static))
+        match (&self.layer, &self.injected) {
+            (Some(layer), _) => Some(layer),
+            (None, Some(injected)) => Some(injected),
+            (None, None) => None,
+        }
     }
 }

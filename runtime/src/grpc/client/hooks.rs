@@ -107,9 +107,9 @@ impl Hooks<'_> {
     /// anything is sent). An abort returns `Err` (Unavailable, with the
     /// [`InjectedError`](crate::fault::InjectedError) as its source), which
     /// becomes the attempt's result and is classified like any; a delay is
-    /// waited here, inside the call's deadline (`deadline`, `None` for a
-    /// stream without one): cut short by it, the attempt ends
-    /// DeadlineExceeded; by `Setup::stop`, Cancelled. Injection off:
+    /// waited here, inside the attempt's deadline (`deadline`: the call's,
+    /// or the attempt's own timeout if earlier; `None` for a stream
+    /// without one): cut short by it, the attempt ends DeadlineExceeded; by `Setup::stop`, Cancelled. Injection off:
     /// nothing is evaluated.
     pub(super) async fn inject_fault(
         &self,

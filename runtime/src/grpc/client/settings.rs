@@ -137,7 +137,8 @@ pub struct Settings {
     /// answers it once it has read the whole upload, whose pace is the
     /// caller's (a bidirectional stream's open ends when the server sends
     /// its headers, which tonic's server does when its handler returns). An injected delay it cuts short ends as the attempt's
-    /// timeout, as a slow dependency's would. Unset, it costs a call
+    /// timeout, as a slow dependency's would, with its
+    /// [`InjectedError`](crate::fault::InjectedError) among its sources. Unset, it costs a call
     /// nothing (no timer, no allocation). A value longer than
     /// [`timeout`](Settings::timeout) never fires for a unary call.
     ///
