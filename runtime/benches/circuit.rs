@@ -32,16 +32,22 @@
 //!   closes it again: three transitions, each delivered to a no-op
 //!   observer in humus's case (failsafe has no observer and closes on any
 //!   successful probe);
+//! - `contended`: as `closed`, but from more threads than the machine has
+//!   cores (twice as many, at least 4), all calling one breaker: a batch's
+//!   operations are split among them and its time is the batch's wall
+//!   time over its operations. The threads are started once per breaker
+//!   and handed each batch, so no thread start is timed;
 //! - `floor`: what the machine charges for the parts every breaker is made
 //!   of, for reading the others: one clock read (`Instant::now`), one
 //!   uncontended atomic read-modify-write, and one lock and unlock of an
-//!   uncontended `std::sync::Mutex`.
+//!   uncontended `std::sync::Mutex` and of a `parking_lot::Mutex` (the
+//!   breaker's lock).
 //!
 //! The figures, as ratios, are in `BENCHMARKS.md`.
 
 use std::hint::black_box;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use failsafe::CircuitBreaker as _;
@@ -176,7 +182,14 @@ fn profile() -> Option<(String, u64)> {
 }
 
 /// The groups, in the order they run.
-const GROUPS: [&str; 5] = ["closed", "rejected", "probe", "probe_cycle", "floor"];
+const GROUPS: [&str; 6] = [
+    "closed",
+    "contended",
+    "rejected",
+    "probe",
+    "probe_cycle",
+    "floor",
+];
 
 /// The group filter among the arguments: the first that is neither a flag
 /// (`cargo bench` passes `--bench`) nor the value of one of criterion's
@@ -230,6 +243,61 @@ fn filter_of(args: impl Iterator<Item = String>) -> Option<String> {
     filter
 }
 
+/// Threads that run one operation over and over, a batch at a time, for the
+/// `contended` group: each batch's operations are split among them.
+struct Crew {
+    go: Vec<mpsc::Sender<u64>>,
+    done: mpsc::Receiver<()>,
+}
+
+impl Crew {
+    /// Starts `threads` threads running `op`; they end when the crew is
+    /// dropped.
+    fn new(threads: usize, op: impl Fn() + Send + Sync + 'static) -> Crew {
+        let op = Arc::new(op);
+        let (finished, done) = mpsc::channel();
+        let go = (0..threads)
+            .map(|_| {
+                let (go, batches) = mpsc::channel::<u64>();
+                let op = Arc::clone(&op);
+                let finished = finished.clone();
+                std::thread::spawn(move || {
+                    for n in batches {
+                        for _ in 0..n {
+                            op();
+                        }
+                        finished.send(()).expect("the crew waits for its batch");
+                    }
+                });
+                go
+            })
+            .collect();
+        Crew { go, done }
+    }
+
+    /// Runs `n` operations (rounded up to a multiple of the threads),
+    /// split among the threads, and waits for all of them.
+    fn run(&self, n: u64) {
+        let each = n.div_ceil(self.go.len() as u64);
+        for go in &self.go {
+            go.send(each)
+                .expect("a crew's thread runs until the crew is dropped");
+        }
+        for _ in &self.go {
+            self.done
+                .recv()
+                .expect("a crew's thread finishes its batch");
+        }
+    }
+}
+
+/// How many threads the `contended` group calls one breaker from: more
+/// than the machine has cores.
+fn contending_threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    (cores * 2).max(4)
+}
+
 fn main() {
     // Any argument but a flag filters the groups.
     let filter = filter_of(std::env::args());
@@ -270,6 +338,48 @@ fn main() {
             ),
         ],
     );
+    assert_eq!(b.state(), State::Closed);
+
+    // contended
+    let threads = contending_threads();
+    let b = humus(HOUR, Policy::consecutive_or_half(5, 20, 3));
+    let f = Arc::new(failsafe(5, HOUR));
+    let r = Arc::new(recloser(20, 3, HOUR));
+    let crews = [
+        {
+            let b = b.clone();
+            Crew::new(threads, move || {
+                let ticket = b.allow().unwrap();
+                black_box(ticket.done(black_box(Outcome::Success)));
+            })
+        },
+        {
+            let f = Arc::clone(&f);
+            Crew::new(threads, move || {
+                black_box(f.call(black_box(ok))).unwrap();
+            })
+        },
+        {
+            let r = Arc::clone(&r);
+            Crew::new(threads, move || {
+                black_box(r.call(black_box(ok))).unwrap();
+            })
+        },
+    ];
+    if filter.is_none_or(|f| "contended".contains(f)) && profile().is_none() {
+        println!("contended: {threads} threads");
+    }
+    let [h, fs, rc] = &crews;
+    group(
+        "contended",
+        filter,
+        vec![
+            ("humus", Box::new(|n| h.run(n))),
+            ("failsafe", Box::new(|n| fs.run(n))),
+            ("recloser", Box::new(|n| rc.run(n))),
+        ],
+    );
+    drop(crews);
     assert_eq!(b.state(), State::Closed);
 
     // rejected
@@ -419,6 +529,7 @@ fn main() {
     // floor: the parts, for reading the rows above.
     let word = AtomicU64::new(0);
     let mutex = Mutex::new(0u64);
+    let parking = parking_lot::Mutex::new(0u64);
     group(
         "floor",
         filter,
@@ -452,6 +563,14 @@ fn main() {
                 Box::new(|n| {
                     for _ in 0..n {
                         *black_box(&mutex).lock().unwrap() += 1;
+                    }
+                }),
+            ),
+            (
+                "parking",
+                Box::new(|n| {
+                    for _ in 0..n {
+                        *black_box(&parking).lock() += 1;
                     }
                 }),
             ),

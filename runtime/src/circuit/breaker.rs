@@ -9,8 +9,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::core::{Core, Settled, Tag};
-use super::lock::{Guard, Lock};
 use super::{Config, ConfigError, Outcome, Policy, State, Transition};
+use parking_lot::{Mutex, MutexGuard};
 
 type Observe = dyn Fn(&Transition) + Send + Sync;
 
@@ -27,10 +27,14 @@ pub struct Breaker {
 }
 
 // `repr(C)`, the lock first: the lock word then shares a cache line with
-// the `Arc`'s counts, which every admitted call also updates.
+// the `Arc`'s counts, which every admitted call also updates. The lock is
+// parking_lot's: a thread that finds it taken spins briefly, then parks,
+// so a waiter behind a holder the scheduler preempted does not burn its
+// core; it has no poisoning (a panicking policy leaves the core
+// consistent, and the next call goes through as before).
 #[repr(C)]
 struct Inner {
-    core: Lock<Core>,
+    core: Mutex<Core>,
     /// The tag of a ticket admitted now (odd) while closed with no
     /// transition queued, else 0: lets `allow` admit a call while closed
     /// without taking the lock.
@@ -78,7 +82,7 @@ impl Breaker {
                 gate: AtomicU64::new(gate(&core)),
                 open_until: AtomicU64::new(0),
                 base,
-                core: Lock::new(core),
+                core: Mutex::new(core),
                 policy,
                 observe: Box::new(observe),
                 config,
@@ -251,7 +255,7 @@ impl fmt::Debug for Breaker {
 
 impl Inner {
     #[inline]
-    fn lock(&self) -> Guard<'_, Core> {
+    fn lock(&self) -> MutexGuard<'_, Core> {
         self.core.lock()
     }
 
@@ -289,9 +293,9 @@ impl Inner {
     #[inline(always)]
     fn deliver<'a>(
         &'a self,
-        mut core: Guard<'a, Core>,
+        mut core: MutexGuard<'a, Core>,
         mut read: Option<&mut Option<Instant>>,
-    ) -> Guard<'a, Core> {
+    ) -> MutexGuard<'a, Core> {
         if !core.delivering {
             // Copied once, out of the queue (a `pop_front` moved it twice).
             while let Some(&transition) = core.queue.front() {
@@ -351,7 +355,7 @@ impl Inner {
     #[cold]
     fn settle_slow(
         &self,
-        mut core: Guard<'_, Core>,
+        mut core: MutexGuard<'_, Core>,
         tag: Tag,
         outcome: Outcome,
         read: Option<Instant>,

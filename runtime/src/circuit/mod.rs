@@ -306,7 +306,6 @@
 mod breaker;
 mod config;
 mod core;
-mod lock;
 mod policy;
 
 pub use breaker::{Breaker, OwnedTicket, Rejected, Ticket};
