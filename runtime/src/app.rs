@@ -22,10 +22,13 @@
 //!    `UNAVAILABLE`);
 //! 6. the Setup's on-stop hooks ([`Setup::stop`]), once every server has
 //!    stopped, so no handler is still calling (bounded by
-//!    [`App::stop_timeout`]: hooks that overrun it are dropped, and the
-//!    App exits 1 saying so); they also run when init fails after a
-//!    client was built;
-//! 7. the telemetry's shutdown, which flushes what the providers hold;
+//!    [`App::stop_timeout`]: a hook that overruns its share of it is
+//!    dropped, the others still run, and the App exits 1 naming it); they
+//!    also run when the telemetry, failure-injection or init function
+//!    fails, for what was built before (a hook the failing function
+//!    registered among them);
+//! 7. the telemetry's shutdown, which flushes what the providers hold
+//!    (also after the failure-injection or init function failed);
 //!
 //! and returns the [`Exit`]: 0 after a clean stop, 78 (`EX_CONFIG`) for a
 //! settings error, which names every bad field or variable (and for a
@@ -788,10 +791,21 @@ impl App {
         self
     }
 
-    /// How long the on-stop hooks may run, together (default 10 s); past
-    /// it, those still running are dropped, the App shuts its telemetry
-    /// down and exits 1, with an error saying that the hooks overran
-    /// (unless the stop already had an error of its own, which it keeps).
+    /// How long the on-stop hooks may run, together (default 10 s). They
+    /// run one at a time, and each may take its share: the time left
+    /// divided by the hooks left to run, itself among them, so the time a
+    /// quick hook (a client's connection close) leaves goes to the ones
+    /// after it. A hook still running at the end of its share is dropped
+    /// and the next one runs; once every hook has run or been dropped, the
+    /// App shuts its telemetry down and exits 1, with an error naming each
+    /// hook dropped (unless the stop already had an error of its own,
+    /// which it keeps). [`Setup::on_stop_named`] names a hook; one
+    /// registered with [`Setup::on_stop`] is named by the order it was
+    /// registered in (`#1` the first).
+    ///
+    /// So give it what the slowest hook needs times the number of hooks,
+    /// or register the slow hook first: it runs last, and has whatever
+    /// time the others left.
     pub fn stop_timeout(mut self, timeout: Duration) -> App {
         self.stop_timeout = timeout;
         self
@@ -827,46 +841,51 @@ impl App {
         // process-wide rustls provider (humus builds reqwest with none of
         // its own): ring, the one humus uses, unless the service chose one.
         install_crypto_provider();
-        let providers = match telemetry {
-            Some(build) => match build(&setup) {
-                Ok(providers) => providers,
-                Err(e) => return Exit::failed(e),
-            },
-            None => Providers::new(Telemetry::default()),
+        // A failing telemetry or failure-injection function ends the App
+        // as a failing init does: the hooks registered so far run, then
+        // the telemetry's shutdown (none when it was the telemetry's
+        // function that failed).
+        let (providers, mut failed) = match telemetry.map(|build| build(&setup)) {
+            Some(Ok(providers)) => (providers, None),
+            Some(Err(e)) => (Providers::new(Telemetry::default()), Some(e)),
+            None => (Providers::new(Telemetry::default()), None),
         };
         let setup = setup.with_telemetry(providers.telemetry.clone());
         let setup = match faults {
-            Some(build) => match build(&setup) {
+            Some(build) if failed.is_none() => match build(&setup) {
                 Ok(injector) => setup.with_faults(injector),
                 Err(e) => {
-                    providers.shut_down().await;
-                    return Exit::failed(e);
+                    failed = Some(e);
+                    setup
                 }
             },
-            None => setup,
+            _ => setup,
         };
         let mut listening = true;
-        let initialized = {
-            let init = init(setup.clone());
-            let mut init = pin!(init);
-            loop {
-                tokio::select! {
-                    // A signal that came before init is seen before init
-                    // starts.
-                    biased;
-                    signal = signals.next(), if listening => match signal {
-                        Some(()) => break None,
-                        None => listening = false,
-                    },
-                    result = &mut init => break Some(result),
+        let initialized = match failed {
+            Some(e) => Some(Err(e)),
+            None => {
+                let init = init(setup.clone());
+                let mut init = pin!(init);
+                loop {
+                    tokio::select! {
+                        // A signal that came before init is seen before init
+                        // starts.
+                        biased;
+                        signal = signals.next(), if listening => match signal {
+                            Some(()) => break None,
+                            None => listening = false,
+                        },
+                        result = &mut init => break Some(result),
+                    }
                 }
             }
         };
         let servers = match initialized {
             Some(Ok(servers)) => servers,
             outcome => {
-                // Init failed, or a stop signal came while it ran: the hooks
-                // of what it built, then the telemetry's shutdown. A signal
+                // A function failed, or a stop signal came while init ran:
+                // the hooks of what was built, then the telemetry's shutdown. A signal
                 // meanwhile ends them at once, as it would after serving;
                 // an init's error is kept as the reason.
                 let (exit, forced) = match outcome {
@@ -949,21 +968,28 @@ impl App {
     }
 }
 
-/// Runs the on-stop hooks, for at most `timeout`.
+/// Runs the on-stop hooks, for at most `timeout` altogether, each within
+/// its share ([`Setup::stop_within`]).
 ///
 /// # Errors
 ///
-/// When they had not all finished by then (those still running are
-/// dropped): an error saying so, with the bound.
+/// When a hook overran its share (it was dropped, and the others ran): an
+/// error naming each such hook, with the bound.
 async fn stop_hooks(setup: &Setup, timeout: Duration) -> Result<(), Error> {
-    tokio::time::timeout(timeout, setup.stop())
-        .await
-        .map_err(|_| {
-            Error::other(format!(
-                "the on-stop hooks had not finished after the App's stop_timeout ({}): those still running were dropped",
-                humantime_serde::re::humantime::format_duration(timeout)
-            ))
-        })
+    let dropped = setup.stop_within(timeout).await;
+    if dropped.is_empty() {
+        return Ok(());
+    }
+    let (hooks, its, was) = if dropped.len() == 1 {
+        ("hook", "its share", "was")
+    } else {
+        ("hooks", "their shares", "were")
+    };
+    Err(Error::other(format!(
+        "on-stop {hooks} {} overran {its} of the App's stop_timeout ({}) and {was} dropped; every other hook ran",
+        dropped.join(", "),
+        humantime_serde::re::humantime::format_duration(timeout)
+    )))
 }
 
 /// How long a forced stop may take, at most, while the servers answer the

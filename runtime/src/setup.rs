@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
@@ -269,7 +270,19 @@ fn dual_stack(ip: std::net::Ipv6Addr, port: u16) -> io::Result<std::net::TcpList
     Ok(socket.into())
 }
 
-type Hook = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
+/// The on-stop hooks not yet run, and how many were ever registered (an
+/// unnamed hook is named by its place in that count).
+#[derive(Default)]
+struct Hooks {
+    registered: usize,
+    waiting: Vec<Hook>,
+}
+
+/// An on-stop hook, with the name it is reported by when it overruns.
+struct Hook {
+    name: String,
+    run: Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>,
+}
 
 /// What a service's clients are built from: its telemetry, its failure
 /// injector, the [`Host`] it dials through, and its on-stop hooks.
@@ -284,7 +297,7 @@ pub struct Setup {
     telemetry: telemetry::Telemetry,
     faults: fault::Injector,
     host: Arc<dyn Host>,
-    hooks: Arc<Mutex<Vec<Hook>>>,
+    hooks: Arc<Mutex<Hooks>>,
 }
 
 impl fmt::Debug for Setup {
@@ -293,6 +306,7 @@ impl fmt::Debug for Setup {
             .hooks
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .waiting
             .len();
         f.debug_struct("Setup")
             .field("telemetry", &self.telemetry)
@@ -359,16 +373,44 @@ impl Setup {
     /// time, the last registered first, so what was built last is closed
     /// first. A [`Client`](crate::grpc::client::Client) registers the close
     /// of its connection here.
+    ///
+    /// An App bounds the hooks by its
+    /// [`stop_timeout`](crate::App::stop_timeout), and names a hook that
+    /// overruns its share by the order it was registered in (`#2`, the
+    /// second registered on this setup); [`on_stop_named`](Setup::on_stop_named)
+    /// gives it a name instead.
     pub fn on_stop<F, Fut>(&self, hook: F)
     where
         F: FnOnce() -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let hook: Hook = Box::new(move || Box::pin(hook()));
-        self.hooks
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(hook);
+        self.push_hook(None, hook);
+    }
+
+    /// [`on_stop`](Setup::on_stop), with the `name` an App's error gives
+    /// the hook if it overruns its share of the
+    /// [`stop_timeout`](crate::App::stop_timeout) (`flushing the
+    /// ledger's cache`).
+    pub fn on_stop_named<F, Fut>(&self, name: impl Into<String>, hook: F)
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.push_hook(Some(name.into()), hook);
+    }
+
+    fn push_hook<F, Fut>(&self, name: Option<String>, hook: F)
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let mut hooks = self.hooks.lock().unwrap_or_else(PoisonError::into_inner);
+        let name = name.unwrap_or_else(|| format!("#{}", hooks.registered + 1));
+        hooks.registered += 1;
+        hooks.waiting.push(Hook {
+            name,
+            run: Box::new(move || Box::pin(hook())),
+        });
     }
 
     /// Runs every on-stop hook registered so far, in reverse order of
@@ -383,10 +425,50 @@ impl Setup {
     /// If a hook panics: the panic goes on, and the hooks after it do not
     /// run.
     pub async fn stop(&self) {
-        let hooks = std::mem::take(&mut *self.hooks.lock().unwrap_or_else(PoisonError::into_inner));
-        for hook in hooks.into_iter().rev() {
-            hook().await;
+        for hook in self.take_hooks() {
+            (hook.run)().await;
         }
+    }
+
+    /// Runs every on-stop hook registered so far, as [`stop`](Setup::stop)
+    /// does, within `timeout` altogether: each hook may take its share of
+    /// the time left, that time divided by the hooks left to run (itself
+    /// among them), so that a hook that finishes early leaves its time to
+    /// the ones after it. A hook still running at the end of its share is
+    /// dropped, and the next one runs.
+    ///
+    /// Returns the names of the hooks dropped, in the order they ran.
+    ///
+    /// # Panics
+    ///
+    /// As [`stop`](Setup::stop).
+    pub(crate) async fn stop_within(&self, timeout: Duration) -> Vec<String> {
+        let hooks = self.take_hooks();
+        let mut time_left = timeout;
+        let mut dropped = Vec::new();
+        let count = hooks.len();
+        for (ran, hook) in hooks.into_iter().enumerate() {
+            let started = tokio::time::Instant::now();
+            // `count - ran` counts this hook: never zero.
+            let share = time_left / u32::try_from(count - ran).unwrap_or(u32::MAX);
+            if tokio::time::timeout(share, (hook.run)()).await.is_err() {
+                dropped.push(hook.name);
+            }
+            time_left = time_left.saturating_sub(started.elapsed());
+        }
+        dropped
+    }
+
+    /// The hooks not yet run, the last registered first; none are left.
+    fn take_hooks(&self) -> Vec<Hook> {
+        let waiting = std::mem::take(
+            &mut self
+                .hooks
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .waiting,
+        );
+        waiting.into_iter().rev().collect()
     }
 }
 

@@ -265,6 +265,62 @@ async fn a_failing_telemetry_function_exits_with_its_errors_code() {
     assert_eq!(exit.code(), 1);
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_failing_faults_function_exits_78_for_a_bad_setting_after_the_hooks_and_the_flush() {
+    let steps = Steps::default();
+    let (f, i) = (steps.clone(), steps.clone());
+    let exit = app(&Host::new(), &steps)
+        .faults(move |setup| {
+            let hook = f.clone();
+            setup.on_stop(move || async move { push(&hook, "faults' hook") });
+            Err(Error::settings(
+                "HUMUS_FAULT_KEY: not 32 bytes of base64 (set a key of `openssl rand -base64 32`)",
+            ))
+        })
+        .run(move |_| async move {
+            push(&i, "init");
+            Ok(vec![])
+        })
+        .await;
+    assert_eq!(exit.code(), 78, "{:?}", exit.error());
+    assert_eq!(exit.error().unwrap().kind(), ErrorKind::Settings);
+    assert!(
+        exit.error()
+            .unwrap()
+            .to_string()
+            .starts_with("HUMUS_FAULT_KEY: "),
+        "{:?}",
+        exit.error()
+    );
+    // No init; the hooks registered so far, then the flush.
+    assert_eq!(
+        *steps.lock().unwrap(),
+        ["telemetry", "faults' hook", "telemetry shutdown"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_telemetry_function_runs_the_hooks_it_registered() {
+    let steps = Steps::default();
+    let t = steps.clone();
+    let exit = App::new()
+        .telemetry(move |setup| {
+            // A provider built before the one that failed, closed by a hook.
+            let hook = t.clone();
+            setup.on_stop(move || async move { push(&hook, "tracer provider shut down") });
+            Err(Error::other("the meter provider could not start"))
+        })
+        .faults(|_| panic!("not run after the telemetry failed"))
+        .run(|_| async { panic!("not run after the telemetry failed") })
+        .await;
+    assert_eq!(exit.code(), 1, "{:?}", exit.error());
+    assert_eq!(
+        exit.error().unwrap().to_string(),
+        "the meter provider could not start"
+    );
+    assert_eq!(*steps.lock().unwrap(), ["tracer provider shut down"]);
+}
+
 /// An App serving carts at `carts:9090` (a `shutdown_grace` of a minute),
 /// stopped by the signals sent on the returned sender, with an on-stop
 /// hook that takes `hook_takes`; and a call to it in flight, whose handler
@@ -580,38 +636,58 @@ async fn a_signal_stream_that_ends_during_init_lets_it_finish() {
     run.abort();
 }
 
+/// A hook that overruns its share of the stop_timeout is dropped, and the
+/// hooks registered before it still run (a client's connection close
+/// among them), within the stop_timeout; the App exits 1 naming the hook,
+/// after the telemetry's flush.
 #[tokio::test(start_paused = true)]
-async fn hooks_that_overrun_the_stop_timeout_are_dropped_and_the_app_exits_1_saying_so() {
-    let (host, steps) = (Host::new(), Steps::default());
-    // The hook takes 20 s, the App gives the hooks 5 s.
+async fn a_hook_that_overruns_its_share_is_dropped_and_the_others_still_run() {
+    let (ca, host, steps) = (Ca::new(), Host::new(), Steps::default());
+    let carts = Carts::new();
+    carts.on_get_cart(|_, req| async move { Ok(Response::new(cart(&req.id, 1))) });
+    let _carts = start_carts(&host, &ca, &carts);
     let (signal, signals) = mpsc::unbounded_channel::<()>();
+    let (built, client) = oneshot::channel::<Client>();
     let s = steps.clone();
+    let client_settings = carts_settings(&ca);
     let run = tokio::spawn(
         app(&host, &steps)
             .stop_signals(UnboundedReceiverStream::new(signals))
-            .stop_timeout(5 * SECOND)
+            .stop_timeout(9 * SECOND)
             .run(move |setup| async move {
+                let carts = Client::new(&setup, client_settings)?;
+                let _ = built.send(carts);
                 let hook = s.clone();
-                setup.on_stop(move || async move {
-                    tokio::time::sleep(20 * SECOND).await;
-                    push(&hook, "on_stop");
+                setup.on_stop(move || async move { push(&hook, "#2 ran") });
+                let hook = s.clone();
+                setup.on_stop_named("flushing the ledger", move || async move {
+                    tokio::time::sleep(600 * SECOND).await;
+                    push(&hook, "the ledger flushed");
                 });
                 Ok(vec![])
             }),
     );
-    tokio::time::sleep(SECOND).await;
+    let client = client.await.unwrap();
+    client.unary::<_, Cart>(&GET_CART, get("c1")).await.unwrap();
     let stopped = tokio::time::Instant::now();
     signal.send(()).unwrap();
     let exit = run.await.unwrap();
-    assert_eq!(stopped.elapsed(), 5 * SECOND);
+    // Three hooks: the first to run (the last registered) had a third of
+    // the 9 s; the other two took none of theirs.
+    assert_eq!(stopped.elapsed(), 3 * SECOND);
     assert_eq!(exit.code(), 1, "{:?}", exit.error());
     assert_eq!(
         exit.error().unwrap().to_string(),
-        "the on-stop hooks had not finished after the App's stop_timeout (5s): those still running were dropped"
+        "on-stop hook flushing the ledger overran its share of the App's stop_timeout (9s) and was dropped; every other hook ran"
     );
-    // The telemetry is still flushed.
     assert_eq!(
         *steps.lock().unwrap(),
-        ["telemetry", "faults false", "telemetry shutdown"]
+        ["telemetry", "faults false", "#2 ran", "telemetry shutdown"]
     );
+    // The client's hook ran too: its connection is closed.
+    let status = client
+        .unary::<_, Cart>(&GET_CART, get("c1"))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Cancelled, "{status:?}");
 }

@@ -99,7 +99,8 @@ impl Client {
         let backoff = retry::Exponential::new(settings.backoff_base, settings.backoff_max);
         let conn = Arc::new(Connection::new(setup.host().clone(), &settings));
         let closer = conn.closer();
-        setup.on_stop(move || async move {
+        let hook = format!("closing the gRPC client's connection to {}", settings.addr);
+        setup.on_stop_named(hook, move || async move {
             if let Some(conn) = closer.upgrade() {
                 conn.close();
             }
