@@ -1005,3 +1005,82 @@ async fn a_delay_at_a_streams_open_is_waited_or_cut_short_by_its_deadline() {
     assert_eq!(carts.arrivals(&WATCH_CART), 1, "nothing sent");
     assert_eq!(failures(&capture), 2.0);
 }
+
+/// Every `baggage` entry a caller put in the metadata is read, joined, as
+/// a server reads them: a scenario in the second goes no further; a value
+/// too large for a propagator to read whole is not sent at all, and the
+/// strip says why; and the client strips whatever its Setup's propagator
+/// (the no-op one of a Setup without telemetry).
+#[tokio::test(start_paused = true)]
+async fn the_client_strips_every_baggage_entry_and_drops_what_it_cannot_read_whole() {
+    let scenario = fault::with_scenario(&Context::new(), &codec(), &abort_at("x:*")).unwrap();
+    let mut header = std::collections::HashMap::new();
+    opentelemetry_sdk::propagation::BaggagePropagator::new().inject_context(&scenario, &mut header);
+    let member = header.remove("baggage").unwrap();
+    let mut past_the_limit: Vec<String> = (0..64).map(|i| format!("m{i}=v")).collect();
+    past_the_limit.push(member.clone());
+    let cases: [(&str, Vec<String>, Option<&str>, bool); 4] = [
+        (
+            "in a second entry",
+            vec!["tenant=acme".into(), member.clone()],
+            Some("tenant=acme"),
+            true,
+        ),
+        (
+            "the 65th member",
+            vec![past_the_limit.join(",")],
+            None,
+            true,
+        ),
+        (
+            "with the no-op propagator",
+            vec![format!("tenant=acme,{member}")],
+            Some("tenant=acme"),
+            false,
+        ),
+        (
+            "the scenario alone, no-op propagator",
+            vec![member.clone()],
+            None,
+            false,
+        ),
+    ];
+    for (what, entries, sent_header, telemetry) in cases {
+        let (ca, host, carts, capture) = (Ca::new(), Host::new(), Carts::new(), Telemetry::new());
+        let seen = carts_seen(&carts);
+        let _carts = start_carts(&host, &ca, &carts);
+        let client = if telemetry {
+            carts_client(&host, &ca, &capture)
+        } else {
+            Client::new(&setup(&host).with_faults(injector()), carts_settings(&ca)).unwrap()
+        };
+        let mut request = get("c");
+        for entry in &entries {
+            request
+                .metadata_mut()
+                .append("baggage", entry.parse().unwrap());
+        }
+        client.unary::<_, Cart>(&GET_CART, request).await.unwrap();
+        let sent = seen.lock().unwrap()[0].clone();
+        let sent: Vec<&str> = sent
+            .get_all("baggage")
+            .iter()
+            .map(|v| v.to_str().unwrap())
+            .collect();
+        assert_eq!(sent, Vec::from_iter(sent_header), "{what}");
+        if telemetry {
+            let spans = capture.spans();
+            let strips = events(&spans[0], fault::names::STRIP);
+            assert_eq!(strips.len(), 1, "{what}");
+            let why = strips[0]
+                .attributes
+                .iter()
+                .find(|a| a.key.as_str() == fault::names::UNREADABLE)
+                .map(|a| a.value.to_string());
+            let expected = sent_header.is_none().then(|| {
+                "the baggage header has 65 members, over the 64 a propagator reads".to_owned()
+            });
+            assert_eq!(why, expected, "{what}");
+        }
+    }
+}

@@ -123,7 +123,8 @@ type SeenInCall = (Option<Option<Instant>>, Option<String>);
 #[tokio::test(start_paused = true)]
 async fn the_layer_serves_each_request_inside_the_scope_of_its_headers() {
     let propagator: Arc<dyn TextMapPropagator + Send + Sync> = Arc::new(BaggagePropagator::new());
-    let layer = InheritLayer::new(propagator);
+    // Every caller trusted: the baggage is handed on as it came.
+    let layer = InheritLayer::new(propagator).trust_every_caller();
     let seen = Arc::new(std::sync::Mutex::new(Vec::<SeenInCall>::new()));
     let in_call = seen.clone();
     let inner = tower::service_fn(move |_req: http::Request<()>| {

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use http::{HeaderMap, HeaderValue, Request};
 use humus::fault::{Decoder, Injector, Settings, jsonscenario};
+use humus::grpc::deadline::{InheritLayer, Inherited};
 use humus::grpc::server::{Caller, PeerCertificates, StripScenarioLayer};
 use opentelemetry::Context;
 use opentelemetry::baggage::BaggageExt;
@@ -260,4 +261,114 @@ fn the_layer_is_debug_and_clone() {
     let s = format!("{:?}", layer.clone());
     assert!(s.contains("StripScenarioLayer"), "{s}");
     assert!(codec().owns(KEY));
+}
+
+/// The no-op propagator: what a Setup without telemetry reads with.
+fn no_op() -> Arc<dyn TextMapPropagator + Send + Sync> {
+    Arc::new(opentelemetry::trace::noop::NoopTextMapPropagator::new())
+}
+
+/// `tenant=acme`, then `n` more members, then the scenario.
+fn past_the_members_limit(n: usize) -> String {
+    let mut members: Vec<String> = (0..n).map(|i| format!("m{i}=v")).collect();
+    members.insert(0, "tenant=acme".into());
+    members.push(format!("{KEY}=%7B%22rules%22%3A%5B%5D%7D"));
+    members.join(",")
+}
+
+#[tokio::test]
+async fn the_strip_layer_strips_whatever_the_propagator() {
+    let layer = StripScenarioLayer::new(on(), no_op());
+    let headers = handled(&layer, request(&baggage_header(true))).await;
+    assert_eq!(seen(&headers), (None, Some("acme".into())));
+    assert_eq!(headers["traceparent"], TRACEPARENT);
+}
+
+#[tokio::test]
+async fn a_baggage_header_past_the_limits_is_dropped_untrusted_or_not() {
+    let asked = Arc::new(Mutex::new(0));
+    let count = asked.clone();
+    let layer = StripScenarioLayer::new(on(), baggage_only()).trust_scenario(move |_| {
+        *count.lock().unwrap() += 1;
+        true
+    });
+    // 64 members: read whole, and the trusted scenario kept.
+    let headers = handled(&layer, request(&past_the_members_limit(62))).await;
+    assert!(headers["baggage"].to_str().unwrap().contains(KEY));
+    assert_eq!(*asked.lock().unwrap(), 1);
+    // 65, or 8 KiB+: dropped whole, and nobody is asked.
+    let long = format!("{},pad={}", baggage_header(true), "x".repeat(8192));
+    for sent in [past_the_members_limit(63), long] {
+        let headers = handled(&layer, request(&sent)).await;
+        assert!(headers.get("baggage").is_none(), "{headers:?}");
+        assert_eq!(headers["traceparent"], TRACEPARENT);
+    }
+    assert_eq!(*asked.lock().unwrap(), 1);
+}
+
+#[tokio::test]
+async fn a_dropped_header_is_a_strip_event_that_says_why() {
+    let exporter = InMemorySpanExporter::default();
+    let provider = SdkTracerProvider::builder()
+        .with_simple_exporter(exporter.clone())
+        .build();
+    let server_cx = Context::new().with_span(provider.tracer("test").start("server"));
+    let layer = StripScenarioLayer::new(on(), baggage_only());
+    let mut req = request(&past_the_members_limit(63));
+    req.extensions_mut().insert(server_cx.clone());
+    handled(&layer, req).await;
+    server_cx.span().end();
+    let spans = exporter.get_finished_spans().unwrap();
+    let event = &spans[0].events[0];
+    assert_eq!(event.name, "humus.fit.strip");
+    assert_eq!(
+        event.attributes,
+        [opentelemetry::KeyValue::new(
+            "humus.fit.unreadable",
+            "the baggage header has 65 members, over the 64 a propagator reads"
+        )]
+    );
+}
+
+/// Runs `request` through `layer` into a handler double, and returns the
+/// headers the handler saw and the scenario its calls would inherit.
+async fn inherited(layer: &InheritLayer, request: Request<()>) -> (HeaderMap, Option<String>) {
+    let svc = layer.layer(service_fn(|req: Request<()>| async move {
+        let scenario = Inherited::current().and_then(|i| {
+            i.context()
+                .baggage()
+                .get(KEY)
+                .map(|v| v.as_str().to_owned())
+        });
+        let mut response = http::Response::new(scenario);
+        *response.headers_mut() = req.headers().clone();
+        Ok::<_, Infallible>(response)
+    }));
+    let response = svc.oneshot(request).await.unwrap();
+    let headers = response.headers().clone();
+    (headers, response.into_body().into_inner())
+}
+
+#[tokio::test]
+async fn the_inherit_layer_trusts_no_caller_by_default() {
+    let sent = baggage_header(true);
+    // Without the scenario convention: none of the caller's baggage.
+    let (_, scenario) = inherited(&InheritLayer::new(baggage_only()), request(&sent)).await;
+    assert_eq!(scenario, None);
+    // With it: the scenario stripped from the context and the headers,
+    // whatever the propagator.
+    for propagator in [baggage_only(), no_op()] {
+        let layer = InheritLayer::new(propagator).faults(on());
+        let (headers, scenario) = inherited(&layer, request(&sent)).await;
+        assert_eq!(scenario, None);
+        assert_eq!(seen(&headers), (None, Some("acme".into())));
+        // A header past the limits is dropped.
+        let (headers, _) = inherited(&layer, request(&past_the_members_limit(63))).await;
+        assert!(headers.get("baggage").is_none(), "{headers:?}");
+    }
+    // Trusting every caller is a choice made by name.
+    let layer = InheritLayer::new(baggage_only()).trust_every_caller();
+    let (headers, scenario) = inherited(&layer, request(&sent)).await;
+    assert_eq!(scenario.as_deref(), Some(SCENARIO));
+    assert_eq!(headers["baggage"], sent.as_str());
 }

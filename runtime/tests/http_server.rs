@@ -429,3 +429,74 @@ async fn a_streamed_bodys_chunks_are_made_in_the_callers_context() {
     .unwrap();
     assert_eq!(body, "acme;acme;acme;");
 }
+
+/// Runs `request` through `layer` into a handler double: the headers the
+/// handler saw, and the scenario member of its context.
+async fn layered(layer: &ContextLayer, request: http::Request<()>) -> (http::HeaderMap, String) {
+    use tower::{Layer as _, ServiceExt as _};
+    let svc = layer.layer(tower::service_fn(|req: http::Request<()>| async move {
+        let scenario = Context::current()
+            .baggage()
+            .get(KEY)
+            .map(|v| v.as_str().to_owned())
+            .unwrap_or_default();
+        let mut response = http::Response::new(scenario);
+        *response.headers_mut() = req.headers().clone();
+        Ok::<_, std::convert::Infallible>(response)
+    }));
+    let response = svc.oneshot(request).await.unwrap();
+    let headers = response.headers().clone();
+    let scenario = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .unwrap();
+    (headers, scenario.to_bytes().escape_ascii().to_string())
+}
+
+fn with_baggage(baggage: &str) -> http::Request<()> {
+    http::Request::builder()
+        .uri("/pay")
+        .header("baggage", baggage)
+        .body(())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_layer_strips_with_the_no_op_propagator_and_drops_what_it_cannot_read_whole() {
+    // No telemetry: the Setup's propagator is the no-op one.
+    let layer = ContextLayer::new(&humus::Setup::new().with_faults(injector()));
+    let (headers, _) = layered(&layer, with_baggage(&scenario_header("x:1"))).await;
+    let baggage = headers["baggage"].to_str().unwrap();
+    assert!(!baggage.contains(KEY), "{baggage}");
+    assert!(baggage.contains("tenant=acme"), "{baggage}");
+
+    let layer = ContextLayer::new(&setup(&Telemetry::new(), true));
+    let mut members: Vec<String> = (0..64).map(|i| format!("m{i}=v")).collect();
+    members.push(scenario_header("x:1"));
+    let (headers, scenario) = layered(&layer, with_baggage(&members.join(","))).await;
+    assert!(headers.get("baggage").is_none(), "{headers:?}");
+    assert_eq!(scenario, "");
+}
+
+#[tokio::test]
+async fn trust_is_asked_only_about_a_request_that_carries_a_scenario() {
+    let asked = Arc::new(Mutex::new(0));
+    let count = Arc::clone(&asked);
+    let layer = ContextLayer::new(&setup(&Telemetry::new(), true)).trust_scenario(move |_| {
+        *count.lock().unwrap() += 1;
+        true
+    });
+    let (headers, scenario) = layered(&layer, with_baggage("tenant=acme")).await;
+    assert_eq!(headers["baggage"], "tenant=acme");
+    assert_eq!((scenario.as_str(), *asked.lock().unwrap()), ("", 0));
+    let (_, scenario) = layered(&layer, with_baggage(&scenario_header("x:1"))).await;
+    assert!(!scenario.is_empty(), "trusted");
+    assert_eq!(*asked.lock().unwrap(), 1);
+    // Injection off: never asked.
+    let count = Arc::clone(&asked);
+    let off = ContextLayer::new(&setup(&Telemetry::new(), false)).trust_scenario(move |_| {
+        *count.lock().unwrap() += 1;
+        false
+    });
+    layered(&off, with_baggage(&scenario_header("x:1"))).await;
+    assert_eq!(*asked.lock().unwrap(), 1);
+}

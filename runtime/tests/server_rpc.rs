@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll};
 
 use client_support::*;
+use futures_util::StreamExt as _;
 use humus::Setup;
 use humus::fault::{self, Fault, Injector, Rule, Scenario, jsonscenario};
 use humus::grpc::client::{Client, Method, MethodPolicy, RpcKind};
@@ -453,6 +454,151 @@ async fn the_handlers_calls_inherit_the_served_rpcs_deadline() {
     assert!(
         sent_for <= std::time::Duration::from_secs(3),
         "carts got grpc-timeout {sent}"
+    );
+    serving.stopped().await;
+}
+
+/// Starts carts behind a humus server of `setup` (TLS), and a client of it
+/// whose Setup has `capture`'s telemetry and no injector, so it sends the
+/// caller's baggage, and its metadata, as they are.
+async fn carts_behind(
+    host: &Host,
+    setup: &Setup,
+    ca: &Ca,
+    carts: Carts,
+    capture: &Telemetry,
+) -> (Serving, Client) {
+    let server = Server::new(
+        setup,
+        Settings {
+            addr: "carts:9090".into(),
+            tls: tls(ca, "carts"),
+            ..Settings::default()
+        },
+    )
+    .unwrap()
+    .add_service(CartsService(carts));
+    (Serving::start(server).await, edge_client(host, ca, capture))
+}
+
+/// A GetCart request whose own metadata carries `baggage` (as a proxy
+/// forwards what it was sent), with no baggage in its context.
+fn with_baggage_metadata(baggage: &str) -> tonic::Request<CartRequest> {
+    let mut request = get("c-1");
+    request
+        .metadata_mut()
+        .insert("baggage", baggage.parse().unwrap());
+    request
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_scenario_is_stripped_with_the_default_propagator() {
+    let (ca, host, capture) = (Ca::new(), Host::new(), Telemetry::new());
+    let (carts, seen) = recording_carts();
+    // No telemetry: the Setup's propagator is the no-op one.
+    let setup = setup(&host).with_faults(injector());
+    let (serving, client) = carts_behind(&host, &setup, &ca, carts, &capture).await;
+    let _: Response<Cart> = client
+        .unary(&GET_CART, request_in(&caller(&capture), "c-1"))
+        .await
+        .unwrap();
+    let seen = seen.lock().unwrap().clone();
+    let header = seen[0].2.as_deref().unwrap();
+    assert!(!header.contains(KEY), "{header}");
+    assert!(header.contains("tenant=acme"), "{header}");
+    serving.stopped().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_baggage_header_past_the_propagators_limits_is_dropped_and_the_strip_says_why() {
+    let (ca, host, capture) = (Ca::new(), Host::new(), Telemetry::new());
+    let (carts, seen) = recording_carts();
+    let setup = setup(&host)
+        .with_telemetry(capture.telemetry())
+        .with_faults(injector());
+    let (serving, client) = carts_behind(&host, &setup, &ca, carts, &capture).await;
+    // The scenario is the 65th member: past what the propagator reads.
+    let mut members: Vec<String> = (0..64).map(|i| format!("m{i}=v")).collect();
+    members.push(format!("{KEY}=%7B%22rules%22%3A%5B%5D%7D"));
+    let _: Response<Cart> = client
+        .unary(&GET_CART, with_baggage_metadata(&members.join(",")))
+        .await
+        .unwrap();
+    // An 8 KiB+ header, the scenario first.
+    let long = format!("{KEY}=%7B%22rules%22%3A%5B%5D%7D,pad={}", "x".repeat(8192));
+    let _: Response<Cart> = client
+        .unary(&GET_CART, with_baggage_metadata(&long))
+        .await
+        .unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2);
+    for (scenario, _, header) in &seen {
+        assert_eq!((scenario, header), (&None, &None), "dropped whole");
+    }
+    let servers = servers(&capture);
+    let why: Vec<String> = servers
+        .iter()
+        .flat_map(|s| s.events.iter())
+        .filter(|e| e.name == fault::names::STRIP)
+        .map(|e| {
+            let attribute = e
+                .attributes
+                .iter()
+                .find(|a| a.key.as_str() == fault::names::UNREADABLE)
+                .expect("the strip says why");
+            attribute.value.to_string()
+        })
+        .collect();
+    assert_eq!(
+        why,
+        [
+            "the baggage header has 65 members, over the 64 a propagator reads".to_owned(),
+            format!(
+                "the baggage header is {} bytes, over the 8192 a propagator reads",
+                long.len()
+            ),
+        ]
+    );
+    serving.stopped().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streams_untrusted_scenario_reaches_neither_its_handler_nor_its_messages() {
+    let (ca, host, capture) = (Ca::new(), Host::new(), Telemetry::new());
+    let carts = Carts::new();
+    // What the handler saw (its context, its metadata), then each message
+    // as the response stream made it (the context current then).
+    let seen = Arc::new(Mutex::new(Vec::<(bool, bool)>::new()));
+    let saw = seen.clone();
+    carts.on_watch_cart(move |s, req| {
+        let has = |cx: &Context| cx.baggage().get(KEY).is_some();
+        let header = s
+            .metadata
+            .get("baggage")
+            .is_some_and(|v| v.to_str().unwrap().contains(KEY));
+        saw.lock().unwrap().push((has(&Context::current()), header));
+        let saw = saw.clone();
+        let updates = futures_util::stream::iter(1..=2).map(move |n| {
+            saw.lock().unwrap().push((has(&Context::current()), false));
+            Ok(cart(&req.id, n))
+        });
+        async move { Ok(Response::new(updates)) }
+    });
+    let setup = setup(&host)
+        .with_telemetry(capture.telemetry())
+        .with_faults(injector());
+    let (serving, client) = carts_behind(&host, &setup, &ca, carts, &capture).await;
+    let mut stream = client
+        .server_streaming::<_, Cart>(&WATCH_CART, request_in(&caller(&capture), "c-1"))
+        .await
+        .unwrap()
+        .into_inner();
+    while stream.message().await.unwrap().is_some() {}
+    assert_eq!(*seen.lock().unwrap(), [(false, false); 3]);
+    let server = &servers(&capture)[0];
+    assert!(
+        server.events.iter().any(|e| e.name == fault::names::STRIP),
+        "{server:#?}"
     );
     serving.stopped().await;
 }

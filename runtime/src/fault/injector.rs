@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 use super::codec::baggage_without;
 use super::settings::validate;
+use super::strip::{self, Read, Stripped};
 use super::{Decoder, Fault, InjectedError, Settings, SettingsError, names};
 
 /// A service's failure injection: every humus client evaluates its point
@@ -123,6 +124,31 @@ impl Injector {
             .as_ref()
             .filter(|on| on.inject)
             .map(|on| on.max_delay)
+    }
+
+    /// Whether the decoder owns the baggage member `key` (never when off).
+    pub(crate) fn owns(&self, key: &str) -> bool {
+        self.on.as_ref().is_some_and(|on| on.decoder.owns(key))
+    }
+
+    /// Strips what a client sends in `headers`, when the injector knows
+    /// the scenario convention: joins its `baggage` headers into one,
+    /// drops a value that cannot be read whole, removes the scenario's
+    /// members (every other kept as it came). What it stripped, to record
+    /// on the attempt's span; `None` when nothing.
+    pub(crate) fn strip_headers(&self, headers: &mut http::HeaderMap) -> Option<Stripped> {
+        if !self.reads_scenarios() {
+            return None;
+        }
+        let owns = |key: &str| self.owns(key);
+        match strip::read(headers, owns) {
+            Read::Clean => None,
+            Read::Dropped(why) => Some(Stripped::Unreadable(why)),
+            Read::Scenario => {
+                strip::remove_scenario(headers, owns);
+                Some(Stripped::Scenario)
+            }
+        }
     }
 
     /// Whether `cx`'s baggage carries a scenario: a member the decoder

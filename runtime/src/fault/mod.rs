@@ -68,6 +68,7 @@ mod injector;
 pub mod jsonscenario;
 mod model;
 mod settings;
+pub(crate) mod strip;
 
 pub(crate) use codec::baggage_without;
 pub use codec::{DecodeError, Decoder, Encoder, with_scenario};
@@ -86,9 +87,16 @@ pub mod names {
     /// The span event of every evaluation on a request that carries a
     /// scenario, on the span in the point's context.
     pub const EVALUATION: &str = "humus.fit.evaluation";
-    /// The span event of every strip, with no attributes, on the span
-    /// where the strip happens.
+    /// The span event of every strip, on the span where the strip
+    /// happens: with no attributes, or with [`UNREADABLE`] when the
+    /// whole `baggage` header was dropped.
     pub const STRIP: &str = "humus.fit.strip";
+    /// Why a strip dropped a caller's whole `baggage` header (string), on
+    /// a `humus.fit.strip` event: it could not be read whole (not text,
+    /// over 8192 bytes or over 64 members, W3C Baggage's limits), so a
+    /// scenario could hide in what a propagator would not read. A strip of
+    /// a scenario's members alone has no attributes.
+    pub const UNREADABLE: &str = "humus.fit.unreadable";
     /// The evaluated point's name (string); always on an evaluation.
     pub const POINT: &str = "humus.fit.point";
     /// The matched rule's point pattern (string); when a rule matched.

@@ -70,13 +70,16 @@ use std::time::Duration;
 use http::HeaderMap;
 use opentelemetry::Context;
 use opentelemetry::baggage::BaggageExt;
-use opentelemetry::propagation::{Extractor, TextMapPropagator};
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::trace::TraceContextExt as _;
 use tokio::task::futures::TaskLocalFuture;
 use tokio::time::Instant;
 use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::fault::Injector;
+use crate::fault::strip::{BAGGAGE, Gate};
+use crate::telemetry::HeaderExtractor;
 
 tokio::task_local! {
     static CURRENT: Inherited;
@@ -327,14 +330,29 @@ impl<F: Future> Future for MaybeScoped<F> {
 #[derive(Clone)]
 pub struct InheritLayer {
     propagator: Arc<dyn TextMapPropagator + Send + Sync>,
-    faults: Option<Injector>,
+    scenarios: Scenarios,
+}
+
+/// What an [`InheritLayer`] hands on of a caller's baggage, when no
+/// [`StripScenarioLayer`](crate::grpc::server::StripScenarioLayer) before
+/// it decided.
+#[derive(Clone, Debug)]
+enum Scenarios {
+    /// None of it: without the scenario convention the layer cannot tell
+    /// a scenario from another member ([`InheritLayer::new`]).
+    DropBaggage,
+    /// All of it but the scenario, which this strip removes
+    /// ([`InheritLayer::faults`]).
+    Strip(Gate),
+    /// All of it, scenario included ([`InheritLayer::trust_every_caller`]).
+    TrustEveryCaller,
 }
 
 impl fmt::Debug for InheritLayer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("InheritLayer")
             .field("propagator", &self.propagator)
-            .field("faults", &self.faults)
+            .field("scenarios", &self.scenarios)
             .finish()
     }
 }
@@ -342,13 +360,18 @@ impl fmt::Debug for InheritLayer {
 impl InheritLayer {
     /// A layer that reads each request's trace context and baggage with
     /// `propagator` (the service's own, so it reads what its callers'
-    /// propagators write), and hands them on as they are: give it the
-    /// service's injector ([`faults`](InheritLayer::faults)) for it to
-    /// drop failure scenarios.
+    /// propagators write). It trusts no caller: knowing no scenario
+    /// convention, it hands on the trace context and none of the caller's
+    /// baggage, unless a
+    /// [`StripScenarioLayer`](crate::grpc::server::StripScenarioLayer)
+    /// before it decided. Give it the service's injector
+    /// ([`faults`](InheritLayer::faults)) for it to hand on the baggage
+    /// without the failure scenario, or trust every caller by name
+    /// ([`trust_every_caller`](InheritLayer::trust_every_caller)).
     pub fn new(propagator: Arc<dyn TextMapPropagator + Send + Sync>) -> InheritLayer {
         InheritLayer {
             propagator,
-            faults: None,
+            scenarios: Scenarios::DropBaggage,
         }
     }
 
@@ -359,17 +382,34 @@ impl InheritLayer {
         InheritLayer::new(setup.telemetry().shared_propagator()).faults(setup.faults().clone())
     }
 
-    /// With failure injection on in `injector` (or
-    /// [strip-only](Injector::strip_only)), a failure scenario in a
-    /// request's baggage is dropped from what its handler's calls inherit
-    /// (other members kept), unless a
+    /// Hands on each caller's baggage with the failure scenario stripped,
+    /// as humus's [`Server`](crate::grpc::server::Server) does by default:
+    /// with failure injection on in `injector` (or
+    /// [strip-only](Injector::strip_only)), the scenario is removed from
+    /// the request's `baggage` header (other members kept as they came)
+    /// and so from what its handler's calls inherit, and a `baggage`
+    /// value that cannot be read whole is dropped; a `humus.fit.strip`
+    /// event goes on the span of the current context, where an outer
+    /// tracing layer's server span is. Unless a
     /// [`StripScenarioLayer`](crate::grpc::server::StripScenarioLayer) on
-    /// the same server decided about it: this layer alone trusts no caller,
-    /// as humus's [`Server`](crate::grpc::server::Server) does by default.
-    /// To let trusted callers' scenarios through, add a
-    /// `StripScenarioLayer` with its `trust_scenario`, in either order.
+    /// the same server decides (in either order: added after this layer,
+    /// it is handed the scenario this layer withheld, and decides again):
+    /// this layer alone trusts no caller. With injection off, the injector
+    /// knows no scenario, and the baggage is handed on as it came, as
+    /// humus's `Server` does with it.
     pub fn faults(mut self, injector: Injector) -> InheritLayer {
-        self.faults = Some(injector);
+        self.scenarios = Scenarios::Strip(Gate::new(injector, Arc::clone(&self.propagator)));
+        self
+    }
+
+    /// Hands on every caller's baggage as it came, failure scenario
+    /// included: for a server whose every caller is trusted (a test
+    /// harness), never for one that a caller outside the trust boundary
+    /// can reach. A scenario that reaches a handler makes its calls fail
+    /// for real, and those failures count in each client's circuit
+    /// breaker, which every caller of that dependency shares.
+    pub fn trust_every_caller(mut self) -> InheritLayer {
+        self.scenarios = Scenarios::TrustEveryCaller;
         self
     }
 }
@@ -381,7 +421,7 @@ impl<S> Layer<S> for InheritLayer {
         Inherit {
             inner,
             propagator: self.propagator.clone(),
-            faults: self.faults.clone().filter(Injector::reads_scenarios),
+            scenarios: self.scenarios.clone(),
         }
     }
 }
@@ -393,7 +433,7 @@ impl<S> Layer<S> for InheritLayer {
 pub struct Inherit<S> {
     inner: S,
     propagator: Arc<dyn TextMapPropagator + Send + Sync>,
-    faults: Option<Injector>,
+    scenarios: Scenarios,
 }
 
 impl<S: fmt::Debug> fmt::Debug for Inherit<S> {
@@ -401,7 +441,7 @@ impl<S: fmt::Debug> fmt::Debug for Inherit<S> {
         f.debug_struct("Inherit")
             .field("inner", &self.inner)
             .field("propagator", &self.propagator)
-            .field("faults", &self.faults)
+            .field("scenarios", &self.scenarios)
             .finish()
     }
 }
@@ -426,19 +466,49 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let received = Instant::now();
-        let mut context = self.propagator.extract(&HeaderExtractor(request.headers()));
-        if let Some(faults) = &self.faults
-            && request.extensions().get::<ScenarioVetted>().is_none()
-            && let Some(baggage) = faults.strip_baggage(context.baggage())
-        {
-            // No strip layer decided: no caller is trusted.
-            context = context.with_baggage(baggage);
-        }
+        let vetted = request.extensions().get::<ScenarioVetted>().is_some();
+        let (mut parts, body) = request.into_parts();
+        let context = match &self.scenarios {
+            // A strip layer decided: what it left is handed on.
+            _ if vetted => extract(&*self.propagator, &parts.headers),
+            Scenarios::TrustEveryCaller => extract(&*self.propagator, &parts.headers),
+            Scenarios::DropBaggage => extract(&*self.propagator, &parts.headers)
+                .with_baggage(opentelemetry::baggage::Baggage::new()),
+            Scenarios::Strip(gate) => {
+                // No caller is trusted here; the scenario is withheld for an
+                // inner strip layer to decide again.
+                let withhold = |parts: &mut http::request::Parts| {
+                    if let Some(value) = parts.headers.get(BAGGAGE) {
+                        let withheld = Withheld(value.clone());
+                        parts.extensions.insert(withheld);
+                    }
+                    Ok::<_, std::convert::Infallible>(false)
+                };
+                let Ok(vetted) = gate.vet(&mut parts, Some(withhold));
+                if let Some(stripped) = vetted.stripped {
+                    stripped.record(&Context::current().span());
+                }
+                vetted.cx
+            }
+        };
+        let request = http::Request::from_parts(parts, body);
         let inherited = Inherited::from_headers(request.headers(), received, context);
         let inner = &mut self.inner;
         let future = inherited.clone().sync_scope(|| inner.call(request));
         InheritFuture::new(inherited, future)
     }
+}
+
+/// The `baggage` header a request came with, before an
+/// [`InheritLayer`] stripped its scenario: an inner
+/// [`StripScenarioLayer`](crate::grpc::server::StripScenarioLayer) puts it
+/// back and decides about the caller itself.
+#[derive(Clone, Debug)]
+pub(crate) struct Withheld(pub(crate) http::HeaderValue);
+
+/// The caller's context, as `propagator` reads it from `headers`.
+fn extract(propagator: &dyn TextMapPropagator, headers: &HeaderMap) -> Context {
+    propagator.extract(&HeaderExtractor(headers))
 }
 
 pin_project_lite::pin_project! {
@@ -554,19 +624,6 @@ impl<B: http_body::Body> http_body::Body for InheritBody<B> {
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.inner.size_hint()
-    }
-}
-
-/// Reads a request's headers for a propagator.
-struct HeaderExtractor<'a>(&'a HeaderMap);
-
-impl Extractor for HeaderExtractor<'_> {
-    fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).and_then(|v| v.to_str().ok())
-    }
-
-    fn keys(&self) -> Vec<&str> {
-        self.0.keys().map(http::HeaderName::as_str).collect()
     }
 }
 

@@ -26,7 +26,6 @@
 //! record carries the trace context of the call that made it.
 
 use opentelemetry::Context;
-use opentelemetry::baggage::BaggageExt as _;
 use opentelemetry::trace::TraceContextExt as _;
 use tonic::Status;
 use tonic::metadata::MetadataMap;
@@ -139,9 +138,11 @@ impl Hooks<'_> {
     /// A strip removes the propagator's fields from the caller's metadata
     /// before it injects: a propagator writes no `baggage` for an empty
     /// baggage, and the caller's own header (inbound metadata a proxy
-    /// forwards) would go out with the scenario. A call with no baggage
-    /// of its own sends the caller's header, as the propagator reads it,
-    /// stripped the same way.
+    /// forwards) would go out with the scenario. Then what goes out is
+    /// stripped as a server strips it, whatever the propagator: every
+    /// `baggage` entry of the caller's is read (joined into one), the
+    /// scenario's members removed, a value that cannot be read whole
+    /// dropped.
     pub(super) fn propagate(&self, span: &AttemptSpan, metadata: &mut MetadataMap) {
         let faults = &self.inner.faults;
         if self.inner.settings.forward_scenario || !faults.reads_scenarios() {
@@ -149,21 +150,18 @@ impl Hooks<'_> {
             return;
         }
         let cx = span.cx();
-        let stripped = faults.strip(cx).or_else(|| {
-            // With baggage of its own, the propagator's header replaces
-            // the caller's anyway.
-            if !cx.baggage().is_empty() {
-                return None;
-            }
-            let theirs = span.attempt.extract_from(metadata)?;
-            let stripped = faults.strip_baggage(theirs.baggage())?;
-            cx.span().add_event(crate::fault::names::STRIP, Vec::new());
-            Some(cx.with_baggage(stripped))
-        });
-        match stripped {
+        match faults.strip(cx) {
             Some(cx) => span.attempt.replace_with_baggage(&cx, metadata),
             None => span.attempt.inject(metadata),
         }
+        if metadata.is_empty() {
+            return;
+        }
+        let mut headers = std::mem::take(metadata).into_headers();
+        if let Some(stripped) = faults.strip_headers(&mut headers) {
+            stripped.record(&cx.span());
+        }
+        *metadata = MetadataMap::from_headers(headers);
     }
 
     /// An attempt ended (for a stream that opened: the stream ended) with

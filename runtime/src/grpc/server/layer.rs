@@ -26,9 +26,16 @@ use crate::fault::Injector;
 ///   scenario reaches the handler's calls: a service that stands before
 ///   services which trust it strips with
 ///   [`Injector::strip_only`](crate::fault::Injector::strip_only);
-/// - the propagator that reads and writes the request's `baggage` header
-///   (the service's telemetry's propagator; it may be a composite one that
-///   also carries the trace context, which the layer leaves as it is).
+/// - the service's telemetry's propagator, which reads the caller's
+///   context once the strip is done (it may be a composite one that also
+///   carries the trace context, which the layer leaves as it is). The
+///   strip itself reads the `baggage` header, whatever the propagator: a
+///   no-op one strips as well.
+///
+/// With injection on (or strip-only), a `baggage` value that cannot be
+/// read whole (not text, over 8192 bytes or 64 members) is dropped before
+/// any trust function is asked, with a `humus.fit.strip` event that says
+/// why ([`names::UNREADABLE`](crate::fault::names::UNREADABLE)).
 #[derive(Clone)]
 pub struct StripScenarioLayer {
     shared: Shared,
@@ -45,8 +52,8 @@ impl fmt::Debug for StripScenarioLayer {
 impl StripScenarioLayer {
     /// A layer that strips every caller's scenario (it trusts no one until
     /// [`trust_scenario`](StripScenarioLayer::trust_scenario) says
-    /// otherwise), using `injector`'s decoder to find scenarios and
-    /// `propagator` to read and rewrite the `baggage` header.
+    /// otherwise), using `injector`'s decoder to find scenarios in the
+    /// `baggage` header and `propagator` to read the caller's context.
     pub fn new(
         injector: Injector,
         propagator: Arc<dyn TextMapPropagator + Send + Sync>,

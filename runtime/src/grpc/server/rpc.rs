@@ -33,7 +33,6 @@ use tower_service::Service;
 use super::inherit::{self, Scoped};
 use super::server::ConnInfo;
 use super::service::Shared;
-use crate::fault::record_strip;
 use crate::grpc::deadline::Inherited;
 use crate::telemetry::names::{
     ERROR_TYPE, EXCEPTION_EVENT, EXCEPTION_MESSAGE, EXCEPTION_TYPE, EXCEPTION_TYPE_PANIC,
@@ -255,24 +254,16 @@ where
         let received = Instant::now();
         self.info.insert(request.extensions_mut());
         let shared = &self.shared;
-        // 1. The caller's trace context and baggage (a request that carries
-        // none of the propagator's fields has none to read).
-        let extracted = if shared.strip.carries_fields(request.headers()) {
-            shared.strip.extract(&mut request)
-        } else {
-            Context::new()
+        // 1. The scenario strip, for a caller not trusted, then the
+        // caller's trace context and baggage. A panic of the trust function
+        // is answered as a handler's, with no handler run.
+        let (mut parts, body) = request.into_parts();
+        let (cx, stripped, trust_panic) = match shared.strip.vet_caught(&mut parts) {
+            Ok(vetted) => (vetted.cx, vetted.stripped, None),
+            Err(panicked) => (panicked.cx, None, Some(panicked.payload)),
         };
-        // 2. The scenario strip, for a caller not trusted. A panic of the
-        // trust function is answered as a handler's, with no handler run.
-        let (cx, stripped, trust_panic) = if shared.strip.injector.reads_scenarios() {
-            match shared.strip.strip_extracted(&mut request, extracted) {
-                Ok((cx, stripped)) => (cx, stripped, None),
-                Err(panicked) => (panicked.cx, false, Some(panicked.payload)),
-            }
-        } else {
-            (extracted, false, None)
-        };
-        // 3. The SERVER span, a child of the caller's, and the duration.
+        let request = http::Request::from_parts(parts, body);
+        // 2. The SERVER span, a child of the caller's, and the duration.
         // The no-op tracer's span has its parent's context: with no valid
         // parent, an invalid one, which the span would be dropped for.
         let tracer = shared
@@ -296,8 +287,8 @@ where
                     .start_with_context(tracer, &cx);
                 if span.span_context().is_valid() {
                     let cx = cx.with_span(span);
-                    if stripped {
-                        record_strip(&cx.span());
+                    if let Some(stripped) = stripped {
+                        stripped.record(&cx.span());
                     }
                     (cx, true)
                 } else {
@@ -309,7 +300,7 @@ where
             }
             None => (cx, false),
         };
-        // 4. The handler, with its RPC's deadline and context.
+        // 3. The handler, with its RPC's deadline and context.
         let deadline = inherit::deadline(request.headers(), received);
         let record = Record {
             shared: Some(Arc::clone(shared)),
@@ -972,17 +963,17 @@ mod tests {
         let rpc = shared(&Telemetry::default(), vec!["a.B"]);
         let mut headers = HeaderMap::new();
         headers.insert("content-type", HeaderValue::from_static("application/grpc"));
-        assert!(!rpc.strip.carries_fields(&headers));
+        assert!(!rpc.strip.gate.carries_fields(&headers));
         headers.insert("baggage", HeaderValue::from_static("k=v"));
-        assert!(rpc.strip.carries_fields(&headers));
+        assert!(rpc.strip.gate.carries_fields(&headers));
         for i in 0..20 {
             headers.insert(
                 http::HeaderName::try_from(format!("x-extra-{i}")).unwrap(),
                 HeaderValue::from_static("1"),
             );
         }
-        assert!(rpc.strip.carries_fields(&headers));
+        assert!(rpc.strip.gate.carries_fields(&headers));
         headers.remove("baggage");
-        assert!(!rpc.strip.carries_fields(&headers));
+        assert!(!rpc.strip.gate.carries_fields(&headers));
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use opentelemetry::Context;
+use opentelemetry::trace::TraceContextExt as _;
 use reqwest::{Method, Url};
 use tokio::time::Instant;
 
@@ -586,6 +587,13 @@ impl Client {
                         Some(attempt_deadline.saturating_duration_since(Instant::now()));
                 }
                 span.inject(stripped.flatten().as_ref(), request.headers_mut());
+                // The request's own `baggage` header, whatever the
+                // propagator writes: stripped as a server strips it.
+                if !inner.settings.forward_scenario
+                    && let Some(stripped) = inner.faults.strip_headers(request.headers_mut())
+                {
+                    stripped.record(&span.context().span());
+                }
                 inner
                     .http
                     .execute(request)

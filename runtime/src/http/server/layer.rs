@@ -5,19 +5,17 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 
-use http::header::HeaderName;
 use opentelemetry::Context;
 use opentelemetry::baggage::BaggageExt as _;
-use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::TraceContextExt as _;
 use tower_layer::Layer;
 use tower_service::Service;
 
 use super::future::{Payload, ResponseFuture};
 use crate::Setup;
-use crate::fault::{Injector, baggage_without, record_strip};
+use crate::fault::baggage_without;
+use crate::fault::strip::Gate;
 use crate::grpc::deadline::{InheritBody, InheritFuture, Inherited};
-use crate::telemetry::{HeaderExtractor, HeaderInjector, join_repeated};
 
 type TrustFn = Arc<dyn Fn(&http::Request<()>) -> bool + Send + Sync>;
 
@@ -33,18 +31,15 @@ pub struct ContextLayer {
 }
 
 struct Shared {
-    injector: Injector,
-    propagator: Arc<dyn TextMapPropagator + Send + Sync>,
-    /// The propagator's header names, parsed once.
-    fields: Vec<HeaderName>,
+    gate: Gate,
     trust: Option<TrustFn>,
 }
 
 impl fmt::Debug for ContextLayer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ContextLayer")
-            .field("injector", &self.shared.injector)
-            .field("propagator", &self.shared.propagator)
+            .field("injector", &self.shared.gate.injector)
+            .field("propagator", &self.shared.gate.propagator)
             .field("trust_scenario", &self.shared.trust.as_ref().map(|_| "fn"))
             .finish()
     }
@@ -56,16 +51,12 @@ impl ContextLayer {
     /// scenarios. It trusts no caller's scenario until
     /// [`trust_scenario`](ContextLayer::trust_scenario) says otherwise.
     pub fn new(setup: &Setup) -> ContextLayer {
-        let propagator = setup.telemetry().shared_propagator();
-        let fields = propagator
-            .fields()
-            .filter_map(|f| HeaderName::try_from(f).ok())
-            .collect();
         ContextLayer {
             shared: Arc::new(Shared {
-                injector: setup.faults().clone(),
-                propagator,
-                fields,
+                gate: Gate::new(
+                    setup.faults().clone(),
+                    setup.telemetry().shared_propagator(),
+                ),
                 trust: None,
             }),
         }
@@ -94,9 +85,7 @@ impl ContextLayer {
         trust: impl Fn(&http::Request<()>) -> bool + Send + Sync + 'static,
     ) -> ContextLayer {
         let shared = Shared {
-            injector: self.shared.injector.clone(),
-            propagator: Arc::clone(&self.shared.propagator),
-            fields: self.shared.fields.clone(),
+            gate: self.shared.gate.clone(),
             trust: Some(Arc::new(trust)),
         };
         ContextLayer {
@@ -189,44 +178,34 @@ impl Shared {
     /// outer layer's context and the panic's payload.
     fn context_of<B>(
         &self,
-        mut request: http::Request<B>,
+        request: http::Request<B>,
     ) -> Result<(http::Request<B>, Context), (Context, Payload)> {
-        let on = self.injector.reads_scenarios();
-        if on {
-            join_repeated(request.headers_mut(), &self.fields);
-        }
-        let caller = self
-            .propagator
-            .extract_with_context(&Context::new(), &HeaderExtractor(request.headers()));
         let outer = request
             .extensions()
             .get::<Context>()
             .cloned()
             .unwrap_or_else(Context::current);
-        let mut caller = caller;
-        if on && self.injector.carries_scenario(&caller) {
-            let (parts, body) = request.into_parts();
-            let head = http::Request::from_parts(parts, ());
-            let trusted = match &self.trust {
-                None => false,
-                Some(trust) => match catch_unwind(AssertUnwindSafe(|| trust(&head))) {
-                    Ok(trusted) => trusted,
-                    Err(payload) => return Err((outer, payload)),
-                },
-            };
-            let (parts, ()) = head.into_parts();
-            request = http::Request::from_parts(parts, body);
-            if !trusted && let Some(baggage) = self.injector.strip_baggage(caller.baggage()) {
-                caller = caller.with_baggage(baggage);
-                let headers = request.headers_mut();
-                for field in &self.fields {
-                    headers.remove(field);
-                }
-                self.propagator
-                    .inject_context(&caller, &mut HeaderInjector(headers));
-                record_strip(&outer.span());
+        let (mut parts, body) = request.into_parts();
+        let trust = self.trust.as_ref().map(|trust| {
+            |parts: &mut http::request::Parts| {
+                // The trust function sees the request's head as it came.
+                let empty = http::Request::new(()).into_parts().0;
+                let head = http::Request::from_parts(std::mem::replace(parts, empty), ());
+                let trusted = catch_unwind(AssertUnwindSafe(|| trust(&head)));
+                *parts = head.into_parts().0;
+                trusted
             }
-        }
+        });
+        let caller = match self.gate.vet(&mut parts, trust) {
+            Ok(vetted) => {
+                if let Some(stripped) = vetted.stripped {
+                    stripped.record(&outer.span());
+                }
+                vetted.cx
+            }
+            Err(panicked) => return Err((outer, panicked.payload)),
+        };
+        let request = http::Request::from_parts(parts, body);
         let cx = if outer.has_active_span() {
             outer.with_baggage(baggage_without(caller.baggage(), |_| false))
         } else {
