@@ -36,7 +36,6 @@
 //! that a client refuses although each variable passed its check) into
 //! [`EXIT_SOFTWARE`] (1); see [`Failure`].
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -47,47 +46,9 @@ pub const EXIT_CONFIG: u8 = 78;
 /// The exit code of a fault in the program itself: 1.
 pub const EXIT_SOFTWARE: u8 = 1;
 
-/// A snapshot of environment variables.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Env {
-    vars: BTreeMap<String, String>,
-}
-
-impl Env {
-    /// The process's environment, now. A variable whose name or value is
-    /// not Unicode is left out, as if it were not set.
-    pub fn process() -> Env {
-        Env {
-            vars: std::env::vars_os()
-                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-                .collect(),
-        }
-    }
-
-    /// An environment of exactly these variables.
-    pub fn from_pairs<K, V>(pairs: impl IntoIterator<Item = (K, V)>) -> Env
-    where
-        K: Into<String>,
-        V: Into<String>,
-    {
-        Env {
-            vars: pairs
-                .into_iter()
-                .map(|(k, v)| (k.into(), v.into()))
-                .collect(),
-        }
-    }
-
-    /// The value of `name`, if set.
-    pub fn get(&self, name: &str) -> Option<&str> {
-        self.vars.get(name).map(String::as_str)
-    }
-
-    /// Every variable, sorted by name.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.vars.iter().map(|(k, v)| (k.as_str(), v.as_str()))
-    }
-}
+/// A snapshot of environment variables: humus's, which also reads a
+/// settings struct from prefixed variables ([`humus::app::from_env`]).
+pub use humus::app::Env;
 
 /// One bad variable: its name and what is wrong with its value.
 #[derive(Clone, Debug, PartialEq, Eq)]

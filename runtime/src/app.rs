@@ -81,15 +81,14 @@
 //! or a file's format; [`deserialize`] (and [`deserialize_strict`], which
 //! also refuses misspelled keys) turns a refused value into a settings
 //! error naming its path, and [`check_client`] and [`check_server`] run the
-//! checks after, naming each bad field.
+//! checks after, naming each bad field. From environment variables,
+//! [`from_env`] reads and checks them, naming each bad or missing variable.
 //!
-//! # Which variable: envy's errors do not say
+//! # Which variable: [`from_env`]
 //!
 //! `envy` reads a [`Settings`](crate::http::client::Settings) in one line,
 //! but its errors name no variable, or one without its prefix, and it
-//! ignores a misspelled one without a word (serde ignores unknown keys).
-//! [`check_client`] and [`check_http_client`] then name the field
-//! (`attempt_timeout`), not the variable:
+//! stops at the first:
 //!
 //! ```
 //! use humus::http::client::Settings;
@@ -106,49 +105,11 @@
 //! let err = read("RATES_MAX_ATTEMPTS", "three").unwrap_err();
 //! assert!(err.to_string().contains("MAX_ATTEMPTS"), "{err}");
 //! assert!(!err.to_string().contains("RATES_MAX_ATTEMPTS"), "{err}");
-//! // Misspelled: ignored, and the field keeps its default.
-//! let rates = read("RATES_ATEMPT_TIMEOUT", "1s").unwrap();
-//! assert_eq!(rates.attempt_timeout, std::time::Duration::from_secs(5));
 //! ```
 //!
-//! So that an operator's mistake names the variable, read each variable
-//! yourself and run its field's check (the public `check_*` function of
-//! each field), prefixing the error with the variable's name, as the
-//! examples' wallet does (`wallet: bad settings: LEDGER_TIMEOUT: "soon"
-//! is not a duration (such as 250ms, 2s, 1m30s)`):
-//!
-//! ```
-//! use std::time::Duration;
-//! use humus::app::{Error, ErrorKind};
-//! use humus::http::client::{Settings, check_attempt_timeout, check_base_url};
-//!
-//! fn read(var: impl Fn(&str) -> Option<String>) -> Result<Settings, Error> {
-//!     let bad = |name: &str, why: &dyn std::fmt::Display| Error::settings(format!("{name}: {why}"));
-//!     let mut rates = Settings::default();
-//!     let name = "RATES_BASE_URL";
-//!     rates.base_url = var(name).ok_or_else(|| bad(name, &"is not set"))?;
-//!     check_base_url(&rates.base_url).map_err(|e| bad(name, &e))?;
-//!     let name = "RATES_ATTEMPT_TIMEOUT";
-//!     if let Some(raw) = var(name) {
-//!         rates.attempt_timeout = humantime_serde::re::humantime::parse_duration(&raw)
-//!             .map_err(|e| bad(name, &format_args!("{raw:?} is not a duration ({e})")))?;
-//!         check_attempt_timeout(rates.attempt_timeout).map_err(|e| bad(name, &e))?;
-//!     }
-//!     Ok(rates)
-//! }
-//!
-//! let env = |pairs: &'static [(&str, &str)]| {
-//!     move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
-//! };
-//! let err = read(env(&[("RATES_BASE_URL", "http://rates:8080"), ("RATES_ATTEMPT_TIMEOUT", "soon")]))
-//!     .unwrap_err();
-//! assert_eq!(err.kind(), ErrorKind::Settings); // exit 78
-//! assert!(err.to_string().starts_with(r#"RATES_ATTEMPT_TIMEOUT: "soon" is not a duration"#), "{err}");
-//! let err = read(env(&[("RATES_BASE_URL", "http://rates:0")])).unwrap_err();
-//! assert_eq!(err.to_string(), r#"RATES_BASE_URL: "http://rates:0" has port 0, want a port from 1 to 65535"#);
-//! let rates = read(env(&[("RATES_BASE_URL", "http://rates:8080"), ("RATES_ATTEMPT_TIMEOUT", "1s")]));
-//! assert_eq!(rates.unwrap().attempt_timeout, Duration::from_secs(1));
-//! ```
+//! [`from_env`] reads the same settings from the same variables, runs
+//! their checks, and names every bad or missing variable of every group it
+//! reads, by its name, in one settings error (exit 78).
 //!
 //! ```no_run
 //! use humus::App;
@@ -184,7 +145,10 @@ use crate::grpc::client;
 use crate::grpc::server::{ServeError, Server, SettingsError};
 use crate::telemetry::Telemetry;
 pub use crate::tls::{crypto_provider, install_crypto_provider};
+
+mod env;
 use crate::{Host, Setup};
+pub use env::{Env, EnvError, VarError, from_env};
 
 /// A boxed error of the user's.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -358,38 +322,6 @@ impl From<crate::http::client::NewError> for Error {
 /// or `config`), so that a bad value is a settings error (exit 78) naming
 /// every bad field. The HTTP client's [`check_client`].
 ///
-/// The README's HTTP example, whole:
-///
-/// ```no_run
-/// use humus::app::{Error, Exit, check_http_client};
-/// use humus::http::client as http_client;
-///
-/// #[tokio::main]
-/// async fn main() -> Exit {
-///     humus::App::new()
-///         .run(|setup| async move {
-///             let env = |prefix| envy::prefixed(prefix);
-///             // RATES_BASE_URL=https://rates:8443/v1: the point is http:rates:8443
-///             let rates: http_client::Settings = env("RATES_").from_env().map_err(Error::settings)?;
-///             check_http_client(&rates)?; // exit 78, naming every bad field
-///             let rates = http_client::Client::new(&setup, rates)?; // connects nothing yet
-///             # let _ = quote(&rates);
-///             Ok(vec![]) // the servers whose handlers call `rates`
-///         })
-///         .await
-/// }
-///
-/// // In a handler: reqwest's builder methods, sent through humus.
-/// async fn quote(rates: &http_client::Client) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
-///     // A GET is retried on 502, 503, 504 or no response, and waits a
-///     // 429's or 503's Retry-After.
-///     let quote = rates.get("/rates/EUR").send().await?.error_for_status()?;
-///     // A POST is sent once unless it opts in.
-///     rates.post("/quotes").header("idempotency-key", "q-7").body("{}").retry(true).send().await?;
-///     Ok(quote.text().await?)
-/// }
-/// ```
-///
 /// # Errors
 ///
 /// [`Error::settings`] wrapping the
@@ -512,8 +444,8 @@ where
     }
 }
 
-/// humantime's "expected a duration", with the form shown.
-const DURATION_FORM: &str = r#"expected a duration such as "2s", "250ms" or "1m30s""#;
+/// Durations as humantime reads them, to show with "a duration".
+const DURATION_EXAMPLES: &str = r#"such as "2s", "250ms" or "1m30s""#;
 
 /// Why [`deserialize`] or [`deserialize_strict`] could not read settings:
 /// the path of the value serde refused, and why; or the keys the settings
@@ -530,8 +462,12 @@ impl ReadError {
         // toml's message ends with a newline.
         let mut inner = e.inner().to_string().trim_end().to_owned();
         // humantime's words for any value that is not one: show the form.
-        if inner.contains("expected a duration") && !inner.contains(DURATION_FORM) {
-            inner = inner.replacen("expected a duration", DURATION_FORM, 1);
+        if inner.contains("expected a duration") && !inner.contains(DURATION_EXAMPLES) {
+            inner = inner.replacen(
+                "expected a duration",
+                &format!("expected a duration {DURATION_EXAMPLES}"),
+                1,
+            );
         }
         if path == "." {
             // Refused as a whole (not a map, or a missing field of a struct

@@ -950,6 +950,12 @@ impl NewError {
     pub fn fields(&self) -> impl Iterator<Item = &'static str> + '_ {
         self.problems.iter().map(|(field, _)| *field)
     }
+
+    /// Each bad field's path and what is wrong with it, for
+    /// [`app::Env`](crate::app::Env) to name by its variable.
+    pub(crate) fn problems(&self) -> Vec<(&'static str, String)> {
+        self.problems.clone()
+    }
 }
 
 /// The checks of the `retry_budget` and `breaker` sections, one per field,

@@ -1,0 +1,702 @@
+//! Settings read from environment variables, every bad or missing one
+//! named at once: [`from_env`] and [`Env`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde::de::{self, DeserializeOwned, IntoDeserializer as _, Visitor};
+
+use super::Error;
+use crate::grpc::{client, server};
+use crate::http::client as http_client;
+
+/// Reads a service's settings from the process's environment variables:
+/// `build` reads each group of settings from [`Env`] ([`Env::client`],
+/// [`Env::http_client`], [`Env::server`], or a struct of the service's
+/// own with [`Env::read`]), and its result is returned only when every
+/// variable it read was good. [`Env::process`] then [`Env::read_all`].
+///
+/// A field is read from the variable named by the group's prefix and the
+/// field's name in capitals; a section's field adds the section's name:
+/// with the prefix `LEDGER_`, `timeout` is `LEDGER_TIMEOUT` and
+/// `breaker.open_for` is `LEDGER_BREAKER_OPEN_FOR`. A duration is written
+/// as `250ms`, `2s` or `1m30s`; a list as values separated by commas. A
+/// variable that is not set leaves its field's default.
+///
+/// ```
+/// use humus::app::{Env, ErrorKind};
+///
+/// let env = Env::from_pairs([
+///     ("LEDGER_BREAKER_OPEN_FOR", "soon"),
+///     ("LEDGER_MAX_ATTEMPTS", "0"),
+///     ("RATES_ATTEMPT_TIMEOUT", "250ms"),
+/// ]);
+/// let err = env
+///     .read_all(|env| (env.client("LEDGER_"), env.http_client("RATES_")))
+///     .unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::Settings); // exit 78
+/// assert_eq!(
+///     err.to_string(),
+///     r#"LEDGER_BREAKER_OPEN_FOR: "soon" is not a duration such as "2s", "250ms" or "1m30s"; LEDGER_ADDR: not set; LEDGER_MAX_ATTEMPTS: is 0, want 1 or more (1 turns retries off); RATES_BASE_URL: not set"#
+/// );
+/// ```
+///
+/// # Errors
+///
+/// [`Error::settings`] wrapping an [`EnvError`] that names every bad or
+/// missing variable, of every group `build` read.
+pub fn from_env<R>(build: impl FnOnce(&mut Env) -> R) -> Result<R, Error> {
+    Env::process().read_all(build)
+}
+
+/// A snapshot of environment variables, and the bad or missing ones
+/// found while reading settings from them: see [`from_env`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Env {
+    vars: BTreeMap<String, String>,
+    bad: Vec<VarError>,
+}
+
+impl Env {
+    /// The process's environment, now. A variable whose name or value is
+    /// not Unicode is left out, as if it were not set.
+    pub fn process() -> Env {
+        Env::from_pairs(
+            std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+        )
+    }
+
+    /// An environment of exactly these variables (a test's).
+    pub fn from_pairs<K, V>(pairs: impl IntoIterator<Item = (K, V)>) -> Env
+    where
+        K: Into<String>,
+        V: Into<String>,
+    {
+        Env {
+            vars: pairs
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+            bad: Vec::new(),
+        }
+    }
+
+    /// The value of the variable `name`, if set.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.vars.get(name).map(String::as_str)
+    }
+
+    /// Every variable, sorted by name.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.vars.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// Runs `build`, which reads settings from this environment, and
+    /// returns what it built when every variable it read was good.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::settings`] (exit 78) wrapping an [`EnvError`] that names
+    /// every bad or missing variable `build` read, in the order read.
+    pub fn read_all<R>(mut self, build: impl FnOnce(&mut Env) -> R) -> Result<R, Error> {
+        let built = build(&mut self);
+        if self.bad.is_empty() {
+            Ok(built)
+        } else {
+            Err(Error::settings(EnvError { vars: self.bad }))
+        }
+    }
+
+    /// A struct of settings (the service's own, or any
+    /// `serde::Deserialize` one) from the variables that start with
+    /// `prefix`, named as [`from_env`] says. Every bad variable, and every
+    /// missing one of a field that has no default, is recorded for
+    /// [`Env::read_all`], and `T::default()` stands in, so that the
+    /// caller goes on reading the rest.
+    pub fn read<T: DeserializeOwned + Default>(&mut self, prefix: &str) -> T {
+        self.read_checked(prefix, |_: &T| Vec::new())
+    }
+
+    /// A gRPC client's settings from the variables that start with
+    /// `prefix` ([`Env::read`]), checked: a value its check refuses is
+    /// recorded under its variable's name (`LEDGER_ADDR: not set`), as
+    /// [`check_client`](super::check_client) would refuse it by its field's.
+    pub fn client(&mut self, prefix: &str) -> client::Settings {
+        self.read_checked(prefix, |s: &client::Settings| {
+            s.check().err().map_or_else(Vec::new, |e| e.problems())
+        })
+    }
+
+    /// An HTTP client's settings from the variables that start with
+    /// `prefix`, checked: [`Env::client`]'s for
+    /// [`check_http_client`](super::check_http_client).
+    ///
+    /// The README's HTTP example, whole:
+    ///
+    /// ```no_run
+    /// use humus::app::{self, Exit};
+    /// use humus::http::client as http_client;
+    ///
+    /// #[tokio::main]
+    /// async fn main() -> Exit {
+    ///     humus::App::new()
+    ///         .run(|setup| async move {
+    ///             // RATES_BASE_URL=https://rates:8443/v1: the point is http:rates:8443
+    ///             let rates = app::from_env(|env| env.http_client("RATES_"))?; // exit 78, naming every bad variable
+    ///             let rates = http_client::Client::new(&setup, rates)?; // connects nothing yet
+    ///             # let _ = quote(&rates);
+    ///             Ok(vec![]) // the servers whose handlers call `rates`
+    ///         })
+    ///         .await
+    /// }
+    ///
+    /// // In a handler: reqwest's builder methods, sent through humus.
+    /// async fn quote(rates: &http_client::Client) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+    ///     // A GET is retried on 502, 503, 504 or no response, and waits a
+    ///     // 429's or 503's Retry-After.
+    ///     let quote = rates.get("/rates/EUR").send().await?.error_for_status()?;
+    ///     // A POST is sent once unless it opts in.
+    ///     rates.post("/quotes").header("idempotency-key", "q-7").body("{}").retry(true).send().await?;
+    ///     Ok(quote.text().await?)
+    /// }
+    /// ```
+    pub fn http_client(&mut self, prefix: &str) -> http_client::Settings {
+        self.read_checked(prefix, |s: &http_client::Settings| {
+            s.check().err().map_or_else(Vec::new, |e| e.problems())
+        })
+    }
+
+    /// A server's settings from the variables that start with `prefix`,
+    /// checked: [`Env::client`]'s for [`check_server`](super::check_server).
+    pub fn server(&mut self, prefix: &str) -> server::Settings {
+        self.read_checked(prefix, |s: &server::Settings| {
+            s.check().err().map_or_else(Vec::new, |e| e.problems())
+        })
+    }
+
+    /// Reads a `T` from the variables that start with `prefix`, then runs
+    /// `check` on what was read: its problems, each a field's path
+    /// (`breaker.open_for`) and what is wrong, are recorded under the
+    /// field's variable, unless that variable was already found bad.
+    fn read_checked<T: DeserializeOwned + Default>(
+        &mut self,
+        prefix: &str,
+        check: impl FnOnce(&T) -> Vec<(&'static str, String)>,
+    ) -> T {
+        let (read, mut bad) = read_group::<T>(&self.vars, prefix);
+        let Some(read) = read else {
+            self.bad.append(&mut bad);
+            return T::default();
+        };
+        for (path, problem) in check(&read) {
+            let name = var_name(prefix, &path.replace('.', "_"));
+            if bad.iter().any(|v| v.name == name) {
+                continue;
+            }
+            let problem = if self.vars.contains_key(&name) {
+                problem
+            } else {
+                "not set".to_owned()
+            };
+            bad.push(VarError { name, problem });
+        }
+        let ok = bad.is_empty();
+        self.bad.append(&mut bad);
+        if ok { read } else { T::default() }
+    }
+}
+
+/// One bad or missing environment variable: its name, and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VarError {
+    name: String,
+    problem: String,
+}
+
+impl VarError {
+    /// The variable's name, such as `LEDGER_ADDR`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What is wrong with it, without its name: `not set`, or why its
+    /// value was refused.
+    pub fn problem(&self) -> &str {
+        &self.problem
+    }
+}
+
+impl fmt::Display for VarError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.name, self.problem)
+    }
+}
+
+/// Why [`from_env`] or [`Env::read_all`] refused the settings: every bad
+/// or missing variable, `NAME: problem`, separated by `; `.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnvError {
+    vars: Vec<VarError>,
+}
+
+impl EnvError {
+    /// The bad or missing variables, in the order they were read. Never
+    /// empty.
+    pub fn vars(&self) -> &[VarError] {
+        &self.vars
+    }
+}
+
+impl fmt::Display for EnvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, var) in self.vars.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            fmt::Display::fmt(var, f)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for EnvError {}
+
+/// The variable of a field (or a section) under `prefix`.
+fn var_name(prefix: &str, field: &str) -> String {
+    format!("{prefix}{}", field.to_ascii_uppercase())
+}
+
+/// Reads one group: a `T`, whose fields of bad variables keep their
+/// defaults (none when a variable it needs could not be read at all), and
+/// every bad or missing variable.
+///
+/// serde stops at the first error; so each pass that meets one records
+/// it, and the next pass reads on without that variable (its field keeps
+/// its default) or, for a field with none, with a stand-in value, until a
+/// pass reads the whole struct. A field whose type takes no stand-in (an
+/// empty string, zero, an empty list) ends the reading there.
+fn read_group<T: DeserializeOwned>(
+    vars: &BTreeMap<String, String>,
+    prefix: &str,
+) -> (Option<T>, Vec<VarError>) {
+    let mut pass = Pass {
+        vars,
+        skip: BTreeSet::new(),
+        stand_in: BTreeSet::new(),
+    };
+    let mut bad: Vec<VarError> = Vec::new();
+    loop {
+        let top = Field {
+            pass: &pass,
+            name: format!("{prefix}*"),
+            prefix: prefix.to_owned(),
+            value: None,
+            stand_in: false,
+        };
+        match T::deserialize(top) {
+            Ok(read) => return (Some(read), bad),
+            Err(DeError::Var {
+                name,
+                problem,
+                missing,
+            }) => {
+                if !bad.iter().any(|v| v.name == name) {
+                    bad.push(VarError {
+                        name: name.clone(),
+                        problem,
+                    });
+                }
+                let next = if missing {
+                    pass.stand_in.insert(name)
+                } else {
+                    !pass.stand_in.contains(&name) && pass.skip.insert(name)
+                };
+                if !next {
+                    return (None, bad);
+                }
+            }
+            Err(DeError::Missing(field)) => {
+                bad.push(VarError {
+                    name: var_name(prefix, field),
+                    problem: "not set".to_owned(),
+                });
+                return (None, bad);
+            }
+            Err(DeError::Other(problem)) => {
+                // Refused as a whole (a check of the struct's own across
+                // fields): under the group's prefix.
+                bad.push(VarError {
+                    name: format!("{prefix}*"),
+                    problem,
+                });
+                return (None, bad);
+            }
+        }
+    }
+}
+
+/// One pass over the variables: those found bad are skipped, and those
+/// missing with no default stand in.
+struct Pass<'a> {
+    vars: &'a BTreeMap<String, String>,
+    skip: BTreeSet<String>,
+    stand_in: BTreeSet<String>,
+}
+
+impl Pass<'_> {
+    fn get(&self, name: &str) -> Option<&str> {
+        if self.skip.contains(name) {
+            return None;
+        }
+        self.vars.get(name).map(String::as_str)
+    }
+
+    /// The fields of a struct under `prefix` that have a variable (their
+    /// own, or a section's field's), or stand in: a variable is its
+    /// longest field's (`LEDGER_BREAKER_OPEN_FOR` is `breaker_open_for`'s
+    /// if the struct has that field, else `breaker`'s).
+    fn present(&self, prefix: &str, fields: &'static [&'static str]) -> Vec<&'static str> {
+        let names: Vec<String> = fields.iter().map(|f| var_name(prefix, f)).collect();
+        let mut present = vec![false; fields.len()];
+        for (i, name) in names.iter().enumerate() {
+            if self.stand_in.contains(name) {
+                present[i] = true;
+            }
+        }
+        for var in self.vars.keys().filter(|v| !self.skip.contains(*v)) {
+            let owner = names
+                .iter()
+                .enumerate()
+                .filter(|(_, name)| {
+                    var.strip_prefix(name.as_str())
+                        .is_some_and(|rest| rest.is_empty() || rest.starts_with('_'))
+                })
+                .max_by_key(|(_, name)| name.len());
+            if let Some((i, _)) = owner {
+                present[i] = true;
+            }
+        }
+        fields
+            .iter()
+            .zip(present)
+            .filter_map(|(f, p)| p.then_some(*f))
+            .collect()
+    }
+}
+
+/// A reading error: a variable's (bad, or `missing` with no default), a
+/// field missing from a struct (named by its struct's deserializer), or
+/// another.
+#[derive(Debug)]
+enum DeError {
+    Var {
+        name: String,
+        problem: String,
+        missing: bool,
+    },
+    Missing(&'static str),
+    Other(String),
+}
+
+impl DeError {
+    /// The error as `name`'s, unless it is already a variable's.
+    fn of(self, name: &str) -> DeError {
+        match self {
+            DeError::Other(problem) => DeError::Var {
+                name: name.to_owned(),
+                problem,
+                missing: false,
+            },
+            e => e,
+        }
+    }
+}
+
+impl fmt::Display for DeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeError::Var { name, problem, .. } => write!(f, "{name}: {problem}"),
+            DeError::Missing(field) => write!(f, "missing field {field}"),
+            DeError::Other(problem) => f.write_str(problem),
+        }
+    }
+}
+
+impl std::error::Error for DeError {}
+
+impl de::Error for DeError {
+    fn custom<T: fmt::Display>(msg: T) -> DeError {
+        DeError::Other(msg.to_string())
+    }
+
+    fn invalid_value(unexp: de::Unexpected<'_>, exp: &dyn de::Expected) -> DeError {
+        DeError::Other(is_not(unexp, exp))
+    }
+
+    fn invalid_type(unexp: de::Unexpected<'_>, exp: &dyn de::Expected) -> DeError {
+        DeError::Other(is_not(unexp, exp))
+    }
+
+    fn missing_field(field: &'static str) -> DeError {
+        DeError::Missing(field)
+    }
+}
+
+/// `"soon" is not a duration such as ...`: a value's problem, as an
+/// operator reads it.
+fn is_not(unexp: de::Unexpected<'_>, exp: &dyn de::Expected) -> String {
+    let value = match unexp {
+        de::Unexpected::Str(s) => format!("{s:?}"),
+        other => other.to_string(),
+    };
+    let exp = exp.to_string();
+    if exp == "a duration" {
+        format!("{value} is not a duration {}", super::DURATION_EXAMPLES)
+    } else {
+        format!("{value} is not {exp}")
+    }
+}
+
+/// The deserializer of one field (or, at the top, of the group): its
+/// variable's value, or a section of variables under its name.
+struct Field<'p, 'a> {
+    pass: &'p Pass<'a>,
+    /// The field's variable.
+    name: String,
+    /// The prefix of its fields' variables, if it is a section:
+    /// `LEDGER_BREAKER_` (the group's own at the top).
+    prefix: String,
+    value: Option<String>,
+    /// A field with no default whose variable is not set: a stand-in
+    /// value, so the rest is read.
+    stand_in: bool,
+}
+
+impl<'p, 'a> Field<'p, 'a> {
+    fn of(pass: &'p Pass<'a>, name: String) -> Field<'p, 'a> {
+        Field {
+            value: pass.get(&name).map(str::to_owned),
+            stand_in: pass.stand_in.contains(&name),
+            prefix: format!("{name}_"),
+            pass,
+            name,
+        }
+    }
+
+    /// Its value, parsed as `what` by `parse`.
+    fn parse<T: std::str::FromStr>(&self, what: &dyn fmt::Display) -> Result<T, DeError> {
+        let raw = self.raw()?;
+        raw.parse()
+            .map_err(|_| DeError::Other(format!("{raw:?} is not {what}")))
+    }
+
+    /// Its value. A field that is not a section has none when it was
+    /// read for the variables under its name, which are no settings.
+    fn raw(&self) -> Result<&str, DeError> {
+        if self.stand_in {
+            return Ok("");
+        }
+        self.value.as_deref().ok_or_else(|| {
+            let under = self.pass.vars.keys().find(|v| v.starts_with(&self.prefix));
+            DeError::Var {
+                name: under.cloned().unwrap_or_else(|| self.name.clone()),
+                problem: format!("is not a setting ({} is)", self.name),
+                missing: false,
+            }
+        })
+    }
+}
+
+/// A whole number of the type `T`, from `min` to `max`.
+struct Whole(i128, u128);
+
+impl fmt::Display for Whole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a whole number from {} to {}", self.0, self.1)
+    }
+}
+
+macro_rules! whole {
+    ($($method:ident $visit:ident $t:ty;)*) => {$(
+        fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+            let v: $t = self.parse(&Whole(<$t>::MIN as i128, <$t>::MAX as u128))?;
+            visitor.$visit(v)
+        }
+    )*};
+}
+
+impl<'de> de::Deserializer<'de> for Field<'_, '_> {
+    type Error = DeError;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        let raw = self.raw()?;
+        visitor.visit_str(raw)
+    }
+
+    fn deserialize_bool<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        if self.stand_in {
+            return visitor.visit_bool(false);
+        }
+        visitor.visit_bool(self.parse(&"true or false")?)
+    }
+
+    whole! {
+        deserialize_i8 visit_i8 i8;
+        deserialize_i16 visit_i16 i16;
+        deserialize_i32 visit_i32 i32;
+        deserialize_i64 visit_i64 i64;
+        deserialize_u8 visit_u8 u8;
+        deserialize_u16 visit_u16 u16;
+        deserialize_u32 visit_u32 u32;
+        deserialize_u64 visit_u64 u64;
+    }
+
+    fn deserialize_f32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.deserialize_f64(visitor)
+    }
+
+    fn deserialize_f64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        if self.stand_in {
+            return visitor.visit_f64(0.0);
+        }
+        visitor.visit_f64(self.parse(&"a number")?)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        if self.stand_in {
+            return visitor.visit_none();
+        }
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        let raw = self.raw()?;
+        let items: Vec<&str> = if raw.is_empty() {
+            Vec::new()
+        } else {
+            raw.split(',').map(str::trim).collect()
+        };
+        visitor.visit_seq(de::value::SeqDeserializer::new(items.into_iter().map(
+            |item| Field {
+                pass: self.pass,
+                name: self.name.clone(),
+                prefix: self.prefix.clone(),
+                value: Some(item.to_owned()),
+                stand_in: false,
+            },
+        )))
+    }
+
+    fn deserialize_tuple<V: Visitor<'de>>(
+        self,
+        _len: usize,
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        self.deserialize_seq(visitor)
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        if self.value.is_some() {
+            return Err(DeError::Var {
+                name: self.name.clone(),
+                problem: format!(
+                    "is a section: set its fields, such as {}",
+                    var_name(&self.prefix, fields.first().copied().unwrap_or_default())
+                ),
+                missing: false,
+            });
+        }
+        let prefix = self.prefix;
+        let present = self.pass.present(&prefix, fields);
+        let section = Section {
+            pass: self.pass,
+            prefix: &prefix,
+            fields: present.into_iter(),
+            next: None,
+        };
+        visitor.visit_map(section).map_err(|e| match e {
+            DeError::Missing(field) => DeError::Var {
+                name: var_name(&prefix, field),
+                problem: "not set".to_owned(),
+                missing: true,
+            },
+            e => e,
+        })
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        let raw = self.raw()?.to_owned();
+        visitor.visit_enum(raw.into_deserializer())
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        visitor.visit_unit()
+    }
+
+    serde::forward_to_deserialize_any! {
+        i128 u128 char str string bytes byte_buf unit unit_struct
+        tuple_struct map identifier
+    }
+}
+
+/// The fields of a section that have a variable, one by one.
+struct Section<'p, 'a, 's> {
+    pass: &'p Pass<'a>,
+    prefix: &'s str,
+    fields: std::vec::IntoIter<&'static str>,
+    next: Option<&'static str>,
+}
+
+impl<'de> de::MapAccess<'de> for Section<'_, '_, '_> {
+    type Error = DeError;
+
+    fn next_key_seed<K: de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, DeError> {
+        let Some(field) = self.fields.next() else {
+            return Ok(None);
+        };
+        self.next = Some(field);
+        seed.deserialize(de::value::BorrowedStrDeserializer::new(field))
+            .map(Some)
+    }
+
+    fn next_value_seed<V: de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, DeError> {
+        let field = self.next.take().unwrap_or_default();
+        let name = var_name(self.prefix, field);
+        seed.deserialize(Field::of(self.pass, name.clone()))
+            .map_err(|e| e.of(&name))
+    }
+}
+
+/// A list's items are fields of their own, of the list's variable.
+impl<'de, 'p, 'a> de::IntoDeserializer<'de, DeError> for Field<'p, 'a> {
+    type Deserializer = Field<'p, 'a>;
+
+    fn into_deserializer(self) -> Field<'p, 'a> {
+        self
+    }
+}

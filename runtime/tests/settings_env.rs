@@ -1,0 +1,181 @@
+//! Settings read from environment variables with `humus::app::Env`: every
+//! bad or missing variable named, by its name, of every group read, in
+//! one settings error (exit 78).
+
+use std::time::Duration;
+
+use humus::app::{Env, ErrorKind, from_env};
+
+fn names(err: &humus::app::Error) -> Vec<String> {
+    let env = err
+        .get_ref()
+        .downcast_ref::<humus::app::EnvError>()
+        .expect("an EnvError");
+    env.vars().iter().map(|v| v.name().to_owned()).collect()
+}
+
+#[test]
+fn every_bad_or_missing_variable_of_every_group_is_named_at_once() {
+    let env = Env::from_pairs([
+        ("LEDGER_BREAKER_OPEN_FOR", "soon"),
+        ("LEDGER_TIMEOUT", "2 parsecs"),
+        ("LEDGER_MAX_ATTEMPTS", "0"),
+        ("RATES_MAX_ATTEMPTS", "three"),
+        ("WALLET_ADDR", "127.0.0.1:0"),
+    ]);
+    let err = env
+        .read_all(|env| {
+            (
+                env.client("LEDGER_"),
+                env.http_client("RATES_"),
+                env.server("WALLET_"),
+            )
+        })
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Settings);
+    assert_eq!(err.exit_code(), 78);
+    assert_eq!(
+        names(&err),
+        [
+            "LEDGER_TIMEOUT",
+            "LEDGER_BREAKER_OPEN_FOR",
+            "LEDGER_ADDR",
+            "LEDGER_MAX_ATTEMPTS",
+            "RATES_MAX_ATTEMPTS",
+            "RATES_BASE_URL",
+        ]
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains(
+            r#"LEDGER_BREAKER_OPEN_FOR: "soon" is not a duration such as "2s", "250ms" or "1m30s""#
+        ),
+        "{message}"
+    );
+    assert!(message.contains("LEDGER_ADDR: not set"), "{message}");
+    assert!(message.contains("RATES_BASE_URL: not set"), "{message}");
+    assert!(
+        message
+            .contains(r#"RATES_MAX_ATTEMPTS: "three" is not a whole number from 0 to 4294967295"#),
+        "{message}"
+    );
+}
+
+#[test]
+fn good_variables_are_read_over_the_defaults_sections_by_their_fields() {
+    let env = Env::from_pairs([
+        ("LEDGER_ADDR", "ledger:50051"),
+        ("LEDGER_BREAKER_OPEN_FOR", "3s"),
+        ("LEDGER_RETRY_BUDGET_MAX_TOKENS", "20"),
+        ("LEDGER_FORWARD_SCENARIO", "true"),
+        ("RATES_BASE_URL", "http://rates:8080/v1"),
+        ("RATES_ATTEMPT_TIMEOUT", "250ms"),
+        ("OTHER_TIMEOUT", "soon"),
+    ]);
+    let (ledger, rates) = env
+        .read_all(|env| (env.client("LEDGER_"), env.http_client("RATES_")))
+        .unwrap();
+    assert_eq!(ledger.addr, "ledger:50051");
+    assert_eq!(ledger.breaker.open_for, Duration::from_secs(3));
+    assert_eq!(ledger.retry_budget.max_tokens, 20);
+    assert!(ledger.forward_scenario);
+    assert_eq!(
+        ledger.timeout,
+        humus::grpc::client::Settings::default().timeout
+    );
+    assert_eq!(rates.base_url, "http://rates:8080/v1");
+    assert_eq!(rates.attempt_timeout, Duration::from_millis(250));
+}
+
+/// A service's own struct: every field with no default that is missing is
+/// named, not only the first serde meets.
+#[derive(Debug, Default, PartialEq, serde::Deserialize)]
+struct Wallet {
+    ledger_addr: String,
+    rates_addr: String,
+    port: u16,
+    #[serde(default)]
+    verbose: bool,
+    #[serde(default, with = "humantime_serde")]
+    grace: Duration,
+    #[serde(default)]
+    regions: Vec<String>,
+    #[serde(default)]
+    limits: Limits,
+    mode: Mode,
+}
+
+#[derive(Debug, Default, PartialEq, serde::Deserialize)]
+struct Limits {
+    #[serde(default)]
+    max: u32,
+    per_user: Option<u32>,
+}
+
+#[derive(Debug, Default, PartialEq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Mode {
+    #[default]
+    Live,
+    Dry,
+}
+
+#[test]
+fn a_struct_of_the_services_own_names_each_missing_field_and_bad_value() {
+    let env = Env::from_pairs([
+        ("WALLET_VERBOSE", "yes"),
+        ("WALLET_LIMITS_MAX", "many"),
+        ("WALLET_MODE", "sometimes"),
+    ]);
+    let err = env
+        .read_all(|env| env.read::<Wallet>("WALLET_"))
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        r#"WALLET_VERBOSE: "yes" is not true or false; WALLET_LIMITS_MAX: "many" is not a whole number from 0 to 4294967295; WALLET_MODE: unknown variant `sometimes`, expected `live` or `dry`; WALLET_LEDGER_ADDR: not set; WALLET_RATES_ADDR: not set; WALLET_PORT: not set"#
+    );
+
+    let env = Env::from_pairs([
+        ("WALLET_LEDGER_ADDR", "ledger:50051"),
+        ("WALLET_RATES_ADDR", "rates:8080"),
+        ("WALLET_PORT", "8443"),
+        ("WALLET_GRACE", "1m30s"),
+        ("WALLET_REGIONS", "eu, us"),
+        ("WALLET_LIMITS_PER_USER", "7"),
+        ("WALLET_MODE", "dry"),
+    ]);
+    let wallet = env.read_all(|env| env.read::<Wallet>("WALLET_")).unwrap();
+    assert_eq!(
+        wallet,
+        Wallet {
+            ledger_addr: "ledger:50051".into(),
+            rates_addr: "rates:8080".into(),
+            port: 8443,
+            verbose: false,
+            grace: Duration::from_secs(90),
+            regions: vec!["eu".into(), "us".into()],
+            limits: Limits {
+                max: 0,
+                per_user: Some(7)
+            },
+            mode: Mode::Dry,
+        }
+    );
+}
+
+#[test]
+fn a_section_set_as_one_variable_is_named_with_the_fix() {
+    let env = Env::from_pairs([("LEDGER_ADDR", "ledger:50051"), ("LEDGER_BREAKER", "off")]);
+    let err = env.read_all(|env| env.client("LEDGER_")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "LEDGER_BREAKER: is a section: set its fields, such as LEDGER_BREAKER_WINDOW"
+    );
+}
+
+#[test]
+fn from_env_reads_the_process_environment() {
+    // A prefix no other test or process sets.
+    let err = from_env(|env| env.client("HUMUS_SETTINGS_ENV_TEST_")).unwrap_err();
+    assert_eq!(err.to_string(), "HUMUS_SETTINGS_ENV_TEST_ADDR: not set");
+}
