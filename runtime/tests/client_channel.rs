@@ -1004,3 +1004,72 @@ async fn attempt_timeout_cuts_and_retries_a_stock_clients_hanging_attempt() {
         "a listed unary attempt sends its bound; an unlisted call has no deadline"
     );
 }
+
+/// A raw server whose GetCart answers one cart, then `after` (64 MiB more
+/// of frames, or of a frame's head and part of its message), then `OK`.
+fn answer_then(host: &Host, after: fn() -> Vec<bytes::Bytes>) -> tokio::task::JoinHandle<()> {
+    use prost::Message as _;
+    h2_server(host, "carts:9090", move |_, _, respond| {
+        let first = grpc_frame(&cart("c", 1).encode_to_vec());
+        answer_grpc_frames(respond, std::iter::once(first).chain(after()));
+    })
+}
+
+const MIB: usize = 1 << 20;
+
+/// A listed unary response is bounded whatever follows its one message:
+/// a frame after it over the decoding limit (64 MiB) ends the call
+/// `ResourceExhausted`, as it ends the typed call; so do 64 frames of
+/// 1 MiB after it, once the response is longer than the limit: what the
+/// call holds stays within it.
+#[tokio::test(start_paused = true)]
+async fn a_listed_unary_response_is_bounded_whatever_the_server_sends_after_its_message() {
+    let host = Host::new();
+    let settings = || Settings {
+        addr: "carts:9090".into(),
+        ..Settings::default()
+    };
+    let server = answer_then(&host, || {
+        // The head of a 64 MiB message, then its first MiB.
+        vec![grpc_frame(&[]).slice(..1), {
+            let mut rest = u32::try_from(64 * MIB).unwrap().to_be_bytes().to_vec();
+            rest.resize(4 + MIB, 7);
+            rest.into()
+        }]
+    });
+    let client = Client::new(&setup(&host), settings()).unwrap();
+    let channel = client.channel().with_methods(carts_methods());
+    let err = get_cart(&channel, get("c")).await.unwrap_err();
+    assert_eq!(
+        (err.code(), err.message()),
+        (
+            Code::ResourceExhausted,
+            "the response message is larger than the limit: found 67108864 bytes, the limit is: 4194304 bytes"
+        ),
+        "{err:?}"
+    );
+    let typed = client
+        .unary::<_, Cart>(&GET_CART, get("c"))
+        .await
+        .unwrap_err();
+    assert_eq!((typed.code(), typed.message()), (err.code(), err.message()));
+    server.abort();
+
+    let host = Host::new();
+    let _server = answer_then(&host, || {
+        (0..64).map(|_| grpc_frame(&vec![7; MIB - 5])).collect()
+    });
+    let client = Client::new(&setup(&host), settings()).unwrap();
+    let channel = client.channel().with_methods(carts_methods());
+    let err = get_cart(&channel, get("c")).await.unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert!(
+        err.message()
+            .starts_with("the response is larger than the limit: found 4"),
+        "{err:?}"
+    );
+    assert!(
+        err.message().ends_with("the limit is: 4194304 bytes"),
+        "{err:?}"
+    );
+}

@@ -707,8 +707,26 @@ pub fn answer_http(
 
 /// Answers `respond` with a gRPC response of one `message`, status OK.
 pub fn answer_grpc<M: prost::Message>(
-    mut respond: h2::server::SendResponse<bytes::Bytes>,
+    respond: h2::server::SendResponse<bytes::Bytes>,
     message: &M,
+) {
+    answer_grpc_frames(respond, [grpc_frame(&message.encode_to_vec())]);
+}
+
+/// A gRPC frame of `message`'s bytes, uncompressed.
+pub fn grpc_frame(message: &[u8]) -> bytes::Bytes {
+    let mut frame = Vec::with_capacity(5 + message.len());
+    frame.push(0);
+    frame.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+    frame.extend_from_slice(message);
+    frame.into()
+}
+
+/// Answers `respond` with a gRPC response whose body is `chunks`, each a
+/// DATA frame, then status OK.
+pub fn answer_grpc_frames(
+    mut respond: h2::server::SendResponse<bytes::Bytes>,
+    chunks: impl IntoIterator<Item = bytes::Bytes>,
 ) {
     let response = http::Response::builder()
         .status(200)
@@ -718,12 +736,9 @@ pub fn answer_grpc<M: prost::Message>(
     let Ok(mut send) = respond.send_response(response, false) else {
         return;
     };
-    let body = message.encode_to_vec();
-    let mut frame = Vec::with_capacity(5 + body.len());
-    frame.push(0);
-    frame.extend_from_slice(&u32::try_from(body.len()).unwrap().to_be_bytes());
-    frame.extend_from_slice(&body);
-    let _ = send.send_data(frame.into(), false);
+    for chunk in chunks {
+        let _ = send.send_data(chunk, false);
+    }
     let mut trailers = http::HeaderMap::new();
     trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
     let _ = send.send_trailers(trailers);

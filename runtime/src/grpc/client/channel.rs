@@ -47,7 +47,7 @@ use super::connection::{
     ClosedFlag, closing, http_to_grpc, mapped_from_http, never_processed, transport_status,
 };
 use super::hooks::AttemptSpan;
-use super::limit::{FRAME_HEAD, Limited, message_len, read_head, too_large};
+use super::limit::{FRAME_HEAD, Frames, Limited, message_len, too_large, too_long};
 use super::stream::{End, Settle, deadline_exceeded, missing_response};
 use super::{Method, MethodPolicy, RpcKind};
 use crate::grpc::deadline::{Bound, Deadline};
@@ -298,7 +298,10 @@ fn unknown_in(path: &str, max: usize) -> &'static Method {
 /// - **A unary method**: each attempt sends the request's body again and
 ///   reads the whole response (a message of at most
 ///   [`Settings::max_decoding_message_size`](super::Settings::max_decoding_message_size)
-///   bytes, as the typed client's) before it is classified; the deadline is the
+///   bytes, as the typed client's; what a server sends after its one
+///   message counts against that limit too: the call ends
+///   `ResourceExhausted` when the whole response is longer) before it is
+///   classified; the deadline is the
 ///   typed call's ([`Settings::timeout`](super::Settings::timeout), the
 ///   request's `grpc-timeout`, the inherited one). The request's body is
 ///   kept for the retries up to [`RETRY_BUFFER`] bytes; a call with a
@@ -733,7 +736,12 @@ impl Read {
 /// HTTP status; a broken body as the connection's error. A message longer
 /// than `limit` bytes ([`Settings::max_decoding_message_size`](super::Settings::max_decoding_message_size))
 /// ends the call `ResourceExhausted` here ([`too_large`]), as the typed
-/// call's does. The bytes are kept as they came, for the caller's decoder.
+/// call's does, whether it is the first or one sent after it; so does a
+/// response whose frames together are longer than one message of `limit`
+/// bytes and its head ([`too_long`]), so what a server sends after its
+/// one message cannot make the call hold more. The bytes are kept as they
+/// came, for the caller's decoder (which decodes and drops any message
+/// after the first, as tonic's `Grpc::unary` does).
 async fn read_unary<B>(response: http::Response<B>, limit: usize) -> Result<Read, Status>
 where
     B: http_body::Body<Data = Bytes, Error = super::BoxError> + Unpin,
@@ -752,53 +760,59 @@ where
         Some(_) => true,
         None => false,
     };
-    let mut data = Chunks::default();
-    let mut len = 0usize;
-    let mut head = [0u8; FRAME_HEAD];
     // As tonic's `Grpc::unary` (`Grpc::client_streaming`): a status met
     // before the message has arrived whole carries its own metadata (a
     // trailer's), then the headers, which replace a name both carry
     // (`MetadataMap::merge`); one met after it (reading on to the
     // trailer) carries its own alone.
-    let failed = |status: Status, len: usize, head: &[u8; FRAME_HEAD]| {
+    let failed = |status: Status, whole: bool| {
         let mut status = transport_status(status);
-        if len < FRAME_HEAD || len - FRAME_HEAD < message_len(head) {
+        if !whole {
             let mut merged = std::mem::take(status.metadata_mut()).into_headers();
             merged.extend(parts.headers.clone());
             *status.metadata_mut() = MetadataMap::from_headers(merged);
         }
         status
     };
+    // Each frame's head as tonic's decoder checks it, in its words.
+    let http_status = parts.status;
+    let check = |head: &[u8; FRAME_HEAD]| match head[0] {
+        0 if message_len(head) > limit => Err(too_large(message_len(head), limit)),
+        0 => Ok(()),
+        1 => Err(Status::internal(
+            "protocol error: received message with compressed-flag but no grpc-encoding was specified",
+        )),
+        flag => Err(Status::internal(format!(
+            "protocol error: received message with invalid compression flag: {flag} (valid flags are 0 and 1) while receiving response with status: {http_status}"
+        ))),
+    };
+    let mut data = Chunks::default();
+    let mut len = 0usize;
+    let mut frames = Frames::default();
+    // Where the first frame (its head and message) ends, once its head is
+    // read. A frame after it is kept for tonic's decoder, which decodes
+    // and drops it (failing the call when it does not decode), as long
+    // as the response's frames stay within one message of `limit` bytes
+    // and its head: what a server sends after its one message cannot make
+    // the call hold more.
+    let mut end: Option<usize> = None;
+    let whole = |end: Option<usize>, len: usize| end.is_some_and(|end| len >= end);
     let mut trailer = None;
     while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
-        let frame = frame.map_err(|err| failed(Status::from_error(err), len, &head))?;
+        let frame = frame.map_err(|err| failed(Status::from_error(err), whole(end, len)))?;
         match frame.into_data() {
             Ok(chunk) => {
-                // The frame's head, as its bytes arrive.
                 let before = len;
-                read_head(&mut head, len, &chunk);
+                let mut at = 0;
+                while let Some((head, starts)) = frames.next_head(&chunk, &mut at) {
+                    if let Err(status) = check(&head) {
+                        return Err(failed(status, whole(end, before + starts)));
+                    }
+                    end.get_or_insert(FRAME_HEAD + message_len(&head));
+                }
                 len += chunk.len();
-                if before < FRAME_HEAD && len >= FRAME_HEAD {
-                    // tonic's decoder's words.
-                    if head[0] == 1 {
-                        return Err(failed(
-                            Status::internal(
-                                "protocol error: received message with compressed-flag but no grpc-encoding was specified",
-                            ),
-                            before,
-                            &head,
-                        ));
-                    }
-                    if head[0] != 0 {
-                        let message = format!(
-                            "protocol error: received message with invalid compression flag: {} (valid flags are 0 and 1) while receiving response with status: {}",
-                            head[0], parts.status
-                        );
-                        return Err(failed(Status::internal(message), before, &head));
-                    }
-                    if message_len(&head) > limit {
-                        return Err(failed(too_large(message_len(&head), limit), before, &head));
-                    }
+                if len > FRAME_HEAD + limit {
+                    return Err(failed(too_long(len, limit), whole(end, before)));
                 }
                 if !chunk.is_empty() {
                     data.push(chunk);
@@ -814,20 +828,19 @@ where
             }
         }
     }
-    // As tonic's decoder ends: a body that ends mid-message, without a
+    // As tonic's decoder ends: a body that ends mid-frame, without a
     // trailer, is a truncated stream; then the trailer's status (none
     // after an `OK` in the head); a message cut short by an `OK` trailer
     // is none.
-    let whole = len >= FRAME_HEAD && len - FRAME_HEAD >= message_len(&head);
-    if trailer.is_none() && len > 0 && !whole {
+    let whole = whole(end, len);
+    if trailer.is_none() && frames.is_mid_frame() {
         return Err(failed(
             Status::internal("Unexpected EOF decoding stream."),
-            len,
-            &head,
+            whole,
         ));
     }
     if !ok_in_head && let Err(status) = end_status(trailer.as_ref(), parts.status) {
-        return Err(failed(status, len, &head));
+        return Err(failed(status, whole));
     }
     if !whole {
         return Err(Status::internal("Missing response message."));

@@ -52,6 +52,15 @@ pub(super) fn too_large(size: usize, limit: usize) -> Status {
     ))
 }
 
+/// The status of a unary response whose frames, `len` bytes so far,
+/// are longer than one message of `limit` bytes and its head: a server
+/// that went on sending after its one message.
+pub(super) fn too_long(len: usize, limit: usize) -> Status {
+    Status::resource_exhausted(format!(
+        "the response is larger than the limit: found {len} bytes of frames for a unary call's one message, the limit is: {limit} bytes"
+    ))
+}
+
 pin_project_lite::pin_project! {
     /// A response body whose gRPC frames are checked as they arrive: the
     /// head of an uncompressed message over `limit` bytes is not handed
@@ -63,11 +72,7 @@ pin_project_lite::pin_project! {
         #[pin]
         body: B,
         limit: usize,
-        head: [u8; FRAME_HEAD],
-        // How much of the current frame's head has been read.
-        have: usize,
-        // How much of the current frame's message is still to come.
-        left: usize,
+        frames: Frames,
         // The size of a message over the limit whose head is next: the
         // body's error at the next poll.
         over: Option<usize>,
@@ -81,45 +86,71 @@ impl<B> Limited<B> {
         Limited {
             body,
             limit,
-            head: [0; FRAME_HEAD],
-            have: 0,
-            left: 0,
+            frames: Frames::default(),
             over: None,
             failed: false,
         }
     }
 }
 
-/// Reads `chunk` on from where the frames stand: the size of the first
+/// Where a body's gRPC frames stand as its chunks are read: how much of
+/// the current frame's head has been read, and how much of its message is
+/// still to come.
+#[derive(Debug, Default)]
+pub(super) struct Frames {
+    head: [u8; FRAME_HEAD],
+    have: usize,
+    left: usize,
+}
+
+impl Frames {
+    /// Reads `chunk` on from `*at` to the end of the next frame head it
+    /// completes, if any: that head, and where in `chunk` it starts (0 if
+    /// it started in an earlier chunk); `*at` is then just after it.
+    /// `None` when the rest of `chunk` completes no head (`*at` is then
+    /// its end).
+    pub(super) fn next_head(
+        &mut self,
+        chunk: &[u8],
+        at: &mut usize,
+    ) -> Option<([u8; FRAME_HEAD], usize)> {
+        while *at < chunk.len() {
+            if self.left > 0 {
+                let n = self.left.min(chunk.len() - *at);
+                self.left -= n;
+                *at += n;
+                continue;
+            }
+            let starts = at.saturating_sub(self.have);
+            let n = (FRAME_HEAD - self.have).min(chunk.len() - *at);
+            self.head[self.have..self.have + n].copy_from_slice(&chunk[*at..*at + n]);
+            self.have += n;
+            *at += n;
+            if self.have == FRAME_HEAD {
+                self.have = 0;
+                self.left = message_len(&self.head);
+                return Some((self.head, starts));
+            }
+        }
+        None
+    }
+
+    /// Whether the bytes read end within a frame (its head or its
+    /// message).
+    pub(super) fn is_mid_frame(&self) -> bool {
+        self.have > 0 || self.left > 0
+    }
+}
+
+/// Reads `chunk` on from where `frames` stand: the size of the first
 /// message over `limit` whose head it completes, if any, and where in
 /// `chunk` that head starts (0 if it started in an earlier chunk).
-fn scan(
-    chunk: &[u8],
-    limit: usize,
-    head: &mut [u8; FRAME_HEAD],
-    have: &mut usize,
-    left: &mut usize,
-) -> Option<(usize, usize)> {
+fn scan(chunk: &[u8], limit: usize, frames: &mut Frames) -> Option<(usize, usize)> {
     let mut at = 0;
-    while at < chunk.len() {
-        if *left > 0 {
-            let n = (*left).min(chunk.len() - at);
-            *left -= n;
-            at += n;
-            continue;
-        }
-        let starts = at.saturating_sub(*have);
-        let n = (FRAME_HEAD - *have).min(chunk.len() - at);
-        head[*have..*have + n].copy_from_slice(&chunk[at..at + n]);
-        *have += n;
-        at += n;
-        if *have == FRAME_HEAD {
-            *have = 0;
-            let size = message_len(head);
-            if head[0] == 0 && size > limit {
-                return Some((size, starts));
-            }
-            *left = size;
+    while let Some((head, starts)) = frames.next_head(chunk, &mut at) {
+        let size = message_len(&head);
+        if head[0] == 0 && size > limit {
+            return Some((size, starts));
         }
     }
     None
@@ -151,7 +182,7 @@ where
             None => return Poll::Ready(None),
         };
         if let Some(data) = frame.data_ref()
-            && let Some((size, starts)) = scan(data, *this.limit, this.head, this.have, this.left)
+            && let Some((size, starts)) = scan(data, *this.limit, this.frames)
         {
             if starts == 0 {
                 *this.failed = true;
@@ -181,11 +212,8 @@ mod tests {
     use super::*;
 
     fn scanned(chunks: &[&[u8]], limit: usize) -> Vec<Option<(usize, usize)>> {
-        let (mut head, mut have, mut left) = ([0; FRAME_HEAD], 0, 0);
-        chunks
-            .iter()
-            .map(|c| scan(c, limit, &mut head, &mut have, &mut left))
-            .collect()
+        let mut frames = Frames::default();
+        chunks.iter().map(|c| scan(c, limit, &mut frames)).collect()
     }
 
     #[test]
