@@ -17,6 +17,7 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`circuit`] | the circuit breaker's state machine |
+//! | `call` | (crate-private) the one attempt loop every client runs on: breaker, failure injection, attempt deadline, classify, settle, retry, wait |
 //! | [`retry`] | the retry budget, the backoff schedule and retry decisions |
 //! | [`fault`] | failure injection: scenarios, the injector, `jsonscenario` |
 //! | [`grpc`] | the gRPC client, and the server half |
@@ -55,6 +56,7 @@ pub mod http;
 pub mod retry;
 pub mod telemetry;
 
+mod call;
 mod chain;
 mod setup;
 mod tls;

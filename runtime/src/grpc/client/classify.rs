@@ -21,29 +21,8 @@ use super::MethodPolicy;
 use super::connection;
 use crate::circuit::Outcome;
 use crate::retry::Verdict;
-use crate::{circuit, retry};
 
-/// How one attempt's result counts: for retries and for the breaker.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Classification {
-    /// Whether another attempt follows.
-    pub retry: retry::Verdict,
-    /// The server's pushback: the least time to wait before the next attempt.
-    pub retry_after: Option<Duration>,
-    /// How the attempt counts in the dependency's circuit breaker.
-    pub breaker: circuit::Outcome,
-}
-
-impl Classification {
-    /// A `Stop` with no `retry_after`, counted in the breaker as `breaker`.
-    pub const fn stop(breaker: circuit::Outcome) -> Classification {
-        Classification {
-            retry: Verdict::Stop,
-            retry_after: None,
-            breaker,
-        }
-    }
-}
+pub use crate::call::Classification;
 
 /// A classify function: given the full method name (`/pkg.Service/Method`),
 /// the attempt's status (`None` for OK) and the attempt's trailer, it says

@@ -232,23 +232,7 @@ pub fn classify_attempt(
     }
 }
 
-/// How close before its deadline a dropped call still counts as ended by
-/// the deadline: 20 ms.
-///
-/// A call's future dropped at or after its deadline, such as the handler a
-/// tonic server drops at the served RPC's `grpc-timeout`, ended by the
-/// deadline, and counts as a failure; one dropped earlier was given up on
-/// by its caller, and counts nothing. Two timers decide which it is, the
-/// client's and the server's, and they do not agree to the microsecond:
-/// tokio fires timers on 1 ms ticks, and a tonic server measures the served
-/// RPC's deadline when it receives the request, before a handler (or a
-/// layer) can read the same `grpc-timeout`, so the server's timer for the
-/// same deadline may fire a tick or a few before the client's. A drop less
-/// than `DEADLINE_SLACK` before the deadline is the deadline's, so the
-/// outcome is the same whichever timer fires first. The slack covers the
-/// server's ticks and the time between its receiving the request and the
-/// handler making the call, on a loaded machine.
-pub const DEADLINE_SLACK: Duration = Duration::from_millis(20);
+pub use crate::call::DEADLINE_SLACK;
 
 /// Why a call made no further attempt: the [`Decision`] of the retry loop
 /// after its last attempt, carried as the source of the call's [`Status`](https://docs.rs/tonic/0.14/tonic/struct.Status.html)

@@ -14,10 +14,13 @@ use tokio::time::Instant;
 use super::error::Bound;
 use super::settings::{is_dot_segment, redacted};
 use super::{Error, Kind, NewError, Settings};
-use crate::circuit::Outcome;
-use crate::grpc::client::Classification;
+use std::borrow::Cow;
+
+use crate::call::Classification;
+use crate::circuit::{Outcome, Rejected};
+use crate::fault::InjectedError;
 use crate::grpc::deadline::{Deadline, Inherited};
-use crate::retry::{self, Attempted, Next, Verdict};
+use crate::retry;
 use crate::telemetry::HttpAttempt;
 use crate::{Setup, circuit, fault, telemetry};
 
@@ -430,33 +433,70 @@ impl Client {
         let inherited = Inherited::current_deadline();
         let client = self;
         // Not boxed (no allocation per call): the call's state is kept
-        // small instead (about 1.3 KB; a retry's wait and answer are boxed),
-        // and `send` adds no second copy of it.
+        // small instead (a retry's answer is boxed).
         async move {
-            client
-                .call(Some(request), options.retry, plain, cx, inherited)
-                .await
-                .map_err(|e| e.of(&client.inner.dependency))
+            require_runtime();
+            let inner = &*client.inner;
+            let result = match HttpCall::new(inner, request, options.retry, plain, cx, inherited) {
+                Ok(call) => {
+                    let mut call = crate::call::Call::new(&inner.breaker, call);
+                    match call.run().await {
+                        // A rejection of a retry: the answer of the attempt
+                        // before, which was sent.
+                        Err(e) if e.kind() == Kind::Rejected => {
+                            match call.transport_mut().previous.take() {
+                                Some(previous) => *previous,
+                                None => Err(e),
+                            }
+                        }
+                        result => result,
+                    }
+                }
+                Err(e) => Err(e),
+            };
+            result.map_err(|e| e.of(&inner.dependency))
         }
     }
+}
 
-    /// The call: `original` is `Some` (an argument apart from the local it
-    /// becomes would be a second copy of the request in the call's state).
-    async fn call(
-        &self,
-        mut original: Option<reqwest::Request>,
+/// One call of the HTTP client, the transport of the attempt loop
+/// ([`crate::call`]).
+struct HttpCall<'a> {
+    inner: &'a Inner,
+    /// The request; taken by the last attempt (a copy is sent while another
+    /// attempt may follow).
+    original: Option<reqwest::Request>,
+    cx: Context,
+    started: Instant,
+    deadline: Option<Instant>,
+    /// Which bound the call's deadline is (its timeout error names it: an
+    /// operator raises that one, not another).
+    bound: Bound,
+    method: Method,
+    /// `url.full`, only made when a span records it.
+    url_full: String,
+    /// Whether the request may be sent more than once: its method or
+    /// [`CallOptions::retry`] say so, and its body can be sent again (a
+    /// stream cannot).
+    resendable: bool,
+    plain: bool,
+    /// The answer of the attempt before a retry: what the call returns if
+    /// the breaker rejects the retry (the attempt was sent, and answered).
+    /// Boxed: only a retry makes one, and the call's state stays small.
+    previous: Option<Box<Result<reqwest::Response, Error>>>,
+}
+
+impl<'a> HttpCall<'a> {
+    /// The call of `request`, or the error of one the client refuses
+    /// ([`Kind::Request`]: its URL is not on the base URL's origin).
+    fn new(
+        inner: &'a Inner,
+        request: reqwest::Request,
         retry: Option<bool>,
         plain: bool,
         cx: Context,
         inherited: Option<Instant>,
-    ) -> Result<reqwest::Response, Error> {
-        require_runtime();
-        // A call takes a unit of the task's cooperative budget, as a tokio
-        // resource does: a loop of calls failed at once (the breaker open)
-        // still yields to the runtime.
-        tokio::task::coop::consume_budget().await;
-        let inner = &*self.inner;
-        let request = original.as_ref().expect("call is given its request");
+    ) -> Result<HttpCall<'a>, Error> {
         let url = request.url();
         // A request a RequestBuilder built is on the base URL's origin: its
         // path was checked ([`Client::request`]).
@@ -475,8 +515,6 @@ impl Client {
             ));
         }
         let started = Instant::now();
-        // The call's deadline, and which bound it is (its timeout error
-        // names it: an operator raises that one, not another).
         let (deadline, bound) = match Deadline::earliest(
             started,
             Some(inner.settings.timeout),
@@ -487,193 +525,226 @@ impl Client {
             // A timeout too long for the clock, and nothing inherited.
             None => (None, Bound::Setting(inner.settings.timeout)),
         };
-        // A deadline that has already passed (a timeout of zero, or the
-        // served RPC's deadline) leaves no time for an attempt: nothing is
-        // sent or counted, as the gRPC client does.
-        if deadline.is_some_and(|d| d <= started) {
-            return Err(Error::new(
-                Kind::Timeout,
-                "the call's deadline had passed before its first attempt: nothing was sent",
-            )
-            .bounded(bound));
-        }
         let retryable = retry.unwrap_or_else(|| is_idempotent(request.method()));
         // A body of bytes can be sent again; a stream cannot.
         let replayable = request.body().is_none_or(|b| b.as_bytes().is_some());
         let method = request.method().clone();
-        // `url.full` is only made when a span records it.
         let url_full = if inner.recorder.traces_http() {
             redacted(url)
         } else {
             String::new()
         };
-        let mut attempt = 0u32;
-        // The answer of the attempt before a retry: what the call returns if
-        // the breaker rejects the retry (the attempt was sent, and answered).
-        // Boxed: only a retry makes one, and the call's state stays small.
-        let mut previous: Option<Box<Result<reqwest::Response, Error>>> = None;
-        loop {
-            attempt += 1;
-            let ticket = match crate::telemetry::in_context(&cx, || inner.breaker.allow()) {
-                Ok(ticket) => ticket,
-                Err(rejected) => {
-                    inner.recorder.record_http_rejected(
-                        &cx,
-                        &method,
-                        &url_full,
-                        &rejected.to_string(),
-                    );
-                    inner.recorder.record_decision(retry::Decision::Stopped);
-                    return match previous {
-                        Some(result) => *result,
-                        None => Err(Error::new(Kind::Rejected, rejected)),
-                    };
-                }
-            };
-            let last = !retryable || !replayable || attempt >= inner.settings.max_attempts;
-            let span = inner
-                .recorder
-                .start_http_attempt(&cx, &method, &url_full, attempt - 1);
-            // The first attempt starts when the call does (nothing waits
-            // in between).
-            let now = if attempt == 1 {
-                started
-            } else {
-                Instant::now()
-            };
-            // Saturating: an attempt_timeout too long for the clock is no
-            // timer of the client's own.
-            let own_deadline = later(now, inner.settings.attempt_timeout);
-            let attempt_deadline = match deadline {
-                Some(d) => d.min(own_deadline),
-                None => own_deadline,
-            };
-            let call_deadline = deadline.unwrap_or(later(attempt_deadline, Duration::from_secs(1)));
-            // The attempt, inline (a future of its own would hold a second
-            // copy of the request): the fault point, the propagation
-            // headers, then reqwest.
-            let result = 'attempt: {
-                let stripped = if inner.faults.reads_scenarios() {
-                    match Box::pin(self.inject_fault(&span, attempt_deadline, call_deadline)).await
-                    {
-                        Ok(stripped) => Some(stripped),
-                        Err(e) => break 'attempt Err(e),
-                    }
-                } else {
-                    None
-                };
-                // A copy while another attempt may follow; else the request
-                // itself (a stream's body is sent once). Made after the
-                // fault point's wait, so no copy is held across it.
-                let mut request = match original
-                    .as_ref()
-                    .filter(|_| !last)
-                    .and_then(|r| if plain { copy_of(r) } else { r.try_clone() })
-                {
-                    Some(copy) => copy,
-                    None => original
-                        .take()
-                        .expect("the last attempt takes the request, and no attempt follows it"),
-                };
-                // One timer per attempt, reqwest's own, which also bounds
-                // reading the body of the response returned: the reqwest
-                // client's (attempt_timeout from when it sends) when the
-                // attempt has all of it, else the attempt's time left.
-                if stripped.is_some()
-                    || request.timeout().is_some()
-                    || attempt_deadline < own_deadline
-                {
-                    *request.timeout_mut() =
-                        Some(attempt_deadline.saturating_duration_since(Instant::now()));
-                }
-                span.inject(stripped.flatten().as_ref(), request.headers_mut());
-                // The request's own `baggage` header, whatever the
-                // propagator writes: stripped as a server strips it.
-                if !inner.settings.forward_scenario
-                    && let Some(stripped) = inner.faults.strip_headers(request.headers_mut())
-                {
-                    stripped.record(&span.context().span());
-                }
-                inner
-                    .http
-                    .execute(request)
-                    .await
-                    .map_err(|e| reqwest_error(e, attempt_deadline, call_deadline))
-            };
-            match &result {
-                Ok(response) => span.end_response(response.status().as_u16()),
-                Err(e) => span.end_error(e.error_type(), &e.to_string()),
-            }
-            let now = Instant::now();
-            let deadline_passed = deadline.is_some_and(|d| now >= d);
-            let mut c = match &result {
-                Err(_) if deadline_passed => Classification::stop(Outcome::Failure),
-                result => inner.settings.classify.classify(&method, result.as_ref()),
-            };
-            if c.retry == Verdict::Retry && !(retryable && replayable) {
-                c.retry = Verdict::Stop;
-                c.retry_after = None;
-            }
-            crate::telemetry::in_context(&cx, || ticket.done(c.breaker));
-            inner.recorder.record_call(c.breaker);
-            let next = retry::decide(
-                &inner.budget,
-                &Attempted {
-                    verdict: c.retry,
-                    retry_after: c.retry_after,
-                    attempt,
-                    max_attempts: inner.settings.max_attempts,
-                    backoff: if c.retry == Verdict::Retry {
-                        inner.backoff.backoff(attempt)
-                    } else {
-                        Duration::ZERO
-                    },
-                    backoff_max: inner.settings.backoff_max,
-                    now,
-                    deadline,
-                },
-            );
-            inner.recorder.record_decision(next.decision());
-            match next {
-                Next::Retry { after } => {
-                    previous = Some(Box::new(
-                        result.map_err(|e| finish(e, deadline_passed, bound)),
-                    ));
-                    // Boxed: only a retry waits, and the call's state stays
-                    // small.
-                    Box::pin(tokio::time::sleep(after)).await;
-                }
-                _ => return result.map_err(|e| finish(e, deadline_passed, bound)),
-            }
+        Ok(HttpCall {
+            inner,
+            original: Some(request),
+            cx,
+            started,
+            deadline,
+            bound,
+            method,
+            url_full,
+            resendable: retryable && replayable,
+            plain,
+            previous: None,
+        })
+    }
+}
+
+impl crate::call::Transport for HttpCall<'_> {
+    type Output = reqwest::Response;
+    type Error = Error;
+    type Span = HttpAttempt;
+    type Prepared = reqwest::Request;
+
+    /// reqwest's own timer bounds each attempt ([`Transport::send`]).
+    const TIMES_ATTEMPTS: bool = false;
+
+    fn core(&self) -> crate::call::Core<'_> {
+        let inner = self.inner;
+        crate::call::Core {
+            budget: &inner.budget,
+            backoff: &inner.backoff,
+            recorder: &inner.recorder,
+            faults: &inner.faults,
+            max_attempts: inner.settings.max_attempts,
+            backoff_max: inner.settings.backoff_max,
         }
     }
 
-    /// The fault point, evaluated in the attempt's context and carried out
-    /// within `attempt_deadline`; then the context to send (the scenario
-    /// stripped), or `None` to send the attempt's own.
-    async fn inject_fault(
-        &self,
-        span: &HttpAttempt,
-        attempt_deadline: Instant,
-        deadline: Instant,
-    ) -> Result<Option<Context>, Error> {
-        let inner = &*self.inner;
-        let fault = inner.faults.eval(span.context(), &inner.point);
-        if let Err(injected) = fault
-            .inject(inner.point.clone(), Some(attempt_deadline))
-            .await
+    fn context(&self) -> &Context {
+        &self.cx
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    fn started(&self) -> Option<Instant> {
+        Some(self.started)
+    }
+
+    fn attempt_timeout(&self) -> Option<Duration> {
+        Some(self.inner.settings.attempt_timeout)
+    }
+
+    fn point(&self) -> Cow<'static, str> {
+        Cow::Owned(self.inner.point.clone())
+    }
+
+    fn start(&self, attempt: u32) -> HttpAttempt {
+        self.inner
+            .recorder
+            .start_http_attempt(&self.cx, &self.method, &self.url_full, attempt - 1)
+    }
+
+    fn span_context(span: &HttpAttempt) -> &Context {
+        span.context()
+    }
+
+    fn end(&self, span: HttpAttempt, result: Result<&reqwest::Response, &Error>) {
+        match result {
+            Ok(response) => span.end_response(response.status().as_u16()),
+            Err(e) => span.end_error(e.error_type(), &e.to_string()),
+        }
+    }
+
+    /// A copy of the request while another attempt may follow; else the
+    /// request itself (a stream's body is sent once).
+    fn prepare(&mut self, attempt: crate::call::Attempt) -> reqwest::Request {
+        let last = !self.resendable || attempt.n >= self.inner.settings.max_attempts;
+        let plain = self.plain;
+        match self
+            .original
+            .as_ref()
+            .filter(|_| !last)
+            .and_then(|r| if plain { copy_of(r) } else { r.try_clone() })
         {
-            return Err(match injected.cause() {
-                None => Error::new(Kind::Transport, injected),
-                Some(_) if attempt_deadline >= deadline => Error::new(Kind::Timeout, injected),
-                Some(_) => Error::new(Kind::AttemptTimeout, injected),
-            });
+            Some(copy) => copy,
+            None => self
+                .original
+                .take()
+                .expect("the last attempt takes the request, and no attempt follows it"),
         }
-        if inner.settings.forward_scenario {
-            Ok(None)
+    }
+
+    /// The attempt: the propagation headers (the scenario stripped unless
+    /// `forward_scenario`), then reqwest, whose one timer per attempt also
+    /// bounds reading the body of the response returned: the reqwest
+    /// client's (`attempt_timeout` from when it sends) when the attempt has
+    /// all of it, else the attempt's time left.
+    fn send<'s>(
+        &'s self,
+        attempt: crate::call::Attempt,
+        mut request: reqwest::Request,
+        span: &'s mut HttpAttempt,
+    ) -> impl Future<Output = Result<reqwest::Response, Error>> + Send + 's {
+        let inner = self.inner;
+        let injecting = inner.faults.reads_scenarios();
+        let stripped = if injecting && !inner.settings.forward_scenario {
+            inner.faults.strip(span.context())
         } else {
-            Ok(inner.faults.strip(span.context()))
+            None
+        };
+        // Saturating: an attempt_timeout too long for the clock is no
+        // timer of the client's own.
+        let now = Instant::now();
+        let bound = attempt
+            .bound
+            .unwrap_or_else(|| later(now, inner.settings.attempt_timeout));
+        // An injected delay took some of the attempt's time.
+        if injecting || request.timeout().is_some() || !attempt.own {
+            *request.timeout_mut() = Some(bound.saturating_duration_since(now));
         }
+        span.inject(stripped.as_ref(), request.headers_mut());
+        // The request's own `baggage` header, whatever the propagator
+        // writes: stripped as a server strips it.
+        if !inner.settings.forward_scenario
+            && let Some(stripped) = inner.faults.strip_headers(request.headers_mut())
+        {
+            stripped.record(&span.context().span());
+        }
+        let own = attempt.own;
+        async move {
+            inner
+                .http
+                .execute(request)
+                .await
+                .map_err(|e| reqwest_error(e, bound, own))
+        }
+    }
+
+    fn classify(
+        &self,
+        result: Result<&reqwest::Response, &Error>,
+        deadline_passed: bool,
+    ) -> Classification {
+        match result {
+            Err(_) if deadline_passed => Classification::stop(Outcome::Failure),
+            result => self.inner.settings.classify.classify(&self.method, result),
+        }
+    }
+
+    fn is_resendable(&self) -> bool {
+        self.resendable
+    }
+
+    fn retrying(&mut self, result: Result<reqwest::Response, Error>, deadline_passed: bool) {
+        self.previous = Some(Box::new(
+            result.map_err(|e| finish(e, deadline_passed, self.bound)),
+        ));
+    }
+
+    fn finish(
+        &self,
+        result: Result<reqwest::Response, Error>,
+        _decision: retry::Decision,
+        deadline_passed: bool,
+    ) -> Result<reqwest::Response, Error> {
+        result.map_err(|e| finish(e, deadline_passed, self.bound))
+    }
+
+    fn rejected(&self, _attempt: u32, rejected: Rejected) -> Error {
+        self.inner.recorder.record_http_rejected(
+            &self.cx,
+            &self.method,
+            &self.url_full,
+            &rejected.to_string(),
+        );
+        Error::new(Kind::Rejected, rejected)
+    }
+
+    /// A deadline that has already passed (a timeout of zero, or the
+    /// served RPC's deadline) leaves no time for an attempt: nothing is
+    /// sent or counted, as the gRPC client does.
+    fn expired(&self) -> Error {
+        Error::new(
+            Kind::Timeout,
+            "the call's deadline had passed before its first attempt: nothing was sent",
+        )
+        .bounded(self.bound)
+    }
+
+    fn deadline_exceeded(&self) -> Error {
+        Error::bare(Kind::Timeout).bounded(self.bound)
+    }
+
+    fn attempt_timed_out(&self, _after: Duration, injected: Option<InjectedError>) -> Error {
+        match injected {
+            Some(injected) => Error::new(Kind::AttemptTimeout, injected),
+            None => Error::bare(Kind::AttemptTimeout),
+        }
+    }
+
+    fn injected(&self, injected: InjectedError) -> Error {
+        match injected.cause() {
+            None => Error::new(Kind::Transport, injected),
+            Some(_) => Error::new(Kind::Timeout, injected),
+        }
+    }
+
+    /// The HTTP client is never closed; a transport error if it were.
+    fn closing(&self) -> Error {
+        Error::bare(Kind::Transport)
     }
 }
 
@@ -865,14 +936,14 @@ fn copy_of(request: &reqwest::Request) -> Option<reqwest::Request> {
 }
 
 /// The error of an attempt reqwest failed: a timeout once the attempt's
-/// time is up (the call's own once its deadline is the attempt's), else a
-/// transport error.
-fn reqwest_error(e: reqwest::Error, attempt_deadline: Instant, deadline: Instant) -> Error {
-    if e.is_timeout() && Instant::now() >= attempt_deadline {
-        if attempt_deadline >= deadline {
-            return Error::new(Kind::Timeout, e);
+/// time (`bound`) is up, its own (`own`) or the call's, else a transport
+/// error.
+fn reqwest_error(e: reqwest::Error, bound: Instant, own: bool) -> Error {
+    if e.is_timeout() && Instant::now() >= bound {
+        if own {
+            return Error::new(Kind::AttemptTimeout, e);
         }
-        return Error::new(Kind::AttemptTimeout, e);
+        return Error::new(Kind::Timeout, e);
     }
     Error::new(Kind::Transport, e)
 }
