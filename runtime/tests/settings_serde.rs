@@ -625,3 +625,70 @@ fn connect_backoff_max_is_read_and_checked() {
     let err = Client::new(&Setup::new(), zero).unwrap_err();
     assert_eq!(err.fields().collect::<Vec<_>>(), ["connect_backoff_max"]);
 }
+
+/// Every duration of the clients' settings, and failure injection's
+/// `max_delay`, is at most 365 days: a longer one (a typo, or past what
+/// the clock counts) is refused by name, as the breaker's are.
+#[test]
+fn every_duration_setting_is_at_most_365_days() {
+    use humus::app::check_http_client;
+    use humus::http::client as http_client;
+    let year = "365days";
+    let past = "366days";
+    let fields = ["timeout", "attempt_timeout", "backoff_base", "backoff_max"];
+    let with = |first: &str, value: &str, also: &[&str]| {
+        let durations: Vec<String> = fields
+            .iter()
+            .chain(also)
+            .map(|f| format!(r#""{f}": "{value}""#))
+            .collect();
+        format!("{{{first}, {}}}", durations.join(", "))
+    };
+
+    let grpc = |value| -> client::Settings {
+        json(&with(
+            r#""addr": "carts:9090""#,
+            value,
+            &["connect_backoff_max"],
+        ))
+        .unwrap()
+    };
+    app::check_client(&grpc(year)).unwrap();
+    let err = app::check_client(&grpc(past)).unwrap_err();
+    let text = err.to_string();
+    for field in fields.iter().chain(&["connect_backoff_max"]) {
+        assert!(
+            text.contains(&format!("{field} is 1year 18h, want at most 365 days")),
+            "{field}: {text}"
+        );
+    }
+    let err = Client::new(&Setup::new(), grpc(past)).unwrap_err();
+    assert_eq!(
+        err.fields().collect::<Vec<_>>(),
+        [
+            "timeout",
+            "attempt_timeout",
+            "backoff_base",
+            "backoff_max",
+            "connect_backoff_max"
+        ]
+    );
+
+    let http = |value| -> http_client::Settings {
+        json(&with(r#""base_url": "http://rates:8080""#, value, &[])).unwrap()
+    };
+    check_http_client(&http(year)).unwrap();
+    let err = http_client::Client::new(&Setup::new(), http(past)).unwrap_err();
+    assert_eq!(err.fields().collect::<Vec<_>>(), fields);
+
+    let a_year = Duration::from_secs(365 * 24 * 3600);
+    humus::fault::check_max_delay(a_year).unwrap();
+    let err = humus::fault::check_max_delay(a_year + Duration::from_secs(24 * 3600)).unwrap_err();
+    assert_eq!(err.to_string(), "is 1year 18h, want at most 365 days");
+    assert_eq!(
+        humus::fault::check_max_delay(Duration::MAX)
+            .unwrap_err()
+            .value(),
+        Duration::MAX
+    );
+}

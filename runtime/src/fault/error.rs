@@ -181,17 +181,26 @@ impl Fault {
         canceled: impl Future<Output = ()>,
     ) -> Result<(), InjectedError> {
         if !self.delay.is_zero() {
-            let end = Instant::now() + self.delay;
-            let (until, cut) = match deadline {
-                Some(d) if d <= end => (d, Some(Cause::DeadlineExceeded)),
-                _ => (end, None),
+            // A delay past what the clock counts ends at no instant: it
+            // waits for the deadline, or for good.
+            let end = Instant::now().checked_add(self.delay);
+            let (until, cut) = match (deadline, end) {
+                (Some(d), Some(end)) if d > end => (Some(end), None),
+                (Some(d), _) => (Some(d), Some(Cause::DeadlineExceeded)),
+                (None, end) => (end, None),
+            };
+            let waited = async {
+                match until {
+                    Some(until) => tokio::time::sleep_until(until).await,
+                    None => std::future::pending().await,
+                }
             };
             tokio::select! {
                 biased;
                 () = canceled => {
                     return Err(InjectedError::cut_short(point, Cause::Canceled));
                 }
-                () = tokio::time::sleep_until(until) => {}
+                () = waited => {}
             }
             if let Some(cause) = cut {
                 return Err(InjectedError::cut_short(point, cause));
@@ -299,6 +308,32 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.cause(), Some(Cause::DeadlineExceeded));
         assert_eq!(start.elapsed(), Duration::ZERO);
+    }
+
+    /// A delay past what the clock counts (a fault built by hand, not
+    /// clamped by an injector's `max_delay`) is no panic: it waits for
+    /// the deadline, or until canceled.
+    #[tokio::test(start_paused = true)]
+    async fn a_delay_past_what_the_clock_counts_waits_for_the_deadline_or_a_cancel() {
+        let endless = Fault {
+            delay: Duration::MAX,
+            abort: false,
+        };
+        let start = Instant::now();
+        let err = endless
+            .inject(POINT, Some(start + Duration::from_secs(5)))
+            .await
+            .unwrap_err();
+        assert_eq!(err.cause(), Some(Cause::DeadlineExceeded));
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
+        let start = Instant::now();
+        let canceled = tokio::time::sleep(Duration::from_secs(7));
+        let err = endless
+            .inject_until(POINT, None, canceled)
+            .await
+            .unwrap_err();
+        assert_eq!(err.cause(), Some(Cause::Canceled));
+        assert_eq!(start.elapsed(), Duration::from_secs(7));
     }
 
     #[tokio::test(start_paused = true)]

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Decoder;
+use crate::grpc::client::longer_than_a_year;
 
 /// The default of [`Settings::max_delay`]: 10 seconds.
 pub const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(10);
@@ -27,8 +28,8 @@ pub struct Settings {
     /// clamped to it, so services with different maximums still agree on
     /// the rest of a scenario. The operator's knob.
     ///
-    /// Default: [`DEFAULT_MAX_DELAY`] (10s). Valid: positive; see
-    /// [`check_max_delay`].
+    /// Default: [`DEFAULT_MAX_DELAY`] (10s). Valid: positive, and at most
+    /// 365 days; see [`check_max_delay`].
     pub max_delay: Duration,
 }
 
@@ -56,21 +57,34 @@ impl Settings {
 ///
 /// # Errors
 ///
-/// [`InvalidMaxDelay`] when `max_delay` is zero (it must be positive).
+/// [`InvalidMaxDelay`] when `max_delay` is zero (it must be positive), or
+/// more than 365 days (a delay that long is a typo, and past what the
+/// clock can count).
 pub fn check_max_delay(max_delay: Duration) -> Result<(), InvalidMaxDelay> {
-    if max_delay.is_zero() {
+    if max_delay.is_zero() || longer_than_a_year(max_delay).is_some() {
         Err(InvalidMaxDelay { value: max_delay })
     } else {
         Ok(())
     }
 }
 
-/// Why [`check_max_delay`] rejected a value: it is not positive.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("must be positive, got {value:?}")]
+/// Why [`check_max_delay`] rejected a value: it is not positive, or it is
+/// more than 365 days.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InvalidMaxDelay {
     value: Duration,
 }
+
+impl fmt::Display for InvalidMaxDelay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match longer_than_a_year(self.value) {
+            Some(why) => f.write_str(&why),
+            None => write!(f, "must be positive, got {:?}", self.value),
+        }
+    }
+}
+
+impl std::error::Error for InvalidMaxDelay {}
 
 impl InvalidMaxDelay {
     /// The rejected value.

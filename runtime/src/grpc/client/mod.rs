@@ -179,7 +179,10 @@ mod layer;
 mod limit;
 mod method;
 mod settings;
-pub(crate) use settings::{BreakerSection, BudgetSection, breaker_of, budget_of, section_checks};
+pub(crate) use settings::{
+    BreakerSection, BudgetSection, LONGEST_SETTING, breaker_of, budget_of, longer_than_a_year,
+    section_checks,
+};
 mod stream;
 mod unary;
 

@@ -671,25 +671,52 @@ fn check_tls_host(addr: &str) -> Result<(), InvalidValue> {
     Ok(())
 }
 
-fn positive(d: Duration) -> Result<(), InvalidValue> {
+/// The longest duration a humus setting takes where no tighter bound
+/// applies (a timeout, a backoff, a breaker's period, a server's
+/// connection age, failure injection's `max_delay`): 365 days. A longer
+/// one is a typo (`300000000000y`), and one past what the clock can count
+/// would overflow the deadline computed from it.
+pub(crate) const LONGEST_SETTING: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// What is wrong with `d` when it is longer than [`LONGEST_SETTING`]
+/// (`is 400days, want at most 365 days`), for each check to word as its
+/// error.
+pub(crate) fn longer_than_a_year(d: Duration) -> Option<String> {
+    (d > LONGEST_SETTING).then(|| {
+        format!(
+            "is {}, want at most 365 days",
+            humantime_serde::re::humantime::format_duration(d)
+        )
+    })
+}
+
+/// More than zero and at most [`LONGEST_SETTING`].
+fn positive_within_a_year(d: Duration) -> Result<(), InvalidValue> {
     if d.is_zero() {
-        Err(InvalidValue::new("is zero, want a duration more than zero"))
-    } else {
-        Ok(())
+        return Err(InvalidValue::new("is zero, want a duration more than zero"));
+    }
+    at_most_a_year(d)
+}
+
+/// At most [`LONGEST_SETTING`].
+fn at_most_a_year(d: Duration) -> Result<(), InvalidValue> {
+    match longer_than_a_year(d) {
+        Some(why) => Err(InvalidValue::new(why)),
+        None => Ok(()),
     }
 }
 
-/// Checks a unary call's timeout: more than zero.
+/// Checks a unary call's timeout: more than zero, and at most 365 days.
 ///
 /// # Errors
 ///
-/// [`InvalidValue`] for zero.
+/// [`InvalidValue`] for zero, or for more than 365 days.
 pub fn check_timeout(timeout: Duration) -> Result<(), InvalidValue> {
-    positive(timeout)
+    positive_within_a_year(timeout)
 }
 
 /// Checks an attempt's timeout ([`Settings::attempt_timeout`], when set):
-/// more than zero.
+/// more than zero, and at most 365 days.
 ///
 /// ```
 /// use std::time::Duration;
@@ -703,14 +730,14 @@ pub fn check_timeout(timeout: Duration) -> Result<(), InvalidValue> {
 ///
 /// # Errors
 ///
-/// [`InvalidValue`] for zero.
+/// [`InvalidValue`] for zero, or for more than 365 days.
 pub fn check_attempt_timeout(attempt_timeout: Duration) -> Result<(), InvalidValue> {
     if attempt_timeout.is_zero() {
         Err(InvalidValue::new(
             "is zero, want a duration more than zero (leave it unset for no timeout of its own)",
         ))
     } else {
-        Ok(())
+        at_most_a_year(attempt_timeout)
     }
 }
 
@@ -830,24 +857,6 @@ pub fn check_probes(probes: usize) -> Result<(), InvalidValue> {
     count(probes, "probes")
 }
 
-/// The longest [`check_open_for`] and [`check_probe_timeout`] take: 365
-/// days, as the server's longest connection age. A longer period is a
-/// typo (`300000000000y`), and one past what the clock can count would
-/// leave the breaker open for good.
-const LONGEST_BREAKER_PERIOD: Duration = Duration::from_secs(365 * 24 * 3600);
-
-/// More than zero and at most [`LONGEST_BREAKER_PERIOD`].
-fn breaker_period(d: Duration) -> Result<(), InvalidValue> {
-    positive(d)?;
-    if d > LONGEST_BREAKER_PERIOD {
-        return Err(InvalidValue::new(format!(
-            "is {}, want at most 365 days",
-            humantime_serde::re::humantime::format_duration(d)
-        )));
-    }
-    Ok(())
-}
-
 /// Checks how long the breaker stays open ([`circuit::Config::open_for`]):
 /// more than zero, and at most 365 days.
 ///
@@ -855,7 +864,7 @@ fn breaker_period(d: Duration) -> Result<(), InvalidValue> {
 ///
 /// [`InvalidValue`] for zero, or for more than 365 days.
 pub fn check_open_for(open_for: Duration) -> Result<(), InvalidValue> {
-    breaker_period(open_for)
+    positive_within_a_year(open_for)
 }
 
 /// Checks how long a probe holds its slot
@@ -866,30 +875,32 @@ pub fn check_open_for(open_for: Duration) -> Result<(), InvalidValue> {
 ///
 /// [`InvalidValue`] for zero, or for more than 365 days.
 pub fn check_probe_timeout(probe_timeout: Duration) -> Result<(), InvalidValue> {
-    breaker_period(probe_timeout)
+    positive_within_a_year(probe_timeout)
 }
 
-/// Checks the backoff's base: more than zero.
+/// Checks the backoff's base: more than zero, and at most 365 days.
 ///
 /// # Errors
 ///
-/// [`InvalidValue`] for zero.
+/// [`InvalidValue`] for zero, or for more than 365 days.
 pub fn check_backoff_base(base: Duration) -> Result<(), InvalidValue> {
-    positive(base)
+    positive_within_a_year(base)
 }
 
-/// Checks the backoff's ceiling: more than zero. Whether it is at least the
-/// base takes both fields, which [`Client::new`](super::Client::new) checks.
+/// Checks the backoff's ceiling: more than zero, and at most 365 days.
+/// Whether it is at least the base takes both fields, which
+/// [`Client::new`](super::Client::new) checks.
 ///
 /// # Errors
 ///
-/// [`InvalidValue`] for zero.
+/// [`InvalidValue`] for zero, or for more than 365 days.
 pub fn check_backoff_max(max: Duration) -> Result<(), InvalidValue> {
-    positive(max)
+    positive_within_a_year(max)
 }
 
 /// Checks the ceiling of the connection's backoff
-/// ([`Settings::connect_backoff_max`]): more than zero.
+/// ([`Settings::connect_backoff_max`]): more than zero, and at most 365
+/// days.
 ///
 /// ```
 /// use std::time::Duration;
@@ -903,9 +914,9 @@ pub fn check_backoff_max(max: Duration) -> Result<(), InvalidValue> {
 ///
 /// # Errors
 ///
-/// [`InvalidValue`] for zero.
+/// [`InvalidValue`] for zero, or for more than 365 days.
 pub fn check_connect_backoff_max(max: Duration) -> Result<(), InvalidValue> {
-    positive(max)
+    positive_within_a_year(max)
 }
 
 /// Why [`Client::new`](super::Client::new) refused its settings: every bad

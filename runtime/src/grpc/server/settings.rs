@@ -297,7 +297,7 @@ pub fn check_tls(config: &rustls::ServerConfig) -> Result<(), InvalidValue> {
 /// The longest [`Settings::max_connection_age`] [`check_max_connection_age`]
 /// takes: 365 days. A longer age is no age in practice; leave it unset
 /// instead.
-pub const MAX_CONNECTION_AGE_LIMIT: Duration = Duration::from_secs(365 * 24 * 3600);
+pub const MAX_CONNECTION_AGE_LIMIT: Duration = crate::grpc::client::LONGEST_SETTING;
 
 /// Checks a maximum connection age: more than zero and at most
 /// [`MAX_CONNECTION_AGE_LIMIT`] (365 days), when set.
@@ -312,11 +312,11 @@ pub fn check_max_connection_age(age: Option<Duration>) -> Result<(), InvalidValu
         Some(d) if d.is_zero() => Err(InvalidValue::new(
             "is zero, want a duration more than zero (or none, for no age)",
         )),
-        Some(d) if d > MAX_CONNECTION_AGE_LIMIT => Err(InvalidValue::new(format!(
-            "is {}, want at most 365 days (or none, for no age)",
-            humantime_serde::re::humantime::format_duration(d)
-        ))),
-        _ => Ok(()),
+        Some(d) => match crate::grpc::client::longer_than_a_year(d) {
+            Some(why) => Err(InvalidValue::new(format!("{why} (or none, for no age)"))),
+            None => Ok(()),
+        },
+        None => Ok(()),
     }
 }
 

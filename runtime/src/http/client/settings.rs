@@ -452,11 +452,11 @@ pub(super) fn redacted(url: &Url) -> String {
     url.into()
 }
 
-/// Checks an attempt's timeout: more than zero.
+/// Checks an attempt's timeout: more than zero, and at most 365 days.
 ///
 /// # Errors
 ///
-/// [`InvalidValue`] for zero.
+/// [`InvalidValue`] for zero, or for more than 365 days.
 pub fn check_attempt_timeout(attempt_timeout: Duration) -> Result<(), InvalidValue> {
     check_timeout(attempt_timeout)
 }
