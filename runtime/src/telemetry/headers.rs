@@ -16,14 +16,21 @@ pub struct HeaderInjector<'a>(pub &'a mut HeaderMap);
 
 impl Injector for HeaderInjector<'_> {
     fn set(&mut self, key: &str, value: String) {
-        let Ok(name) = HeaderName::from_bytes(key.as_bytes()) else {
-            return;
-        };
-        let Ok(value) = HeaderValue::try_from(value) else {
-            return;
-        };
-        self.0.insert(name, value);
+        if let Some((name, value)) = header_field(key, value) {
+            self.0.insert(name, value);
+        }
     }
+}
+
+/// A propagator's field as a header: `None` when its name is not a valid
+/// header name or its value not a valid header value (a control
+/// character, a line break). Every carrier skips such a field, so what it
+/// writes reads back the same through HTTP headers, gRPC metadata and
+/// message headers alike.
+pub(crate) fn header_field(key: &str, value: String) -> Option<(HeaderName, HeaderValue)> {
+    let name = HeaderName::from_bytes(key.as_bytes()).ok()?;
+    let value = HeaderValue::try_from(value).ok()?;
+    Some((name, value))
 }
 
 /// Reads a propagator's fields from HTTP headers, as a server extracts its

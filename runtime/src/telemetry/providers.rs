@@ -15,6 +15,17 @@ use opentelemetry::{InstrumentationScope, metrics::noop::NoopMeterProvider};
 use super::client::Kit;
 use super::logs::{BoxedLogger, ObjectSafeLoggerProvider};
 
+/// What [`Telemetry::inbound`] builds.
+pub(crate) struct Inbound {
+    pub(crate) tracer: Option<BoxedTracer>,
+    /// Whether `tracer` is the no-op provider's: its span would have the
+    /// parent's context and record nothing, so none is started for a
+    /// request with no valid span in its context (it would have an
+    /// invalid one).
+    pub(crate) noop_tracer: bool,
+    pub(crate) duration: Option<opentelemetry::metrics::Histogram<f64>>,
+}
+
 /// The tracer, meter and logger providers and the propagator that a
 /// [`Setup`](crate::Setup) records with ([design](crate::design::client#telemetry)).
 ///
@@ -153,6 +164,38 @@ impl Telemetry {
     /// [`NoopMeterProvider`], whose instruments record nothing.
     pub(crate) fn is_noop_meter_provider(&self) -> bool {
         self.inner.noop_meter_provider
+    }
+
+    /// What a server-side instrumentation (a server's, a consumer's)
+    /// records with, in the scope `scope`: its tracer, `None` without a
+    /// tracer provider, and its duration histogram `duration` (seconds,
+    /// described by `description`), `None` without a meter provider or
+    /// with the no-op one (whose instruments record nothing).
+    pub(crate) fn inbound(
+        &self,
+        scope: &'static str,
+        duration: &'static str,
+        description: &'static str,
+    ) -> Inbound {
+        let scope = || {
+            InstrumentationScope::builder(scope)
+                .with_version(env!("CARGO_PKG_VERSION"))
+                .build()
+        };
+        let tracer = self.has_tracer_provider().then(|| self.tracer(scope()));
+        let duration = (self.has_meter_provider() && !self.is_noop_meter_provider()).then(|| {
+            self.meter(scope())
+                .f64_histogram(duration)
+                .with_unit("s")
+                .with_description(description)
+                .with_boundaries(super::DURATION_BOUNDARIES.to_vec())
+                .build()
+        });
+        Inbound {
+            tracer,
+            noop_tracer: self.is_noop_tracer_provider(),
+            duration,
+        }
     }
 
     /// The same propagator as [`propagator`](Self::propagator), as a shared

@@ -25,7 +25,7 @@ use http_body::{Body, Frame, SizeHint};
 use opentelemetry::global::BoxedTracer;
 use opentelemetry::metrics::Histogram;
 use opentelemetry::trace::{Span as _, SpanKind, Status as SpanStatus, TraceContextExt, Tracer};
-use opentelemetry::{Context, InstrumentationScope, KeyValue};
+use opentelemetry::{Context, KeyValue};
 use tokio::time::{Instant, Sleep};
 use tonic::Code;
 use tower_service::Service;
@@ -63,33 +63,20 @@ impl RpcShared {
         strip: Shared,
         services: Vec<&'static str>,
     ) -> RpcShared {
-        let scope = || {
-            InstrumentationScope::builder(RPC_SERVER_SCOPE)
-                .with_version(env!("CARGO_PKG_VERSION"))
-                .build()
-        };
-        let tracer = telemetry
-            .has_tracer_provider()
-            .then(|| telemetry.tracer(scope()));
-        let duration = (telemetry.has_meter_provider() && !telemetry.is_noop_meter_provider())
-            .then(|| {
-                telemetry
-                    .meter(scope())
-                    .f64_histogram(RPC_SERVER_CALL_DURATION)
-                    .with_unit("s")
-                    .with_description("Measures the duration of inbound remote procedure calls.")
-                    .with_boundaries(crate::telemetry::DURATION_BOUNDARIES.to_vec())
-                    .build()
-            });
+        let inbound = telemetry.inbound(
+            RPC_SERVER_SCOPE,
+            RPC_SERVER_CALL_DURATION,
+            "Measures the duration of inbound remote procedure calls.",
+        );
         // A name with a slash is never a served service's (the method's
         // service is what comes before its path's first slash).
         let mut services = services;
         services.retain(|s| !s.contains('/'));
         RpcShared {
             strip,
-            tracer,
-            noop_tracer: telemetry.is_noop_tracer_provider(),
-            duration,
+            tracer: inbound.tracer,
+            noop_tracer: inbound.noop_tracer,
+            duration: inbound.duration,
             services,
         }
     }

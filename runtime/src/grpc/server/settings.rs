@@ -383,16 +383,34 @@ pub fn check_grace(grace: Duration) -> Result<(), InvalidValue> {
 }
 
 /// Why [`Server::new`](super::Server::new) refused its settings: every bad
-/// field, each with what is wrong with it.
+/// field, each with what is wrong with it. The RabbitMQ consumer's
+/// settings are refused with it too (feature `rabbitmq`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SettingsError {
-    // The server's address as set, which names the server in the message
-    // (unless it is itself empty).
+    // What the settings are of: "server", "rabbitmq consumer".
+    of: &'static str,
+    // What names the server in the message, its address as set (unless
+    // it is itself empty).
     addr: String,
     problems: Vec<(&'static str, String)>,
 }
 
 impl SettingsError {
+    /// The error of the settings of `of` (`"rabbitmq consumer"`), named
+    /// `name` in the message (unless empty), with each bad field and what
+    /// is wrong with it; `None` when there is none.
+    pub(crate) fn of(
+        of: &'static str,
+        name: String,
+        problems: Vec<(&'static str, String)>,
+    ) -> Option<SettingsError> {
+        (!problems.is_empty()).then_some(SettingsError {
+            of,
+            addr: name,
+            problems,
+        })
+    }
+
     /// The names of the bad fields, in declaration order (`"addr"`,
     /// `"max_connection_age"`, ...).
     pub fn fields(&self) -> impl Iterator<Item = &'static str> + '_ {
@@ -409,9 +427,9 @@ impl SettingsError {
 impl fmt::Display for SettingsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.addr.is_empty() {
-            f.write_str("invalid server settings: ")?;
+            write!(f, "invalid {} settings: ", self.of)?;
         } else {
-            write!(f, "invalid server settings of {}: ", self.addr)?;
+            write!(f, "invalid {} settings of {}: ", self.of, self.addr)?;
         }
         for (i, (field, problem)) in self.problems.iter().enumerate() {
             if i > 0 {
@@ -475,13 +493,9 @@ impl Settings {
             "max_header_list_size",
             check_max_header_list_size(self.max_header_list_size),
         );
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(SettingsError {
-                addr: self.addr.clone(),
-                problems,
-            })
+        match SettingsError::of("server", self.addr.clone(), problems) {
+            None => Ok(()),
+            Some(e) => Err(e),
         }
     }
 }
