@@ -343,6 +343,31 @@ pub fn check_server(settings: &crate::grpc::server::Settings) -> Result<(), Erro
     settings.check().map_err(Error::settings)
 }
 
+/// Runs every check of a RabbitMQ consumer's `settings`
+/// ([`ConsumerSettings::check`](crate::rabbitmq::ConsumerSettings::check)),
+/// so that a bad value is a settings error (exit 78) naming every bad
+/// field.
+///
+/// ```
+/// use humus::app::{ErrorKind, check_rabbitmq_consumer};
+/// use humus::rabbitmq::ConsumerSettings;
+///
+/// let settings = ConsumerSettings { uri: "http://rabbit".into(), queue: "orders".into(), ..Default::default() };
+/// let err = check_rabbitmq_consumer(&settings).unwrap_err();
+/// assert_eq!((err.kind(), err.exit_code()), (ErrorKind::Settings, 78));
+/// assert!(err.to_string().contains(r#"uri "http://rabbit" has the scheme "http""#), "{err}");
+/// ```
+///
+/// # Errors
+///
+/// [`Error::settings`] wrapping the [`SettingsError`] that names every bad
+/// field.
+#[cfg(feature = "rabbitmq")]
+#[cfg_attr(docsrs, doc(cfg(feature = "rabbitmq")))]
+pub fn check_rabbitmq_consumer(settings: &crate::rabbitmq::ConsumerSettings) -> Result<(), Error> {
+    settings.check().map_err(Error::settings)
+}
+
 /// Deserialises settings (a client's or a server's [`Settings`](crate::grpc::client::Settings), or a
 /// service's own struct of them) from `deserializer`, a file format's or a
 /// loader's (`serde_json`'s, `toml`'s), so that a value serde refuses is a

@@ -26,6 +26,7 @@
 //! | [`telemetry`] | the OpenTelemetry providers and propagator humus uses |
 //! | [`health`] | readiness monitors |
 //! | [`design`] | the design, in prose: client, breaker, failure injection |
+//! | `rabbitmq` | (feature `rabbitmq`) the RabbitMQ consumer |
 //! | `testing` | (feature `testing`) an in-memory network and a test CA |
 //!
 //! # Design
@@ -62,6 +63,10 @@ mod setup;
 mod tls;
 pub use app::App;
 pub use setup::{Accepted, BoxIo, DialFuture, Host, Io, ListenFuture, Listener, OsHost, Setup};
+
+#[cfg(feature = "rabbitmq")]
+#[cfg_attr(docsrs, doc(cfg(feature = "rabbitmq")))]
+pub mod rabbitmq;
 
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]

@@ -164,6 +164,8 @@
 //! recorder.record_decision(Decision::Stopped);
 //! ```
 
+#[cfg(feature = "rabbitmq")]
+mod amqp;
 mod client;
 mod headers;
 mod http;
@@ -173,6 +175,11 @@ pub mod names;
 mod providers;
 
 pub use self::http::{HTTP_CANCELED_ERROR_TYPE, HttpAttempt, http_method_name};
+#[cfg(feature = "rabbitmq")]
+pub(crate) use amqp::reinject;
+#[cfg(feature = "rabbitmq")]
+#[cfg_attr(docsrs, doc(cfg(feature = "rabbitmq")))]
+pub use amqp::{FieldTableExtractor, FieldTableInjector};
 pub(crate) use client::DURATION_BOUNDARIES;
 pub use client::{Attempt, BreakerRegistration, ClientRecorder, code_name};
 pub(crate) use headers::join_repeated;

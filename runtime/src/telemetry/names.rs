@@ -151,3 +151,38 @@ pub const URL_FULL: &str = "url.full";
 pub const HTTP_CLIENT_REQUEST_DURATION: &str = "http.client.request.duration";
 /// The `error.type` of an HTTP call the breaker rejected (nothing was sent).
 pub const HTTP_REJECTED_ERROR_TYPE: &str = "humus::circuit::Rejected";
+
+/// The value of [`ERROR_TYPE`] when no better one is known, such as a
+/// processor's error: `_OTHER`, as OpenTelemetry's conventions name it.
+pub const OTHER_ERROR_TYPE: &str = "_OTHER";
+
+/// The instrumentation scope of each RabbitMQ delivery's CONSUMER span and
+/// of [`MESSAGING_PROCESS_DURATION`]: the messaging semantic-convention
+/// instrumentation of [`rabbitmq`](crate::rabbitmq) (feature `rabbitmq`).
+pub const RABBITMQ_SCOPE: &str = "humus::rabbitmq::otel";
+/// `messaging.system`: the messaging system, such as
+/// [`MESSAGING_SYSTEM_RABBITMQ`].
+pub const MESSAGING_SYSTEM: &str = "messaging.system";
+/// The [`MESSAGING_SYSTEM`] of RabbitMQ: `rabbitmq`.
+pub const MESSAGING_SYSTEM_RABBITMQ: &str = "rabbitmq";
+/// `messaging.operation.name`: the operation, such as `process`.
+pub const MESSAGING_OPERATION_NAME: &str = "messaging.operation.name";
+/// `messaging.operation.type`: the kind of operation, such as `process`.
+pub const MESSAGING_OPERATION_TYPE: &str = "messaging.operation.type";
+/// `messaging.destination.name`: for RabbitMQ, the exchange a message was
+/// published to (`""` for the default exchange).
+pub const MESSAGING_DESTINATION_NAME: &str = "messaging.destination.name";
+/// `messaging.destination.subscription.name`: what a consumer consumes
+/// from; for RabbitMQ, the queue.
+pub const MESSAGING_DESTINATION_SUBSCRIPTION_NAME: &str = "messaging.destination.subscription.name";
+/// `messaging.message.id`: the message's id, when it has one.
+pub const MESSAGING_MESSAGE_ID: &str = "messaging.message.id";
+/// `messaging.rabbitmq.destination.routing_key`: the routing key a message
+/// was published with, when not empty.
+pub const MESSAGING_RABBITMQ_ROUTING_KEY: &str = "messaging.rabbitmq.destination.routing_key";
+/// `messaging.rabbitmq.message.delivery_tag`: a delivery's tag on its
+/// consumer's channel (an integer).
+pub const MESSAGING_RABBITMQ_DELIVERY_TAG: &str = "messaging.rabbitmq.message.delivery_tag";
+/// `messaging.process.duration`: a histogram of how long each message took
+/// to process, in seconds (unit `s`).
+pub const MESSAGING_PROCESS_DURATION: &str = "messaging.process.duration";

@@ -78,7 +78,7 @@ const BACKOFF_JITTER: f64 = 0.2;
 /// last success, so exactly [`BACKOFF_BASE`]); the wait, jitter included,
 /// is never more than `max`, so `max` bounds the time from a failed dial's
 /// start to the next dial.
-fn backoff_after(last: Option<Duration>, max: Duration) -> (Duration, Duration) {
+pub(crate) fn backoff_after(last: Option<Duration>, max: Duration) -> (Duration, Duration) {
     match last {
         None => {
             let first = BACKOFF_BASE.min(max);

@@ -173,6 +173,8 @@ mod classify;
 mod client;
 mod codec;
 mod connection;
+#[cfg(feature = "rabbitmq")]
+pub(crate) use connection::backoff_after;
 mod decide;
 mod hooks;
 mod layer;

@@ -962,8 +962,8 @@ fn finish(e: Error, deadline_passed: bool, bound: Bound) -> Error {
 }
 
 /// The default TLS config: rustls with `ring`, trusting the platform's
-/// roots.
-fn default_tls() -> Result<rustls::ClientConfig, rustls::Error> {
+/// roots (the RabbitMQ consumer's too).
+pub(crate) fn default_tls() -> Result<rustls::ClientConfig, rustls::Error> {
     use rustls_platform_verifier::BuilderVerifierExt as _;
     Ok(
         rustls::ClientConfig::builder_with_provider(crate::tls::crypto_provider())

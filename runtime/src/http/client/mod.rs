@@ -129,6 +129,8 @@ mod settings;
 pub use classify::{
     AttemptResult, Classify, RetryAfter, classify_status, default_classify, retry_after,
 };
+#[cfg(feature = "rabbitmq")]
+pub(crate) use client::default_tls;
 pub use client::{CallOptions, Client, RequestBuilder, is_idempotent};
 pub use error::{Error, Kind};
 pub use settings::{NewError, Settings, check_attempt_timeout, check_base_url};

@@ -1,0 +1,151 @@
+//! RabbitMQ (feature `rabbitmq`): a [`Consumer`] that hands each delivery
+//! of a queue to the service's processor, in the delivery's trace context,
+//! and loses none; on [amqprs](https://docs.rs/amqprs/2), an AMQP 0-9-1
+//! client that runs on the service's tokio runtime.
+//!
+//! ```no_run
+//! use humus::App;
+//! use humus::app::{Error, Exit, check_rabbitmq_consumer};
+//! use humus::rabbitmq::{Consumer, ConsumerSettings, Delivery, TrustScenario};
+//!
+//! #[tokio::main]
+//! async fn main() -> Exit {
+//!     App::new()
+//!         .run(|setup| async move {
+//!             // ORDERS_URI=amqp://orders:secret@rabbit:5672/shop ORDERS_QUEUE=accepted
+//!             let mut orders: ConsumerSettings =
+//!                 envy::prefixed("ORDERS_").from_env().map_err(Error::settings)?;
+//!             orders.trust_scenario = Some(TrustScenario::user_ids(["chaos-tool"]));
+//!             check_rabbitmq_consumer(&orders)?; // exit 78, naming every bad field
+//!             // Consumes until the App stops (an on-stop hook of the Setup).
+//!             Consumer::start(&setup, orders, |delivery: Delivery| async move {
+//!                 // Runs in the delivery's context: its trace, its baggage.
+//!                 println!("order {} bytes", delivery.body().len());
+//!                 Ok(())
+//!             })?;
+//!             Ok(vec![])
+//!         })
+//!         .await
+//! }
+//! ```
+//!
+//! # Settings
+//!
+//! [`ConsumerSettings`] lists each field with its default, unit and check.
+//! The broker is named by one URI, `amqp://user:password@host:port/vhost`
+//! (`amqps://` for TLS), checked by [`check_uri`]. The queue must exist:
+//! the consumer declares nothing, so the queue's type and arguments (a
+//! dead-letter exchange, a delivery limit) stay where the broker's
+//! operators set them.
+//!
+//! # Processing, acks and redelivery
+//!
+//! The broker sends up to [`prefetch`](ConsumerSettings::prefetch)
+//! deliveries before the first is acked, and the consumer processes them
+//! at once, each in a task of its own. Nothing is lost:
+//!
+//! - a delivery is acked only after its processor returned `Ok`;
+//! - a processor's error hands the delivery back to the broker (a
+//!   `basic.nack` with requeue), which delivers it again, to this consumer
+//!   or another, with its `redelivered` flag set. The hand-back waits
+//!   first, a full-jitter exponential backoff from
+//!   [`backoff_base`](ConsumerSettings::backoff_base) to
+//!   [`backoff_max`](ConsumerSettings::backoff_max) that grows with the
+//!   processor's failures in a row and resets at its next success, so a
+//!   processor that keeps failing (its database down) does not spin
+//!   through the queue. A quorum queue with a delivery limit
+//!   (`x-delivery-limit`) and a dead-letter exchange moves a delivery that
+//!   keeps failing there instead; a classic queue delivers it again until
+//!   it succeeds;
+//! - a lost connection leaves every unacked delivery to the broker, which
+//!   delivers it again; the consumer connects again after gRPC's
+//!   connection backoff (1 s, growing 1.6 times to
+//!   [`connect_backoff_max`](ConsumerSettings::connect_backoff_max),
+//!   ±20 % jitter). A processor still running then is dropped.
+//!
+//! Delivery is at least once: a processor may see a message twice (its
+//! ack lost with the connection, or the consumer stopped past its grace),
+//! so processing should be idempotent.
+//!
+//! # Stopping
+//!
+//! [`Consumer::start`] registers the consumer's [`stop`](Consumer::stop)
+//! as an on-stop hook of the [`Setup`](crate::Setup), so an
+//! [`App`](crate::App) stops it once its servers have stopped, and before
+//! the clients built before it close. The stop cancels the consumption (no
+//! new delivery), hands back what was delivered but not started, lets the
+//! deliveries in flight finish within
+//! [`shutdown_grace`](ConsumerSettings::shutdown_grace) (5 s), acking each
+//! that succeeds, drops the rest (the broker delivers them again), and
+//! closes the channel and the connection. The App's
+//! [`stop_timeout`](crate::App::stop_timeout) bounds every hook together:
+//! keep the grace below it.
+//!
+//! # Failure scenarios and trust
+//!
+//! A failure scenario in a delivery's baggage reaches the processor's
+//! context (and so every humus client it calls) only from a publisher the
+//! consumer trusts. With the Setup's failure injection on (or
+//! [strip-only](crate::fault::Injector::strip_only)), each delivery that
+//! carries a scenario is shown to
+//! [`trust_scenario`](ConsumerSettings::trust_scenario) before the
+//! processor runs; one it does not trust, and every one when it is unset
+//! (the default: trust no publisher), has the scenario stripped from its
+//! context and from its `baggage` header, every other member kept, and a
+//! `humus.fit.strip` event on its span
+//! ([design](crate::design::failure_injection)).
+//!
+//! Trust a publisher by its `user_id` ([`TrustScenario::user_ids`]):
+//! RabbitMQ refuses a message whose `user_id` property is not the user of
+//! the connection that published it, so the property names the publisher,
+//! where a header could say anything. A panic in the trust function, as
+//! in a processor, is not caught: it ends the consumer (what it had not
+//! acked is delivered again) and comes out of [`Consumer::stop`], so out
+//! of the App's stop.
+//!
+//! # Telemetry
+//!
+//! Through the Setup's providers, never the globals, in the scope
+//! [`RABBITMQ_SCOPE`](crate::telemetry::names::RABBITMQ_SCOPE), after
+//! OpenTelemetry's messaging conventions:
+//!
+//! - each delivery is one span of kind CONSUMER named `process <queue>`, a
+//!   child of the span its publisher's context carries (read from its
+//!   headers by the Setup's propagator, through
+//!   [`FieldTableExtractor`](crate::telemetry::FieldTableExtractor)), with
+//!   `messaging.system` = `rabbitmq`, `messaging.operation.name` and
+//!   `messaging.operation.type` = `process`, `messaging.destination.name`
+//!   (the exchange), `messaging.destination.subscription.name` (the
+//!   queue), `messaging.rabbitmq.destination.routing_key` (when not
+//!   empty), `messaging.rabbitmq.message.delivery_tag`,
+//!   `messaging.message.id` (when set), `server.address` and
+//!   `server.port`; a processor's error sets its status to Error, with
+//!   the error's message, and `error.type` = `_OTHER`. It ends once the
+//!   delivery is acked or handed back;
+//! - `messaging.process.duration` (a histogram, in seconds) records each
+//!   processor's run, with `messaging.system`, `messaging.operation.name`,
+//!   `messaging.destination.name`,
+//!   `messaging.destination.subscription.name`, `server.address`,
+//!   `server.port` and, on failure, `error.type`.
+//!
+//! The processor runs with the delivery's context current (its span and
+//! baggage), so the calls it makes are children of the delivery's span
+//! and carry its baggage. A publisher puts its context in a message's
+//! headers with [`FieldTableInjector`](crate::telemetry::FieldTableInjector)
+//! and the Setup's propagator.
+//!
+//! # The client library
+//!
+//! amqprs runs as tasks on the service's tokio runtime, and speaks TLS
+//! through tokio-rustls with the [`tls`](ConsumerSettings::tls) config.
+//! It opens its TCP connection itself, so a consumer does not dial
+//! through the Setup's [`Host`](crate::Host).
+
+mod consumer;
+mod settings;
+mod uri;
+
+pub use amqprs::{BasicProperties, FieldTable, FieldValue};
+pub use consumer::{Consumer, Delivery};
+pub use settings::{ConsumerSettings, TrustScenario, check_prefetch, check_queue};
+pub use uri::{AMQP_PORT, AMQPS_PORT, check_uri};
