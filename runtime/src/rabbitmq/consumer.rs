@@ -16,10 +16,8 @@ use amqprs::channel::{
 use amqprs::connection::{Connection, OpenConnectionArguments};
 use amqprs::tls::TlsAdaptor;
 use amqprs::{BasicProperties, FieldTable};
-use opentelemetry::baggage::BaggageExt as _;
 use opentelemetry::global::BoxedTracer;
 use opentelemetry::metrics::Histogram;
-use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::{
     FutureExt as _, Span as _, SpanKind, Status, TraceContextExt as _, Tracer as _,
 };
@@ -31,7 +29,7 @@ use tokio::time::Instant;
 use super::settings::{ConsumerSettings, TrustScenario};
 use super::uri::AmqpUri;
 use crate::app::BoxError;
-use crate::fault::{Injector, record_strip};
+use crate::fault::strip::{BAGGAGE, Gate, Stripped, Unreadable};
 use crate::grpc::server::SettingsError;
 use crate::retry::Exponential;
 use crate::telemetry::names::{
@@ -41,7 +39,7 @@ use crate::telemetry::names::{
     MESSAGING_SYSTEM, MESSAGING_SYSTEM_RABBITMQ, OTHER_ERROR_TYPE, RABBITMQ_SCOPE, SERVER_ADDRESS,
     SERVER_PORT,
 };
-use crate::telemetry::{FieldTableExtractor, reinject};
+use crate::telemetry::{to_header_map, write_back};
 use crate::{Setup, grpc};
 
 /// One message the broker delivered to a [`Consumer`]: its body, its
@@ -209,7 +207,10 @@ impl Consumer {
             }),
         };
         let hook = consumer.clone();
-        setup.on_stop(move || async move { hook.stop().await });
+        setup.on_stop_named(
+            format!("stopping the rabbitmq consumer of {}", shared.queue),
+            move || async move { hook.stop().await },
+        );
         Ok(consumer)
     }
 
@@ -266,8 +267,9 @@ struct Shared {
     queue: Arc<str>,
     settings: ConsumerSettings,
     trust: Option<TrustScenario>,
-    injector: Injector,
-    propagator: Arc<dyn TextMapPropagator + Send + Sync>,
+    /// The strip every server entry point runs, and the propagator that
+    /// reads a delivery's context.
+    gate: Gate,
     tracer: Option<BoxedTracer>,
     /// Whether `tracer` is the no-op provider's (see the gRPC server's
     /// span): no span is started for a delivery with no valid parent.
@@ -291,8 +293,7 @@ impl Shared {
         Shared {
             queue: Arc::from(settings.queue.as_str()),
             trust: settings.trust_scenario.clone(),
-            injector: setup.faults().clone(),
-            propagator: telemetry.shared_propagator(),
+            gate: Gate::new(setup.faults().clone(), telemetry.shared_propagator()),
             tracer: inbound.tracer,
             noop_tracer: inbound.noop_tracer,
             duration: inbound.duration,
@@ -371,21 +372,55 @@ impl Shared {
             properties: message.basic_properties.unwrap_or_default(),
             body: message.content.unwrap_or_default(),
         };
-        let extracted = match delivery.headers() {
-            Some(headers) => self
-                .propagator
-                .extract_with_context(&Context::new(), &FieldTableExtractor(headers)),
-            None => Context::new(),
-        };
-        let cx = self.start_span(&delivery, extracted);
-        let cx = match self.vet(&mut delivery, &cx) {
-            Some(stripped) => {
-                record_strip(&stripped.span());
-                stripped
-            }
-            None => cx,
-        };
+        let (cx, stripped) = self.vet(&mut delivery);
+        let cx = self.start_span(&delivery, cx);
+        if let Some(stripped) = stripped {
+            stripped.record(&cx.span());
+        }
         Some((delivery, cx))
+    }
+
+    /// The publisher's context, read from the delivery's headers, with the
+    /// scenario stripped (from the context and the headers) unless the
+    /// publisher is trusted, by the strip every server entry point runs
+    /// ([`Gate::vet`]): it reads the `baggage` header itself, whatever the
+    /// propagator, and drops one it cannot read whole (as a `baggage`
+    /// header that is no long string). What it stripped, to record on the
+    /// delivery's span.
+    ///
+    /// The trust function runs here, uncaught: its panic unwinds out of
+    /// the consumer's task.
+    fn vet(&self, delivery: &mut Delivery) -> (Context, Option<Stripped>) {
+        let Some(table) = delivery.headers() else {
+            return (Context::new(), None);
+        };
+        let (headers, unreadable) = to_header_map(table);
+        let (mut parts, ()) = http::Request::new(()).into_parts();
+        parts.headers = headers;
+        let reads = self.gate.injector.reads_scenarios();
+        let seen: &Delivery = delivery;
+        let trust = self.trust.as_ref().map(|trust| {
+            move |_: &mut http::request::Parts| Ok::<_, std::convert::Infallible>((trust.0)(seen))
+        });
+        let vetted = match self.gate.vet(&mut parts, trust) {
+            Ok(vetted) => vetted,
+            Err(panicked) => match panicked.payload {},
+        };
+        let mut stripped = vetted.stripped;
+        if reads && unreadable {
+            stripped.get_or_insert(Stripped::Unreadable(Unreadable::NotText));
+        }
+        if stripped.is_some() {
+            let mut table = table.clone();
+            let propagator = &self.gate.propagator;
+            write_back(
+                &mut table,
+                &parts.headers,
+                propagator.fields().chain([BAGGAGE.as_str()]),
+            );
+            delivery.properties.with_headers(table);
+        }
+        (vetted.cx, stripped)
     }
 
     /// `cx` with the delivery's CONSUMER span, a child of the span in
@@ -433,29 +468,6 @@ impl Shared {
         } else {
             cx
         }
-    }
-
-    /// Strips the scenario of a delivery whose publisher is not trusted,
-    /// from its context and its headers: the context the processor is to
-    /// run in, or `None` when nothing was stripped (injection off, no
-    /// scenario, a trusted publisher).
-    ///
-    /// The trust function runs here, uncaught: its panic unwinds out of
-    /// the consumer's task.
-    fn vet(&self, delivery: &mut Delivery, cx: &Context) -> Option<Context> {
-        if !self.injector.carries_scenario(cx) {
-            return None;
-        }
-        if let Some(trust) = &self.trust
-            && (trust.0)(delivery)
-        {
-            return None;
-        }
-        let stripped = cx.with_baggage(self.injector.strip_baggage(cx.baggage())?);
-        let mut headers = delivery.headers().cloned().unwrap_or_default();
-        reinject(&*self.propagator, &stripped, &mut headers);
-        delivery.properties.with_headers(headers);
-        Some(stripped)
     }
 
     /// Runs the processor on `delivery` in `cx`, records its span and

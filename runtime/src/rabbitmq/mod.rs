@@ -78,8 +78,8 @@
 //! [`shutdown_grace`](ConsumerSettings::shutdown_grace) (5 s), acking each
 //! that succeeds, drops the rest (the broker delivers them again), and
 //! closes the channel and the connection. The App's
-//! [`stop_timeout`](crate::App::stop_timeout) bounds every hook together:
-//! keep the grace below it.
+//! [`stop_timeout`](crate::App::stop_timeout) bounds the hooks: keep the
+//! grace well below it.
 //!
 //! # Failure scenarios and trust
 //!
@@ -93,7 +93,11 @@
 //! (the default: trust no publisher), has the scenario stripped from its
 //! context and from its `baggage` header, every other member kept, and a
 //! `humus.fit.strip` event on its span
-//! ([design](crate::design::failure_injection)).
+//! ([design](crate::design::failure_injection)). The strip is the one
+//! every server entry point runs: it reads the `baggage` header itself,
+//! whatever propagator the telemetry uses, and drops a `baggage` header
+//! it cannot read whole (over W3C Baggage's limits, or not a string),
+//! trusted publisher or not.
 //!
 //! Trust a publisher by its `user_id` ([`TrustScenario::user_ids`]):
 //! RabbitMQ refuses a message whose `user_id` property is not the user of

@@ -3,7 +3,8 @@
 //! RabbitMQ's publishers and consumers.
 
 use amqprs::{FieldName, FieldTable, FieldValue};
-use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
+use http::HeaderMap;
+use opentelemetry::propagation::{Extractor, Injector};
 
 use super::headers::header_field;
 
@@ -70,20 +71,48 @@ impl Extractor for FieldTableExtractor<'_> {
     }
 }
 
-/// Replaces the propagator's fields in `headers` with those of `cx`: every
-/// field the propagator writes is removed first, so a field `cx` no longer
-/// has (the `baggage` of a context whose only member was stripped) goes.
-pub(crate) fn reinject(
-    propagator: &dyn TextMapPropagator,
-    cx: &opentelemetry::Context,
-    headers: &mut FieldTable,
-) {
-    for field in propagator.fields() {
-        if let Ok(name) = FieldName::try_from(field) {
-            headers.remove(&name);
+/// The headers of a message that a carrier reads (its long strings whose
+/// name and value are valid HTTP headers) as HTTP headers, for the strip
+/// every server entry point runs; a `baggage` header of any other type is
+/// named in the second value (a scenario could hide in it).
+pub(crate) fn to_header_map(table: &FieldTable) -> (HeaderMap, bool) {
+    let mut headers = HeaderMap::new();
+    let mut unreadable_baggage = false;
+    for (name, value) in table.as_ref() {
+        let name = name.as_ref().as_str();
+        let field = match value {
+            FieldValue::S(text) => header_field(name, text.as_ref().clone()),
+            _ => None,
+        };
+        match field {
+            Some((name, value)) => {
+                headers.append(name, value);
+            }
+            None if name.eq_ignore_ascii_case("baggage") => unreadable_baggage = true,
+            None => {}
         }
     }
-    propagator.inject_context(cx, &mut FieldTableInjector(headers));
+    (headers, unreadable_baggage)
+}
+
+/// Writes the header of each of `names` in `headers` back into `table`,
+/// and removes from `table` each that `headers` no longer has: what a
+/// strip changed in [`to_header_map`]'s headers.
+pub(crate) fn write_back<'a>(
+    table: &mut FieldTable,
+    headers: &HeaderMap,
+    names: impl IntoIterator<Item = &'a str>,
+) {
+    for name in names {
+        let Ok(field) = FieldName::try_from(name) else {
+            continue;
+        };
+        table.remove(&field);
+        let mut injector = FieldTableInjector(table);
+        if let Some(value) = headers.get(name).and_then(|v| v.to_str().ok()) {
+            injector.set(name, value.to_owned());
+        }
+    }
 }
 
 #[cfg(test)]
@@ -104,5 +133,24 @@ mod tests {
         assert_eq!(extractor.get("baggage"), None);
         assert_eq!(extractor.get("count"), None);
         assert_eq!(extractor.keys(), vec!["traceparent"]);
+    }
+
+    #[test]
+    fn header_map_round_trip() {
+        let mut table = FieldTable::new();
+        let mut injector = FieldTableInjector(&mut table);
+        injector.set("baggage", "a=1,fit=x".to_owned());
+        injector.set("traceparent", "00-abc".to_owned());
+        let (mut headers, unreadable) = to_header_map(&table);
+        assert!(!unreadable);
+        assert_eq!(headers["baggage"], "a=1,fit=x");
+        headers.insert("baggage", http::HeaderValue::from_static("a=1"));
+        headers.remove("traceparent");
+        write_back(&mut table, &headers, ["baggage", "traceparent"]);
+        let extractor = FieldTableExtractor(&table);
+        assert_eq!(extractor.get("baggage"), Some("a=1"));
+        assert_eq!(extractor.get("traceparent"), None);
+        table.insert(FieldName::try_from("baggage").unwrap(), FieldValue::I(1));
+        assert!(to_header_map(&table).1, "a baggage of another type");
     }
 }

@@ -176,10 +176,10 @@ mod providers;
 
 pub use self::http::{HTTP_CANCELED_ERROR_TYPE, HttpAttempt, http_method_name};
 #[cfg(feature = "rabbitmq")]
-pub(crate) use amqp::reinject;
-#[cfg(feature = "rabbitmq")]
 #[cfg_attr(docsrs, doc(cfg(feature = "rabbitmq")))]
 pub use amqp::{FieldTableExtractor, FieldTableInjector};
+#[cfg(feature = "rabbitmq")]
+pub(crate) use amqp::{to_header_map, write_back};
 pub(crate) use client::DURATION_BOUNDARIES;
 pub use client::{Attempt, BreakerRegistration, ClientRecorder, code_name};
 pub(crate) use headers::join_repeated;
