@@ -4,7 +4,9 @@
 //! servers from the [`Setup`]) and runs, in this order:
 //!
 //! 1. the telemetry function ([`App::telemetry`]), which builds the
-//!    providers the Setup records with;
+//!    providers the Setup records with (without one, the App writes its
+//!    lifecycle and its breakers' transitions as plain lines on standard
+//!    error);
 //! 2. the failure-injection function ([`App::faults`]), after the
 //!    telemetry and before init, so that every server and client init
 //!    builds takes the injector from the Setup;
@@ -143,12 +145,14 @@ use tokio::task::JoinSet;
 use crate::fault::Injector;
 use crate::grpc::client;
 use crate::grpc::server::{ServeError, Server, SettingsError};
-use crate::telemetry::Telemetry;
+use crate::telemetry::{LineLogs, Telemetry};
 pub use crate::tls::{crypto_provider, install_crypto_provider};
 
 mod env;
+mod lifecycle;
 use crate::{Host, Setup};
 pub use env::{Env, EnvError, VarError, from_env};
+use lifecycle::Lifecycle;
 
 /// A boxed error of the user's.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -603,6 +607,16 @@ impl Providers {
         self
     }
 
+    /// What an App given no telemetry function records with: log records
+    /// as plain lines on standard error ([`LineLogs`]), nothing else.
+    fn lines() -> Providers {
+        Providers::new(
+            Telemetry::builder()
+                .logger_provider(LineLogs::stderr())
+                .build(),
+        )
+    }
+
     async fn shut_down(self) {
         for shutdown in self.shutdown {
             // A provider's own blocking flush runs off the runtime's
@@ -712,6 +726,16 @@ impl App {
     }
 
     /// Builds the App's telemetry with `build`, the App's first step.
+    ///
+    /// Without it (or when it fails), the App records only log records,
+    /// as plain lines on standard error ([`LineLogs`]): each server it
+    /// serves (`INFO humus::app: serving on 127.0.0.1:50051`), a stop
+    /// signal, its exit code and why (`INFO humus::app: exit 0
+    /// (stopped)`), and its clients' breakers' transitions (`WARN
+    /// humus::grpc::client: circuit breaker changed from closed to open
+    /// server.address=ledger ...`). Given providers, the same are
+    /// OpenTelemetry log records of its logger provider (the exit's
+    /// comes after the flush, so an SDK provider drops it), with no line.
     pub fn telemetry(
         mut self,
         build: impl FnOnce(&Setup) -> Result<Providers, Error> + Send + 'static,
@@ -786,6 +810,21 @@ impl App {
         F: FnOnce(Setup) -> Fut,
         Fut: Future<Output = Result<Vec<Server>, Error>>,
     {
+        let life = std::sync::OnceLock::new();
+        let exit = self.run_recorded(init, &life).await;
+        if let Some(life) = life.get() {
+            life.exited(&exit);
+        }
+        exit
+    }
+
+    /// [`App::run`], recording the lifecycle with the telemetry's logger
+    /// put in `life` once the telemetry is built.
+    async fn run_recorded<F, Fut>(self, init: F, life: &std::sync::OnceLock<Lifecycle>) -> Exit
+    where
+        F: FnOnce(Setup) -> Fut,
+        Fut: Future<Output = Result<Vec<Server>, Error>>,
+    {
         let App {
             setup,
             telemetry,
@@ -808,10 +847,11 @@ impl App {
         // function that failed).
         let (providers, mut failed) = match telemetry.map(|build| build(&setup)) {
             Some(Ok(providers)) => (providers, None),
-            Some(Err(e)) => (Providers::new(Telemetry::default()), Some(e)),
-            None => (Providers::new(Telemetry::default()), None),
+            Some(Err(e)) => (Providers::lines(), Some(e)),
+            None => (Providers::lines(), None),
         };
         let setup = setup.with_telemetry(providers.telemetry.clone());
+        let life = life.get_or_init(|| Lifecycle::new(&providers.telemetry));
         let setup = match faults {
             Some(build) if failed.is_none() => match build(&setup) {
                 Ok(injector) => setup.with_faults(injector),
@@ -834,7 +874,10 @@ impl App {
                         // starts.
                         biased;
                         signal = signals.next(), if listening => match signal {
-                            Some(()) => break None,
+                            Some(()) => {
+                                life.stopping(false);
+                                break None;
+                            }
                             None => listening = false,
                         },
                         result = &mut init => break Some(result),
@@ -878,7 +921,7 @@ impl App {
         let (forcing, _) = watch::channel(false);
         let serving = AtomicBool::new(true);
         let stopped = async {
-            let result = serve(servers, &stopping, &forcing).await;
+            let result = serve(servers, &stopping, &forcing, life).await;
             serving.store(false, Ordering::SeqCst);
             if *forcing.borrow() {
                 // Forced while the servers stopped: no hook, no flush.
@@ -906,6 +949,7 @@ impl App {
                     // FORCED_STOP; after, what is left of the stop (the
                     // hooks, the flush) is dropped here, at once.
                     Some(()) if *stopping.borrow() => {
+                        life.stopping(true);
                         if !serving.load(Ordering::SeqCst) {
                             return Exit::failed(Error::forced(false));
                         }
@@ -916,6 +960,7 @@ impl App {
                             .reset(tokio::time::Instant::now() + FORCED_STOP);
                     }
                     Some(()) => {
+                        life.stopping(false);
                         let _ = stopping.send(true);
                     }
                     None => listening = false,
@@ -966,6 +1011,7 @@ async fn serve(
     mut servers: Vec<Server>,
     stopping: &watch::Sender<bool>,
     forcing: &watch::Sender<bool>,
+    life: &Lifecycle,
 ) -> Result<(), Error> {
     // Every server listens before any serves: an address in use fails the
     // App before it answers anything.
@@ -974,6 +1020,9 @@ async fn serve(
     }
     let mut running = JoinSet::new();
     for server in servers {
+        if let Some(addr) = server.local_addr() {
+            life.serving(addr);
+        }
         let mut stopping = stopping.subscribe();
         let mut forcing = forcing.subscribe();
         running.spawn(server.serve_or_force(

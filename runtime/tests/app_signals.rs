@@ -3,7 +3,8 @@
 //! runs the hooks of what it built; a first SIGTERM while serving starts a graceful stop
 //! that would wait a long `shutdown_grace` for a call in flight; a second
 //! one, while it drains, stops the App at once with exit 130, the call
-//! answered UNAVAILABLE as its connection closes. Real signals and real time: every wait is bounded, and the child
+//! answered UNAVAILABLE as its connection closes; the App, given no
+//! telemetry function, writes its lifecycle on standard error. Real signals and real time: every wait is bounded, and the child
 //! is killed if the test fails.
 #![cfg(unix)]
 
@@ -72,7 +73,44 @@ fn child_app() {
 /// The child process, killed when dropped before it exited.
 struct Running {
     child: Child,
+    /// What it prints on standard output, line by line.
     lines: mpsc::Receiver<String>,
+    /// What it writes on standard error (the App's lifecycle, as it was
+    /// given no telemetry function), line by line.
+    logged: mpsc::Receiver<String>,
+}
+
+/// The lines read from `from`, on a thread of their own.
+fn lines_of(from: impl std::io::Read + Send + 'static, echo: bool) -> mpsc::Receiver<String> {
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(from).lines().map_while(Result::ok) {
+            if echo {
+                eprintln!("{line}");
+            }
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}
+
+/// What follows `prefix` in the first line of `lines` that holds it
+/// (libtest may have begun the line), within [`BOUND`].
+fn line_of(lines: &mpsc::Receiver<String>, prefix: &str) -> String {
+    let deadline = Instant::now() + BOUND;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => {
+                if let Some(at) = line.find(prefix) {
+                    return line[at + prefix.len()..].trim().to_owned();
+                }
+            }
+            Err(e) => panic!("no line {prefix:?} from the child: {e}"),
+        }
+    }
 }
 
 impl Running {
@@ -83,36 +121,29 @@ impl Running {
             .args(["--exact", "child_app", "--nocapture", "--test-threads=1"])
             .env(CHILD, mode)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Running { child, lines }
+        let lines = lines_of(child.stdout.take().unwrap(), false);
+        // Echoed, so that a failing test shows what the child said.
+        let logged = lines_of(child.stderr.take().unwrap(), true);
+        Running {
+            child,
+            lines,
+            logged,
+        }
     }
 
-    /// What follows `prefix` in the first line the child prints that holds
-    /// it (libtest may have begun the line), within [`BOUND`].
+    /// What follows `prefix` in the first line the child prints on
+    /// standard output that holds it, within [`BOUND`].
     fn line(&self, prefix: &str) -> String {
-        let deadline = Instant::now() + BOUND;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    if let Some(at) = line.find(prefix) {
-                        return line[at + prefix.len()..].trim().to_owned();
-                    }
-                }
-                Err(e) => panic!("no line {prefix:?} from the child: {e}"),
-            }
-        }
+        line_of(&self.lines, prefix)
+    }
+
+    /// What follows `prefix` in the first line the child writes on
+    /// standard error that holds it, within [`BOUND`].
+    fn logged(&self, prefix: &str) -> String {
+        line_of(&self.logged, prefix)
     }
 
     fn signal(&self, name: &str) {
@@ -214,4 +245,18 @@ fn a_sigterm_during_init_runs_the_hooks_and_exits_0() {
     assert_eq!(running.exited(BOUND), Some(0));
     assert_eq!(running.line("on_stop "), "ran");
     assert_eq!(running.line("exit "), "0");
+}
+
+#[test]
+fn an_app_given_no_telemetry_function_writes_its_lifecycle_on_standard_error() {
+    let mut running = Running::start("serving");
+    let addr = running.line("listening ");
+    assert_eq!(running.logged("INFO humus::app: serving on "), addr);
+    running.signal("TERM");
+    assert_eq!(running.exited(BOUND), Some(0));
+    assert_eq!(
+        running.logged("INFO humus::app: "),
+        "stopping: a stop signal"
+    );
+    assert_eq!(running.logged("INFO humus::app: "), "exit 0 (stopped)");
 }

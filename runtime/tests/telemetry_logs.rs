@@ -169,20 +169,63 @@ fn without_a_logger_provider_a_transition_is_still_counted() {
         .meter_provider(capture.meter_provider().clone())
         .build();
     let recorder = ClientRecorder::new(&telemetry, "ledger:443");
-    recorder.record_transition(
-        &Context::new(),
-        &Transition {
-            from: State::Closed,
-            to: State::Open,
-            generation: 1,
-            counts: Counts::default(),
-        },
-    );
+    recorder.record_transition(&Context::new(), &opened(Counts::default()));
     assert!(capture.logs().is_empty());
     assert!(
         capture
             .metrics(CLIENT_SCOPE)
             .iter()
             .any(|p| p.name == "humus.circuit.transitions")
+    );
+}
+
+/// The breaker's first opening, with the `counts` of its closed state.
+fn opened(counts: Counts) -> Transition {
+    Transition {
+        from: State::Closed,
+        to: State::Open,
+        generation: 1,
+        counts,
+    }
+}
+
+/// A writer into a buffer shared with the test.
+#[derive(Clone, Default)]
+struct Buffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Buffer {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn line_logs_write_a_transition_as_one_plain_line() {
+    let out = Buffer::default();
+    let telemetry = Telemetry::builder()
+        .logger_provider(humus::telemetry::LineLogs::to(out.clone()))
+        .build();
+    let recorder = ClientRecorder::new(&telemetry, "ledger:443");
+    recorder.record_transition(
+        &Context::new(),
+        &opened(Counts {
+            failures: 5,
+            consecutive_failures: 5,
+            ..Counts::default()
+        }),
+    );
+    let written = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    assert_eq!(
+        written,
+        "WARN humus::grpc::client: circuit breaker changed from closed to open \
+         server.address=ledger server.port=443 humus.circuit.state=open \
+         humus.circuit.previous_state=closed humus.circuit.successes=0 humus.circuit.failures=5 \
+         humus.circuit.consecutive_successes=0 humus.circuit.consecutive_failures=5 \
+         humus.circuit.timed_out=0\n"
     );
 }

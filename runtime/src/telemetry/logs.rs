@@ -113,6 +113,34 @@ pub struct BoxedLogRecord {
 }
 
 impl BoxedLogRecord {
+    /// The record as one plain line, without its end: its severity, the
+    /// scope it was recorded in, its body, then each attribute as
+    /// `key=value` (quoted when it holds a space, a quote or an `=`).
+    pub(super) fn line(&self, scope: &str) -> String {
+        let severity = self
+            .severity_text
+            .or_else(|| self.severity_number.map(|s| s.name()))
+            .unwrap_or("INFO");
+        let mut line = format!("{severity} {scope}:");
+        if let Some(body) = &self.body {
+            line.push(' ');
+            line.push_str(&plain(body));
+        }
+        for (key, value) in &self.attributes {
+            line.push(' ');
+            line.push_str(key.as_str());
+            line.push('=');
+            let value = plain(value);
+            if value.is_empty() || value.contains([' ', '"', '=']) {
+                line.push_str(&format!("{value:?}"));
+            } else {
+                line.push_str(&value);
+            }
+        }
+        // One record, one line.
+        line.replace('\n', " ")
+    }
+
     fn copy_into<R: LogRecord>(self, target: &mut R) {
         if let Some(name) = self.event_name {
             target.set_event_name(name);
@@ -201,5 +229,17 @@ impl LogRecord for BoxedLogRecord {
         trace_flags: Option<TraceFlags>,
     ) {
         self.trace_context = Some((trace_id, span_id, trace_flags));
+    }
+}
+
+/// A value as plain text: a string as it is, a number or a boolean as
+/// Rust writes it, anything else as its debug form.
+fn plain(value: &AnyValue) -> String {
+    match value {
+        AnyValue::String(s) => s.as_str().to_owned(),
+        AnyValue::Int(i) => i.to_string(),
+        AnyValue::Double(d) => d.to_string(),
+        AnyValue::Boolean(b) => b.to_string(),
+        other => format!("{other:?}"),
     }
 }

@@ -19,6 +19,24 @@ pub const RPC_SCOPE: &str = "humus::grpc::client::otel";
 /// breaker's log records ([design](crate::design::client#telemetry)).
 pub const CLIENT_SCOPE: &str = "humus::grpc::client";
 
+/// The instrumentation scope of an [`App`](crate::App)'s log records of
+/// its lifecycle: [`HUMUS_APP_SERVING`], [`HUMUS_APP_STOPPING`] and
+/// [`HUMUS_APP_EXIT`].
+pub const APP_SCOPE: &str = "humus::app";
+
+/// The event name of an App's log record of a server it serves, once the
+/// server listens: `serving on <address>`.
+pub const HUMUS_APP_SERVING: &str = "humus.app.serving";
+
+/// The event name of an App's log record of a stop signal: `stopping`, or
+/// `stopping at once` for a second one.
+pub const HUMUS_APP_STOPPING: &str = "humus.app.stopping";
+
+/// The event name of an App's log record of its exit: its code and why.
+/// It is recorded after the telemetry's flush, so an SDK provider, shut
+/// down by then, drops it; [`LineLogs`](super::LineLogs) writes it.
+pub const HUMUS_APP_EXIT: &str = "humus.app.exit";
+
 /// The instrumentation scope of each served RPC's SERVER span and of
 /// [`RPC_SERVER_CALL_DURATION`] (the part OpenTelemetry's gRPC
 /// instrumentation plays on a server).
