@@ -141,6 +141,12 @@ impl Vars<'_> {
         }
     }
 
+    /// Records that the variable `name` is bad, for `problem` (a check
+    /// that takes more than its value to make).
+    pub fn refuse(&mut self, name: &str, problem: String) {
+        self.fail(name, problem);
+    }
+
     fn fail(&mut self, name: &str, problem: String) {
         self.errors.push(VarError {
             name: name.to_owned(),

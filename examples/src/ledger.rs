@@ -385,11 +385,13 @@ impl pb::ledger_server::Ledger for Service {
 /// A ledger running as an App, until [`stop`](crate::running::Running::stop).
 pub type Serving = crate::running::Running;
 
-/// Settings of a ledger server listening on `addr` (plain-text HTTP/2),
-/// with the server's defaults otherwise.
+/// Settings of a ledger server listening on `addr` in plain-text HTTP/2
+/// (said: the ledger of these examples runs on loopback, or where a mesh
+/// sidecar terminates TLS), with the server's defaults otherwise.
 pub fn settings(addr: impl Into<String>) -> server::Settings {
     server::Settings {
         addr: addr.into(),
+        plaintext: true,
         ..server::Settings::default()
     }
 }

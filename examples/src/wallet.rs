@@ -24,9 +24,18 @@
 //! - One humus HTTP client of the exchange-rate service, when `RATES_URL`
 //!   is set ([`crate::rates`]): `Quote` calls it, with its own retry budget
 //!   and breaker, in the trace of the wallet's RPC.
-//! - With failure injection on, a caller on loopback may put a failure
-//!   scenario in its baggage ([`SCENARIO_KEY`]), which the ledger client's
-//!   injection points carry out for that request alone.
+//! - It serves plain-text HTTP/2, and says so ([`ENV_PLAINTEXT`]): it runs
+//!   where a mesh sidecar or a local proxy terminates TLS, or where only
+//!   loopback reaches it.
+//! - With failure injection on, a caller the gateway vouches for (its
+//!   request carries [`SCENARIO_TOKEN_HEADER`] with the secret of
+//!   [`ENV_SCENARIO_TOKEN`], a header only the gateway sets) may put a
+//!   failure scenario in its baggage ([`SCENARIO_KEY`]), which the ledger
+//!   client's injection points carry out for that request alone. Every
+//!   other caller's scenario is stripped: trust goes by who the caller
+//!   is, never by where it connects from (behind a sidecar or a local
+//!   proxy every caller is loopback). A service that serves mTLS trusts
+//!   by the caller's certificate instead (`Caller::peer_certificates`).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -42,7 +51,6 @@ use humus::{App, Setup};
 use opentelemetry::propagation::TextMapCompositePropagator;
 use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
 use tokio::sync::mpsc;
-use tonic::transport::server::TcpConnectInfo;
 use tonic::{Code, Request, Response, Status};
 
 use crate::config::{self, ConfigError, Env, Failure, parse};
@@ -73,8 +81,25 @@ pub const ENV_LEDGER_BACKOFF_MAX: &str = "LEDGER_BACKOFF_MAX";
 /// [`client::check_open_for`](../../humus/grpc/client/fn.check_open_for.html)).
 pub const ENV_LEDGER_BREAKER_OPEN_FOR: &str = "LEDGER_BREAKER_OPEN_FOR";
 /// `WALLET_FAULT_INJECTION`: `on` to carry out the failure scenarios that
-/// callers on loopback put in their baggage (default `off`).
+/// trusted callers ([`ENV_SCENARIO_TOKEN`]) put in their baggage (default
+/// `off`).
 pub const ENV_FAULT_INJECTION: &str = "WALLET_FAULT_INJECTION";
+
+/// `WALLET_PLAINTEXT`: must be `on`. The wallet has no certificate
+/// settings of its own, and a humus server serves plain text only when its
+/// settings say so: where a mesh sidecar or a local proxy terminates TLS,
+/// or where only loopback reaches the wallet. Unset or `off` fails
+/// startup, exit 78.
+pub const ENV_PLAINTEXT: &str = "WALLET_PLAINTEXT";
+
+/// `WALLET_SCENARIO_TOKEN`: the secret the gateway puts in
+/// [`SCENARIO_TOKEN_HEADER`] of the requests whose failure scenarios the
+/// wallet is to trust (the gateway removes the header from every request
+/// it did not vouch for). Unset: the wallet trusts no caller's scenario.
+pub const ENV_SCENARIO_TOKEN: &str = "WALLET_SCENARIO_TOKEN";
+
+/// The request header that carries the gateway's [`ENV_SCENARIO_TOKEN`].
+pub const SCENARIO_TOKEN_HEADER: &str = "x-scenario-token";
 
 /// The wallet's listening address when [`ENV_LISTEN_ADDR`] is not set.
 pub const DEFAULT_LISTEN_ADDR: &str = "127.0.0.1:50052";
@@ -101,6 +126,19 @@ pub struct Settings {
     pub rates: Option<humus::http::client::Settings>,
     /// Whether failure injection is on.
     pub fault_injection: bool,
+    /// The gateway's secret that makes a caller's scenario trusted
+    /// ([`ENV_SCENARIO_TOKEN`]); `None` trusts no caller.
+    pub scenario_token: Option<Secret>,
+}
+
+/// A secret: its `Debug` does not show it.
+#[derive(Clone)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
 }
 
 impl Settings {
@@ -108,8 +146,9 @@ impl Settings {
     /// check: [`ENV_LISTEN_ADDR`], [`ENV_LEDGER_ADDR`],
     /// [`ENV_LEDGER_TIMEOUT`], [`ENV_LEDGER_MAX_ATTEMPTS`],
     /// [`ENV_LEDGER_BACKOFF_BASE`], [`ENV_LEDGER_BACKOFF_MAX`],
-    /// [`ENV_LEDGER_BREAKER_OPEN_FOR`], [`ENV_FAULT_INJECTION`], and the
-    /// exchange-rate client's ([`crate::rates::settings`]).
+    /// [`ENV_LEDGER_BREAKER_OPEN_FOR`], [`ENV_FAULT_INJECTION`],
+    /// [`ENV_PLAINTEXT`], [`ENV_SCENARIO_TOKEN`], and the exchange-rate
+    /// client's ([`crate::rates::settings`]).
     ///
     /// # Errors
     ///
@@ -143,12 +182,27 @@ impl Settings {
                     parse::checked(parse::duration(raw)?, |t| client::check_open_for(*t))
                 });
             let fault_injection = vars.or(ENV_FAULT_INJECTION, false, parse::on_off);
+            match vars.or(ENV_PLAINTEXT, Ok(false), |raw| Ok(parse::on_off(raw))) {
+                Ok(true) => {}
+                Ok(false) => vars.refuse(
+                    ENV_PLAINTEXT,
+                    "is not on: the wallet has no certificate settings, and a server serves plain text only when its settings say so; set WALLET_PLAINTEXT=on where a mesh sidecar or a local proxy terminates TLS, or where only loopback reaches the wallet".to_owned(),
+                ),
+                Err(problem) => vars.refuse(ENV_PLAINTEXT, problem),
+            }
+            let scenario_token = vars.or(ENV_SCENARIO_TOKEN, None, |raw| {
+                if raw.len() < 16 {
+                    return Err("is shorter than 16 characters: a secret a caller could guess trusts every caller".to_owned());
+                }
+                Ok(Some(Secret(raw.to_owned())))
+            });
             let rates = crate::rates::settings(vars);
             Settings {
                 listen_addr,
                 ledger,
                 rates,
                 fault_injection,
+                scenario_token,
             }
         })
     }
@@ -429,8 +483,9 @@ pub type Serving = crate::running::Running;
 /// The wallet's humus server on `setup`: its ledger client, built once and
 /// shared by every handler, `wallet.v1.Wallet`, and `grpc.health.v1`
 /// whose readiness is the ledger client's `Connected` (checked every
-/// [`READINESS_INTERVAL`]). It trusts the failure scenarios of callers on
-/// loopback, and strips everyone else's.
+/// [`READINESS_INTERVAL`]). Plain-text HTTP/2 ([`ENV_PLAINTEXT`]). It
+/// trusts the failure scenarios of the callers the gateway vouches for
+/// ([`SCENARIO_TOKEN_HEADER`]), and strips everyone else's.
 ///
 /// # Errors
 ///
@@ -448,14 +503,19 @@ pub fn server(setup: &Setup, settings: &Settings) -> Result<Server, humus::app::
         .readiness(ledger.connected())
         .interval(READINESS_INTERVAL)
         .check_timeout(READINESS_CHECK_TIMEOUT);
+    let token = settings.scenario_token.clone();
     let server_settings = server::Settings {
         addr: settings.listen_addr.to_string(),
-        trust_scenario: Some(TrustScenario::new(|caller| {
-            caller
-                .extensions()
-                .get::<TcpConnectInfo>()
-                .and_then(TcpConnectInfo::remote_addr)
-                .is_some_and(|peer| peer.ip().is_loopback())
+        // Read from WALLET_PLAINTEXT, which must be on.
+        plaintext: true,
+        // Who the caller is, never where it connects from: behind a
+        // sidecar or a local proxy every caller is loopback.
+        trust_scenario: Some(TrustScenario::new(move |caller| {
+            let sent = caller.headers().get(SCENARIO_TOKEN_HEADER);
+            match (&token, sent) {
+                (Some(token), Some(sent)) => same_secret(token.0.as_bytes(), sent.as_bytes()),
+                _ => false,
+            }
         })),
         ..server::Settings::default()
     };
@@ -465,6 +525,17 @@ pub fn server(setup: &Setup, settings: &Settings) -> Result<Server, humus::app::
             None => Wallet::new(ledger),
         }))
         .health(health))
+}
+
+/// Whether `sent` is `secret`, compared in a time that does not tell how
+/// much of it matched.
+fn same_secret(secret: &[u8], sent: &[u8]) -> bool {
+    secret.len() == sent.len()
+        && secret
+            .iter()
+            .zip(sent)
+            .fold(0u8, |differ, (a, b)| differ | (a ^ b))
+            == 0
 }
 
 /// The wallet's App: `telemetry` (a production service gives it its SDK
@@ -611,8 +682,15 @@ mod tests {
             (ENV_LEDGER_BREAKER_OPEN_FOR, "1500ms"),
             (ENV_FAULT_INJECTION, "on"),
             (ENV_LISTEN_ADDR, "127.0.0.1:0"),
+            (ENV_PLAINTEXT, "on"),
+            (ENV_SCENARIO_TOKEN, "a-secret-of-16-chars"),
         ]);
         let s = Settings::from_env(&env).unwrap();
+        assert_eq!(
+            s.scenario_token.as_ref().map(|t| t.0.as_str()),
+            Some("a-secret-of-16-chars")
+        );
+        assert!(!format!("{s:?}").contains("a-secret"), "Debug hides it");
         assert_eq!(s.ledger.addr, "ledger:50051");
         assert_eq!(s.ledger.timeout, Duration::from_secs(2));
         assert_eq!(s.ledger.max_attempts, 5);
@@ -623,7 +701,12 @@ mod tests {
         assert_eq!(s.listen_addr, "127.0.0.1:0".parse().unwrap());
 
         let d = client::Settings::default();
-        let s = Settings::from_env(&Env::from_pairs([(ENV_LEDGER_ADDR, "ledger:1")])).unwrap();
+        let s = Settings::from_env(&Env::from_pairs([
+            (ENV_LEDGER_ADDR, "ledger:1"),
+            (ENV_PLAINTEXT, "on"),
+        ]))
+        .unwrap();
+        assert!(s.scenario_token.is_none(), "trusts no caller");
         assert_eq!(s.ledger.timeout, d.timeout);
         assert_eq!(s.ledger.breaker.open_for, d.breaker.open_for);
         assert!(!s.fault_injection);
@@ -636,6 +719,7 @@ mod tests {
             (ENV_LEDGER_TIMEOUT, "0"),
             (ENV_LEDGER_BREAKER_OPEN_FOR, "0s"),
             (ENV_LISTEN_ADDR, "anywhere"),
+            (ENV_SCENARIO_TOKEN, "guessable"),
         ]);
         let err = Settings::from_env(&env).unwrap_err();
         let names: Vec<&str> = err.vars().iter().map(|v| v.name.as_str()).collect();
@@ -645,7 +729,9 @@ mod tests {
                 ENV_LISTEN_ADDR,
                 ENV_LEDGER_ADDR,
                 ENV_LEDGER_TIMEOUT,
-                ENV_LEDGER_BREAKER_OPEN_FOR
+                ENV_LEDGER_BREAKER_OPEN_FOR,
+                ENV_PLAINTEXT,
+                ENV_SCENARIO_TOKEN,
             ]
         );
     }
@@ -655,6 +741,7 @@ mod tests {
         let env = Env::from_pairs([
             (ENV_LEDGER_ADDR, "ledger:9090"),
             (ENV_LEDGER_BREAKER_OPEN_FOR, "0s"),
+            (ENV_PLAINTEXT, "on"),
         ]);
         let err = Settings::from_env(&env).unwrap_err().to_string();
         assert!(

@@ -34,6 +34,7 @@ fn the_wallet_names_every_bad_variable_and_exits_78() {
         "LEDGER_TIMEOUT: \"soon\" is not a duration",
         "LEDGER_MAX_ATTEMPTS:",
         "WALLET_FAULT_INJECTION: \"maybe\" is neither on nor off",
+        "WALLET_PLAINTEXT: is not on",
     ] {
         assert!(err.contains(var), "{var:?} not in {err:?}");
     }
@@ -58,6 +59,7 @@ fn settings_the_client_refuses_together_exit_1() {
         &[
             ("LEDGER_ADDR", "127.0.0.1:9"),
             ("WALLET_LISTEN_ADDR", "127.0.0.1:0"),
+            ("WALLET_PLAINTEXT", "on"),
             ("LEDGER_BACKOFF_BASE", "2s"),
             ("LEDGER_BACKOFF_MAX", "1s"),
         ],

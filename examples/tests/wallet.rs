@@ -25,6 +25,9 @@ struct Wallet {
     health: HealthClient<Channel>,
 }
 
+/// The gateway's secret, which the tests' trusted requests carry.
+const TOKEN: &str = "the-gateways-own-secret";
+
 async fn start_wallet(ledger_addr: std::net::SocketAddr, fault_injection: &str) -> Wallet {
     let settings = Settings::from_env(&Env::from_pairs([
         (wallet::ENV_LISTEN_ADDR, "127.0.0.1:0".to_owned()),
@@ -33,6 +36,8 @@ async fn start_wallet(ledger_addr: std::net::SocketAddr, fault_injection: &str) 
         (wallet::ENV_LEDGER_BACKOFF_BASE, "10ms".to_owned()),
         (wallet::ENV_LEDGER_BACKOFF_MAX, "50ms".to_owned()),
         (wallet::ENV_FAULT_INJECTION, fault_injection.to_owned()),
+        (wallet::ENV_PLAINTEXT, "on".to_owned()),
+        (wallet::ENV_SCENARIO_TOKEN, TOKEN.to_owned()),
     ]))
     .unwrap();
     let telemetry = Telemetry::builder()
@@ -209,6 +214,9 @@ async fn a_scenario_does_nothing_while_fault_injection_is_off() {
         let mut request = tonic::Request::new(send(id, "alice", "bob", 1));
         wallet::propagator().inject_context(&cx, &mut MetadataInjector(request.metadata_mut()));
         request
+            .metadata_mut()
+            .insert(wallet::SCENARIO_TOKEN_HEADER, TOKEN.parse().unwrap());
+        request
     };
 
     off.client.send(faulted("off-1")).await.unwrap();
@@ -219,6 +227,62 @@ async fn a_scenario_does_nothing_while_fault_injection_is_off() {
     assert_eq!(book.received("on-1"), 0);
 
     off.stop().await;
+    on.stop().await;
+    ledger.stop().await.unwrap();
+}
+
+/// The wallet trusts a scenario by who sends it (the gateway's secret in
+/// its header), not by where it connects from: every caller of this test
+/// is on loopback, and only the one with the secret has its scenario kept.
+#[tokio::test]
+async fn the_wallet_trusts_a_scenario_by_the_gateways_secret_not_by_loopback() {
+    let book = Ledger::new();
+    let ledger = start_ledger(&book).await;
+    let mut on = start_wallet(ledger.local_addr(), "on").await;
+    on.client
+        .top_up(pb::TopUpRequest {
+            account: "alice".into(),
+            cents: 10,
+        })
+        .await
+        .unwrap();
+    let codec = jsonscenario::Codec::new(wallet::SCENARIO_KEY).unwrap();
+    let scenario = Scenario::new([Rule::new(
+        "grpc:ledger.v1.Ledger/Transfer",
+        Fault {
+            delay: Duration::ZERO,
+            abort: true,
+        },
+    )]);
+    let cx = fault::with_scenario(&Context::new(), &codec, &scenario).unwrap();
+    let with_scenario = |id: &str, token: Option<&str>| {
+        let mut request = tonic::Request::new(send(id, "alice", "bob", 1));
+        wallet::propagator().inject_context(&cx, &mut MetadataInjector(request.metadata_mut()));
+        if let Some(token) = token {
+            request
+                .metadata_mut()
+                .insert(wallet::SCENARIO_TOKEN_HEADER, token.parse().unwrap());
+        }
+        request
+    };
+    // On loopback, without the secret or with a wrong one: stripped.
+    on.client
+        .send(with_scenario("plain-1", None))
+        .await
+        .unwrap();
+    on.client
+        .send(with_scenario("wrong-1", Some("not-the-gateways-secret")))
+        .await
+        .unwrap();
+    assert_eq!((book.received("plain-1"), book.received("wrong-1")), (1, 1));
+    // With it: carried out.
+    let err = on
+        .client
+        .send(with_scenario("vouched-1", Some(TOKEN)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err}");
+    assert_eq!(book.received("vouched-1"), 0);
     on.stop().await;
     ledger.stop().await.unwrap();
 }

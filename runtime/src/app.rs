@@ -122,7 +122,8 @@
 //! async fn main() -> Exit {
 //!     App::new()
 //!         .run(|setup| async move {
-//!             let settings = Settings { addr: ":8443".into(), ..Settings::default() };
+//!             // Behind a mesh sidecar that terminates TLS: plain text, said.
+//!             let settings = Settings { addr: ":8443".into(), plaintext: true, ..Settings::default() };
 //!             humus::app::check_server(&settings)?; // exit 78 when bad
 //!             let server = Server::new(&setup, settings)?.health(Health::new());
 //!             Ok::<_, Error>(vec![server])

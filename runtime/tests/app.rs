@@ -214,6 +214,7 @@ async fn a_server_that_cannot_listen_exits_1() {
                 &setup,
                 Settings {
                     addr: "orders:8443".into(),
+                    plaintext: true,
                     ..Settings::default()
                 },
             )?])
@@ -224,6 +225,31 @@ async fn a_server_that_cannot_listen_exits_1() {
         exit.error().unwrap().to_string().contains("orders:8443"),
         "{:?}",
         exit.error()
+    );
+}
+
+/// A server whose settings say neither TLS nor plain text does not start:
+/// exit 78, naming the field and both ways out.
+#[tokio::test]
+async fn a_server_with_neither_tls_nor_plaintext_exits_78_naming_both_ways_out() {
+    let exit = App::new()
+        .stop_on(std::future::pending())
+        .run(|setup| async move {
+            // As read from a configuration: checked where it is read.
+            let settings = Settings {
+                addr: "127.0.0.1:0".into(),
+                ..Settings::default()
+            };
+            humus::app::check_server(&settings)?;
+            Ok(vec![Server::new(&setup, settings)?])
+        })
+        .await;
+    assert_eq!(exit.code(), 78, "{:?}", exit.error());
+    let text = exit.error().unwrap().to_string();
+    assert!(text.contains("plaintext is not set"), "{text}");
+    assert!(
+        text.contains("set tls (") && text.contains("or plaintext = true"),
+        "{text}"
     );
 }
 
@@ -238,6 +264,7 @@ async fn a_server_address_the_machine_does_not_have_exits_78_naming_the_setting(
                 &setup,
                 Settings {
                     addr: "203.0.113.1:0".into(),
+                    plaintext: true,
                     ..Settings::default()
                 },
             )?])

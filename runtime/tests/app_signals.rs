@@ -57,6 +57,7 @@ fn child_app() {
             Settings {
                 addr: "127.0.0.1:0".into(),
                 shutdown_grace: Duration::from_secs(300),
+                plaintext: true,
                 ..Settings::default()
             },
         )?

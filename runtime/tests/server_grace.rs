@@ -106,6 +106,7 @@ fn plain(grace: Duration) -> Settings {
     Settings {
         addr: "carts:9090".into(),
         shutdown_grace: grace,
+        plaintext: true,
         ..Settings::default()
     }
 }
@@ -249,6 +250,7 @@ async fn on_loopback_a_stock_client_sees_unavailable_at_the_end_of_the_grace() {
     let settings = Settings {
         addr: "127.0.0.1:0".into(),
         shutdown_grace: Duration::from_millis(200),
+        plaintext: true,
         ..Settings::default()
     };
     let server = bound(&Setup::new(), settings, &carts).await;

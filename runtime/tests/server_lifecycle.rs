@@ -322,6 +322,7 @@ async fn a_handler_past_its_deadline_is_answered_with_the_callers_grpc_timeout()
     carts.on_get_cart(|_, _| std::future::pending::<Result<Response<Cart>, Status>>());
     let plain = Settings {
         addr: "carts:9090".into(),
+        plaintext: true,
         ..Settings::default()
     };
     let serving = Serving::start(carts_server(&host, plain, &carts)).await;
@@ -410,6 +411,7 @@ async fn bad_settings_name_every_field() {
         Settings {
             addr: "tcp://:1".into(),
             max_connection_age: Some(Duration::ZERO),
+            plaintext: true,
             ..Settings::default()
         },
     )
@@ -459,6 +461,7 @@ async fn a_server_taking_over_the_socket_of_one_shutting_down_loses_no_call() {
             &setup,
             Settings {
                 addr: addr.clone(),
+                plaintext: true,
                 ..Settings::default()
             },
         )
@@ -567,6 +570,7 @@ async fn accepts_out_of_descriptors_pause_and_double_and_a_stop_is_heard() {
             &Setup::new().with_host(host),
             Settings {
                 addr: "127.0.0.1:1".into(),
+                plaintext: true,
                 ..Settings::default()
             },
         )
@@ -623,6 +627,7 @@ async fn a_streams_messages_inherit_the_rpcs_deadline_and_context_and_it_ends_at
     });
     let plain = Settings {
         addr: "carts:9090".into(),
+        plaintext: true,
         ..Settings::default()
     };
     // W3C propagators, which read the caller's baggage.
@@ -684,6 +689,7 @@ async fn a_silent_client_is_closed_after_the_keepalive_interval_and_timeout() {
             addr: "carts:9090".into(),
             keepalive_interval,
             keepalive_timeout: 5 * SECOND,
+            plaintext: true,
             ..Settings::default()
         };
         let serving = Serving::start(carts_server(&host, settings, &Carts::new())).await;
@@ -729,6 +735,7 @@ async fn request_metadata_past_max_header_list_size_is_refused_with_431() {
         let carts = Carts::new();
         let mut settings = Settings {
             addr: "carts:9090".into(),
+            plaintext: true,
             ..Settings::default()
         };
         if let Some(max) = max {

@@ -137,6 +137,7 @@ impl Serving {
             setup,
             Settings {
                 addr: "127.0.0.1:0".into(),
+                plaintext: true,
                 ..settings
             },
         )
@@ -408,6 +409,7 @@ async fn a_panic_of_the_trust_function_is_internal_and_recorded_on_the_server_sp
         .with_faults(injection_on());
     let settings = Settings {
         trust_scenario: Some(TrustScenario::new(panicking_trust)),
+        plaintext: true,
         ..Settings::default()
     };
     let serving = Serving::start_with(&setup, settings, &panicky).await;

@@ -326,7 +326,7 @@ fn envys_error_for_a_bad_variable_is_turned_into_one_naming_it() {
 #[test]
 fn server_settings_deserialise_and_their_checks_run_after() {
     let settings: server::Settings = serde_json::from_str(
-        r#"{"addr": ":8443", "max_connection_age": "1m", "max_connection_age_grace": "10s", "shutdown_grace": "30s"}"#,
+        r#"{"addr": ":8443", "plaintext": true, "max_connection_age": "1m", "max_connection_age_grace": "10s", "shutdown_grace": "30s"}"#,
     )
     .unwrap();
     assert_eq!(settings.max_connection_age, Some(Duration::from_secs(60)));
@@ -334,7 +334,8 @@ fn server_settings_deserialise_and_their_checks_run_after() {
     assert!(Server::new(&Setup::new(), settings).is_ok());
 
     let settings: server::Settings =
-        serde_json::from_str(r#"{"addr": "", "max_connection_age": "0s"}"#).unwrap();
+        serde_json::from_str(r#"{"addr": "", "plaintext": true, "max_connection_age": "0s"}"#)
+            .unwrap();
     let err = Server::new(&Setup::new(), settings).unwrap_err();
     assert_eq!(
         err.fields().collect::<Vec<_>>(),
@@ -371,9 +372,11 @@ fn settings_read_from_environment_variables_with_envy() {
             ("GRPC_ADDR", ":8443"),
             ("GRPC_MAX_CONNECTION_AGE", "1m"),
             ("GRPC_SHUTDOWN_GRACE", "30s"),
+            ("GRPC_PLAINTEXT", "true"),
         ]))
         .unwrap();
     assert_eq!(api.addr, ":8443");
+    assert!(api.plaintext);
     assert_eq!(api.max_connection_age, Some(Duration::from_secs(60)));
     assert_eq!(api.max_connection_age_grace, None);
     assert_eq!(api.shutdown_grace, Duration::from_secs(30));

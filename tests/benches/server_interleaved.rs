@@ -103,6 +103,7 @@ async fn humus_server_of(setup: &humus::Setup) -> SocketAddr {
         setup,
         Settings {
             addr: "127.0.0.1:0".into(),
+            plaintext: true,
             ..Settings::default()
         },
     )

@@ -123,6 +123,8 @@ async fn serve(addr: &str, service: &TestService) -> Result<Serving, ServeError>
     let settings = Settings {
         addr: addr.to_owned(),
         shutdown_grace: Duration::from_secs(10),
+        // The interop client dials loopback in plain text.
+        plaintext: true,
         ..Settings::default()
     };
     let mut server = Server::new(&Setup::new(), settings)

@@ -226,8 +226,15 @@ pub fn wallet_env(ledger: SocketAddr, open_for: Duration) -> Env {
             format!("{}ms", open_for.as_millis()),
         ),
         (wallet::ENV_FAULT_INJECTION, "on".to_owned()),
+        // On loopback: plain text, said.
+        (wallet::ENV_PLAINTEXT, "on".to_owned()),
+        (wallet::ENV_SCENARIO_TOKEN, GATEWAY_TOKEN.to_owned()),
     ])
 }
+
+/// The secret the walkthrough, as the gateway, vouches for its faulted
+/// request with ([`wallet::ENV_SCENARIO_TOKEN`]).
+pub const GATEWAY_TOKEN: &str = "walkthrough-gateway-secret";
 
 /// Runs the walkthrough.
 ///
@@ -1116,6 +1123,11 @@ impl Run {
             if id == faulted {
                 wallet::propagator()
                     .inject_context(&cx, &mut MetadataInjector(request.metadata_mut()));
+                // The gateway vouches for it: the wallet trusts its scenario.
+                request.metadata_mut().insert(
+                    wallet::SCENARIO_TOKEN_HEADER,
+                    GATEWAY_TOKEN.parse().expect("a valid header value"),
+                );
             }
             let mut wallet = self.wallet.clone();
             async move { (id, wallet.send(request).await.map(|_| ())) }

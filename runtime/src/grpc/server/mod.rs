@@ -5,15 +5,19 @@
 //! Every RPC passes, in this order and before any layer or interceptor of
 //! the user's:
 //!
-//! 1. the extraction of the caller's trace context and baggage, with the
-//!    [`Setup`](crate::Setup)'s propagator;
-//! 2. the scenario strip: a request that carries a failure scenario, from
-//!    a caller that [`Settings::trust_scenario`] does not trust, has the
-//!    scenario removed from its baggage (its `baggage` header rewritten),
-//!    using the Setup's injector; the default trusts no one, and with
-//!    injection off nothing is read or stripped (an injector that is
+//! 1. the scenario strip, read from the `baggage` header itself (every
+//!    entry, joined into one), whatever the [`Setup`](crate::Setup)'s
+//!    propagator: a request that carries a failure scenario, from a caller
+//!    that [`Settings::trust_scenario`] does not trust, has the scenario's
+//!    members removed from that header (every other member kept as it
+//!    came), and a `baggage` value that cannot be read whole (not text,
+//!    over 8192 bytes or 64 members) is dropped whoever the caller, using
+//!    the Setup's injector; the default trusts no one, and with injection
+//!    off nothing is read or stripped (an injector that is
 //!    [strip-only](crate::fault::Injector::strip_only) strips and injects
 //!    nothing: [design](crate::design::failure_injection#trust-and-stripping));
+//! 2. the extraction of the caller's trace context and baggage, with the
+//!    Setup's propagator, from the headers as the strip left them;
 //! 3. a SERVER span, a child of the caller's span, through the Setup's
 //!    tracer provider (never the global one), named after the method
 //!    (`ledger.v1.Ledger/Transfer`) with OpenTelemetry's RPC attributes
@@ -162,5 +166,5 @@ pub use service::{Caller, PeerCertificates, StripScenario};
 pub use settings::{
     DEFAULT_MAX_HEADER_LIST_SIZE, InvalidValue, MAX_CONNECTION_AGE_LIMIT, Settings, SettingsError,
     TrustScenario, check_addr, check_grace, check_keepalive, check_max_connection_age,
-    check_max_header_list_size, check_tls,
+    check_max_header_list_size, check_plaintext, check_tls,
 };

@@ -57,7 +57,8 @@ pub(crate) const CLOSE_FLUSH: Duration = Duration::from_millis(100);
 /// use humus::grpc::server::{Health, Server, Settings};
 ///
 /// let setup = humus::Setup::new();
-/// let settings = Settings { addr: ":8443".into(), ..Settings::default() };
+/// // Behind a mesh sidecar that terminates TLS: plain text, said.
+/// let settings = Settings { addr: ":8443".into(), plaintext: true, ..Settings::default() };
 /// let server = Server::new(&setup, settings)?
 ///     .add_service(greeter)
 ///     .health(Health::new());

@@ -37,7 +37,8 @@ impl fmt::Debug for TrustScenario {
 /// | field | default | check |
 /// |---|---|---|
 /// | [`addr`](Settings::addr) | none (empty: `new` rejects it) | [`check_addr`] |
-/// | [`tls`](Settings::tls) | `None`: plain-text HTTP/2 | [`check_tls`] |
+/// | [`tls`](Settings::tls) | `None` | [`check_tls`] |
+/// | [`plaintext`](Settings::plaintext) | `false`: TLS required | [`check_plaintext`] |
 /// | [`trust_scenario`](Settings::trust_scenario) | `None`: trusts no caller | none (set in code) |
 /// | [`max_connection_age`](Settings::max_connection_age) | `None`: connections live on | [`check_max_connection_age`] |
 /// | [`max_connection_age_grace`](Settings::max_connection_age_grace) | `None`: no bound | [`check_grace`]; set only with `max_connection_age` |
@@ -59,7 +60,9 @@ pub struct Settings {
     /// machine with no IPv6).
     pub addr: String,
 
-    /// The TLS config to serve with; `None` serves plain-text HTTP/2.
+    /// The TLS config to serve with. `None` serves plain-text HTTP/2, and
+    /// only with [`plaintext`](Settings::plaintext) `true`: a server with
+    /// neither is refused.
     ///
     /// The server serves with a clone of it whose only ALPN protocol is
     /// `h2`, so the config given is never changed. For mTLS, the config
@@ -67,6 +70,17 @@ pub struct Settings {
     /// shows them to [`trust_scenario`](Settings::trust_scenario).
     #[serde(skip)]
     pub tls: Option<Arc<rustls::ServerConfig>>,
+
+    /// Serve plain-text HTTP/2, with no [`tls`](Settings::tls): for a
+    /// server whose TLS something else terminates (a mesh sidecar, a
+    /// local proxy) or that only loopback reaches. It must be said: a
+    /// server with neither `tls` nor `plaintext = true` is refused
+    /// ([`check_plaintext`]), so that no server serves plain text because
+    /// a certificate was forgotten. Plain text shows no caller
+    /// certificates to [`trust_scenario`](Settings::trust_scenario).
+    ///
+    /// Default: `false`.
+    pub plaintext: bool,
 
     /// Whether the failure scenario a request carries reaches its handler.
     /// It is asked only about a request that carries a scenario, and only
@@ -163,6 +177,7 @@ impl Default for Settings {
         Settings {
             addr: String::new(),
             tls: None,
+            plaintext: false,
             trust_scenario: None,
             max_connection_age: None,
             max_connection_age_grace: None,
@@ -179,6 +194,7 @@ impl fmt::Debug for Settings {
         f.debug_struct("Settings")
             .field("addr", &self.addr)
             .field("tls", &self.tls.as_ref().map(|_| "rustls::ServerConfig"))
+            .field("plaintext", &self.plaintext)
             .field("trust_scenario", &self.trust_scenario)
             .field("max_connection_age", &self.max_connection_age)
             .field("max_connection_age_grace", &self.max_connection_age_grace)
@@ -292,6 +308,25 @@ pub fn check_tls(config: &rustls::ServerConfig) -> Result<(), InvalidValue> {
         return Err(InvalidValue::new("has no key exchange group"));
     }
     Ok(())
+}
+
+/// Checks that a server says how it serves: with a TLS config (`has_tls`)
+/// and `plaintext` `false`, or with none and `plaintext` `true`.
+///
+/// # Errors
+///
+/// [`InvalidValue`] naming both ways out: for neither (a server serves
+/// TLS unless its settings say plain text), and for both (a contradiction).
+pub fn check_plaintext(plaintext: bool, has_tls: bool) -> Result<(), InvalidValue> {
+    match (plaintext, has_tls) {
+        (false, false) => Err(InvalidValue::new(
+            "is not set, and there is no tls config: a server serves only TLS unless its settings say plain text; set tls (a rustls::ServerConfig with the server's certificate) to serve TLS, or plaintext = true to serve plain-text HTTP/2 where something else terminates TLS (a mesh sidecar, a local proxy) or only loopback reaches the server",
+        )),
+        (true, true) => Err(InvalidValue::new(
+            "is true, but a tls config is set too: unset tls to serve plain text, or leave plaintext unset (false) to serve TLS",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The longest [`Settings::max_connection_age`] [`check_max_connection_age`]
@@ -461,6 +496,10 @@ impl Settings {
             put("tls", check_tls(tls));
         }
         put(
+            "plaintext",
+            check_plaintext(self.plaintext, self.tls.is_some()),
+        );
+        put(
             "max_connection_age",
             check_max_connection_age(self.max_connection_age),
         );
@@ -504,6 +543,43 @@ impl Settings {
 mod tests {
     use super::*;
 
+    /// TLS unless the settings say plain text; never both.
+    #[test]
+    fn a_server_needs_tls_or_plaintext_said_and_not_both() {
+        let neither = Settings {
+            addr: ":8443".into(),
+            ..Settings::default()
+        };
+        let err = neither.check().unwrap_err();
+        assert_eq!(err.fields().collect::<Vec<_>>(), ["plaintext"]);
+        let text = err.to_string();
+        assert!(
+            text.contains("plaintext is not set, and there is no tls config"),
+            "{text}"
+        );
+        assert!(
+            text.contains("set tls (") && text.contains("or plaintext = true"),
+            "{text}"
+        );
+        let plain = Settings {
+            plaintext: true,
+            ..neither.clone()
+        };
+        plain.check().unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(crate::tls::crypto_provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(rustls::server::ResolvesServerCertUsingSni::new()));
+        let both = Settings {
+            tls: Some(Arc::new(config)),
+            ..plain
+        };
+        let err = both.check().unwrap_err();
+        assert_eq!(err.fields().collect::<Vec<_>>(), ["plaintext"]);
+        assert!(err.to_string().contains("unset tls"), "{err}");
+    }
+
     #[test]
     fn keepalive_defaults_are_grpcs_and_zero_is_refused() {
         let s = Settings::default();
@@ -513,6 +589,7 @@ mod tests {
             addr: ":8443".into(),
             keepalive_interval: Some(Duration::ZERO),
             keepalive_timeout: Duration::from_secs(2 * 24 * 3600),
+            plaintext: true,
             ..Settings::default()
         };
         let err = s.check().unwrap_err();
@@ -544,6 +621,7 @@ mod tests {
     fn max_header_list_size_defaults_to_16_kib_and_less_than_1_kib_is_refused() {
         let s = Settings {
             addr: ":8443".into(),
+            plaintext: true,
             ..Settings::default()
         };
         assert_eq!(s.max_header_list_size, 16384);
@@ -628,6 +706,7 @@ mod tests {
             max_connection_age: Some(Duration::ZERO),
             max_connection_age_grace: Some(Duration::from_secs(7200)),
             shutdown_grace: Duration::from_secs(7200),
+            plaintext: true,
             ..Settings::default()
         };
         let err = settings.check().unwrap_err();
@@ -652,6 +731,7 @@ mod tests {
         let settings = Settings {
             addr: ":8443".into(),
             max_connection_age_grace: Some(Duration::from_secs(5)),
+            plaintext: true,
             ..Settings::default()
         };
         let err = settings.check().unwrap_err();
