@@ -187,6 +187,31 @@ async fn the_wallet_is_not_ready_while_its_ledger_client_has_never_connected() {
     wallet.stop().await;
 }
 
+/// A context whose scenario aborts the ledger's `Transfer`.
+fn aborting_transfers() -> Context {
+    let codec = jsonscenario::Codec::new(wallet::SCENARIO_KEY).unwrap();
+    let scenario = Scenario::new([Rule::new(
+        "grpc:ledger.v1.Ledger/Transfer",
+        Fault {
+            delay: Duration::ZERO,
+            abort: true,
+        },
+    )]);
+    fault::with_scenario(&Context::new(), &codec, &scenario).unwrap()
+}
+
+/// A payment `id` with `cx`'s baggage, and the gateway's `token` when given.
+fn with_scenario(cx: &Context, id: &str, token: Option<&str>) -> tonic::Request<pb::SendRequest> {
+    let mut request = tonic::Request::new(send(id, "alice", "bob", 1));
+    wallet::propagator().inject_context(cx, &mut MetadataInjector(request.metadata_mut()));
+    if let Some(token) = token {
+        request
+            .metadata_mut()
+            .insert(wallet::SCENARIO_TOKEN_HEADER, token.parse().unwrap());
+    }
+    request
+}
+
 #[tokio::test]
 async fn a_scenario_does_nothing_while_fault_injection_is_off() {
     let book = Ledger::new();
@@ -201,23 +226,8 @@ async fn a_scenario_does_nothing_while_fault_injection_is_off() {
         .await
         .unwrap();
 
-    let codec = jsonscenario::Codec::new(wallet::SCENARIO_KEY).unwrap();
-    let scenario = Scenario::new([Rule::new(
-        "grpc:ledger.v1.Ledger/Transfer",
-        Fault {
-            delay: Duration::ZERO,
-            abort: true,
-        },
-    )]);
-    let cx = fault::with_scenario(&Context::new(), &codec, &scenario).unwrap();
-    let faulted = |id: &str| {
-        let mut request = tonic::Request::new(send(id, "alice", "bob", 1));
-        wallet::propagator().inject_context(&cx, &mut MetadataInjector(request.metadata_mut()));
-        request
-            .metadata_mut()
-            .insert(wallet::SCENARIO_TOKEN_HEADER, TOKEN.parse().unwrap());
-        request
-    };
+    let cx = aborting_transfers();
+    let faulted = |id: &str| with_scenario(&cx, id, Some(TOKEN));
 
     off.client.send(faulted("off-1")).await.unwrap();
     assert_eq!(book.received("off-1"), 1);
@@ -246,39 +256,25 @@ async fn the_wallet_trusts_a_scenario_by_the_gateways_secret_not_by_loopback() {
         })
         .await
         .unwrap();
-    let codec = jsonscenario::Codec::new(wallet::SCENARIO_KEY).unwrap();
-    let scenario = Scenario::new([Rule::new(
-        "grpc:ledger.v1.Ledger/Transfer",
-        Fault {
-            delay: Duration::ZERO,
-            abort: true,
-        },
-    )]);
-    let cx = fault::with_scenario(&Context::new(), &codec, &scenario).unwrap();
-    let with_scenario = |id: &str, token: Option<&str>| {
-        let mut request = tonic::Request::new(send(id, "alice", "bob", 1));
-        wallet::propagator().inject_context(&cx, &mut MetadataInjector(request.metadata_mut()));
-        if let Some(token) = token {
-            request
-                .metadata_mut()
-                .insert(wallet::SCENARIO_TOKEN_HEADER, token.parse().unwrap());
-        }
-        request
-    };
+    let cx = aborting_transfers();
     // On loopback, without the secret or with a wrong one: stripped.
     on.client
-        .send(with_scenario("plain-1", None))
+        .send(with_scenario(&cx, "plain-1", None))
         .await
         .unwrap();
     on.client
-        .send(with_scenario("wrong-1", Some("not-the-gateways-secret")))
+        .send(with_scenario(
+            &cx,
+            "wrong-1",
+            Some("not-the-gateways-secret"),
+        ))
         .await
         .unwrap();
     assert_eq!((book.received("plain-1"), book.received("wrong-1")), (1, 1));
     // With it: carried out.
     let err = on
         .client
-        .send(with_scenario("vouched-1", Some(TOKEN)))
+        .send(with_scenario(&cx, "vouched-1", Some(TOKEN)))
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::Unavailable, "{err}");
