@@ -22,6 +22,7 @@ fn every_bad_or_missing_variable_of_every_group_is_named_at_once() {
         ("LEDGER_MAX_ATTEMPTS", "0"),
         ("RATES_MAX_ATTEMPTS", "three"),
         ("WALLET_ADDR", "127.0.0.1:0"),
+        ("WALLET_PLAINTEXT", "true"),
     ]);
     let err = env
         .read_all(|env| {
