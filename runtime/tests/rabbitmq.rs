@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use amqprs::BasicProperties;
-use amqprs::FieldTable;
+use amqprs::{FieldTable, FieldValue};
 use http_support::{KEY, abort_at, attr, context, events, setup, spans_of_kind};
 use humus::app::{ErrorKind, check_rabbitmq_consumer};
 use humus::fault;
@@ -407,5 +407,130 @@ async fn the_strip_reads_the_header_whatever_the_propagator() {
     assert_eq!(got[1].header.as_deref(), Some("tenant=acme"));
     assert!(!got[1].scenario && got[1].tenant.is_none(), "{:?}", got[1]);
     setup.stop().await;
+    connection.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_delivery_limit_moves_what_keeps_failing_to_the_dead_letter_queue() {
+    let Some(broker) = Broker::get() else { return };
+    let setup = humus::Setup::new();
+    let (connection, channel) = broker.open(&broker.uri()).await;
+    let (queue, dead) = ("limited", "limited-dead");
+    Broker::queue(&channel, dead, FieldTable::new()).await;
+    // A quorum queue that dead-letters a message delivered more than once
+    // more, to `dead` through the default exchange.
+    let mut arguments = FieldTable::new();
+    for (key, value) in [
+        ("x-queue-type", FieldValue::from("quorum")),
+        ("x-delivery-limit", FieldValue::l(1)),
+        ("x-dead-letter-exchange", FieldValue::from("")),
+        ("x-dead-letter-routing-key", FieldValue::from(dead)),
+    ] {
+        arguments.insert(key.try_into().unwrap(), value);
+    }
+    Broker::queue(&channel, queue, arguments).await;
+    publish(&channel, queue, BasicProperties::default(), b"poison").await;
+    let runs = Arc::new(Mutex::new(0));
+    let counted = Arc::clone(&runs);
+    let _consumer = Consumer::start(&setup, consumer_settings(broker, queue), move |_| {
+        *counted.lock().unwrap() += 1;
+        async { Err("cannot parse it".into()) }
+    })
+    .unwrap();
+    let mut moved = 0;
+    for _ in 0..300 {
+        moved = Broker::ready(&channel, dead).await;
+        if moved == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(moved, 1, "dead-lettered, not lost");
+    assert_eq!(*runs.lock().unwrap(), 2);
+    setup.stop().await;
+    assert_eq!(Broker::ready(&channel, queue).await, 0);
+    connection.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_apps_stop_finishes_the_delivery_in_flight() {
+    let Some(broker) = Broker::get() else { return };
+    let (connection, channel) = broker.open(&broker.uri()).await;
+    let queue = "app-stop";
+    Broker::queue(&channel, queue, FieldTable::new()).await;
+    for body in [b"first", b"other"] {
+        publish(&channel, queue, BasicProperties::default(), body).await;
+    }
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let stop = Mutex::new(Some(stop));
+    let done = Arc::new(Mutex::new(Vec::new()));
+    let finished = Arc::clone(&done);
+    let settings = ConsumerSettings {
+        prefetch: 1,
+        ..consumer_settings(broker, queue)
+    };
+    let exit = humus::App::new()
+        .stop_on(async move {
+            let _ = stopped.await;
+        })
+        .run(|setup| async move {
+            Consumer::start(&setup, settings, move |delivery| {
+                // The stop comes while the first delivery is processed;
+                // the other is never delivered (one at a time).
+                if let Some(stop) = stop.lock().unwrap().take() {
+                    let _ = stop.send(());
+                }
+                let done = Arc::clone(&finished);
+                async move {
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    done.lock().unwrap().push(delivery.into_body());
+                    Ok(())
+                }
+            })?;
+            Ok(vec![])
+        })
+        .await;
+    assert_eq!(exit.code(), 0, "{:?}", exit.error());
+    assert_eq!(*done.lock().unwrap(), [b"first".to_vec()]);
+    assert_eq!(
+        Broker::ready(&channel, queue).await,
+        1,
+        "acked, and the other kept"
+    );
+    connection.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_panic_in_the_trust_function_ends_the_consumer_and_comes_out_of_stop() {
+    use futures_util::FutureExt as _;
+    let Some(broker) = Broker::get() else { return };
+    let telemetry = Telemetry::new();
+    let setup = setup(&telemetry, true);
+    let (connection, channel) = broker.open(&broker.uri()).await;
+    let queue = "trust-panics";
+    Broker::queue(&channel, queue, FieldTable::new()).await;
+    let properties = BasicProperties::default()
+        .with_headers(headers_of(&telemetry, &context(Some(&abort_at("grpc:*")))))
+        .finish();
+    publish(&channel, queue, properties, b"x").await;
+    let mut settings = consumer_settings(broker, queue);
+    settings.trust_scenario = Some(TrustScenario::new(|_| panic!("trust is broken")));
+    let (consumer, _rx) = recording(&setup, settings);
+    // The consumer's task ends with the panic; its delivery goes back.
+    let mut ready = 0;
+    for _ in 0..300 {
+        ready = Broker::ready(&channel, queue).await;
+        if ready == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(ready, 1, "not acked: delivered again");
+    let panic = std::panic::AssertUnwindSafe(consumer.stop())
+        .catch_unwind()
+        .await
+        .unwrap_err();
+    assert_eq!(panic.downcast_ref::<&str>(), Some(&"trust is broken"));
+    Broker::queue(&channel, queue, FieldTable::new()).await;
     connection.close().await.unwrap();
 }
