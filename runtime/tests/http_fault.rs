@@ -203,6 +203,35 @@ async fn the_scenario_is_stripped_unless_forward_scenario() {
     }
 }
 
+/// The `baggage` header a caller set on the request is stripped whatever
+/// the Setup's propagator (the no-op one, which writes nothing over it),
+/// and a value too large to read whole is not sent.
+#[tokio::test(start_paused = true)]
+async fn a_baggage_header_of_the_callers_is_stripped_with_the_no_op_propagator() {
+    let upstream = Upstream::start().await;
+    let setup = humus::Setup::new().with_faults(injector());
+    let client = client(&setup, &upstream, Settings::default());
+    let scenario = "acme.fault=%7B%22rules%22%3A%5B%5D%7D";
+    let mut past_the_limit: Vec<String> = (0..64).map(|i| format!("m{i}=v")).collect();
+    past_the_limit.push(scenario.to_owned());
+    for (sent, arrives) in [
+        (format!("tenant=acme,{scenario}"), Some("tenant=acme")),
+        (past_the_limit.join(","), None),
+    ] {
+        let before = upstream.seen().len();
+        let ok = client
+            .get("/pay")
+            .header("baggage", sent.as_str())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(ok.status(), 200);
+        let seen = &upstream.seen()[before];
+        let header = seen.headers.get("baggage").map(|v| v.to_str().unwrap());
+        assert_eq!(header, arrives, "{sent}");
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn with_injection_off_nothing_is_evaluated_or_stripped() {
     let upstream = Upstream::start().await;
