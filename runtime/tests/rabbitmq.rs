@@ -514,9 +514,16 @@ async fn a_panic_in_the_trust_function_ends_the_consumer_and_comes_out_of_stop()
         .finish();
     publish(&channel, queue, properties, b"x").await;
     let mut settings = consumer_settings(broker, queue);
-    settings.trust_scenario = Some(TrustScenario::new(|_| panic!("trust is broken")));
+    let (asked_tx, mut asked) = mpsc::unbounded_channel();
+    settings.trust_scenario = Some(TrustScenario::new(move |_| {
+        let _ = asked_tx.send(());
+        panic!("trust is broken")
+    }));
     let (consumer, _rx) = recording(&setup, settings);
-    // The consumer's task ends with the panic; its delivery goes back.
+    tokio::time::timeout(Duration::from_secs(30), asked.recv())
+        .await
+        .unwrap();
+    // The consumer's task ended with the panic; its delivery goes back.
     let mut ready = 0;
     for _ in 0..300 {
         ready = Broker::ready(&channel, queue).await;
