@@ -3,14 +3,17 @@
 //!
 //! For each request it:
 //!
-//! 1. extracts the caller's trace context and baggage from the headers,
-//!    with the [`Setup`](crate::Setup)'s propagator;
-//! 2. when failure injection is on and the baggage carries a scenario,
-//!    asks `trust_scenario` about the request (default: no caller is
-//!    trusted) and, for an untrusted one, strips the scenario from the
-//!    context and from the request's headers, with a `humus.fit.strip`
-//!    event (every other baggage member, and the trace context, arrive
-//!    untouched);
+//! 1. when failure injection is on (or strip-only), strips the request's
+//!    `baggage` header, read whatever the [`Setup`](crate::Setup)'s
+//!    propagator (every entry, joined): a value that cannot be read whole
+//!    (not text, over 8192 bytes or 64 members) is dropped; one that
+//!    carries a scenario has `trust_scenario` asked about the request
+//!    (default: no caller is trusted) and, for an untrusted one, the
+//!    scenario's members removed (every other member, and the trace
+//!    context, arrive untouched); either way with a `humus.fit.strip`
+//!    event ([design](crate::design::failure_injection#every-entry-point));
+//! 2. extracts the caller's trace context and baggage from the headers so
+//!    left, with the Setup's propagator;
 //! 3. hands the handler that context: in the request's extensions (an
 //!    [`opentelemetry::Context`]), and as the current context and the
 //!    [`Inherited`](crate::grpc::deadline::Inherited) scope (with no
