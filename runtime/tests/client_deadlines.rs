@@ -31,12 +31,19 @@ use tonic_prost::ProstCodec;
 use tower::Layer;
 
 /// The front service: PlaceOrder asks carts for the cart through a humus
-/// client. With `copy`, the handler copies the inbound `grpc-timeout` onto
-/// its call by hand (as tonic users do today); without, it copies nothing.
+/// client (with `stream`, it opens WatchCart and waits for its first
+/// message). With `copy`, the handler copies the inbound `grpc-timeout`
+/// onto its call by hand (as tonic users do today); without, it copies
+/// nothing.
 #[derive(Clone)]
 struct Front {
     carts: Client,
     copy: bool,
+    stream: bool,
+}
+
+impl tonic::server::NamedService for Front {
+    const NAME: &'static str = "test.orders.v1.Orders";
 }
 
 impl tower_service::Service<http::Request<Body>> for Front {
@@ -49,7 +56,11 @@ impl tower_service::Service<http::Request<Body>> for Front {
     }
 
     fn call(&mut self, req: http::Request<Body>) -> Self::Future {
-        let (carts, copy) = (self.carts.clone(), self.copy);
+        let Front {
+            carts,
+            copy,
+            stream,
+        } = self.clone();
         Box::pin(async move {
             let svc = tower::service_fn(move |r: Request<OrderRequest>| {
                 let carts = carts.clone();
@@ -60,9 +71,18 @@ impl tower_service::Service<http::Request<Body>> for Front {
                     if copy && let Some(t) = r.metadata().get("grpc-timeout") {
                         out.metadata_mut().insert("grpc-timeout", t.clone());
                     }
-                    let cart: Response<Cart> = carts.unary(&GET_CART, out).await?;
+                    let served_by = if stream {
+                        let mut held = carts
+                            .server_streaming::<_, Cart>(&WATCH_CART, out)
+                            .await?
+                            .into_inner();
+                        held.message().await?.map(|c| c.served_by)
+                    } else {
+                        let cart: Response<Cart> = carts.unary(&GET_CART, out).await?;
+                        Some(cart.into_inner().served_by)
+                    };
                     Ok::<_, Status>(Response::new(Order {
-                        summary: format!("orders, via {}", cart.get_ref().served_by),
+                        summary: format!("orders, via {}", served_by.unwrap_or_default()),
                     }))
                 }
             });
@@ -93,6 +113,18 @@ fn hung_carts() -> (Carts, Arc<AtomicUsize>) {
         }
     });
     (carts, dropped)
+}
+
+/// Carts whose GetCart never answers and whose WatchCart opens and sends
+/// nothing.
+fn wholly_hung_carts() -> Carts {
+    let (carts, _) = hung_carts();
+    carts.on_watch_cart(|_, _| async {
+        Ok(Response::new(futures_util::stream::pending::<
+            Result<Cart, Status>,
+        >()))
+    });
+    carts
 }
 
 struct DropCount(Arc<AtomicUsize>);
@@ -131,13 +163,21 @@ impl Caller {
 
     /// One PlaceOrder with `grpc-timeout: 1S`; its code.
     async fn place(&self, id: usize) -> Code {
+        self.place_with(id, "1S", Duration::from_secs(3))
+            .await
+            .expect("the front's server ended the call")
+    }
+
+    /// One PlaceOrder with `grpc-timeout` `timeout`, dropped after `cut`;
+    /// its code, or `None` if it was dropped.
+    async fn place_with(&self, id: usize, timeout: &str, cut: Duration) -> Option<Code> {
         let mut grpc = self.grpc("http://orders");
         let mut request = Request::new(OrderRequest {
             cart_id: format!("c-{id}"),
         });
         request
             .metadata_mut()
-            .insert("grpc-timeout", "1S".parse().unwrap());
+            .insert("grpc-timeout", timeout.parse().unwrap());
         let call = async {
             grpc.ready().await.unwrap();
             grpc.unary::<_, Order, _>(
@@ -147,10 +187,10 @@ impl Caller {
             )
             .await
         };
-        match tokio::time::timeout(Duration::from_secs(3), call).await {
-            Ok(Ok(_)) => Code::Ok,
-            Ok(Err(status)) => status.code(),
-            Err(_) => panic!("the front's server never ended the call"),
+        match tokio::time::timeout(cut, call).await {
+            Ok(Ok(_)) => Some(Code::Ok),
+            Ok(Err(status)) => Some(status.code()),
+            Err(_) => None,
         }
     }
 }
@@ -228,6 +268,7 @@ async fn paused(copy: bool) {
     let front = Front {
         carts: carts_client,
         copy,
+        stream: false,
     };
     let _front = if copy {
         serve_plain(&host, "orders:9090", front)
@@ -349,6 +390,7 @@ async fn real_time(copy: bool) {
     let front = Front {
         carts: carts_client,
         copy,
+        stream: false,
     };
     let (orders_addr, _stop_orders) = serve_tcp(front, !copy).await;
     let stream = tokio::net::TcpStream::connect(&orders_addr).await.unwrap();
@@ -683,12 +725,7 @@ mod bound {
     /// sends nothing), its `timeout` `timeout`, one attempt a call.
     fn world(timeout: Duration) -> World {
         let (ca, host, capture) = (Ca::new(), Host::new(), Telemetry::new());
-        let (carts, _) = hung_carts();
-        carts.on_watch_cart(|_, _| async {
-            Ok(Response::new(futures_util::stream::pending::<
-                Result<Cart, Status>,
-            >()))
-        });
+        let carts = wholly_hung_carts();
         let running = start_carts(&host, &ca, &carts);
         let setup = setup(&host).with_telemetry(capture.telemetry());
         let settings = Settings {
@@ -912,5 +949,188 @@ mod bound {
             })
             .await;
         assert_names(&err, &inherited("1s"));
+    }
+}
+
+// ---- a deadline inherited through a humus -> humus hop ------------------
+
+/// An edge humus client calls a middle humus server whose handler calls a
+/// hung dependency (carts) through a humus client, with nothing copied:
+/// the middle call inherits the edge's deadline. The edge's `grpc-timeout`
+/// is rounded down, so the middle's own call ends by that deadline, before
+/// the edge cuts its attempt: it counts a failure, and five such calls
+/// open the middle's breaker. A stock caller that rounds its timeout up
+/// (as gRPC's C core does) and cuts the call at its own deadline, earlier
+/// than the middle's by up to that step, is recognised the same.
+mod hop {
+    use super::*;
+    use humus::grpc::server::{Server, Settings as ServerSettings};
+    use humus::telemetry::names::*;
+    use humus::testing::Telemetry;
+
+    /// The time the edge has left when it calls: over 10 s, where the
+    /// encoding's step is 100 ms.
+    const LEFT: Duration = Duration::from_millis(15_050);
+
+    struct World {
+        host: Host,
+        carts: Carts,
+        /// What the middle records.
+        capture: Telemetry,
+        _carts: Running,
+        _middle: tokio::task::JoinHandle<()>,
+    }
+
+    /// Hung carts (WatchCart opens and sends nothing), and the middle
+    /// humus server in plain text at orders:9090 (a [`Front`] that copies
+    /// nothing), its carts client with a
+    /// `timeout` longer than the edge's time left (the inherited deadline
+    /// is the middle call's).
+    async fn world(stream: bool) -> World {
+        let (ca, host, capture) = (Ca::new(), Host::new(), Telemetry::new());
+        let carts = wholly_hung_carts();
+        let running = start_carts(&host, &ca, &carts);
+        let setup = setup(&host).with_telemetry(capture.telemetry());
+        let settings = Settings {
+            timeout: Duration::from_secs(60),
+            ..carts_settings(&ca)
+        };
+        let middle = Front {
+            carts: Client::new(&setup, settings).unwrap(),
+            copy: false,
+            stream,
+        };
+        let settings = ServerSettings {
+            addr: "orders:9090".into(),
+            tls: None,
+            ..ServerSettings::default()
+        };
+        let mut server = Server::new(&setup, settings).unwrap().add_service(middle);
+        server.bind().await.unwrap();
+        let serving = tokio::spawn(async move {
+            server.serve(std::future::pending()).await.unwrap();
+        });
+        World {
+            host,
+            carts,
+            capture,
+            _carts: running,
+            _middle: serving,
+        }
+    }
+
+    impl World {
+        /// The edge: a humus client of the middle, one attempt a call, a
+        /// breaker that never opens and a `timeout` over its time left.
+        fn edge(&self) -> Client {
+            let settings = Settings {
+                addr: "orders:9090".into(),
+                tls: None,
+                timeout: Duration::from_secs(60),
+                max_attempts: 1,
+                breaker_policy: humus::circuit::Policy::new(
+                    |_| false,
+                    |_| humus::circuit::State::Closed,
+                ),
+                ..Settings::default()
+            };
+            Client::new(&setup(&self.host), settings).unwrap()
+        }
+
+        /// What the middle's client counted in its breaker as `outcome`.
+        fn counted(&self, outcome: &str) -> f64 {
+            self.middle_metric(HUMUS_CIRCUIT_CALLS, &[(HUMUS_CIRCUIT_OUTCOME, outcome)])
+        }
+
+        fn middle_metric(&self, name: &str, attributes: &[(&str, &str)]) -> f64 {
+            self.capture
+                .metrics(CLIENT_SCOPE)
+                .iter()
+                .filter(|p| p.name == name && p.has(attributes))
+                .map(|p| p.value.as_f64())
+                .sum()
+        }
+
+        /// How many of the middle's calls carts saw, of either method.
+        fn arrivals(&self) -> usize {
+            self.carts.arrivals(&GET_CART) + self.carts.arrivals(&WATCH_CART)
+        }
+
+        /// Five orders, each with `place` (its code), one after another,
+        /// then a sixth, which the middle's open breaker rejects at once:
+        /// each of the five counted a failure in the middle.
+        async fn five_open_the_breaker<F, Fut>(&self, place: F, stream: bool)
+        where
+            F: Fn(usize) -> Fut,
+            Fut: std::future::Future<Output = Code>,
+        {
+            for i in 1..=5 {
+                let code = place(i).await;
+                assert_ne!(code, Code::Ok, "carts is hung");
+                settle().await;
+                assert_eq!(self.counted("failure"), i as f64, "order {i}");
+                if !stream {
+                    let expired = self
+                        .middle_metric(HUMUS_RETRY_DECISIONS, &[(HUMUS_RETRY_DECISION, "expired")]);
+                    assert_eq!(expired, i as f64, "order {i}");
+                }
+            }
+            assert_eq!(self.arrivals(), 5);
+            let started = tokio::time::Instant::now();
+            assert_eq!(place(6).await, Code::Unavailable, "the open breaker");
+            assert!(started.elapsed() < SECOND, "at once");
+            assert_eq!(self.arrivals(), 5, "the breaker opened after 5");
+        }
+    }
+
+    /// An order from the edge humus client, with `LEFT` left; its code.
+    async fn order_from(edge: &Client, i: usize) -> Code {
+        let mut request = Request::new(OrderRequest {
+            cart_id: format!("c-{i}"),
+        });
+        request.set_timeout(LEFT);
+        match edge.unary::<_, Order>(&PLACE_ORDER, request).await {
+            Ok(_) => Code::Ok,
+            Err(status) => status.code(),
+        }
+    }
+
+    async fn from_a_humus_edge(stream: bool) {
+        let w = world(stream).await;
+        let edge = w.edge();
+        w.five_open_the_breaker(|i| order_from(&edge, i), stream)
+            .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hung_dependency_opens_the_middles_breaker_through_a_humus_hop() {
+        from_a_humus_edge(false).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_the_handler_holds_open_opens_the_middles_breaker_through_a_humus_hop() {
+        from_a_humus_edge(true).await;
+    }
+
+    /// A stock caller that sends `15100m` for its 15.05 s left (rounded up
+    /// to 100 ms, as gRPC's C core writes it) and drops the call at its own
+    /// deadline: the middle's call, dropped 50 ms before its inherited
+    /// deadline, is still the deadline's.
+    #[tokio::test(start_paused = true)]
+    async fn a_caller_that_rounds_its_timeout_up_is_recognised() {
+        for stream in [false, true] {
+            let w = world(stream).await;
+            let io = humus::Host::dial(&w.host, "orders:9090").await.unwrap();
+            let caller = Caller::over(io).await;
+            // Cut by the caller's own deadline: `None`.
+            let place = |i: usize| {
+                let caller = caller.clone();
+                async move {
+                    let cut = caller.place_with(i, "15100m", LEFT).await;
+                    cut.unwrap_or(Code::DeadlineExceeded)
+                }
+            };
+            w.five_open_the_breaker(place, stream).await;
+        }
     }
 }

@@ -95,6 +95,10 @@ tokio::task_local! {
 #[derive(Clone)]
 pub struct Inherited {
     deadline: Option<Instant>,
+    /// How much earlier than `deadline` the caller's own may be: the step
+    /// to which its `grpc-timeout` may have been rounded up
+    /// ([`encoding_step`]); zero for a deadline given exactly.
+    step: Duration,
     context: Context,
 }
 
@@ -112,7 +116,32 @@ impl Inherited {
     /// `context` (its span is the parent of the calls' attempts; its
     /// baggage goes with them).
     pub fn new(deadline: Option<Instant>, context: Context) -> Inherited {
-        Inherited { deadline, context }
+        Inherited {
+            deadline,
+            step: Duration::ZERO,
+            context,
+        }
+    }
+
+    /// The inherited deadline of a request received with a `grpc-timeout`
+    /// (`served`: the deadline it sets and the timeout, as
+    /// [`served_deadline`] reads them), and `context`: the caller may
+    /// have rounded its timeout up by up to one [`encoding_step`].
+    pub(crate) fn served(served: Option<(Instant, Duration)>, context: Context) -> Inherited {
+        Inherited {
+            deadline: served.map(|(at, _)| at),
+            step: served.map_or(Duration::ZERO, |(_, timeout)| encoding_step(timeout)),
+            context,
+        }
+    }
+
+    /// This deadline, with `context`.
+    pub(crate) fn with_context(&self, context: Context) -> Inherited {
+        Inherited {
+            deadline: self.deadline,
+            step: self.step,
+            context,
+        }
     }
 
     /// The deadline of a request whose `headers` arrived at `received`:
@@ -124,9 +153,14 @@ impl Inherited {
     /// `received` is best taken when the request reaches the server's
     /// service, as tonic's server measures the same deadline there (and
     /// drops the handler at it).
+    ///
+    /// The caller's own deadline may be a little earlier, as a client may
+    /// round the timeout it sends up (gRPC's C core to three significant
+    /// digits): a call its handler makes that is dropped up to that step
+    /// before this deadline still counts as the deadline's (see the
+    /// [client's docs](super::client#deadlines)).
     pub fn from_headers(headers: &HeaderMap, received: Instant, context: Context) -> Inherited {
-        let deadline = served_deadline(headers, received).map(|(at, _)| at);
-        Inherited { deadline, context }
+        Inherited::served(served_deadline(headers, received), context)
     }
 
     /// The served RPC's deadline, if it has one.
@@ -148,6 +182,15 @@ impl Inherited {
     /// The deadline in scope, without cloning the context.
     pub(crate) fn current_deadline() -> Option<Instant> {
         CURRENT.try_with(|i| i.deadline).ok().flatten()
+    }
+
+    /// The deadline in scope and its step ([`encoding_step`]), without
+    /// cloning the context.
+    pub(crate) fn current_stepped() -> Option<(Instant, Duration)> {
+        CURRENT
+            .try_with(|i| i.deadline.map(|at| (at, i.step)))
+            .ok()
+            .flatten()
     }
 
     /// Runs `fut` with this `Inherited` current ([`Inherited::current`]) and
@@ -649,6 +692,16 @@ pub(crate) fn served_deadline(
     Some((received.checked_add(timeout)?, timeout))
 }
 
+/// How much longer than the caller's time left a `grpc-timeout` of
+/// `timeout` may say: 1 % of it. A client may round the time left up
+/// before it sends it (gRPC's C core, to three significant digits: 1 ms
+/// steps below 1 s, 10 ms below 10 s, 100 ms below 100 s; grpc-go, to the
+/// microsecond), so the caller may end the call that much before the
+/// deadline its server reads.
+pub(crate) fn encoding_step(timeout: Duration) -> Duration {
+    timeout / 100
+}
+
 /// `d`, to the millisecond (down): how a duration a message shows is
 /// rounded.
 pub(crate) fn to_millis(d: Duration) -> Duration {
@@ -720,6 +773,12 @@ pub(crate) struct Deadline {
     pub(crate) at: Instant,
     /// Which bound that is.
     pub(crate) bound: Bound,
+    /// How long before `at` (besides the client's slack) a drop of the
+    /// call may be the inherited deadline's: the step to which the served
+    /// RPC's caller may have rounded its `grpc-timeout` up
+    /// ([`encoding_step`]), less the time from `at` to the inherited
+    /// deadline. Zero for a deadline of the call's own alone.
+    pub(crate) step: Duration,
 }
 
 impl Deadline {
@@ -748,7 +807,11 @@ impl Deadline {
         };
         match (now.checked_add(timeout), inherited) {
             (Some(at), Some(served)) if served < at => Some(Deadline::inherited(now, served)),
-            (Some(at), _) => Some(Deadline { at, bound }),
+            (Some(at), _) => Some(Deadline {
+                at,
+                bound,
+                step: Duration::ZERO,
+            }),
             (None, served) => served.map(|at| Deadline::inherited(now, at)),
         }
     }
@@ -759,7 +822,26 @@ impl Deadline {
         Deadline {
             at,
             bound: Bound::Inherited(to_millis(left)),
+            step: Duration::ZERO,
         }
+    }
+
+    /// This deadline of a call that inherited `inherited`, a deadline
+    /// and its [`encoding_step`] ([`Inherited::current_stepped`]): a drop
+    /// within that step before the inherited deadline is its.
+    pub(crate) fn stepped(mut self, inherited: Option<(Instant, Duration)>) -> Deadline {
+        if let Some((at, step)) = inherited {
+            self.step = step.saturating_sub(at.saturating_duration_since(self.at));
+        }
+        self
+    }
+
+    /// Whether a call (or a stream) dropped at `now` was dropped by this
+    /// deadline rather than given up on by its caller: at or after it, or
+    /// less than `slack` (the client's, for the two timers that end the
+    /// call) and [`Deadline::step`] before it.
+    pub(crate) fn dropped_by(&self, now: Instant, slack: Duration) -> bool {
+        now + slack + self.step >= self.at
     }
 }
 
@@ -827,6 +909,34 @@ mod tests {
             earliest(Some(Duration::MAX), None, Some(now + s1)),
             Some((now + s1, Bound::Inherited(s1)))
         );
+    }
+
+    /// A drop counts as an inherited deadline's up to its step before
+    /// it, beside the slack; the step shrinks by how much earlier the
+    /// call's own deadline is, and a deadline of the call's own alone has
+    /// none.
+    #[test]
+    fn an_inherited_deadlines_step_widens_what_a_drop_counts_as() {
+        let now = Instant::now();
+        let ms = Duration::from_millis;
+        let served = (now + ms(15_100), encoding_step(ms(15_100)));
+        assert_eq!(served.1, ms(151));
+        let earliest = |setting| {
+            Deadline::earliest(now, Some(setting), None, Some(served.0))
+                .unwrap()
+                .stepped(Some(served))
+        };
+        let inherited = earliest(Duration::from_secs(60));
+        assert_eq!((inherited.at, inherited.step), (served.0, ms(151)));
+        assert!(inherited.dropped_by(now + ms(15_050), ms(20)));
+        assert!(!inherited.dropped_by(now + ms(14_900), ms(20)));
+        let own = earliest(ms(15_000));
+        assert_eq!((own.at, own.step), (now + ms(15_000), ms(51)));
+        let alone = Deadline::earliest(now, Some(ms(15_000)), None, None)
+            .unwrap()
+            .stepped(None);
+        assert_eq!(alone.step, Duration::ZERO);
+        assert!(!alone.dropped_by(now + ms(14_950), ms(20)));
     }
 
     #[test]

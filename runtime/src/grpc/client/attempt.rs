@@ -624,7 +624,9 @@ impl Drop for Call<'_> {
             return;
         }
         let ctx = &self.ctx;
-        let at_deadline = ctx.at().is_some_and(|d| at_deadline(d, Instant::now()));
+        let at_deadline = ctx
+            .deadline
+            .is_some_and(|d| at_deadline(&d, Instant::now()));
         if !at_deadline {
             return;
         }
@@ -641,27 +643,35 @@ impl Drop for Call<'_> {
 }
 
 /// Whether a call dropped at `now` was dropped by its `deadline`: at or
-/// after it, or less than [`DEADLINE_SLACK`] before it.
-pub(super) fn at_deadline(deadline: Instant, now: Instant) -> bool {
-    now + DEADLINE_SLACK >= deadline
+/// after it, or less than [`DEADLINE_SLACK`] before it (more, for an
+/// inherited deadline whose caller may have rounded its `grpc-timeout`
+/// up: [`Deadline::dropped_by`]).
+pub(super) fn at_deadline(deadline: &Deadline, now: Instant) -> bool {
+    deadline.dropped_by(now, DEADLINE_SLACK)
 }
 
-/// `left` as a `grpc-timeout` value, rounded up to about three significant
-/// digits as gRPC's C core writes it: to 1 ms below 1 s, 10 ms below 10 s,
-/// 100 ms below 100 s and 1 s from there (then minutes and hours once the
-/// seconds need more than 8 digits); a zero `left` is `1n`, the least the
-/// header can say.
+/// `left` as a `grpc-timeout` value, rounded down to about three
+/// significant digits: to the nanosecond below 1 ms, the microsecond
+/// below 100 ms, 1 ms below 1 s,
+/// 10 ms below 10 s, 100 ms below 100 s and 1 s from there (then minutes
+/// and hours once the seconds need more than 8 digits); a zero `left` is
+/// `1n`, the least the header can say.
 ///
-/// Rounding makes the calls of a client repeat a few values ("10S" for a
-/// first attempt under the default 10 s timeout), which HPACK indexes once;
-/// a value exact to the microsecond differs on every call, and each would
-/// be one more entry in the connection's header tables, searched and
-/// evicted on both sides. The server may so see up to 1 % (at least 1 ms)
-/// more time than the caller has: the client's own timer ends the call at
-/// the deadline itself.
+/// Down, never up: the time sent never exceeds the time left, so the
+/// deadline a server inherits from it is never later than this call's,
+/// and a call its handler makes ends by that deadline (counted as the
+/// deadline's, a failure) before this client cuts the attempt, rather
+/// than being dropped early by the cut (counted as nothing).
+///
+/// Rounding makes the calls of a client repeat a few values, which HPACK
+/// indexes once; a value exact to the microsecond differs on every call,
+/// and each would be one more entry in the connection's header tables,
+/// searched and evicted on both sides. The server may so see up to 1 %
+/// less time than the caller has.
 ///
 /// Source: gRPC over HTTP/2 (`PROTOCOL-HTTP2.md`, "Timeout": at most 8
-/// digits and a unit), and the rounding of gRPC core's timeout encoding.
+/// digits and a unit), and the three significant digits of gRPC core's
+/// timeout encoding (which rounds up).
 fn grpc_timeout(left: std::time::Duration) -> http::HeaderValue {
     let (value, unit) = timeout_value(left);
     if unit == b'S'
@@ -691,10 +701,11 @@ fn grpc_timeout(left: std::time::Duration) -> http::HeaderValue {
     http::HeaderValue::from_bytes(&buf[..=n]).expect("digits and a unit letter are visible ASCII")
 }
 
-/// The `grpc-timeout` values `0S` to `300S`, written once: a first
-/// attempt under a timeout of whole seconds (the default's `10S`) sends
-/// one of them, a clone of a static value, where a value written from
-/// bytes is checked and copied to the heap on every send.
+/// The `grpc-timeout` values `0S` to `300S`, written once: a send with a
+/// whole number of seconds left (once rounded down: from 100 s, or exactly
+/// as many seconds as the timeout, on paused time) sends one of them, a
+/// clone of a static value, where a value written from bytes is checked
+/// and copied to the heap on every send.
 fn whole_seconds() -> &'static [http::HeaderValue] {
     static VALUES: std::sync::LazyLock<Vec<http::HeaderValue>> = std::sync::LazyLock::new(|| {
         (0..=300)
@@ -710,21 +721,26 @@ fn whole_seconds() -> &'static [http::HeaderValue] {
 /// The value and unit of [`grpc_timeout`]: `value` has 1 to 8 digits.
 fn timeout_value(left: std::time::Duration) -> (u64, u8) {
     const MAX: u64 = 99_999_999;
-    if left.is_zero() {
-        return (1, b'n');
+    let nanos = left.as_nanos();
+    if nanos < 1_000_000 {
+        // Below 1 ms: to the nanosecond (at most 6 digits).
+        return ((nanos as u64).max(1), b'n');
     }
-    // Whole milliseconds, rounded up: below 100 s, to 1, 10 or 100 ms.
-    let millis = left.as_nanos().div_ceil(1_000_000);
+    if nanos < 100_000_000 {
+        // Below 100 ms: to the microsecond (at most 5 digits).
+        return ((nanos / 1_000) as u64, b'u');
+    }
+    // Whole milliseconds, rounded down: below 100 s, to 1, 10 or 100 ms.
+    let millis = nanos / 1_000_000;
     let step = match millis {
-        0..=1_000 => 1,
-        1_001..=10_000 => 10,
-        10_001..=100_000 => 100,
+        0..=999 => 1,
+        1_000..=9_999 => 10,
+        10_000..=99_999 => 100,
         _ => 1_000,
     };
-    // Rounded up to its step: a whole number of seconds from 100 s on.
-    let millis = millis.div_ceil(step) * step;
-    if millis % 1_000 != 0 {
-        // Below 100 s here: at most 6 digits.
+    let millis = millis / step * step;
+    if !millis.is_multiple_of(1_000) {
+        // From 100 ms to 100 s here: at most 5 digits.
         return (millis as u64, b'm');
     }
     // Whole seconds from here (saturating: more seconds than u64 holds
@@ -732,10 +748,10 @@ fn timeout_value(left: std::time::Duration) -> (u64, u8) {
     let secs = u64::try_from(millis / 1_000).unwrap_or(u64::MAX);
     if secs <= MAX {
         (secs, b'S')
-    } else if secs.div_ceil(60) <= MAX {
-        (secs.div_ceil(60), b'M')
+    } else if secs / 60 <= MAX {
+        (secs / 60, b'M')
     } else {
-        (secs.div_ceil(3_600).min(MAX), b'H')
+        ((secs / 3_600).min(MAX), b'H')
     }
 }
 
@@ -1311,29 +1327,31 @@ mod tests {
     }
 
     #[test]
-    fn grpc_timeout_rounds_up_to_about_three_digits() {
+    fn grpc_timeout_rounds_down_to_about_three_digits() {
         let cases = [
             (Duration::ZERO, "1n"),
-            (Duration::from_nanos(1), "1m"),
-            (Duration::from_micros(999), "1m"),
+            (Duration::from_nanos(1), "1n"),
+            (Duration::from_micros(999), "999000n"),
+            (Duration::from_nanos(1_500_999), "1500u"),
+            (Duration::from_nanos(99_999_999), "99999u"),
             (Duration::from_millis(300), "300m"),
-            (Duration::from_micros(300_001), "301m"),
-            (Duration::from_micros(999_999), "1S"),
+            (Duration::from_micros(300_999), "300m"),
+            (Duration::from_micros(999_999), "999m"),
             (Duration::from_millis(1_000), "1S"),
-            (Duration::from_micros(1_000_001), "1010m"),
-            (Duration::from_millis(2_345), "2350m"),
-            (Duration::from_micros(9_999_999), "10S"),
-            (Duration::from_millis(9_990), "9990m"),
+            (Duration::from_micros(1_009_999), "1S"),
+            (Duration::from_millis(2_345), "2340m"),
+            (Duration::from_micros(9_999_999), "9990m"),
             (Duration::from_secs(10), "10S"),
-            (Duration::from_millis(10_001), "10100m"),
-            (Duration::from_millis(29_999), "30S"),
-            (Duration::from_millis(99_999), "100S"),
-            (Duration::from_millis(100_001), "101S"),
+            (Duration::from_millis(10_099), "10S"),
+            (Duration::from_millis(15_050), "15S"),
+            (Duration::from_millis(15_150), "15100m"),
+            (Duration::from_millis(29_999), "29900m"),
+            (Duration::from_millis(100_999), "100S"),
             (Duration::from_secs(300), "300S"),
             (Duration::from_secs(99_999_999), "99999999S"),
-            (Duration::from_secs(100_000_000), "1666667M"),
-            (Duration::from_secs(60 * 99_999_999), "99999999M"),
-            (Duration::from_secs(60 * 100_000_000), "1666667H"),
+            (Duration::from_secs(100_000_000), "1666666M"),
+            (Duration::from_secs(60 * 99_999_999 + 59), "99999999M"),
+            (Duration::from_secs(60 * 100_000_000), "1666666H"),
         ];
         for (d, want) in cases {
             assert_eq!(written(d), want, "{d:?}");
@@ -1342,15 +1360,15 @@ mod tests {
 
     proptest::proptest! {
         /// What is written parses (as tonic's server parses it) to at
-        /// least the time left and at most 1 % or 1 ms more.
+        /// most the time left (one nanosecond for none) and at least 1 %
+        /// less.
         #[test]
-        fn grpc_timeout_never_shortens_and_barely_lengthens(nanos in proptest::prop_oneof![0u64..=10u64.pow(12), proptest::num::u64::ANY]) {
+        fn grpc_timeout_never_lengthens_and_barely_shortens(nanos in proptest::prop_oneof![0u64..=10u64.pow(12), proptest::num::u64::ANY]) {
             let left = Duration::from_nanos(nanos);
             let parsed = crate::grpc::deadline::parse_grpc_timeout(written(left).as_bytes())
                 .expect("parses");
-            proptest::prop_assert!(parsed >= left, "{left:?} -> {parsed:?}");
-            let slack = (left / 100).max(Duration::from_millis(1));
-            proptest::prop_assert!(parsed - left <= slack, "{left:?} -> {parsed:?}");
+            proptest::prop_assert!(parsed <= left.max(Duration::from_nanos(1)), "{left:?} -> {parsed:?}");
+            proptest::prop_assert!(left - parsed.min(left) <= left / 100, "{left:?} -> {parsed:?}");
         }
     }
 

@@ -50,7 +50,7 @@ use super::hooks::AttemptSpan;
 use super::limit::{FRAME_HEAD, Frames, Limited, message_len, too_large, too_long};
 use super::stream::{End, Settle, deadline_exceeded, missing_response};
 use super::{Method, MethodPolicy, RpcKind};
-use crate::grpc::deadline::{Bound, Deadline};
+use crate::grpc::deadline::Deadline;
 
 /// The body of what the connection's send answers.
 type WireBody = super::connection::AttemptBody;
@@ -1286,8 +1286,9 @@ struct Live {
     inner: Option<Limited<WireBody>>,
     settle: Option<Settle>,
     deadline: Option<Pin<Box<Sleep>>>,
-    /// Which bound the deadline is: its status names it.
-    bound: Option<Bound>,
+    /// The deadline: which bound it is (its status names it), and how
+    /// early a drop is still its.
+    limit: Option<Deadline>,
     closed: ClosedFlag,
     /// The HTTP status, for a trailer without `grpc-status`.
     http: http::StatusCode,
@@ -1315,7 +1316,7 @@ impl Live {
             inner: Some(inner),
             settle: Some(settle),
             deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d.at))),
-            bound: deadline.map(|d| d.bound),
+            limit: deadline,
             closed,
             http: parts.status,
             trailers_only,
@@ -1346,7 +1347,7 @@ impl Live {
     fn end_at_deadline(&mut self) -> Status {
         self.end(End::DeadlinePassed);
         self.inner = None;
-        deadline_exceeded(self.bound, self.closed.addr())
+        deadline_exceeded(self.limit.map(|d| d.bound), self.closed.addr())
     }
 
     /// Counts the stream's clean end with `trailer` (its `grpc-status`,
@@ -1432,10 +1433,7 @@ impl Drop for Live {
         if self.ended || self.settle.is_none() {
             return;
         }
-        let at = self
-            .deadline
-            .as_ref()
-            .is_some_and(|d| at_deadline(d.deadline(), Instant::now()));
+        let at = self.limit.is_some_and(|d| at_deadline(&d, Instant::now()));
         if at {
             self.end(End::DeadlinePassed);
         }

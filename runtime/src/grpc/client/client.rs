@@ -208,10 +208,11 @@ impl Client {
     /// around the call instead, `async move { .. }.with_context(cx)`).
     /// Each attempt tells the
     /// server the time left (before the call's deadline, or the attempt's
-    /// own if earlier) as its `grpc-timeout`, rounded up to about
-    /// three significant digits as gRPC's C core does (so a server sees at
-    /// most 1 %, or 1 ms, more than is left: `10S` for a first attempt
-    /// under the default timeout); the call itself ends at its deadline.
+    /// own if earlier) as its `grpc-timeout`, rounded down to about
+    /// three significant digits (so a server sees at most 1 % less than is
+    /// left, never more, and a humus server's handler's own calls end by
+    /// its deadline before this call cuts it); the call itself ends at its
+    /// deadline.
     ///
     /// # Errors
     ///
@@ -400,7 +401,8 @@ pub(super) fn deadline(
     timeout: Option<Duration>,
     own: Option<Duration>,
 ) -> Option<Deadline> {
-    Deadline::earliest(now, timeout, own, Inherited::current_deadline())
+    let inherited = Inherited::current_stepped();
+    Deadline::earliest(now, timeout, own, inherited.map(|(at, _)| at)).map(|d| d.stepped(inherited))
 }
 
 /// The request's own `grpc-timeout` (tonic's `Request::set_timeout`), if

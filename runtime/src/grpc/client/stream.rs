@@ -86,8 +86,9 @@ pub struct Streaming<T> {
     inner: Option<tonic::Streaming<T>>,
     settle: Option<Settle>,
     deadline: Option<Pin<Box<Sleep>>>,
-    /// Which bound the deadline is: its status names it.
-    bound: Option<Bound>,
+    /// The deadline: which bound it is (its status names it), and how
+    /// early a drop is still its.
+    limit: Option<Deadline>,
     /// The client's connection's close: it fails the IO under the stream,
     /// which wakes it, and the flag tells that error from a broken
     /// connection's.
@@ -120,7 +121,7 @@ impl<T> Streaming<T> {
             inner: Some(inner),
             settle: Some(settle),
             deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d.at))),
-            bound: deadline.map(|d| d.bound),
+            limit: deadline,
             closed,
             trailers: None,
             ended: false,
@@ -155,7 +156,7 @@ impl<T> Streaming<T> {
     fn end_at_deadline(&mut self) -> Status {
         self.end(End::DeadlinePassed);
         self.inner = None;
-        deadline_exceeded(self.bound, self.closed.addr())
+        deadline_exceeded(self.limit.map(|d| d.bound), self.closed.addr())
     }
 
     /// The next message, `None` at the end of the stream.
@@ -267,9 +268,8 @@ impl<T> Drop for Streaming<T> {
             return;
         }
         let at_deadline = self
-            .deadline
-            .as_ref()
-            .is_some_and(|d| super::attempt::at_deadline(d.deadline(), Instant::now()));
+            .limit
+            .is_some_and(|d| super::attempt::at_deadline(&d, Instant::now()));
         if at_deadline {
             self.end(End::DeadlinePassed);
         }

@@ -300,7 +300,7 @@ where
             Some(payload) => Err(payload),
             None => call_caught(&mut self.inner, request),
         };
-        let inherited = Inherited::new(deadline.map(|(at, _)| at), cx);
+        let inherited = Inherited::served(deadline, cx);
         ResponseFuture::new(
             call.map(|call| inherited.clone().scope(call)),
             deadline,

@@ -287,6 +287,6 @@ impl Shared {
             injector.strip_baggage(inherited.baggage())?
         };
         let context = inherited.with_baggage(baggage);
-        Some(Inherited::new(current.deadline(), context))
+        Some(current.with_context(context))
     }
 }
