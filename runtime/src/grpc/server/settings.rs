@@ -754,7 +754,7 @@ mod tests {
     #[test]
     fn deserialises_durations_in_humantime_form() {
         let settings: Settings = serde_json::from_str(
-            r#"{"addr": ":8443", "max_connection_age": "1m30s", "max_connection_age_grace": "250ms"}"#,
+            r#"{"addr": ":8443", "plaintext": true, "max_connection_age": "1m30s", "max_connection_age_grace": "250ms"}"#,
         )
         .unwrap();
         assert_eq!(settings.addr, ":8443");
@@ -773,8 +773,10 @@ mod tests {
         assert!(err.contains("soon") || err.contains("duration"), "{err}");
 
         // The checks run after deserialising.
-        let settings: Settings =
-            serde_json::from_str(r#"{"addr": ":1", "max_connection_age": "0s"}"#).unwrap();
+        let settings: Settings = serde_json::from_str(
+            r#"{"addr": ":1", "plaintext": true, "max_connection_age": "0s"}"#,
+        )
+        .unwrap();
         let err = settings.check().unwrap_err();
         assert_eq!(err.fields().collect::<Vec<_>>(), ["max_connection_age"]);
     }
