@@ -563,6 +563,89 @@ impl Settings {
 mod tests {
     use super::*;
 
+    /// Pieces of base URLs, right and wrong, for the property below.
+    fn url_piece() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::strategy::Strategy as _;
+        proptest::sample::select(vec![
+            "http",
+            "https",
+            "HTTP",
+            "ftp",
+            "://",
+            ":/",
+            ":",
+            "/",
+            "//",
+            "///",
+            " ",
+            "\\",
+            "@",
+            "u:p@",
+            "a",
+            "rates",
+            "-a",
+            "a-",
+            "a..b",
+            "10.0.0.7",
+            "999.1.1.1",
+            "1.2.3",
+            "[::1]",
+            "[fe80::1%25eth0]",
+            "0",
+            "80",
+            "443",
+            "8080",
+            "65536",
+            "v1",
+            ".",
+            "..",
+            "%2e",
+            "%2E%2e",
+            "%2f",
+            "?q",
+            "#f",
+            "%",
+            "%41",
+            "~",
+            "_",
+            ";",
+        ])
+        .prop_map(str::to_owned)
+    }
+
+    proptest::proptest! {
+        /// A base URL `check_base_url` accepts is what a URL parser reads
+        /// from it, nothing forgiven: the scheme written with `://`, no user
+        /// info, the host and port as written, and the path as written (no
+        /// `.` or `..` resolved away), with no query or fragment.
+        #[test]
+        fn an_accepted_base_url_is_read_as_written(
+            pieces in proptest::collection::vec(url_piece(), 1..9),
+        ) {
+            use proptest::prop_assert;
+            let text = pieces.concat();
+            if let Ok(url) = parse_base_url(&text) {
+                prop_assert!(!text.contains([' ', '\\', '?', '#']), "{text:?}");
+                let rest = text.get(url.scheme().len()..).and_then(|r| r.strip_prefix("://"));
+                prop_assert!(rest.is_some(), "{text:?}: {url}");
+                let rest = rest.unwrap();
+                let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+                prop_assert!(!authority.contains('@'), "{text:?}: user info, even empty");
+                prop_assert!(url.username().is_empty() && url.password().is_none(), "{text:?}");
+                let (host, port) = match authority.rsplit_once(':') {
+                    Some((host, port)) if !port.contains(']') => (host, Some(port)),
+                    _ => (authority, None),
+                };
+                prop_assert!(url.host_str() == Some(&*host.to_ascii_lowercase()), "{text:?}: {url}");
+                if let Some(port) = port {
+                    prop_assert!(url.port_or_known_default() == port.parse().ok(), "{text:?}: {url}");
+                }
+                let path = if path.is_empty() { "/" } else { path };
+                prop_assert!(url.path() == path, "{text:?}: {url}");
+            }
+        }
+    }
+
     #[test]
     fn base_urls() {
         for ok in [
