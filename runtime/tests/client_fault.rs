@@ -668,6 +668,45 @@ async fn an_abort_is_unavailable_wrapping_the_injected_error() {
     assert_eq!(capture.spans().len(), 3, "retried as Unavailable is");
 }
 
+/// Evaluations are recorded on the request's trace alone: a call under
+/// test, aborted and delayed, adds no instrument and no log record of
+/// failure injection, in any scope.
+#[tokio::test(start_paused = true)]
+async fn no_instrument_or_log_record_records_evaluations() {
+    let (ca, host, carts, capture) = (Ca::new(), Host::new(), Carts::new(), Telemetry::new());
+    carts.on_get_cart(|_, req| async move { Ok(Response::new(cart(&req.id, 1))) });
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = carts_client(&host, &ca, &capture);
+    for scenario in [
+        abort_at("grpc:test.carts.v1.Carts/*"),
+        delay_at("grpc:test.carts.v1.Carts/*", Duration::from_millis(10)),
+    ] {
+        let mut request = get("c");
+        request.extensions_mut().insert(context(Some(&scenario)));
+        let _ = client.unary::<_, Cart>(&GET_CART, request).await;
+    }
+    assert_eq!(carts.arrivals(&GET_CART), 1, "the delayed call went on");
+    let metrics = capture.collect();
+    let names: Vec<String> = metrics
+        .scope_metrics()
+        .flat_map(|s| s.metrics().map(|m| m.name().to_owned()))
+        .collect();
+    assert!(
+        names.iter().any(|n| n == HUMUS_CIRCUIT_CALLS),
+        "the client's own instruments recorded: {names:?}"
+    );
+    assert!(
+        names.iter().all(|n| !n.starts_with("humus.fit")),
+        "{names:?}"
+    );
+    let logs = capture.logs();
+    assert!(
+        logs.iter()
+            .all(|l| !format!("{:?}", l.record).contains("humus.fit")),
+        "{logs:?}"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn streams_opens_are_aborted_like_unary_attempts() {
     let (ca, host, carts, capture) = (Ca::new(), Host::new(), Carts::new(), Telemetry::new());

@@ -401,3 +401,31 @@ fn a_users_decoder_names_its_error_type_and_members() {
     );
     assert_eq!(events[1].0, "humus.fit.strip");
 }
+
+/// A decoder that panics: its panic goes on to the code that evaluated
+/// (a handler's, which its server answers INTERNAL as any handler's
+/// panic), not swallowed as a scenario the request did not carry. A strip
+/// asks the decoder only which members are its own, so it still strips.
+#[test]
+fn a_decoder_that_panics_panics_the_evaluation_and_strips_still_work() {
+    #[derive(Debug)]
+    struct Panicking;
+    impl Decoder for Panicking {
+        fn decode(&self, _: &Baggage) -> Result<Option<Scenario>, DecodeError> {
+            panic!("the decoder's own bug")
+        }
+        fn owns(&self, key: &str) -> bool {
+            key == KEY
+        }
+    }
+    let injector = Injector::new(Settings::new(Panicking)).unwrap();
+    let with = || baggage(Some(r#"{"rules":[]}"#));
+    let cx = Context::new().with_baggage(with());
+    let panic =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| injector.eval(&cx, POINT)))
+            .unwrap_err();
+    assert_eq!(panic.downcast_ref::<&str>(), Some(&"the decoder's own bug"));
+    let stripped = injector.strip_baggage(&with()).unwrap();
+    assert_eq!(stripped.get(KEY), None);
+    assert_eq!(stripped.get("tenant").map(|v| v.as_str()), Some("acme"));
+}

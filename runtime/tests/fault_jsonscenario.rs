@@ -176,3 +176,37 @@ fn a_point_of_2000_equals_signs_is_over_the_limit() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A scenario over 2048 bytes is refused where it is written, the error
+/// saying its size and the limit; one that arrives anyway (another
+/// language's encoder, a hand-written header) is read, as the design says:
+/// the limit guards the request's other baggage on the way, and a member
+/// that made it through has done no harm to it.
+#[test]
+fn a_scenario_over_2048_bytes_is_refused_by_encode_and_read_by_decode() {
+    let point = "p".repeat(3000);
+    let s = Scenario::new([Rule::new(
+        point.clone(),
+        Fault {
+            delay: Duration::from_millis(5),
+            abort: true,
+        },
+    )]);
+    let err = codec().encode(&Baggage::new(), &s).unwrap_err();
+    match &err {
+        jsonscenario::EncodeError::TooLarge { size, limit, .. } => {
+            assert_eq!(*limit, jsonscenario::MAX_MEMBER_BYTES);
+            assert!(*size > 3000, "{size}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let text = err.to_string();
+    assert!(
+        text.starts_with("baggage member \"acme.fault\" is ")
+            && text.ends_with(" bytes percent-encoded, over the limit of 2048"),
+        "{text}"
+    );
+    let json = codec().to_json(&s).unwrap();
+    assert!(json.len() > 2048, "{}", json.len());
+    assert_eq!(decode(&json).unwrap(), Some(s));
+}
