@@ -1003,6 +1003,7 @@ mod hop {
         let settings = ServerSettings {
             addr: "orders:9090".into(),
             tls: None,
+            plaintext: true,
             ..ServerSettings::default()
         };
         let mut server = Server::new(&setup, settings).unwrap().add_service(middle);
