@@ -239,3 +239,21 @@ async fn a_server_that_does_not_speak_http2_is_not_connected() {
         "never healthy"
     );
 }
+
+/// The checks share the connection's backoff (1 s, growing 1.6 times to
+/// 120 s, jittered) rather than each starting over at 1 s: checked once a
+/// second, each check cut after 1 s (as `Health` probes), a dependency
+/// where nothing listens is dialled at most 10 times in 120 s.
+#[tokio::test(start_paused = true)]
+async fn checks_once_a_second_share_the_connections_backoff() {
+    let (ca, host) = (Ca::new(), Host::new());
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let connected = client.connected();
+    for _ in 0..120 {
+        let started = tokio::time::Instant::now();
+        assert!(timeout(SECOND, connected.check()).await.is_err());
+        tokio::time::sleep_until(started + SECOND).await;
+    }
+    let dials = host.dials("carts:9090");
+    assert!((2..=10).contains(&dials), "{dials} dials in 120 s");
+}

@@ -67,8 +67,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 /// after a failed dial, the next is due 1 s after the failed one started,
 /// then 1.6 times longer each time, ±20 % jitter, never longer than
 /// [`Settings::connect_backoff_max`] (120 s by default, gRPC's). Calls
-/// made meanwhile fail at once; a readiness check waits the same between
-/// its own dials.
+/// made meanwhile fail at once; a readiness check waits for the next dial
+/// to be due (the checks and the calls share one backoff).
 const BACKOFF_BASE: Duration = Duration::from_secs(1);
 const BACKOFF_MULTIPLIER: f64 = 1.6;
 const BACKOFF_JITTER: f64 = 0.2;
@@ -216,16 +216,6 @@ impl Dialer {
         }
         Ok(io)
     }
-}
-
-/// Whether a dial heeds the connection backoff.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Backoff {
-    /// A call's: fails at once while the connection backs off.
-    Respect,
-    /// A readiness check's: dials whenever no dial is under way, and
-    /// waits between its own failed dials.
-    Ignore,
 }
 
 /// What a failed TLS handshake probably means, when rustls's error says it:
@@ -1066,7 +1056,7 @@ impl Connection {
     /// Outside a tokio runtime when it must dial (tokio's panic); and with
     /// the panic of the dial's task, if it panicked.
     pub(crate) async fn sender(&self) -> Result<Sender, Status> {
-        let send = self.send_request(Backoff::Respect).await?;
+        let send = self.send_request().await?;
         Ok(match &self.layers {
             None => Sender::Direct(send),
             Some(stack) => Sender::Layered {
@@ -1083,9 +1073,8 @@ impl Connection {
 
     /// hyper's handle on the connection, dialled first if need be
     /// ([`Connection::sender`]). While the connection backs off after a
-    /// failed dial, fails at once with that dial's error, unless
-    /// `backoff` is [`Backoff::Ignore`] (a readiness check's dial).
-    async fn send_request(&self, backoff: Backoff) -> Result<SendRequest, Status> {
+    /// failed dial, fails at once with that dial's error.
+    async fn send_request(&self) -> Result<SendRequest, Status> {
         let dial = {
             let mut state = lock(&self.link);
             if self.dialer.is_closed() {
@@ -1099,9 +1088,7 @@ impl Connection {
                     return Ok(send);
                 }
                 Link::Dialing(dial) => dial.clone(),
-                Link::Failed { error, retry_at }
-                    if backoff == Backoff::Respect && Instant::now() < *retry_at =>
-                {
+                Link::Failed { error, retry_at } if Instant::now() < *retry_at => {
                     return Err(backing_off_status(
                         error,
                         retry_at.saturating_duration_since(Instant::now()),
@@ -1201,18 +1188,29 @@ impl Connection {
         drop(link);
     }
 
+    /// When the next dial is due, while the connection backs off after a
+    /// failed dial.
+    fn next_dial(&self) -> Option<Instant> {
+        match lock(&self.link).link {
+            Link::Failed { retry_at, .. } => Some(retry_at),
+            _ => None,
+        }
+    }
+
     /// The `Connected` check: healthy once the connection has first been
     /// ready (its dial done, TLS and the server's HTTP/2 settings), from
     /// then on until it is closed. Until then a check dials, as a call
     /// does (the same dial, which the calls then use), and waits until a
-    /// dial succeeds, with grpc-go's connection backoff between failures,
-    /// or until the connection closes. It makes no call.
+    /// dial succeeds, or until the connection closes. It makes no call.
+    /// Its dials share the connection's backoff with the calls': while
+    /// the connection backs off after a failed dial, a check waits for
+    /// the next dial to be due rather than dialling, so checks made once
+    /// a second of a dependency that is down dial as seldom as the calls
+    /// do.
     pub(crate) fn check(self: &Arc<Self>) -> impl Future<Output = bool> + Send + use<> {
         let conn = Arc::clone(self);
         async move {
             let mut ready = conn.dialer.ready.subscribe();
-            let max = conn.backoff_max;
-            let mut backoff = BACKOFF_BASE.min(max);
             loop {
                 if conn.dialer.is_closed() {
                     return false;
@@ -1222,16 +1220,20 @@ impl Connection {
                 }
                 tokio::select! {
                     () = conn.closed() => return false,
-                    dialled = conn.send_request(Backoff::Ignore) => if dialled.is_ok() {
+                    dialled = conn.send_request() => if dialled.is_ok() {
                         return !conn.dialer.is_closed();
                     },
                 }
+                // Failed, or backing off: until the next dial is due (or
+                // the connection is ready, made by a call's dial).
+                let due = conn
+                    .next_dial()
+                    .unwrap_or_else(|| Instant::now() + BACKOFF_BASE.min(conn.backoff_max));
                 tokio::select! {
                     () = conn.closed() => return false,
-                    () = tokio::time::sleep(jittered(backoff).min(max)) => {}
+                    () = tokio::time::sleep_until(due) => {}
                     _ = ready.changed() => {}
                 }
-                backoff = backoff.mul_f64(BACKOFF_MULTIPLIER).min(max);
             }
         }
     }
