@@ -62,11 +62,15 @@ impl HumusOptions {
 pub(crate) struct Generator {
     pub(crate) tonic: Option<Box<dyn ServiceGenerator>>,
     pub(crate) humus: Option<HumusOptions>,
+    /// The humus modules of the package being generated, so far.
+    pub(crate) package_modules: Vec<String>,
 }
 
 impl ServiceGenerator for Generator {
     fn generate(&mut self, service: Service, buf: &mut String) {
         if let Some(humus) = &self.humus {
+            self.package_modules
+                .push(humus.module_name(&service.package, &service.name).0);
             let tokens = humus_module(&service, humus);
             let file = syn::parse2(tokens).expect("humus-build generates a valid Rust module");
             let humus_code = prettyplease::unparse(&file);
@@ -88,6 +92,12 @@ impl ServiceGenerator for Generator {
     fn finalize_package(&mut self, package: &str, buf: &mut String) {
         if let Some(tonic) = &mut self.tonic {
             tonic.finalize_package(package, buf);
+        }
+        let modules = std::mem::take(&mut self.package_modules);
+        if !modules.is_empty() {
+            let tokens = package_callback(package, &modules);
+            let file = syn::parse2(tokens).expect("humus-build generates valid Rust items");
+            buf.push_str(&prettyplease::unparse(&file));
         }
     }
 }
@@ -258,12 +268,46 @@ fn callback_macro_name(full_service: &str) -> String {
     )
 }
 
+/// What `#[humus::client(service = <the package's module>)]` calls: the
+/// package's module holds its services' humus modules, and the attribute's
+/// error names them (rather than rustc's "cannot find `__humus_client`").
+fn package_callback(package: &str, modules: &[String]) -> TokenStream {
+    let callback = format_ident!(
+        "{}",
+        callback_macro_name(&format!("{package}.")).replacen(
+            "__humus_client_",
+            "__humus_package_",
+            1
+        )
+    );
+    quote! {
+        // `#[humus::client(service = this module)]` names the package's
+        // module, not a service's: this macro makes its error say which.
+        #[doc(hidden)]
+        #[macro_export]
+        macro_rules! #callback {
+            ($($input:tt)*) => {
+                ::humus::codegen::client_expand! {
+                    package = #package,
+                    modules = [#(#modules),*],
+                    $($input)*
+                }
+            };
+        }
+
+        // Unused in a binary crate that names no module in the attribute.
+        #[doc(hidden)]
+        #[allow(unused_imports)]
+        pub use #callback as __humus_client;
+    }
+}
+
 /// The humus module of one service.
 fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
     let full_service = service_full_name(service);
     let (module_text, renamed) = options.module_name(&service.package, &service.name);
     let module = format_ident!("{}", module_text);
-    let alias = format_ident!("{}HumusClient", service.name);
+    let alias = format_ident!("{}ProtoClient", service.name);
     let service_docs = if options.disable_comments.contains(&full_service) {
         TokenStream::new()
     } else {
@@ -442,8 +486,12 @@ fn humus_module(service: &Service, options: &HumusOptions) -> TokenStream {
         " A typed client of `{full_service}` over a humus client: one method per RPC, \
          each calling with its descriptor from `P`."
     );
-    let alias_doc =
-        format!(" The typed humus client of `{full_service}` with the `.proto`'s policy.");
+    let alias_doc = format!(
+        " The typed humus client of `{full_service}` with the `.proto`'s policy only. \
+         `#[humus::client(service = this module)] trait {name}` makes `{name}HumusClient`, \
+         with the policy the trait changes.",
+        name = service.name
+    );
     let separator = (!service_docs.is_empty()).then(|| quote!(#[doc = ""]));
 
     let constructor = (!taken.contains("new")).then(|| {

@@ -15,7 +15,7 @@
 //! pub mod pb {
 //!     include!(concat!(env!("OUT_DIR"), "/ledger.v1.rs"));
 //! }
-//! let ledger = pb::ledger_humus::LedgerHumusClient::new(humus_client);
+//! let ledger = pb::ledger_humus::LedgerProtoClient::new(humus_client);
 //! let reply = ledger.transfer(request).await?;
 //! ```
 //!
@@ -31,7 +31,7 @@
 //! | `pub trait Descriptors` | implemented for every `Policy`: `METHODS`, every method's descriptor with the policy type's changes; `CHECK_CHANGES`, the check of `CHANGES`' names (below) |
 //! | `pub enum ProtoPolicy {}` | the `Policy` that changes nothing: the `.proto`'s policy |
 //! | `pub struct Client<P: Policy = ProtoPolicy>` | the typed client: `new(humus client)` (and `From`), one method per RPC of all four kinds (a plain `fn` returning the call's future, a `humus::codegen::Call<'_, Response>` that boxes the humus client's, made when it is called so that the deadline and context are read then) carrying the proto comments as docs; `Client::<P>::TRANSFER`, the `&'static Method` each call passes (one per RPC: full name `/ledger.v1.Ledger/Transfer`, fault point `grpc:ledger.v1.Ledger/Transfer`, kind, and the policy the `.proto` declares with `P`'s changes, merged at compile time), and `Client::<P>::METHODS`, all of them |
-//! | `pub type LedgerHumusClient = Client<ProtoPolicy>` | the typed client with the `.proto`'s policy |
+//! | `pub type LedgerProtoClient = Client<ProtoPolicy>` | the typed client with the `.proto`'s policy only (named apart from the attribute's `LedgerHumusClient`, so that importing one for the other is an error) |
 //!
 //! `#[humus::client(service = path::to::ledger_humus)] trait Ledger`
 //! implements `Policy` for a type of its own (`LedgerPolicy`) to change
@@ -59,7 +59,7 @@
 //!
 //! None of these names can be one prost or tonic gives an item of the
 //! `.proto`, so a module can use tonic's `ledger_client::LedgerClient` and
-//! `ledger_server::Ledger` next to `ledger_humus::LedgerHumusClient`, and
+//! `ledger_server::Ledger` next to `ledger_humus::LedgerProtoClient`, and
 //! any RPC name tonic's stubs take works:
 //!
 //! - an RPC whose Rust name is `new`, `client` or `into_client` takes that
@@ -473,7 +473,11 @@ impl Builder {
         let mut config = prost_build::Config::new();
         config.type_attribute(".", "#[allow(clippy::all)]");
         if tonic.is_some() || humus.is_some() {
-            config.service_generator(Box::new(generate::Generator { tonic, humus }));
+            config.service_generator(Box::new(generate::Generator {
+                tonic,
+                humus,
+                package_modules: Vec::new(),
+            }));
         }
         // With tonic's own client and server off, tonic-prost-build leaves
         // `config`'s service generator (ours, wrapping tonic's) in place.

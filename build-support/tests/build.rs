@@ -120,7 +120,7 @@ fn a_good_proto_generates_messages_stubs_and_the_humus_client() {
     assert!(code.contains("kind: ::humus::codegen::RpcKind::ServerStreaming"));
     assert!(code.contains("kind: ::humus::codegen::RpcKind::ClientStreaming"));
     assert!(code.contains("kind: ::humus::codegen::RpcKind::Streaming"));
-    assert!(code.contains("pub type LedgerHumusClient = Client<ProtoPolicy>;"));
+    assert!(code.contains("pub type LedgerProtoClient = Client<ProtoPolicy>;"));
     // Proto comments become docs, made safe for rustdoc.
     assert!(code.contains("/// Charges a card: never twice."));
     assert!(

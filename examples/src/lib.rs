@@ -29,7 +29,7 @@ pub mod pb {
     /// `ledger.v1`.
     pub mod ledger {
         /// `ledger.v1`: the ledger's messages, tonic stubs and typed humus
-        /// client (`ledger_humus::LedgerHumusClient`).
+        /// client (`ledger_humus::LedgerProtoClient`).
         pub mod v1 {
             include!(concat!(env!("OUT_DIR"), "/ledger.v1.rs"));
         }

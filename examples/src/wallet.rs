@@ -625,7 +625,7 @@ mod tests {
     fn the_policies_reach_the_descriptors() {
         use crate::pb::ledger::v1::ledger_humus;
         // From the .proto's option.
-        assert!(ledger_humus::LedgerHumusClient::CHARGE.policy.never_retry);
+        assert!(ledger_humus::LedgerProtoClient::CHARGE.policy.never_retry);
         assert!(LedgerHumusClient::CHARGE.policy.never_retry);
         // From #[humus::client].
         let transfer = LedgerHumusClient::TRANSFER;
@@ -639,7 +639,7 @@ mod tests {
         assert_eq!(rule.breaker, circuit::Outcome::Success);
         // The .proto's own descriptor has no rule for Transfer.
         assert!(
-            ledger_humus::LedgerHumusClient::TRANSFER
+            ledger_humus::LedgerProtoClient::TRANSFER
                 .policy
                 .table
                 .is_empty()

@@ -99,13 +99,48 @@ pub(crate) fn tonic_module(service: &syn::Path) -> Option<syn::Error> {
     ))
 }
 
+/// A `service` path that names a package's module (where the `.proto`'s
+/// generated code is included) rather than one of its services' humus
+/// modules (`modules`, such as `ledger_humus`): the error, at the path,
+/// with the path to name instead.
+pub(crate) fn package_module(service: &syn::Path, package: &str, modules: &[String]) -> syn::Error {
+    let path = service
+        .segments
+        .iter()
+        .map(|segment| segment.ident.to_string())
+        .collect::<Vec<_>>()
+        .join("::");
+    let path = if service.leading_colon.is_some() {
+        format!("::{path}")
+    } else {
+        path
+    };
+    let package = if package.is_empty() {
+        "the package-less `.proto`".to_owned()
+    } else {
+        format!("the package `{package}`")
+    };
+    let named: Vec<String> = modules.iter().map(|m| format!("`{path}::{m}`")).collect();
+    let instead = match named.as_slice() {
+        [one] => format!("the service's module: {one}"),
+        many => format!("one of its services' modules: {}", many.join(", ")),
+    };
+    syn::Error::new_spanned(
+        service,
+        format!(
+            "`{path}` is the module of {package}, where its generated code is included; \
+             `service` names {instead}"
+        ),
+    )
+}
+
 /// What the generated service module tells the attribute about the
 /// service, through its callback macro.
 #[derive(Debug)]
 pub(crate) struct Service {
     /// `package.Service`.
     pub(crate) full_name: String,
-    /// The typed client with the `.proto`'s policy, e.g. `LedgerHumusClient`.
+    /// The typed client with the `.proto`'s policy, e.g. `LedgerProtoClient`.
     pub(crate) proto_client: String,
     pub(crate) methods: Vec<ServiceMethod>,
 }

@@ -50,6 +50,42 @@ pub(crate) fn callback_input(
     Ok((service, args, item))
 }
 
+/// What a package's module's callback macro passes when `service` names
+/// the package's module: `package = "ledger.v1", modules =
+/// ["ledger_humus"], args = { .. }, item = { .. }`: the package, its
+/// services' modules, and the attribute's arguments.
+pub(crate) fn package_input(
+    input: ParseStream<'_>,
+) -> syn::Result<(String, Vec<String>, TokenStream)> {
+    fn key(input: ParseStream<'_>, name: &str) -> syn::Result<()> {
+        let ident: syn::Ident = input.parse()?;
+        if ident != name {
+            return Err(syn::Error::new(ident.span(), format!("expected `{name}`")));
+        }
+        input.parse::<syn::Token![=]>()?;
+        Ok(())
+    }
+    key(input, "package")?;
+    let package = input.parse::<syn::LitStr>()?.value();
+    input.parse::<syn::Token![,]>()?;
+    key(input, "modules")?;
+    let content;
+    syn::bracketed!(content in input);
+    let modules =
+        syn::punctuated::Punctuated::<syn::LitStr, syn::Token![,]>::parse_terminated(&content)?
+            .iter()
+            .map(syn::LitStr::value)
+            .collect();
+    input.parse::<syn::Token![,]>()?;
+    key(input, "args")?;
+    let args;
+    syn::braced!(args in input);
+    let args: TokenStream = args.parse()?;
+    // The trait is not expanded: the error is the path's.
+    let _rest: TokenStream = input.parse()?;
+    Ok((package, modules, args))
+}
+
 pub(crate) fn expand(client: &Client, service: Option<&Service>) -> TokenStream {
     let Client {
         service: path,

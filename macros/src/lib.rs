@@ -75,7 +75,9 @@ use proc_macro::TokenStream;
 ///
 /// The trait becomes `type LedgerHumusClient = service::Client<LedgerPolicy>`
 /// (the generated client: `LedgerHumusClient::new(client)`, one method
-/// per RPC, returning the call's future) and an
+/// per RPC, returning the call's future; the service module's own
+/// `LedgerProtoClient` has the `.proto`'s policy only, and is named apart
+/// so that importing it in place of this one is an error) and an
 /// uninhabited `enum LedgerPolicy` implementing the
 /// service's `Policy`. The trait's own name is not defined, so it may be
 /// the service's (`Ledger`) in a module that also uses tonic's
@@ -89,8 +91,9 @@ use proc_macro::TokenStream;
 /// # Compile errors
 ///
 /// Each at the offending token, all of one attribute at once: a `service`
-/// that names tonic's module of the service (`ledger_client`) instead of
-/// humus-build's (`ledger_humus`), a method the
+/// that names tonic's module of the service (`ledger_client`), or the
+/// package's module where the generated code is included, instead of
+/// humus-build's (`ledger_humus`, named in the error), a method the
 /// service does not have (listing the service's methods), an unknown status code, verdict or outcome, a
 /// code listed twice, a retry of `Ok`, `Ok` counted as a breaker `Failure`, a retry entry on a `never_retry`
 /// method (declared here or in the `.proto`), `never_retry` without a table
@@ -110,17 +113,7 @@ pub fn client(args: TokenStream, item: TokenStream) -> TokenStream {
     // that can be found without it is reported here.
     if let Some(service) = attr::service_path(&args) {
         if let Some(error) = attr::tonic_module(&service) {
-            // The path is used, so that its import is not reported unused
-            // on top of the error.
-            let error = error.to_compile_error();
-            return quote::quote! {
-                #error
-                const _: () = {
-                    #[allow(unused_imports)]
-                    use #service as _;
-                };
-            }
-            .into();
+            return refused(&service, &error).into();
         }
         let span = syn::spanned::Spanned::span(&service);
         let callback = quote::quote_spanned!(span=> #service::__humus_client!);
@@ -138,12 +131,38 @@ pub fn client(args: TokenStream, item: TokenStream) -> TokenStream {
     out.into()
 }
 
+/// The error of a `service` path that names the wrong module, and the path
+/// used, so that its import is not reported unused on top of the error.
+fn refused(service: &syn::Path, error: &syn::Error) -> proc_macro2::TokenStream {
+    let error = error.to_compile_error();
+    quote::quote! {
+        #error
+        const _: () = {
+            #[allow(unused_imports)]
+            use #service as _;
+        };
+    }
+}
+
 /// The second half of [`macro@client`], called by the service module's
-/// callback macro with what the module knows of the service. Not for direct
-/// use.
+/// callback macro with what the module knows of the service (or by a
+/// package's module, given as `service`, with its services' modules). Not
+/// for direct use.
 #[doc(hidden)]
 #[proc_macro]
 pub fn client_expand(input: TokenStream) -> TokenStream {
+    if let Ok((package, modules, args)) =
+        syn::parse::Parser::parse(expand::package_input, input.clone())
+    {
+        return match attr::service_path(&args) {
+            Some(service) => refused(
+                &service,
+                &attr::package_module(&service, &package, &modules),
+            )
+            .into(),
+            None => proc_macro2::TokenStream::new().into(),
+        };
+    }
     let cx = ctxt::Ctxt::default();
     let mut out = match syn::parse::Parser::parse2(expand::callback_input, input.into()) {
         Ok((service, args, item)) => match attr::parse(&cx, args, item, Some(&service)) {

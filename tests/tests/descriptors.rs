@@ -52,7 +52,7 @@ const ABORTED_RETRY: CodeRule = CodeRule {
 
 #[test]
 fn the_proto_policy_reaches_the_descriptors() {
-    let transfer: &Method = ledger_humus::LedgerHumusClient::TRANSFER;
+    let transfer: &Method = ledger_humus::LedgerProtoClient::TRANSFER;
     assert_eq!(transfer.full_name, "/ledger.v1.Ledger/Transfer");
     assert_eq!(transfer.point, "grpc:ledger.v1.Ledger/Transfer");
     assert_eq!(transfer.kind, RpcKind::Unary);
@@ -60,11 +60,11 @@ fn the_proto_policy_reaches_the_descriptors() {
     assert_eq!(transfer.policy.table, &[ABORTED_RETRY]);
     assert!(transfer.policy.classify.is_none());
 
-    let charge = ledger_humus::LedgerHumusClient::CHARGE;
+    let charge = ledger_humus::LedgerProtoClient::CHARGE;
     assert!(charge.policy.never_retry);
     assert!(charge.policy.table.is_empty());
 
-    let balance = ledger_humus::LedgerHumusClient::BALANCE;
+    let balance = ledger_humus::LedgerProtoClient::BALANCE;
     assert!(!balance.policy.never_retry);
     assert!(balance.policy.table.is_empty());
 }
@@ -72,39 +72,39 @@ fn the_proto_policy_reaches_the_descriptors() {
 #[test]
 fn each_kind_is_known() {
     assert_eq!(
-        ledger_humus::LedgerHumusClient::ENTRIES.kind,
+        ledger_humus::LedgerProtoClient::ENTRIES.kind,
         RpcKind::ServerStreaming
     );
     assert_eq!(
-        ledger_humus::LedgerHumusClient::IMPORT.kind,
+        ledger_humus::LedgerProtoClient::IMPORT.kind,
         RpcKind::ClientStreaming
     );
     assert_eq!(
-        ledger_humus::LedgerHumusClient::SYNC.kind,
+        ledger_humus::LedgerProtoClient::SYNC.kind,
         RpcKind::Streaming
     );
     assert_eq!(
-        ledger_humus::LedgerHumusClient::SYNC.full_name,
+        ledger_humus::LedgerProtoClient::SYNC.full_name,
         "/ledger.v1.Ledger/Sync"
     );
     assert_eq!(
-        ledger_humus::LedgerHumusClient::SYNC.point,
+        ledger_humus::LedgerProtoClient::SYNC.point,
         "grpc:ledger.v1.Ledger/Sync"
     );
 }
 
 #[test]
 fn the_generated_client_calls_with_the_proto_policy() {
-    let methods = ledger_humus::LedgerHumusClient::METHODS;
+    let methods = ledger_humus::LedgerProtoClient::METHODS;
     assert_eq!(methods.len(), 6);
-    let transfer = ledger_humus::LedgerHumusClient::TRANSFER;
+    let transfer = ledger_humus::LedgerProtoClient::TRANSFER;
     assert_eq!(transfer.policy.table, &[ABORTED_RETRY]);
-    assert!(ledger_humus::LedgerHumusClient::CHARGE.policy.never_retry);
+    assert!(ledger_humus::LedgerProtoClient::CHARGE.policy.never_retry);
 }
 
 #[test]
 fn the_attribute_declares_the_same_policy_as_the_proto() {
-    let from_proto = ledger_humus::LedgerHumusClient::METHODS;
+    let from_proto = ledger_humus::LedgerProtoClient::METHODS;
     let from_rust = LedgerHumusClient::METHODS;
     assert_eq!(from_proto.len(), from_rust.len());
     for (proto, rust) in from_proto.iter().zip(from_rust) {
@@ -185,7 +185,7 @@ async fn a_typed_call_is_the_clients_future_boxed() {
         ..Settings::default()
     };
     let client = Client::new(&humus::Setup::new(), settings).expect("valid settings");
-    let typed = ledger_humus::LedgerHumusClient::new(client);
+    let typed = ledger_humus::LedgerProtoClient::new(client);
 
     let ours: Call<'_, TransferResponse> = typed.transfer(TransferRequest::default());
     send_unpin(&ours);

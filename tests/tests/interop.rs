@@ -31,7 +31,7 @@ use humus::Setup;
 use humus::circuit::Rejected;
 use humus::grpc::client::{Client, Settings};
 use humus::testing::{Ca, Issued};
-use humus_tests::grpc_proto::grpc::testing::test_service_humus::TestServiceHumusClient;
+use humus_tests::grpc_proto::grpc::testing::test_service_humus::TestServiceProtoClient;
 use humus_tests::grpc_proto::grpc::testing::{
     Empty, Payload, ResponseParameters, SimpleRequest, StreamingInputCallRequest,
     StreamingOutputCallRequest,
@@ -200,8 +200,8 @@ fn settings(server: &Server) -> Settings {
     }
 }
 
-fn client(settings: Settings) -> TestServiceHumusClient {
-    TestServiceHumusClient::new(Client::new(&Setup::new(), settings).expect("valid settings"))
+fn client(settings: Settings) -> TestServiceProtoClient {
+    TestServiceProtoClient::new(Client::new(&Setup::new(), settings).expect("valid settings"))
 }
 
 /// `message` with the test id and the script of the server's answers.

@@ -6,7 +6,7 @@
 
 use humus::codegen::{Method, RpcKind};
 use humus::grpc::client::{Client, Settings};
-use humus_tests::names::v1::maker::maker_humus::{self, MakerHumusClient};
+use humus_tests::names::v1::maker::maker_humus::{self, MakerProtoClient};
 use humus_tests::names::v1::{self, Req, ledger_humus_};
 
 fn humus_client() -> Client {
@@ -40,7 +40,7 @@ fn prost_keeps_the_message_module_and_humus_takes_the_next_name() {
 async fn rpcs_named_like_the_clients_items_are_the_rpcs() {
     // `new`, `client` and `into_client` are not taken by RPCs here; the
     // `client` and `into_client` methods are the RPCs.
-    let ledger = ledger_humus_::LedgerHumusClient::from(humus_client());
+    let ledger = ledger_humus_::LedgerProtoClient::from(humus_client());
     let _inner: &Client = ledger.as_ref();
     let rpcs = async {
         let _ = ledger.methods(Req {}).await;
@@ -53,7 +53,7 @@ async fn rpcs_named_like_the_clients_items_are_the_rpcs() {
 
     // `METHODS` on the client is the descriptor of the RPC `Methods`; the
     // list is `Descriptors::METHODS`.
-    let methods: &Method = ledger_humus_::LedgerHumusClient::METHODS;
+    let methods: &Method = ledger_humus_::LedgerProtoClient::METHODS;
     assert_eq!(methods.full_name, "/names.v1.Ledger/Methods");
     assert!(methods.policy.never_retry);
     use ledger_humus_::Descriptors;
@@ -83,7 +83,7 @@ fn the_attribute_works_over_those_names() {
 
 #[tokio::test]
 async fn an_rpc_named_new_leaves_from_to_build_the_client() {
-    let maker: MakerHumusClient = humus_client().into();
+    let maker: MakerProtoClient = humus_client().into();
     let rpcs = async {
         let _ = maker.new(maker_humus_req()).await;
         let _ = maker.from(maker_humus_req()).await;

@@ -91,7 +91,7 @@ macro_rules! calls {
     };
 }
 
-calls!(ledger_humus::LedgerHumusClient);
+calls!(ledger_humus::LedgerProtoClient);
 calls!(LedgerHumusClient);
 
 /// A server scripted by `script` on a fresh host, and a typed client `C`
@@ -137,7 +137,7 @@ async fn never_retry_scenario<C: Calls>() {
 
 #[tokio::test(start_paused = true)]
 async fn a_never_retry_charge_sends_one_attempt_while_the_others_retry() {
-    never_retry_scenario::<ledger_humus::LedgerHumusClient>().await;
+    never_retry_scenario::<ledger_humus::LedgerProtoClient>().await;
     never_retry_scenario::<LedgerHumusClient>().await;
 }
 
@@ -186,7 +186,7 @@ async fn classify_table_scenario<C: Calls>() {
 
 #[tokio::test(start_paused = true)]
 async fn a_classify_table_turns_aborted_into_a_retry_and_a_breaker_success() {
-    classify_table_scenario::<ledger_humus::LedgerHumusClient>().await;
+    classify_table_scenario::<ledger_humus::LedgerProtoClient>().await;
     classify_table_scenario::<LedgerHumusClient>().await;
 }
 
@@ -215,7 +215,7 @@ async fn without_the_table_aborted_is_not_retried() {
 /// the second attempt streams.
 #[tokio::test(start_paused = true)]
 async fn the_streaming_methods_of_a_generated_client_work() {
-    let (ledger, fake, _server) = start::<ledger_humus::LedgerHumusClient>(
+    let (ledger, fake, _server) = start::<ledger_humus::LedgerProtoClient>(
         |fake| fake.answer("Entries", &[Code::Unavailable, Code::Ok]),
         settings(),
     );

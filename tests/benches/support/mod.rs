@@ -25,7 +25,7 @@ use tonic::{Request, Response, Status};
 /// tonic's generated client over a raw `Channel`.
 pub type TonicClient = test_service_client::TestServiceClient<tonic::transport::Channel>;
 /// humus's typed client.
-pub type HumusClient = test_service_humus::TestServiceHumusClient;
+pub type HumusClient = test_service_humus::TestServiceProtoClient;
 /// tonic's generated client over a humus Client's channel.
 pub type ChannelClient = test_service_client::TestServiceClient<humus::grpc::client::Channel>;
 

@@ -90,7 +90,7 @@ pub const RETRY_BUFFER: usize = 256 * 1024;
 
 /// The methods a [`Channel`] knows, by path (`/package.Service/Method`):
 /// the descriptors humus-build generates for each service
-/// (`ledger_humus::LedgerHumusClient::METHODS`), so that a stock tonic
+/// (`ledger_humus::LedgerProtoClient::METHODS`), so that a stock tonic
 /// client's call of a method gets that method's kind and policy
 /// (`never_retry`, its classify table), as the typed client's does.
 ///
@@ -168,7 +168,7 @@ pub struct DuplicateMethod {
 
 impl Methods {
     /// The methods of `services`, each a generated service's list of
-    /// descriptors (`ledger_humus::LedgerHumusClient::METHODS`). The same
+    /// descriptors (`ledger_humus::LedgerProtoClient::METHODS`). The same
     /// list given twice is one.
     ///
     /// # Errors
@@ -283,7 +283,7 @@ fn unknown_in(path: &str, max: usize) -> &'static Method {
 /// let health = tonic_health::pb::health_client::HealthClient::new(client.channel());
 /// // With the descriptors humus-build generated, each method keeps its
 /// // kind and policy (`never_retry`, its classify table):
-/// let methods = Methods::new(&[/* ledger_humus::LedgerHumusClient::METHODS, ... */])?;
+/// let methods = Methods::new(&[/* ledger_humus::LedgerProtoClient::METHODS, ... */])?;
 /// let _channel = client.channel().with_methods(methods);
 /// # drop(health);
 /// # Ok(())
