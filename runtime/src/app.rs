@@ -373,6 +373,23 @@ pub fn check_rabbitmq_consumer(settings: &crate::rabbitmq::ConsumerSettings) -> 
     settings.check().map_err(Error::settings)
 }
 
+/// Runs every check of a Kafka consumer's `settings`
+/// ([`ConsumerSettings::check`](crate::kafka::ConsumerSettings::check)), as
+/// [`Consumer::start`](crate::kafka::Consumer::start) will: call it once
+/// the settings are read, so that a bad value is a settings error (exit
+/// 78) naming every bad field.
+///
+/// # Errors
+///
+/// [`Error::settings`] wrapping the
+/// [`kafka::SettingsError`](crate::kafka::SettingsError) that names every
+/// bad field.
+#[cfg(feature = "kafka")]
+#[cfg_attr(docsrs, doc(cfg(feature = "kafka")))]
+pub fn check_kafka_consumer(settings: &crate::kafka::ConsumerSettings) -> Result<(), Error> {
+    settings.check().map_err(Error::settings)
+}
+
 /// Deserialises settings (a client's or a server's [`Settings`](crate::grpc::client::Settings), or a
 /// service's own struct of them) from `deserializer`, a file format's or a
 /// loader's (`serde_json`'s, `toml`'s), so that a value serde refuses is a

@@ -54,6 +54,9 @@ pub mod fault;
 pub mod grpc;
 pub mod health;
 pub mod http;
+#[cfg(feature = "kafka")]
+#[cfg_attr(docsrs, doc(cfg(feature = "kafka")))]
+pub mod kafka;
 pub mod retry;
 pub mod telemetry;
 

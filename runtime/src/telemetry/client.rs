@@ -122,7 +122,7 @@ pub(crate) const DURATION_BOUNDARIES: [f64; 14] = [
 /// The span status message of an attempt dropped before it ended.
 pub(super) const DROPPED_MESSAGE: &str = "the call was dropped before it ended";
 
-pub(super) fn scope(name: &'static str) -> InstrumentationScope {
+pub(crate) fn scope(name: &'static str) -> InstrumentationScope {
     InstrumentationScope::builder(name)
         .with_version(env!("CARGO_PKG_VERSION"))
         .build()
@@ -585,14 +585,7 @@ impl ClientRecorder {
             ),
             (HUMUS_CIRCUIT_TIMED_OUT, AnyValue::from(counts.timed_out)),
         ]);
-        let span_context = cx.span().span_context().clone();
-        if span_context.is_valid() {
-            record.set_trace_context(
-                span_context.trace_id(),
-                span_context.span_id(),
-                Some(span_context.trace_flags()),
-            );
-        }
+        record.set_trace_of(cx);
         kit.logger.emit(record);
     }
 

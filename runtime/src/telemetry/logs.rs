@@ -141,6 +141,20 @@ impl BoxedLogRecord {
         line.replace('\n', " ")
     }
 
+    /// Puts the record in the trace of the span in `cx`, when it has one.
+    pub(crate) fn set_trace_of(&mut self, cx: &opentelemetry::Context) {
+        use opentelemetry::trace::TraceContextExt as _;
+        let span = cx.span();
+        let span_context = span.span_context();
+        if span_context.is_valid() {
+            self.trace_context = Some((
+                span_context.trace_id(),
+                span_context.span_id(),
+                Some(span_context.trace_flags()),
+            ));
+        }
+    }
+
     fn copy_into<R: LogRecord>(self, target: &mut R) {
         if let Some(name) = self.event_name {
             target.set_event_name(name);

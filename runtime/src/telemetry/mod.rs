@@ -181,8 +181,8 @@ pub use self::http::{HTTP_CANCELED_ERROR_TYPE, HttpAttempt, http_method_name};
 pub use amqp::{FieldTableExtractor, FieldTableInjector};
 #[cfg(feature = "rabbitmq")]
 pub(crate) use amqp::{to_header_map, write_back};
-pub(crate) use client::DURATION_BOUNDARIES;
 pub use client::{Attempt, BreakerRegistration, ClientRecorder, code_name};
+pub(crate) use client::{DURATION_BOUNDARIES, scope};
 pub(crate) use headers::join_repeated;
 pub use headers::{HeaderExtractor, HeaderInjector};
 pub use lines::{LineLogger, LineLogs};

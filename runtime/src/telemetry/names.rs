@@ -183,12 +183,19 @@ pub const RABBITMQ_SCOPE: &str = "humus::rabbitmq::otel";
 pub const MESSAGING_SYSTEM: &str = "messaging.system";
 /// The [`MESSAGING_SYSTEM`] of RabbitMQ: `rabbitmq`.
 pub const MESSAGING_SYSTEM_RABBITMQ: &str = "rabbitmq";
+/// The instrumentation scope of each Kafka record's CONSUMER span, of
+/// [`MESSAGING_PROCESS_DURATION`] and of the consumer's log records: the
+/// messaging semantic-convention instrumentation of
+/// [`kafka`](crate::kafka).
+pub const KAFKA_SCOPE: &str = "humus::kafka::otel";
+/// The [`MESSAGING_SYSTEM`] of Kafka: `kafka`.
+pub const MESSAGING_SYSTEM_KAFKA: &str = "kafka";
 /// `messaging.operation.name`: the operation, such as `process`.
 pub const MESSAGING_OPERATION_NAME: &str = "messaging.operation.name";
 /// `messaging.operation.type`: the kind of operation, such as `process`.
 pub const MESSAGING_OPERATION_TYPE: &str = "messaging.operation.type";
 /// `messaging.destination.name`: for RabbitMQ, the exchange a message was
-/// published to (`""` for the default exchange).
+/// published to (`""` for the default exchange); for Kafka, the topic.
 pub const MESSAGING_DESTINATION_NAME: &str = "messaging.destination.name";
 /// `messaging.destination.subscription.name`: what a consumer consumes
 /// from; for RabbitMQ, the queue.
@@ -204,3 +211,22 @@ pub const MESSAGING_RABBITMQ_DELIVERY_TAG: &str = "messaging.rabbitmq.message.de
 /// `messaging.process.duration`: a histogram of how long each message took
 /// to process, in seconds (unit `s`).
 pub const MESSAGING_PROCESS_DURATION: &str = "messaging.process.duration";
+/// `messaging.destination.partition.id`: the partition, as a string (`"0"`).
+pub const MESSAGING_DESTINATION_PARTITION_ID: &str = "messaging.destination.partition.id";
+/// `messaging.consumer.group.name`: the consumer group.
+pub const MESSAGING_CONSUMER_GROUP_NAME: &str = "messaging.consumer.group.name";
+/// `messaging.kafka.offset`: the record's offset in its partition (an
+/// integer).
+pub const MESSAGING_KAFKA_OFFSET: &str = "messaging.kafka.offset";
+/// `messaging.kafka.message.key`: the record's key, when it is UTF-8 text.
+pub const MESSAGING_KAFKA_MESSAGE_KEY: &str = "messaging.kafka.message.key";
+/// The event name of the log record of a Kafka record whose processing
+/// keeps failing: `humus.kafka.record_held` (its partition is held) or
+/// [`HUMUS_KAFKA_DEAD_LETTERED`].
+pub const HUMUS_KAFKA_RECORD_HELD: &str = "humus.kafka.record_held";
+/// The event name of the log record (and span event) of a Kafka record
+/// produced to the dead-letter topic: `humus.kafka.dead_lettered`.
+pub const HUMUS_KAFKA_DEAD_LETTERED: &str = "humus.kafka.dead_lettered";
+/// How many times the processor has been run for a record so far (an
+/// integer), on the consumer's span events and log records.
+pub const HUMUS_KAFKA_ATTEMPTS: &str = "humus.kafka.attempts";

@@ -183,7 +183,7 @@ mod method;
 mod settings;
 pub(crate) use settings::{
     BreakerSection, BudgetSection, LONGEST_SETTING, breaker_of, budget_of, longer_than_a_year,
-    section_checks,
+    section_checks, write_problems,
 };
 mod stream;
 mod unary;

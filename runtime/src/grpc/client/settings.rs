@@ -1003,6 +1003,21 @@ pub(crate) fn section_checks(
     ]
 }
 
+/// Writes the bad fields of a settings error as each of them lists them:
+/// `field problem; field problem`.
+pub(crate) fn write_problems(
+    f: &mut fmt::Formatter<'_>,
+    problems: &[(&'static str, String)],
+) -> fmt::Result {
+    for (i, (field, problem)) in problems.iter().enumerate() {
+        if i > 0 {
+            f.write_str("; ")?;
+        }
+        write!(f, "{field} {problem}")?;
+    }
+    Ok(())
+}
+
 impl fmt::Display for NewError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("invalid client settings")?;

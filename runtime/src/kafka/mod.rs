@@ -1,0 +1,132 @@
+//! Kafka (feature `kafka`, on [rdkafka](https://docs.rs/rdkafka/0.39)):
+//! a [`Consumer`] that hands each record of a consumer group to your
+//! processor in its producer's trace and baggage, strips the failure
+//! scenarios of records it does not trust, and commits a record's offset
+//! only once it was processed; and the header carrier
+//! ([`inject_context`], [`extract_context`]) that writes and reads the
+//! trace context and baggage of records.
+//!
+//! librdkafka is built from the crate's bundled source, with the machine's
+//! C compiler and `make` (no cmake, no system librdkafka): a few minutes
+//! the first time. It is built without TLS or SASL support.
+//!
+//! ```no_run
+//! use humus::App;
+//! use humus::app::{BoxError, Error, Exit};
+//! use humus::kafka::{Consumer, ConsumerSettings, TrustScenario};
+//! use rdkafka::Message as _;
+//!
+//! #[tokio::main]
+//! async fn main() -> Exit {
+//!     App::new()
+//!         .run(|setup| async move {
+//!             let mut audit: ConsumerSettings =
+//!                 envy::prefixed("AUDIT_").from_env().map_err(Error::settings)?;
+//!             // AUDIT_BROKERS=kafka-1:9092,kafka-2:9092 AUDIT_GROUP=audit AUDIT_TOPICS=transfers
+//!             audit.trust_scenario = Some(TrustScenario::topics(["transfers"]));
+//!             humus::app::check_kafka_consumer(&audit)?; // exit 78, naming every bad field
+//!             Consumer::start(&setup, audit, |record| async move {
+//!                 // Runs in the producer's trace and baggage: humus calls
+//!                 // made here are children of this record's span.
+//!                 let _transfer = record.payload().unwrap_or_default();
+//!                 Ok::<_, BoxError>(())
+//!             })
+//!             .map_err(Error::other)?;
+//!             Ok(vec![]) // the App's servers
+//!         })
+//!         .await
+//! }
+//! ```
+//!
+//! # The settings
+//!
+//! [`ConsumerSettings`] lists every field with its default and its check.
+//! In short: `brokers` (`host:port` each, no scheme), `group`, `topics`;
+//! `max_attempts` (5) with `backoff_base` (100 ms) and `backoff_max`
+//! (10 s) for a failing record; `dead_letter_topic` (none);
+//! `commit_interval` (5 s); `shutdown_grace` (10 s); and `librdkafka`, the
+//! properties humus does not own (TLS, SASL, `client.id`), passed through.
+//!
+//! # Each record
+//!
+//! 1. Its trace context and baggage are read from its headers with the
+//!    Setup's propagator ([`extract_context`]).
+//! 2. Its span starts: a CONSUMER span `process <topic>`, a child of the
+//!    producer's span (below).
+//! 3. When the Setup's failure injection is on (or
+//!    [strip-only](crate::fault::Injector::strip_only)) and the record's
+//!    baggage carries a scenario, the settings'
+//!    [`trust_scenario`](ConsumerSettings::trust_scenario) decides whether
+//!    the processor sees it. Unset, it trusts no record, and the scenario
+//!    is stripped, every other baggage member (a tenant) kept, with a
+//!    `humus.fit.strip` event on the record's span. Trust by topic
+//!    ([`TrustScenario::topics`]): the cluster's ACLs decide who may
+//!    produce to a topic. A panic in the trust function is not recovered
+//!    (see [`Consumer`]).
+//! 4. The processor runs with the record's context current (the span and
+//!    the baggage), so the humus calls it makes join the record's trace and
+//!    carry its baggage.
+//! 5. `Ok`: the record's offset is stored, and committed with the next
+//!    commit (every `commit_interval`, and at the stop). `Err`: the
+//!    processor runs again after a backoff (the clients' full-jitter
+//!    schedule of `backoff_base` and `backoff_max`). After `max_attempts`
+//!    failures the record is produced to `dead_letter_topic`, when one is
+//!    set, and its offset committed; otherwise it holds its partition: it
+//!    is reported (a `humus.kafka.record_held` event on its span and an
+//!    ERROR log record) and retried until it succeeds.
+//!
+//! No record is skipped: an offset is committed only after its record was
+//! processed (or dead-lettered), so a record is processed at least once,
+//! and more than once when a consumer dies before its commit. A new group
+//! starts at each partition's earliest record.
+//!
+//! The consumer processes one record at a time, in the order it fetches
+//! them: a record that holds its partition holds the consumer's other
+//! partitions too, until it succeeds. (A processor that must not be held
+//! sets `dead_letter_topic`.)
+//!
+//! # The stop
+//!
+//! On the App's stop (an on-stop hook of the Setup's: after the servers
+//! stopped), or on [`Consumer::stop`]: the consumer fetches no more
+//! records, lets the record in flight finish within `shutdown_grace`
+//! (then drops it, its offset not committed: the group processes it
+//! again), commits the offsets of the records processed, and leaves the
+//! group, so its partitions go to the group's other members at once.
+//!
+//! # Telemetry
+//!
+//! Through the Setup's providers, never OpenTelemetry's globals, in the
+//! scope [`KAFKA_SCOPE`](crate::telemetry::names::KAFKA_SCOPE), with
+//! OpenTelemetry's messaging conventions:
+//!
+//! - Each record is one CONSUMER span `process <topic>`, a child of the span
+//!   its headers name (the producer's), with `messaging.system` = `kafka`,
+//!   `messaging.operation.name` and `messaging.operation.type` =
+//!   `process`, `messaging.destination.name` (the topic),
+//!   `messaging.destination.partition.id`, `messaging.kafka.offset` and
+//!   `messaging.consumer.group.name`. Each failed run of the processor is
+//!   an `exception` event (`exception.message`, `humus.kafka.attempts`). A
+//!   record dead-lettered, or dropped by the stop, ends with status Error
+//!   and `error.type` (`_OTHER`, or [`STOPPED_ERROR_TYPE`]). A stripped
+//!   scenario is a `humus.fit.strip` event.
+//! - `messaging.process.duration` (a histogram, in seconds), once per
+//!   record, from its span's start to its end, with the span's messaging
+//!   attributes but the offset, and `error.type` as on the span.
+//! - A record that failed `max_attempts` times is one log record:
+//!   `humus.kafka.record_held` (ERROR, it holds its partition) or
+//!   `humus.kafka.dead_lettered` (WARN), with the record's topic,
+//!   partition, offset, group and `humus.kafka.attempts`, in its span's
+//!   trace; the same event is on its span.
+
+mod consumer;
+mod headers;
+mod settings;
+
+pub use consumer::{Consumer, STOPPED_ERROR_TYPE, StartError};
+pub use headers::{extract_context, inject_context};
+pub use rdkafka::message::{Message, OwnedMessage};
+pub use settings::{
+    ConsumerSettings, SettingsError, TrustScenario, check_brokers, check_commit_interval,
+    check_group, check_librdkafka, check_topic, check_topics,
+};
