@@ -26,10 +26,11 @@ use opentelemetry::Context;
 use opentelemetry::baggage::BaggageExt as _;
 use opentelemetry::trace::{SpanKind, TraceContextExt as _, Tracer as _, TracerProvider as _};
 use opentelemetry_sdk::trace::SpanData;
+use rdkafka::message::Headers as _;
 
-/// What the processor saw of each record: its value and the baggage
-/// members of its context.
-type Seen = Arc<Mutex<Vec<(String, Vec<(String, String)>)>>>;
+/// What the processor saw of each record: its value, the baggage members
+/// of its context, and the record's `baggage` headers.
+type Seen = Arc<Mutex<Vec<(String, Vec<(String, String)>, Vec<String>)>>>;
 
 /// A processor that records what it sees and succeeds.
 fn recording(seen: &Seen) -> impl Fn(OwnedMessage) -> Done + Send + Sync + 'static {
@@ -41,7 +42,16 @@ fn recording(seen: &Seen) -> impl Fn(OwnedMessage) -> Done + Send + Sync + 'stat
             .map(|(k, (v, _))| (k.to_string(), v.to_string()))
             .collect();
         let value = String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned();
-        seen.lock().unwrap().push((value, baggage));
+        let headers = m
+            .headers()
+            .map(|h| {
+                h.iter()
+                    .filter(|h| h.key == "baggage")
+                    .map(|h| String::from_utf8_lossy(h.value.unwrap_or_default()).into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        seen.lock().unwrap().push((value, baggage, headers));
         done()
     }
 }
@@ -91,7 +101,7 @@ async fn a_scenario_reaches_the_processor_only_from_a_trusted_topic_and_the_tena
         })
         .await;
         consumer.stop().await;
-        let (value, baggage) = seen.lock().unwrap()[0].clone();
+        let (value, baggage, headers) = seen.lock().unwrap()[0].clone();
         assert_eq!(value, "one");
         let member = |key: &str| {
             baggage
@@ -109,6 +119,11 @@ async fn a_scenario_reaches_the_processor_only_from_a_trusted_topic_and_the_tena
             trusted,
             "trusted {trusted}: {baggage:?}"
         );
+        // The record's own headers as well: a processor that passes them
+        // on passes no scenario on.
+        assert_eq!(headers.len(), 1, "{headers:?}");
+        assert_eq!(headers[0].contains(KEY), trusted, "{headers:?}");
+        assert!(headers[0].contains("tenant=acme"), "{headers:?}");
         let spans = consumer_spans(&telemetry);
         assert_eq!(spans.len(), 1);
         assert_eq!(events(&spans[0], fit::STRIP).len(), usize::from(!trusted));
@@ -402,7 +417,7 @@ async fn the_stop_commits_what_was_processed_and_loses_nothing() {
                 if value == "e-3" {
                     std::future::pending::<()>().await;
                 }
-                seen.lock().unwrap().push((value, Vec::new()));
+                seen.lock().unwrap().push((value, Vec::new(), Vec::new()));
                 Ok::<_, BoxError>(())
             }
         }
@@ -443,7 +458,7 @@ async fn the_stop_commits_what_was_processed_and_loses_nothing() {
         .lock()
         .unwrap()
         .iter()
-        .map(|(v, _)| v.clone())
+        .map(|(v, _, _)| v.clone())
         .collect();
     assert_eq!(values, ["e-3", "e-4"]);
     assert_eq!(cluster.committed("audit", topic).await, Some(5));
@@ -572,4 +587,77 @@ async fn bad_settings_each_name_their_field() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scenario_is_stripped_from_the_record_whatever_the_propagator() {
+    // The service's telemetry reads no baggage (none set up): the strip
+    // reads the record's baggage header itself.
+    let topic = "orders";
+    let cluster = Cluster::new(&[topic]);
+    let producing = Telemetry::new();
+    let seen = Seen::default();
+    let no_telemetry = humus::Setup::new().with_faults(http_support::injector());
+    let consumer = Consumer::start(
+        &no_telemetry,
+        cluster.settings("audit", topic),
+        recording(&seen),
+    )
+    .unwrap();
+    let cx = context(Some(&abort_at("*")));
+    cluster.produce(&producing, &cx, topic, "one").await;
+    eventually("the record is processed", || async {
+        seen_count(&seen).await == 1
+    })
+    .await;
+    consumer.stop().await;
+    let headers = &seen.lock().unwrap()[0].2;
+    assert_eq!(headers.len(), 1, "{headers:?}");
+    assert!(!headers[0].contains(KEY), "{headers:?}");
+    assert!(headers[0].contains("tenant=acme"), "{headers:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_of_the_trust_function_is_not_recovered_and_comes_out_of_the_stop() {
+    use futures_util::FutureExt as _;
+    let topic = "orders";
+    let cluster = Cluster::new(&[topic]);
+    let telemetry = Telemetry::new();
+    let seen = Seen::default();
+    let asked = Arc::new(AtomicBool::new(false));
+    let trust = {
+        let asked = Arc::clone(&asked);
+        move |_: &OwnedMessage| {
+            asked.store(true, Ordering::SeqCst);
+            panic!("the trust function broke")
+        }
+    };
+    let settings = ConsumerSettings {
+        trust_scenario: Some(TrustScenario::new(trust)),
+        ..cluster.settings("audit", topic)
+    };
+    let consumer = Consumer::start(&setup(&telemetry, true), settings, recording(&seen)).unwrap();
+    cluster
+        .produce(&telemetry, &context(Some(&abort_at("*"))), topic, "one")
+        .await;
+    cluster
+        .produce(&telemetry, &context(None), topic, "two")
+        .await;
+    eventually("the trust function is asked", || async {
+        asked.load(Ordering::SeqCst)
+    })
+    .await;
+    // Nothing after the record is processed, and its offset is never
+    // committed.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stopped = std::panic::AssertUnwindSafe(consumer.stop())
+        .catch_unwind()
+        .await;
+    let payload = stopped.expect_err("the stop resumes the panic");
+    assert_eq!(
+        payload.downcast_ref::<&str>(),
+        Some(&"the trust function broke")
+    );
+    assert_eq!(seen_count(&seen).await, 0);
+    assert_eq!(cluster.committed("audit", topic).await, None);
 }

@@ -1,6 +1,7 @@
 //! [`Consumer`]: a consumer group's records, each handed to the user's
 //! processor in its producer's context.
 
+use std::convert::Infallible;
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -8,7 +9,6 @@ use std::time::{Duration, SystemTime};
 
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
-use opentelemetry::baggage::BaggageExt as _;
 use opentelemetry::context::FutureExt as _;
 use opentelemetry::logs::{AnyValue, LogRecord as _, Logger as _, Severity};
 use opentelemetry::metrics::Histogram;
@@ -24,11 +24,11 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::extract_context;
+use super::headers::{header_map, replace};
 use super::settings::{ConsumerSettings, SettingsError, TrustScenario};
 use crate::Setup;
 use crate::app::BoxError;
-use crate::fault::{Injector, record_strip};
+use crate::fault::strip::{BAGGAGE, Gate, Stripped};
 use crate::retry::Exponential;
 use crate::telemetry::names::{
     ERROR_TYPE, EXCEPTION_EVENT, EXCEPTION_MESSAGE, HUMUS_KAFKA_ATTEMPTS,
@@ -179,10 +179,18 @@ impl Consumer {
             None => None,
         };
         let telemetry = setup.telemetry();
+        let mut fields = vec![BAGGAGE];
+        for field in telemetry.propagator().fields() {
+            if let Ok(name) = http::HeaderName::try_from(field)
+                && !fields.contains(&name)
+            {
+                fields.push(name);
+            }
+        }
         let shared = Shared {
             processor: Arc::new(move |m| processor(m).boxed()),
-            faults: setup.faults().clone(),
-            propagator: telemetry.shared_propagator(),
+            gate: Gate::new(setup.faults().clone(), telemetry.shared_propagator()),
+            fields,
             trust: settings.trust_scenario.clone(),
             tracer: telemetry.tracer(scope(KAFKA_SCOPE)),
             logger: telemetry.logger(scope(KAFKA_SCOPE)),
@@ -247,8 +255,9 @@ impl Consumer {
 /// What the consumer's task holds.
 struct Shared {
     processor: Processor,
-    faults: Injector,
-    propagator: Arc<dyn opentelemetry::propagation::TextMapPropagator + Send + Sync>,
+    gate: Gate,
+    /// The headers the strip may rewrite: `baggage` and the propagator's.
+    fields: Vec<http::HeaderName>,
     trust: Option<TrustScenario>,
     tracer: opentelemetry::global::BoxedTracer,
     logger: BoxedLogger,
@@ -291,12 +300,16 @@ async fn run(shared: Shared, consumer: StreamConsumer, mut stopping: watch::Rece
                 }
             }
         };
-        match shared.handle(&message, &stopping).await {
+        let (topic, partition, offset) = (
+            message.topic().to_owned(),
+            message.partition(),
+            message.offset(),
+        );
+        match shared.handle(message, &stopping).await {
             Ended::Processed | Ended::DeadLettered { .. } => {
                 // Stored, the offset is committed with the next commit
                 // (librdkafka's, every commit_interval, or the stop's).
-                let _ =
-                    consumer.store_offset(message.topic(), message.partition(), message.offset());
+                let _ = consumer.store_offset(&topic, partition, offset);
             }
             Ended::Stopped => break,
         }
@@ -330,9 +343,10 @@ async fn leave(consumer: StreamConsumer) {
 impl Shared {
     /// One record: its context (the scenario stripped unless trusted), its
     /// span, the processor with retries, its duration.
-    async fn handle(&self, message: &OwnedMessage, stopping: &watch::Receiver<bool>) -> Ended {
+    async fn handle(&self, message: OwnedMessage, stopping: &watch::Receiver<bool>) -> Ended {
         let started = Instant::now();
-        let (parent, stripped) = self.context_of(message);
+        let (message, parent, stripped) = self.vet(message);
+        let message = &message;
         let topic = message.topic();
         let partition = message.partition().to_string();
         let common = [
@@ -358,8 +372,8 @@ impl Shared {
         } else {
             parent
         };
-        if stripped {
-            record_strip(&cx.span());
+        if let Some(stripped) = stripped {
+            stripped.record(&cx.span());
         }
         let mut stop = stopping.clone();
         let grace = self.grace;
@@ -396,22 +410,32 @@ impl Shared {
         ended
     }
 
-    /// The context the record's processor runs in, and whether its
-    /// scenario was stripped.
-    fn context_of(&self, message: &OwnedMessage) -> (Context, bool) {
-        let cx = match message.headers() {
-            Some(headers) => extract_context(&*self.propagator, headers),
-            None => Context::new(),
+    /// The record as its processor is to see it, the context it runs in,
+    /// and what was stripped of its scenario: the servers' strip
+    /// ([`Gate`]) over the record's text headers, asking the trust function
+    /// (whose panic goes on). A stripped record's propagator and `baggage`
+    /// headers are the stripped ones, so a processor that passes them on
+    /// passes no scenario on.
+    fn vet(&self, message: OwnedMessage) -> (OwnedMessage, Context, Option<Stripped>) {
+        let mut parts = http::Request::new(()).into_parts().0;
+        if let Some(headers) = message.headers() {
+            parts.headers = header_map(headers);
+        }
+        let trust = |_: &mut http::request::Parts| {
+            Ok::<_, Infallible>(self.trust.as_ref().is_some_and(|trust| (trust.0)(&message)))
         };
-        if !self.faults.carries_scenario(&cx)
-            || self.trust.as_ref().is_some_and(|trust| (trust.0)(message))
-        {
-            return (cx, false);
-        }
-        match self.faults.strip_baggage(cx.baggage()) {
-            Some(baggage) => (cx.with_baggage(baggage), true),
-            None => (cx, false),
-        }
+        let vetted = match self.gate.vet(&mut parts, Some(trust)) {
+            Ok(vetted) => vetted,
+            Err(panicked) => match panicked.payload {},
+        };
+        let message = match (vetted.stripped, message.headers()) {
+            (Some(_), Some(headers)) => {
+                let headers = replace(headers, &parts.headers, &self.fields);
+                message.replace_headers(Some(headers))
+            }
+            _ => message,
+        };
+        (message, vetted.cx, vetted.stripped)
     }
 
     /// Runs the processor until it succeeds, the record goes to the

@@ -30,6 +30,33 @@ pub(crate) fn header_map(headers: &impl Headers) -> HeaderMap {
     map
 }
 
+/// A record's `headers` with every header named in `names` (compared as
+/// header names are, without case) replaced by the values `vetted` holds
+/// for it, or removed when it holds none; every other header kept, in its
+/// order, binary ones too. How the consumer hands its processor a record
+/// whose scenario it stripped.
+pub(crate) fn replace(
+    headers: &impl Headers,
+    vetted: &HeaderMap,
+    names: &[HeaderName],
+) -> OwnedHeaders {
+    let named =
+        |key: &str| HeaderName::from_bytes(key.as_bytes()).is_ok_and(|name| names.contains(&name));
+    let mut out = OwnedHeaders::new_with_capacity(headers.count());
+    for header in headers.iter().filter(|h| !named(h.key)) {
+        out = out.insert(header);
+    }
+    for name in names {
+        for value in vetted.get_all(name) {
+            out = out.insert(Header {
+                key: name.as_str(),
+                value: Some(value.as_bytes()),
+            });
+        }
+    }
+    out
+}
+
 /// Appends the propagator's fields of `cx` (`traceparent`, `tracestate`,
 /// `baggage`, …) to a record's `headers`, as a producer writes them: so
 /// the consumer's span is a child of the span in `cx`, and sees its
@@ -120,5 +147,21 @@ mod tests {
         assert_eq!(map.len(), 2);
         let baggage: Vec<_> = map.get_all("baggage").iter().collect();
         assert_eq!(baggage, ["a=1", "b=2"]);
+        let mut vetted = HeaderMap::new();
+        vetted.insert("baggage", HeaderValue::from_static("a=1,b=2"));
+        let names = [
+            HeaderName::from_static("baggage"),
+            HeaderName::from_static("none"),
+        ];
+        let replaced = replace(&headers, &vetted, &names);
+        let keys: Vec<_> = replaced.iter().map(|h| (h.key, h.value)).collect();
+        assert_eq!(
+            keys,
+            [
+                ("bin", Some(&b"\x00\xff"[..])),
+                ("bad key", Some(&b"v"[..])),
+                ("baggage", Some(&b"a=1,b=2"[..])),
+            ]
+        );
     }
 }

@@ -59,7 +59,10 @@
 //!    [`trust_scenario`](ConsumerSettings::trust_scenario) decides whether
 //!    the processor sees it. Unset, it trusts no record, and the scenario
 //!    is stripped, every other baggage member (a tenant) kept, with a
-//!    `humus.fit.strip` event on the record's span. Trust by topic
+//!    `humus.fit.strip` event on the record's span: from the context and
+//!    from the record's `baggage` header the processor is handed, read from
+//!    the header itself whatever the Setup's propagator (the servers'
+//!    strip, [design](crate::design::failure_injection#trust-and-stripping)). Trust by topic
 //!    ([`TrustScenario::topics`]): the cluster's ACLs decide who may
 //!    produce to a topic. A panic in the trust function is not recovered
 //!    (see [`Consumer`]).
