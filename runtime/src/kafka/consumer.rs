@@ -35,7 +35,7 @@ use crate::telemetry::names::{
     HUMUS_KAFKA_DEAD_LETTERED, HUMUS_KAFKA_RECORD_HELD, KAFKA_SCOPE, MESSAGING_CONSUMER_GROUP_NAME,
     MESSAGING_DESTINATION_NAME, MESSAGING_DESTINATION_PARTITION_ID, MESSAGING_KAFKA_OFFSET,
     MESSAGING_OPERATION_NAME, MESSAGING_OPERATION_TYPE, MESSAGING_PROCESS_DURATION,
-    MESSAGING_SYSTEM, MESSAGING_SYSTEM_KAFKA,
+    MESSAGING_SYSTEM, MESSAGING_SYSTEM_KAFKA, OTHER_ERROR_TYPE,
 };
 use crate::telemetry::{BoxedLogger, DURATION_BOUNDARIES, scope};
 
@@ -45,7 +45,7 @@ type Processor =
 
 /// The `error.type` of a record whose processor failed: its error's type
 /// is the user's, unknown to humus (OpenTelemetry's `_OTHER`).
-const PROCESSOR_ERROR_TYPE: &str = "_OTHER";
+const PROCESSOR_ERROR_TYPE: &str = OTHER_ERROR_TYPE;
 
 /// The `error.type` of a record the consumer's stop dropped before it was
 /// processed (its offset not committed).
