@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Attempt, DROPPED_AT_DEADLINE, Transport, at_deadline};
+use super::{Attempt, DROPPED_AT_DEADLINE, Transport};
 use crate::circuit::{Breaker, OwnedTicket, Ticket};
 use crate::fault::{Cause, InjectedError};
 use crate::retry::{self, Attempted, Decision, Next, Verdict};
@@ -34,7 +34,6 @@ struct InFlight<'a, S> {
     span: S,
 }
 
-#[allow(dead_code)] // The gRPC stream's open, ported next.
 /// A stream that opened ([`Call::open`]): the attempt's answer, and its
 /// ticket and span, for the stream to settle and end when it ends.
 pub(crate) struct Opened<O, S> {
@@ -75,7 +74,6 @@ impl<'a, T: Transport> Call<'a, T> {
     }
 
     /// The transport's half of the call.
-    #[allow(dead_code)] // The gRPC ports, next.
     pub(crate) fn transport(&self) -> &T {
         &self.t
     }
@@ -95,7 +93,6 @@ impl<'a, T: Transport> Call<'a, T> {
     /// answer (the stream opened); that attempt is then not settled, but
     /// handed to the stream ([`Opened`]), which counts it when it ends.
     /// The decision is recorded now (`succeeded`, and the budget's share).
-    #[allow(dead_code)] // The gRPC stream's open, ported next.
     pub(crate) async fn open(&mut self) -> Result<Opened<T::Output, T::Span>, T::Error> {
         let output = self.attempts::<true>().await?;
         let InFlight { ticket, span } = self.take_attempt();
@@ -360,8 +357,7 @@ impl<'a, T: Transport> Call<'a, T> {
 
 impl<'a, T: Transport> Drop for Call<'a, T> {
     /// The call's future was dropped: settles the attempt in flight as
-    /// the deadline's (at or after it, within
-    /// [`DEADLINE_SLACK`](super::DEADLINE_SLACK)) or as the caller's giving
+    /// the deadline's ([`Transport::dropped_by_deadline`]) or as the caller's giving
     /// up (before it: its ticket and span are dropped, which release the
     /// ticket and end the span as dropped).
     fn drop(&mut self) {
@@ -370,11 +366,7 @@ impl<'a, T: Transport> Drop for Call<'a, T> {
         if self.in_flight.is_none() && !self.waiting {
             return;
         }
-        let at = self
-            .t
-            .deadline()
-            .is_some_and(|d| at_deadline(d, Instant::now()));
-        if !at {
+        if !self.t.dropped_by_deadline(Instant::now()) {
             return;
         }
         let core = self.t.core();

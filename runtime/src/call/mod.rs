@@ -41,7 +41,6 @@ use crate::circuit::{Outcome, Rejected};
 use crate::fault::InjectedError;
 use crate::{circuit, fault, retry, telemetry};
 
-#[allow(unused_imports)] // The gRPC stream's open, ported next.
 pub(crate) use engine::{Call, Opened};
 
 /// How close before its deadline a dropped call still counts as ended by
@@ -142,6 +141,12 @@ pub(crate) trait Transport: Sync {
     fn context(&self) -> &Context;
     /// The call's deadline, if it has one.
     fn deadline(&self) -> Option<Instant>;
+    /// Whether the call, dropped at `now` with an attempt in flight (or
+    /// waiting for the next), was dropped by its deadline: at or after
+    /// it, or less than [`DEADLINE_SLACK`] before it, by default.
+    fn dropped_by_deadline(&self, now: Instant) -> bool {
+        self.deadline().is_some_and(|d| at_deadline(d, now))
+    }
     /// When the call was made, if the transport read the clock then (the
     /// first attempt starts then; the loop reads the clock otherwise).
     fn started(&self) -> Option<Instant> {

@@ -2,6 +2,7 @@
 //! streams), with the breaker inside the
 //! retries: one `allow` per attempt.
 
+use std::borrow::Cow;
 use std::error::Error as _;
 use std::future::Future;
 use std::pin::Pin;
@@ -20,8 +21,8 @@ use tonic::metadata::MetadataMap;
 use super::client::{GRPC_TIMEOUT, GRPC_TIMEOUT_HEADER, Inner, deadline, own_timeout};
 use super::codec::PreEncoded;
 use super::connection::{
-    AttemptBody, Connection, DialFailure, Sender, closing, dial_failure, mapped_from_http,
-    never_processed, transport_status,
+    AttemptBody, DialFailure, Sender, closing, dial_failure, mapped_from_http, never_processed,
+    transport_status,
 };
 use super::decide::{StillConnecting, with_decision};
 use super::hooks::{AttemptSpan, Hooks, call_context};
@@ -29,10 +30,11 @@ use super::layer::BoxError;
 use super::limit::Limited;
 use super::stream::{End, Holder, Settle, Streaming, deadline_exceeded};
 use super::{AttemptTimeout, CallState, DEADLINE_SLACK, Ended, Method, RpcKind, classify_attempt};
-use crate::circuit::{Outcome, OwnedTicket, Rejected, Ticket};
+use crate::call::{Call, Classification};
+use crate::circuit::{Outcome, OwnedTicket, Rejected};
 use crate::fault::InjectedError;
 use crate::grpc::deadline::Deadline;
-use crate::retry::{self, Attempted, Decision, Next};
+use crate::retry::Decision;
 
 /// How many times one attempt is sent again, at once, when its request
 /// never reached the server (gRPC's transparent retry).
@@ -48,162 +50,283 @@ fn rejected_status(rejected: Rejected, addr: &str) -> Status {
     status
 }
 
-/// What ended one attempt, apart from its result.
-enum Cut<T> {
-    /// The attempt returned.
-    Returned(Result<T, Status>),
-    /// The call's deadline passed first.
-    Deadline,
-    /// The connection was closed (`Setup::stop`); with the status of an
-    /// injected delay the close cut short, which keeps its
-    /// [`InjectedError`].
-    Closed(Option<Status>),
-}
-
-/// The status of an injected delay that the close cut short, if `polled`
-/// is one; else nothing (the close's own status is the attempt's).
-fn injected<T>(polled: Poll<Result<T, Status>>) -> Option<Status> {
-    match polled {
-        Poll::Ready(Err(status)) if InjectedError::from_status(&status).is_some() => Some(status),
-        _ => None,
-    }
-}
-
-/// Whether `status` is an injected delay's that a deadline (the attempt's
-/// or the call's) cut short.
-fn delay_cut_by_deadline(status: &Status) -> bool {
-    InjectedError::from_status(status)
-        .is_some_and(|e| e.cause() == Some(crate::fault::Cause::DeadlineExceeded))
-}
-
-/// Runs `attempt` until it returns, the deadline passes or the connection
-/// closes (a close seen before or with an attempt's error wins; a success
-/// that came first is kept).
-///
-/// The close needs no waiter here: it fails the IO of the connection the
-/// attempt waits on (and any dial it waits for), which wakes the attempt's
-/// task, and a fault's delay races the close itself; so on any wake-up the
-/// flag is read first.
-fn bounded<T, F>(inner: &Inner, deadline: Option<Instant>, attempt: F) -> Bounded<'_, F>
-where
-    F: Future<Output = Result<T, Status>>,
-{
-    Bounded {
-        attempt,
-        timer: deadline.map(tokio::time::sleep_until),
-        conn: &inner.conn,
-        deadline,
-        registered: None,
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// The future of [`bounded`], polled by hand rather than with
-    /// `select!`: on each wake-up the close's flag is read and the attempt
-    /// polled first, and the deadline costs a waker comparison. Its timer
-    /// enters tokio's wheel when the attempt first waits (with coop budget
-    /// left, which the timer needs), and again only when the task's waker
-    /// changes; the timer's own wake-up is read as
-    /// [`Sleep::is_elapsed`](tokio::time::Sleep::is_elapsed). The attempt
-    /// is stored once, in place (an `async fn` would keep its argument and
-    /// its pinned copy apart).
-    struct Bounded<'a, F> {
-        #[pin]
-        attempt: F,
-        #[pin]
-        timer: Option<tokio::time::Sleep>,
-        conn: &'a Connection,
-        deadline: Option<Instant>,
-        // The waker the timer was registered with.
-        registered: Option<std::task::Waker>,
-    }
-}
-
-impl<T, F> Future for Bounded<'_, F>
-where
-    F: Future<Output = Result<T, Status>>,
-{
-    type Output = Cut<T>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Cut<T>> {
-        let mut this = self.project();
-        if this.conn.is_closed() {
-            // Polled once more: a fault's delay ends at the close with its
-            // own error.
-            return Poll::Ready(Cut::Closed(injected(this.attempt.poll(cx))));
-        }
-        if let Poll::Ready(result) = this.attempt.poll(cx) {
-            return Poll::Ready(match result {
-                // The close fails the connection under the attempt: an
-                // error made so comes after the flag was set, and is the
-                // close's (read again here, as it may have landed during
-                // this poll), never a failure to count.
-                Err(status) if this.conn.is_closed() => {
-                    Cut::Closed(injected(Poll::Ready(Err::<T, _>(status))))
-                }
-                // An injected delay the deadline cut short keeps its own
-                // status: DeadlineExceeded, with the injected error as source.
-                Err(status)
-                    if this.deadline.is_some_and(|d| Instant::now() >= d)
-                        && InjectedError::from_status(&status).is_none() =>
-                {
-                    Cut::Deadline
-                }
-                result => Cut::Returned(result),
-            });
-        }
-        if this.timer.is_none() {
-            return Poll::Pending;
-        }
-        if this
-            .registered
-            .as_ref()
-            .is_some_and(|w| w.will_wake(cx.waker()))
-        {
-            if this
-                .timer
-                .as_ref()
-                .as_pin_ref()
-                .is_some_and(|t| t.is_elapsed())
-            {
-                return Poll::Ready(Cut::Deadline);
-            }
-            return Poll::Pending;
-        }
-        // First wait, or a new waker: (re)register the timer with it.
-        // A `Sleep` polled when the task's coop budget is spent returns
-        // Pending without entering the timer wheel (it wakes the task to
-        // come back): the registration counts only if budget was left.
-        let armed = tokio::task::coop::has_budget_remaining();
-        if let Some(timer) = this.timer.as_mut().as_pin_mut()
-            && timer.poll(cx).is_ready()
-        {
-            return Poll::Ready(Cut::Deadline);
-        }
-        // Not armed: no fast path until a poll with budget registers it.
-        *this.registered = armed.then(|| cx.waker().clone());
-        Poll::Pending
-    }
-}
-
-/// What the loop keeps of one call.
-///
-/// It owns the attempt in flight (its breaker ticket and its span), so a
-/// call whose future is dropped settles that attempt in its `Drop`: before
-/// the deadline, the caller gave up (the ticket is released, counting
-/// nothing, and the span ends `CANCELLED`); at or after it (within
-/// [`DEADLINE_SLACK`]), the deadline ended the call (a failure for the
-/// breaker, `DEADLINE_EXCEEDED` on the span, `expired` in
-/// `humus.retry.decisions`).
-struct Call<'a> {
-    /// What the attempts read; borrowed by an attempt's future while the
-    /// loop holds the rest.
+/// One gRPC call as the attempt loop ([`crate::call`]) runs it: what every
+/// attempt reads ([`CallCtx`]) and what each sends (`send`).
+pub(super) struct Grpc<'a, S> {
     ctx: CallCtx<'a>,
-    attempt: u32,
-    /// The attempt under way: admitted by the breaker, not yet settled.
-    in_flight: Option<InFlight<'a>>,
-    /// Waiting out the backoff before the next attempt.
-    waiting: bool,
+    send: S,
+}
+
+/// What each attempt of a gRPC call sends, for [`Grpc`]: a unary call's
+/// ([`AsUnary`]) or a stream's open ([`AsOpen`]).
+pub(super) trait Sends: Sync {
+    /// The answer of an attempt that succeeded.
+    type Output: Send;
+    /// Whether the attempts open a stream: their sends' `grpc-timeout` is
+    /// then the call's deadline (the stream, once open, may outlive the
+    /// attempt's own), else the attempt's.
+    const OPENS: bool;
+
+    /// One attempt (its transparent resends included).
+    fn send<'s>(
+        &'s self,
+        call: &'s CallCtx<'_>,
+        attempt: u32,
+        span: &'s mut AttemptSpan,
+    ) -> impl Future<Output = Result<Self::Output, Status>> + Send + 's;
+
+    /// The trailer of an answer that succeeded, for its classification
+    /// (a stream that opened is classified at its end: `None`).
+    fn trailer(output: &Self::Output) -> Option<&MetadataMap>;
+
+    /// Whether what the last attempt sent can be sent again.
+    fn is_resendable(&self) -> bool;
+}
+
+/// A unary call's sends.
+pub(super) struct AsUnary<S>(S);
+
+impl<S: UnarySend> Sends for AsUnary<S> {
+    type Output = S::Output;
+    const OPENS: bool = false;
+
+    fn send<'s>(
+        &'s self,
+        call: &'s CallCtx<'_>,
+        attempt: u32,
+        span: &'s mut AttemptSpan,
+    ) -> impl Future<Output = Result<Self::Output, Status>> + Send + 's {
+        self.0.send(call, attempt, span)
+    }
+
+    fn trailer(output: &Self::Output) -> Option<&MetadataMap> {
+        Some(S::trailer(output))
+    }
+
+    fn is_resendable(&self) -> bool {
+        self.0.is_resendable()
+    }
+}
+
+/// A stream's sends to open it.
+pub(super) struct AsOpen<S>(S);
+
+impl<S: OpenSend> Sends for AsOpen<S> {
+    type Output = S::Output;
+    const OPENS: bool = true;
+
+    fn send<'s>(
+        &'s self,
+        call: &'s CallCtx<'_>,
+        attempt: u32,
+        span: &'s mut AttemptSpan,
+    ) -> impl Future<Output = Result<Self::Output, Status>> + Send + 's {
+        self.0.send(call, attempt, span)
+    }
+
+    fn trailer(_: &Self::Output) -> Option<&MetadataMap> {
+        None
+    }
+
+    fn is_resendable(&self) -> bool {
+        self.0.is_resendable()
+    }
+}
+
+impl<'a, S: Sends> Grpc<'a, S> {
+    /// A call of `method` on `inner`'s connection, in the context `cx`,
+    /// until `deadline`.
+    fn call(
+        inner: &'a Inner,
+        method: &'static Method,
+        cx: Context,
+        deadline: Option<Deadline>,
+        send: S,
+    ) -> Call<'a, Grpc<'a, S>> {
+        Call::new(
+            &inner.breaker,
+            Grpc {
+                ctx: CallCtx {
+                    inner,
+                    method,
+                    hooks: Hooks { inner, method, cx },
+                    deadline,
+                    send_deadline: deadline.map(|d| d.at),
+                    connecting: AtomicBool::new(false),
+                },
+                send,
+            },
+        )
+    }
+}
+
+impl<S: Sends> crate::call::Transport for Grpc<'_, S> {
+    type Output = S::Output;
+    type Error = Status;
+    type Span = AttemptSpan;
+    type Prepared = ();
+
+    fn core(&self) -> crate::call::Core<'_> {
+        let inner = self.ctx.inner;
+        crate::call::Core {
+            budget: &inner.budget,
+            backoff: &inner.backoff,
+            recorder: &inner.recorder,
+            faults: &inner.faults,
+            max_attempts: inner.settings.max_attempts,
+            backoff_max: inner.settings.backoff_max,
+        }
+    }
+
+    fn context(&self) -> &Context {
+        &self.ctx.hooks.cx
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.ctx.at()
+    }
+
+    fn dropped_by_deadline(&self, now: Instant) -> bool {
+        self.ctx.deadline.is_some_and(|d| at_deadline(&d, now))
+    }
+
+    /// [`Settings::attempt_timeout`](super::Settings::attempt_timeout),
+    /// but for a client stream's open, which is its whole upload (a server
+    /// answers once it has read the stream): the caller's pace, not the
+    /// dependency's.
+    fn attempt_timeout(&self) -> Option<std::time::Duration> {
+        if self.ctx.method.kind == RpcKind::ClientStreaming {
+            return None;
+        }
+        self.ctx.inner.settings.attempt_timeout
+    }
+
+    fn point(&self) -> Cow<'static, str> {
+        Cow::Borrowed(self.ctx.method.point)
+    }
+
+    fn is_closed(&self) -> bool {
+        self.ctx.inner.conn.is_closed()
+    }
+
+    fn closed(&self) -> impl Future<Output = ()> + Send + '_ {
+        self.ctx.inner.conn.closed_ref()
+    }
+
+    fn start(&self, attempt: u32) -> AttemptSpan {
+        self.ctx.hooks.attempt_start(attempt)
+    }
+
+    fn span_context(span: &AttemptSpan) -> &Context {
+        span.cx()
+    }
+
+    fn end(&self, span: AttemptSpan, result: Result<&S::Output, &Status>) {
+        self.ctx.hooks.attempt_end(span, result.err());
+    }
+
+    /// A unary attempt's sends say its deadline in their `grpc-timeout`
+    /// (read from there once it is cut: no copy is kept across the
+    /// attempt); a stream's, the call's.
+    fn prepare(&mut self, attempt: crate::call::Attempt) {
+        if !S::OPENS {
+            self.ctx.send_deadline = attempt.bound;
+        }
+    }
+
+    fn send<'s>(
+        &'s self,
+        attempt: crate::call::Attempt,
+        (): (),
+        span: &'s mut AttemptSpan,
+    ) -> impl Future<Output = Result<S::Output, Status>> + Send + 's {
+        self.send.send(&self.ctx, attempt.n, span)
+    }
+
+    /// The method's table, else `Settings::classify`; a failure of the
+    /// connection's dial is the client's to classify: the first attempt
+    /// of those that waited for a failed dial counts it, once.
+    fn classify(
+        &self,
+        result: Result<&S::Output, &Status>,
+        deadline_passed: bool,
+    ) -> Classification {
+        let empty;
+        let (status, trailer) = match result {
+            Ok(output) => (
+                None,
+                match S::trailer(output) {
+                    Some(trailer) => trailer,
+                    None => {
+                        empty = MetadataMap::new();
+                        &empty
+                    }
+                },
+            ),
+            Err(status) => (Some(status), status.metadata()),
+        };
+        let call = CallState {
+            cancelled: false,
+            deadline_passed,
+        };
+        let ended = match status.and_then(dial_failure) {
+            Some(DialFailure::BackingOff) => Ended::BackingOff,
+            Some(DialFailure::Failed(dial)) => Ended::DialFailed {
+                first: dial.claim(),
+            },
+            None => Ended::Attempt { status, trailer },
+        };
+        classify_attempt(
+            self.ctx.method,
+            &self.ctx.inner.settings.classify,
+            ended,
+            call,
+        )
+    }
+
+    fn is_resendable(&self) -> bool {
+        self.send.is_resendable()
+    }
+
+    fn finish(
+        &self,
+        result: Result<S::Output, Status>,
+        decision: Decision,
+        _deadline_passed: bool,
+    ) -> Result<S::Output, Status> {
+        result.map_err(|status| with_decision(status, decision))
+    }
+
+    fn rejected(&self, attempt: u32, rejected: Rejected) -> Status {
+        let status = rejected_status(rejected, &self.ctx.inner.settings.addr);
+        self.ctx.hooks.rejected(attempt, status.message());
+        status
+    }
+
+    fn expired(&self) -> Status {
+        with_decision(self.ctx.deadline_exceeded(), Decision::Expired)
+    }
+
+    fn deadline_exceeded(&self) -> Status {
+        self.ctx.deadline_exceeded()
+    }
+
+    fn attempt_timed_out(
+        &self,
+        after: std::time::Duration,
+        injected: Option<InjectedError>,
+    ) -> Status {
+        let connecting = self.ctx.connecting.load(Ordering::Relaxed);
+        AttemptTimeout::status(after, connecting, &self.ctx.inner.settings.addr, injected)
+    }
+
+    fn injected(&self, error: InjectedError) -> Status {
+        error.to_status()
+    }
+
+    fn closing(&self) -> Status {
+        closing()
+    }
 }
 
 /// What every attempt of one call reads.
@@ -221,248 +344,6 @@ pub(super) struct CallCtx<'a> {
     /// [`CallCtx::sender`] waits, and left set if the attempt is cut
     /// there, so that the deadline's status can say so.
     connecting: AtomicBool,
-}
-
-/// The attempt under way: what settling it needs.
-struct InFlight<'a> {
-    ticket: Ticket<'a>,
-    span: AttemptSpan,
-}
-
-impl<'a> Call<'a> {
-    fn new(
-        inner: &'a Inner,
-        method: &'static Method,
-        cx: Context,
-        deadline: Option<Deadline>,
-    ) -> Call<'a> {
-        Call {
-            ctx: CallCtx {
-                inner,
-                method,
-                hooks: Hooks { inner, method, cx },
-                deadline,
-                send_deadline: deadline.map(|d| d.at),
-                connecting: AtomicBool::new(false),
-            },
-            attempt: 0,
-            in_flight: None,
-            waiting: false,
-        }
-    }
-
-    /// Admits the next attempt through the breaker and starts its span:
-    /// the attempt is then in flight (until [`Call::end_attempt`]).
-    fn allow(&mut self) -> Result<(), Status> {
-        self.attempt += 1;
-        let ctx = &self.ctx;
-        if ctx.inner.conn.is_closed() {
-            ctx.hooks.decided(Decision::Stopped);
-            return Err(closing());
-        }
-        match ctx.hooks.in_call(|| ctx.inner.breaker.allow()) {
-            Ok(ticket) => {
-                let span = ctx.hooks.attempt_start(self.attempt);
-                self.in_flight = Some(InFlight { ticket, span });
-                Ok(())
-            }
-            Err(rejected) => {
-                let status = rejected_status(rejected, &ctx.inner.settings.addr);
-                ctx.hooks.rejected(self.attempt, status.message());
-                ctx.hooks.decided(Decision::Stopped);
-                Err(status)
-            }
-        }
-    }
-
-    /// The deadline of the attempt starting now: the earlier of the call's
-    /// and, when [`Settings::attempt_timeout`](super::Settings::attempt_timeout)
-    /// is set, that long from now (the call's if the clock cannot say
-    /// when). Unset, it reads no clock.
-    fn attempt_deadline(&self) -> Option<Instant> {
-        let call = self.ctx.at();
-        let Some(after) = self.ctx.inner.settings.attempt_timeout else {
-            return call;
-        };
-        if self.ctx.method.kind == RpcKind::ClientStreaming {
-            // Its open is its whole upload (a server answers once it has
-            // read the stream): the caller's pace, not the dependency's.
-            return call;
-        }
-        match Instant::now().checked_add(after) {
-            Some(own) if call.is_none_or(|d| own < d) => Some(own),
-            _ => call,
-        }
-    }
-
-    /// The status of an attempt its deadline, `bound`, cut short: the
-    /// attempt's own timeout when `bound` is not the call's deadline
-    /// ([`Call::attempt_deadline`] gives another only when the attempt's
-    /// own is the earlier), unless the call's deadline has passed too.
-    /// `injected` is the status of the injected delay the deadline cut
-    /// short, if it cut one: the attempt's timeout keeps its
-    /// [`InjectedError`] as a source, and the call's deadline returns it
-    /// as it is.
-    fn cut_status(&self, bound: Option<Instant>, injected: Option<Status>) -> Status {
-        let call = self.ctx.at();
-        match self.ctx.inner.settings.attempt_timeout {
-            Some(after) if bound != call && call.is_none_or(|d| Instant::now() < d) => {
-                let connecting = self.ctx.connecting.load(Ordering::Relaxed);
-                let injected = injected
-                    .as_ref()
-                    .and_then(InjectedError::from_status)
-                    .cloned();
-                AttemptTimeout::status(after, connecting, &self.ctx.inner.settings.addr, injected)
-            }
-            _ => injected.unwrap_or_else(|| self.ctx.deadline_exceeded()),
-        }
-    }
-
-    /// The status of a call whose deadline had passed when it was made
-    /// (an inherited one, or its own of zero), if it had: the call ends
-    /// `DEADLINE_EXCEEDED` before the breaker is asked, with no attempt,
-    /// no attempt span and nothing counted; `expired` in
-    /// `humus.retry.decisions`.
-    fn expired(&self) -> Option<Status> {
-        let at = self.ctx.at()?;
-        if Instant::now() < at {
-            return None;
-        }
-        self.ctx.hooks.decided(Decision::Expired);
-        Some(with_decision(
-            self.ctx.deadline_exceeded(),
-            Decision::Expired,
-        ))
-    }
-
-    /// The attempt in flight, for its future to send with (the context
-    /// shared, its span to write, the attempt's number).
-    fn attempt_parts(&mut self) -> (&CallCtx<'a>, &mut AttemptSpan, u32) {
-        let span = &mut self
-            .in_flight
-            .as_mut()
-            .expect("an attempt is in flight between allow and end_attempt")
-            .span;
-        (&self.ctx, span, self.attempt)
-    }
-
-    /// Takes the attempt in flight, to settle or to hand to a stream.
-    fn take_attempt(&mut self) -> InFlight<'a> {
-        self.in_flight
-            .take()
-            .expect("an attempt is in flight between allow and end_attempt")
-    }
-
-    /// Ends the attempt in flight's span with `status` (`None` for OK),
-    /// and hands back its ticket, to settle.
-    fn end_attempt(&mut self, status: Option<&Status>) -> Ticket<'a> {
-        let InFlight { ticket, span } = self.take_attempt();
-        self.ctx.hooks.attempt_end(span, status);
-        ticket
-    }
-
-    /// The connection closed under the attempt in flight: its span ends
-    /// with `status` (`CANCELLED`, or the injected delay the close cut
-    /// short), its ticket is released (counting nothing), and the call ends
-    /// without another attempt (`stopped`).
-    fn closed(&mut self, status: Status) -> Status {
-        let ticket = self.end_attempt(Some(&status));
-        ticket.release();
-        self.ctx.hooks.decided(Decision::Stopped);
-        status
-    }
-
-    /// Waits before the next attempt; `Err` if the connection closes first
-    /// (the call then ends, `stopped`).
-    async fn wait(&mut self, after: std::time::Duration) -> Result<(), Status> {
-        self.waiting = true;
-        let waited = tokio::select! {
-            () = self.ctx.inner.conn.closed_ref() => Err(closing()),
-            () = tokio::time::sleep(after) => Ok(()),
-        };
-        self.waiting = false;
-        if waited.is_err() {
-            self.ctx.hooks.decided(Decision::Stopped);
-        }
-        waited
-    }
-
-    /// The stream opened: the call succeeded, however the stream ends
-    /// (`succeeded` in `humus.retry.decisions`, and the budget's share).
-    fn opened(&self) {
-        let ctx = &self.ctx;
-        ctx.hooks.decided(
-            retry::decide(
-                &ctx.inner.budget,
-                &Attempted {
-                    verdict: retry::Verdict::Success,
-                    retry_after: None,
-                    attempt: self.attempt,
-                    max_attempts: ctx.inner.settings.max_attempts,
-                    backoff: std::time::Duration::ZERO,
-                    backoff_max: ctx.inner.settings.backoff_max,
-                    now: Instant::now(),
-                    deadline: ctx.at(),
-                },
-            )
-            .decision(),
-        );
-    }
-
-    /// Counts a finished attempt in the breaker and decides what follows.
-    /// `resendable` is false when what the attempt sent cannot be sent
-    /// again (a request stream it read): a Retry then becomes Stop.
-    fn settle(
-        &self,
-        ticket: Ticket<'a>,
-        status: Option<&Status>,
-        trailer: &MetadataMap,
-        resendable: bool,
-    ) -> Next {
-        let ctx = &self.ctx;
-        let now = Instant::now();
-        let call = CallState {
-            cancelled: false,
-            deadline_passed: ctx.at().is_some_and(|d| now >= d),
-        };
-        // A failure of the connection's dial is the client's to classify:
-        // the first attempt of those that waited for a failed dial counts
-        // it, once.
-        let ended = match status.and_then(dial_failure) {
-            Some(DialFailure::BackingOff) => Ended::BackingOff,
-            Some(DialFailure::Failed(dial)) => Ended::DialFailed {
-                first: dial.claim(),
-            },
-            None => Ended::Attempt { status, trailer },
-        };
-        let mut c = classify_attempt(ctx.method, &ctx.inner.settings.classify, ended, call);
-        if !resendable && c.retry == retry::Verdict::Retry {
-            c.retry = retry::Verdict::Stop;
-            c.retry_after = None;
-        }
-        ctx.hooks.in_call(|| ticket.done(c.breaker));
-        ctx.hooks.counted(c.breaker);
-        let next = retry::decide(
-            &ctx.inner.budget,
-            &Attempted {
-                verdict: c.retry,
-                retry_after: c.retry_after,
-                attempt: self.attempt,
-                max_attempts: ctx.inner.settings.max_attempts,
-                // Drawn only for a retry: nothing else waits it out.
-                backoff: if c.retry == retry::Verdict::Retry {
-                    ctx.inner.backoff.backoff(self.attempt)
-                } else {
-                    std::time::Duration::ZERO
-                },
-                backoff_max: ctx.inner.settings.backoff_max,
-                now,
-                deadline: ctx.at(),
-            },
-        );
-        ctx.hooks.decided(next.decision());
-        next
-    }
 }
 
 impl CallCtx<'_> {
@@ -609,36 +490,6 @@ impl Future for TimedFuture {
         let limit = self.limit;
         let sent: Result<Sent, BoxError> = std::task::ready!(self.sent.as_mut().poll(cx));
         Poll::Ready(sent.map(|response| response.map(|body| Limited::new(body, limit))))
-    }
-}
-
-impl Drop for Call<'_> {
-    /// The call's future was dropped: settles the attempt in flight as
-    /// the deadline's (at or after it, within [`DEADLINE_SLACK`]) or as
-    /// the caller's giving up (before it: its ticket and span are dropped,
-    /// which release the ticket and end the span `CANCELLED`).
-    fn drop(&mut self) {
-        // A call that ended (or never started an attempt) has nothing to
-        // settle: no clock read.
-        if self.in_flight.is_none() && !self.waiting {
-            return;
-        }
-        let ctx = &self.ctx;
-        let at_deadline = ctx
-            .deadline
-            .is_some_and(|d| at_deadline(&d, Instant::now()));
-        if !at_deadline {
-            return;
-        }
-        if let Some(InFlight { ticket, span }) = self.in_flight.take() {
-            ctx.hooks.attempt_end(span, Some(&ctx.deadline_exceeded()));
-            ctx.hooks.in_call(|| ticket.done(Outcome::Failure));
-            ctx.hooks.counted(Outcome::Failure);
-            ctx.hooks.decided(Decision::Expired);
-        } else if self.waiting {
-            // Nothing in flight to count; the wait ended with the call.
-            ctx.hooks.decided(Decision::Expired);
-        }
     }
 }
 
@@ -839,60 +690,23 @@ pub(super) trait UnarySend: Sync {
     }
 }
 
-/// The attempt loop of a unary call: each attempt passes the breaker,
-/// the fault point and the deadline, and is classified, counted and
-/// retried as its classification and the budget decide.
-pub(super) async fn run_unary<S: UnarySend>(
-    inner: &Inner,
+/// The attempt loop of a unary call ([`crate::call`]): each attempt
+/// passes the breaker, the fault point and the deadline, and is
+/// classified, counted and retried as its classification and the budget
+/// decide.
+pub(super) fn run_unary<'a, S: UnarySend + 'a>(
+    inner: &'a Inner,
     method: &'static Method,
     cx: Context,
     deadline: Option<Deadline>,
     send: S,
-) -> Result<S::Output, Status> {
-    require_runtime();
+) -> impl Future<Output = Result<S::Output, Status>> + 'a {
     // Made first, so that the call's state is kept once across every
     // await, the first included (not beside its own arguments).
-    let mut call = Call::new(inner, method, cx, deadline);
-    // A call takes a unit of the task's cooperative budget, as a tokio
-    // resource does: a loop of calls failed at once (the breaker open)
-    // still yields to the runtime.
-    tokio::task::coop::consume_budget().await;
-    if let Some(status) = call.expired() {
-        return Err(status);
-    }
-    loop {
-        call.allow()?;
-        // The attempt's deadline, which its sends' `grpc-timeout` says
-        // (read from there once it is cut: no copy is kept across the
-        // attempt), and which an injected delay ends at.
-        let bound = call.attempt_deadline();
-        call.ctx.send_deadline = bound;
-        let (ctx, span, n) = call.attempt_parts();
-        let send = &send;
-        let attempt = bounded(inner, bound, async move {
-            ctx.hooks.inject_fault(span, bound).await?;
-            send.send(ctx, n, span).await
-        });
-        let result = match attempt.await {
-            Cut::Returned(Err(status)) if delay_cut_by_deadline(&status) => {
-                Err(call.cut_status(call.ctx.send_deadline, Some(status)))
-            }
-            Cut::Returned(result) => result,
-            Cut::Deadline => Err(call.cut_status(call.ctx.send_deadline, None)),
-            Cut::Closed(injected) => {
-                return Err(call.closed(injected.unwrap_or_else(closing)));
-            }
-        };
-        let ticket = call.end_attempt(result.as_ref().err());
-        let resendable = send.is_resendable();
-        let next = match &result {
-            Ok(output) => call.settle(ticket, None, S::trailer(output), resendable),
-            Err(status) => call.settle(ticket, Some(status), status.metadata(), resendable),
-        };
-        match next {
-            Next::Retry { after } => call.wait(after).await?,
-            next => return result.map_err(|status| with_decision(status, next.decision())),
-        }
+    let mut call = Grpc::call(inner, method, cx, deadline, AsUnary(send));
+    async move {
+        require_runtime();
+        call.run().await
     }
 }
 
@@ -1064,82 +878,29 @@ pub(super) struct Opened<T> {
     pub(super) settle: Settle,
 }
 
-/// The attempt loop of a stream's open: attempts as [`run_unary`]'s until
-/// one opens the stream (the server's response headers); the stream then
-/// keeps the attempt's ticket and span, and `settle` counts it once, at
-/// its end. An attempt that failed, trailers-only status included, is
-/// settled as a unary attempt is.
-pub(super) async fn run_open<S: OpenSend>(
-    inner: &Arc<Inner>,
+/// The attempt loop of a stream's open ([`crate::call`]): attempts as
+/// [`run_unary`]'s until one opens the stream (the server's response
+/// headers); the stream then keeps the attempt's ticket and span, and
+/// `settle` counts it once, at its end. An attempt that failed,
+/// trailers-only status included, is settled as a unary attempt is.
+pub(super) fn run_open<'a, S: OpenSend + 'a>(
+    inner: &'a Arc<Inner>,
     method: &'static Method,
     cx: Context,
     deadline: Option<Deadline>,
     send: S,
-) -> Result<Opened<S::Output>, Status> {
-    require_runtime();
-    // Made first, so that the call's state is kept once across every
-    // await, the first included (not beside its own arguments).
-    let mut call = Call::new(inner, method, cx, deadline);
-    // A call takes a unit of the task's cooperative budget, as a tokio
-    // resource does: a loop of calls failed at once (the breaker open)
-    // still yields to the runtime.
-    tokio::task::coop::consume_budget().await;
-    if let Some(status) = call.expired() {
-        return Err(status);
-    }
-    loop {
-        call.allow()?;
-        // The open's deadline, which an injected delay ends at; its
-        // `grpc-timeout` stays the call's, as the stream, once open, may
-        // outlive the attempt's own.
-        let bound = call.attempt_deadline();
-        let (ctx, span, n) = call.attempt_parts();
-        let send = &send;
-        let attempt = bounded(inner, bound, async move {
-            ctx.hooks.inject_fault(span, bound).await?;
-            send.send(ctx, n, span).await
-        });
-        let result = match attempt.await {
-            Cut::Returned(Err(status)) if delay_cut_by_deadline(&status) => {
-                Err(call.cut_status(bound, Some(status)))
-            }
-            Cut::Returned(result) => result,
-            Cut::Deadline => Err(call.cut_status(bound, None)),
-            Cut::Closed(injected) => {
-                return Err(call.closed(injected.unwrap_or_else(closing)));
-            }
-        };
-        let status = match result {
-            Ok(response) => {
-                // Opened: the call succeeded, however the stream ends; the
-                // stream keeps the ticket, and settles it at its end.
-                call.opened();
-                let InFlight { ticket, span } = call.take_attempt();
-                let settle = stream_settle(
-                    inner,
-                    method,
-                    call.ctx.hooks.cx.clone(),
-                    ticket.into_owned(),
-                    span,
-                    deadline,
-                );
-                return Ok(Opened { response, settle });
-            }
-            // Not opened (a trailers-only status among them): the
-            // attempt's failure.
-            Err(status) => status,
-        };
-        let ticket = call.end_attempt(Some(&status));
-        let next = call.settle(
+) -> impl Future<Output = Result<Opened<S::Output>, Status>> + 'a {
+    let mut call = Grpc::call(inner, method, cx, deadline, AsOpen(send));
+    async move {
+        require_runtime();
+        let crate::call::Opened {
+            output: response,
             ticket,
-            Some(&status),
-            status.metadata(),
-            send.is_resendable(),
-        );
-        match next {
-            Next::Retry { after } => call.wait(after).await?,
-            next => return Err(with_decision(status, next.decision())),
-        }
+            span,
+        } = call.open().await?;
+        let cx = call.transport().ctx.hooks.cx.clone();
+        let settle = stream_settle(inner, method, cx, ticket, span, deadline);
+        Ok(Opened { response, settle })
     }
 }
 

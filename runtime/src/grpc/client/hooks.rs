@@ -1,22 +1,21 @@
-//! Telemetry and failure injection in the attempt
-//! loop: the functions the loop calls at fixed points of every call, over
-//! the client's [`ClientRecorder`](crate::telemetry::ClientRecorder) and
-//! the [`Setup`](crate::Setup)'s [`Injector`](crate::fault::Injector).
+//! Telemetry in the gRPC client's attempts: the functions its transport
+//! of the attempt loop ([`crate::call`]) calls at fixed points of every
+//! call, over the client's [`ClientRecorder`](crate::telemetry::ClientRecorder)
+//! and the [`Setup`](crate::Setup)'s [`Injector`](crate::fault::Injector).
 //!
-//! Where the loop calls them, per attempt of a unary call (and per attempt
+//! Where they are called, per attempt of a unary call (and per attempt
 //! to open a stream):
 //!
 //! ```text
-//! breaker.allow()      rejected -> Hooks::rejected, Hooks::decided(Stopped), return
+//! breaker.allow()      rejected -> Hooks::rejected, `stopped`, return
 //! Hooks::attempt_start (the attempt's CLIENT span, a child of the call's context)
-//! Hooks::inject_fault  (the point `method.point`, inside the breaker and the deadline)
-//!                      Err(status) -> that is the attempt's result
+//! the fault point      (`method.point`, in the loop, inside the breaker and the deadline)
 //! Hooks::propagate     (writes the metadata sent: trace context, baggage
 //!                       without the scenario unless `forward_scenario`)
 //! ... the attempt over the connection ...
 //! Hooks::attempt_end   (the attempt's status; for a stream that opened, at its end)
-//! ticket.done(outcome) -> Hooks::counted(outcome)
-//! retry::decide        -> Hooks::decided(decision)
+//! ticket.done(outcome) -> Hooks::counted(outcome) (a stream's, at its end)
+//! retry::decide        -> `humus.retry.decisions`, in the loop
 //! ```
 //!
 //! The breaker's transitions reach the recorder's
@@ -33,7 +32,6 @@ use tonic::metadata::MetadataMap;
 use super::Method;
 use super::client::Inner;
 use crate::circuit::Outcome;
-use crate::retry::Decision;
 use crate::telemetry::Attempt;
 
 /// The telemetry and fault seams of one call of one method.
@@ -56,7 +54,7 @@ pub(super) struct AttemptSpan {
 
 impl AttemptSpan {
     /// The attempt's context: the call's baggage, the attempt's span.
-    fn cx(&self) -> &Context {
+    pub(super) fn cx(&self) -> &Context {
         self.attempt.context()
     }
 }
@@ -99,35 +97,6 @@ impl Hooks<'_> {
                 .recorder
                 .start_attempt(&self.cx, self.method.full_name),
         }
-    }
-
-    /// The fault point `method.point`, evaluated once per attempt in the
-    /// attempt's context, inside the breaker (after `allow`, before
-    /// anything is sent). An abort returns `Err` (Unavailable, with the
-    /// [`InjectedError`](crate::fault::InjectedError) as its source), which
-    /// becomes the attempt's result and is classified like any; a delay is
-    /// waited here, inside the attempt's deadline (`deadline`: the call's,
-    /// or the attempt's own timeout if earlier; `None` for a stream
-    /// without one): cut short by it, the attempt ends DeadlineExceeded; by `Setup::stop`, Cancelled. Injection off:
-    /// nothing is evaluated.
-    pub(super) async fn inject_fault(
-        &self,
-        span: &AttemptSpan,
-        deadline: Option<tokio::time::Instant>,
-    ) -> Result<(), Status> {
-        let faults = &self.inner.faults;
-        if !faults.is_on() {
-            return Ok(());
-        }
-        let point = self.method.point;
-        let fault = faults.eval(span.cx(), point);
-        if fault.is_none() {
-            return Ok(());
-        }
-        fault
-            .inject_until(point, deadline, self.inner.conn.closed())
-            .await
-            .map_err(|e| e.to_status())
     }
 
     /// Writes what the attempt sends besides the caller's metadata: the
@@ -177,11 +146,5 @@ impl Hooks<'_> {
     /// `humus.circuit.calls`.
     pub(super) fn counted(&self, outcome: Outcome) {
         self.inner.recorder.record_call(outcome);
-    }
-
-    /// The retry loop decided `decision` after an attempt:
-    /// `humus.retry.decisions`.
-    pub(super) fn decided(&self, decision: Decision) {
-        self.inner.recorder.record_decision(decision);
     }
 }
