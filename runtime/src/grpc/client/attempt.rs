@@ -51,23 +51,52 @@ fn rejected_status(rejected: Rejected, addr: &str) -> Status {
 }
 
 /// One gRPC call as the attempt loop ([`crate::call`]) runs it: what every
-/// attempt reads ([`CallCtx`]) and what each sends (`send`).
-pub(super) struct Grpc<'a, S> {
+/// attempt reads ([`CallCtx`]) and what each sends (`send`), for a call of
+/// kind `K` ([`Unary`] or [`Open`]).
+pub(super) struct Grpc<'a, S, K> {
     ctx: CallCtx<'a>,
     send: S,
+    _kind: std::marker::PhantomData<fn() -> K>,
 }
 
-/// What each attempt of a gRPC call sends, for [`Grpc`]: a unary call's
-/// ([`AsUnary`]) or a stream's open ([`AsOpen`]).
-pub(super) trait Sends: Sync {
-    /// The answer of an attempt that succeeded.
-    type Output: Send;
+/// What the attempts of a gRPC call are for: a unary call ([`Unary`]) or
+/// a stream's open ([`Open`]).
+pub(super) trait Kind {
     /// Whether the attempts open a stream: their sends' `grpc-timeout` is
     /// then the call's deadline (the stream, once open, may outlive the
-    /// attempt's own), else the attempt's.
+    /// attempt's own), else the attempt's; and an attempt that answers is
+    /// counted when the stream ends.
     const OPENS: bool;
+}
 
-    /// One attempt (its transparent resends included).
+/// A unary call's attempts ([`run_unary`]).
+pub(super) enum Unary {}
+
+impl Kind for Unary {
+    const OPENS: bool = false;
+}
+
+/// A stream's attempts to open ([`run_open`]).
+pub(super) enum Open {}
+
+impl Kind for Open {
+    const OPENS: bool = true;
+}
+
+/// What each attempt of a gRPC call of kind `K` sends: a typed call's
+/// ([`TypedUnary`], [`TypedOpen`]) or a stock tonic client's, through the
+/// channel.
+pub(super) trait Sends<K: Kind>: Sync {
+    /// The answer of an attempt that succeeded (that opened the stream).
+    type Output: Send;
+
+    /// One attempt (its transparent resends included): `call`'s metadata
+    /// and span for attempt number `attempt`. To open a stream: `Ok(_)`
+    /// opened (the server answered with its response headers); `Err` a
+    /// failed open, classified and retried as a unary attempt: one nothing
+    /// came back from, or the server's trailers-only status (gRFC A6: a
+    /// call is committed by the response's headers, and a trailers-only
+    /// answer has none).
     fn send<'s>(
         &'s self,
         call: &'s CallCtx<'_>,
@@ -75,65 +104,15 @@ pub(super) trait Sends: Sync {
         span: &'s mut AttemptSpan,
     ) -> impl Future<Output = Result<Self::Output, Status>> + Send + 's;
 
-    /// The trailer of an answer that succeeded, for its classification
-    /// (a stream that opened is classified at its end: `None`).
+    /// The trailer of a unary answer, for its classification (a stream
+    /// that opened is classified at its end: `None`).
     fn trailer(output: &Self::Output) -> Option<&MetadataMap>;
 
     /// Whether what the last attempt sent can be sent again.
     fn is_resendable(&self) -> bool;
 }
 
-/// A unary call's sends.
-pub(super) struct AsUnary<S>(S);
-
-impl<S: UnarySend> Sends for AsUnary<S> {
-    type Output = S::Output;
-    const OPENS: bool = false;
-
-    fn send<'s>(
-        &'s self,
-        call: &'s CallCtx<'_>,
-        attempt: u32,
-        span: &'s mut AttemptSpan,
-    ) -> impl Future<Output = Result<Self::Output, Status>> + Send + 's {
-        self.0.send(call, attempt, span)
-    }
-
-    fn trailer(output: &Self::Output) -> Option<&MetadataMap> {
-        Some(S::trailer(output))
-    }
-
-    fn is_resendable(&self) -> bool {
-        self.0.is_resendable()
-    }
-}
-
-/// A stream's sends to open it.
-pub(super) struct AsOpen<S>(S);
-
-impl<S: OpenSend> Sends for AsOpen<S> {
-    type Output = S::Output;
-    const OPENS: bool = true;
-
-    fn send<'s>(
-        &'s self,
-        call: &'s CallCtx<'_>,
-        attempt: u32,
-        span: &'s mut AttemptSpan,
-    ) -> impl Future<Output = Result<Self::Output, Status>> + Send + 's {
-        self.0.send(call, attempt, span)
-    }
-
-    fn trailer(_: &Self::Output) -> Option<&MetadataMap> {
-        None
-    }
-
-    fn is_resendable(&self) -> bool {
-        self.0.is_resendable()
-    }
-}
-
-impl<'a, S: Sends> Grpc<'a, S> {
+impl<'a, K: Kind, S: Sends<K>> Grpc<'a, S, K> {
     /// A call of `method` on `inner`'s connection, in the context `cx`,
     /// until `deadline`.
     fn call(
@@ -142,7 +121,7 @@ impl<'a, S: Sends> Grpc<'a, S> {
         cx: Context,
         deadline: Option<Deadline>,
         send: S,
-    ) -> Call<'a, Grpc<'a, S>> {
+    ) -> Call<'a, Grpc<'a, S, K>> {
         Call::new(
             &inner.breaker,
             Grpc {
@@ -155,12 +134,13 @@ impl<'a, S: Sends> Grpc<'a, S> {
                     connecting: AtomicBool::new(false),
                 },
                 send,
+                _kind: std::marker::PhantomData,
             },
         )
     }
 }
 
-impl<S: Sends> crate::call::Transport for Grpc<'_, S> {
+impl<K: Kind, S: Sends<K>> crate::call::Transport for Grpc<'_, S, K> {
     type Output = S::Output;
     type Error = Status;
     type Span = AttemptSpan;
@@ -229,7 +209,7 @@ impl<S: Sends> crate::call::Transport for Grpc<'_, S> {
     /// (read from there once it is cut: no copy is kept across the
     /// attempt); a stream's, the call's.
     fn prepare(&mut self, attempt: crate::call::Attempt) {
-        if !S::OPENS {
+        if !K::OPENS {
             self.ctx.send_deadline = attempt.bound;
         }
     }
@@ -666,35 +646,11 @@ where
     Either::Right(run_unary(inner, method, cx, deadline, send))
 }
 
-/// What each attempt of a unary call sends, for [`run_unary`]: a typed
-/// call's ([`TypedUnary`]) or a stock tonic client's, through the channel.
-pub(super) trait UnarySend: Sync {
-    /// The answer of an attempt that succeeded.
-    type Output: Send;
-
-    /// One attempt (its transparent resends included): `call`'s metadata
-    /// and span for attempt number `attempt`.
-    fn send<'s>(
-        &'s self,
-        call: &'s CallCtx<'_>,
-        attempt: u32,
-        span: &'s mut AttemptSpan,
-    ) -> impl Future<Output = Result<Self::Output, Status>> + Send + 's;
-
-    /// The trailer of an answer that succeeded, for its classification.
-    fn trailer(output: &Self::Output) -> &MetadataMap;
-
-    /// Whether what the last attempt sent can be sent again.
-    fn is_resendable(&self) -> bool {
-        true
-    }
-}
-
 /// The attempt loop of a unary call ([`crate::call`]): each attempt
 /// passes the breaker, the fault point and the deadline, and is
 /// classified, counted and retried as its classification and the budget
 /// decide.
-pub(super) fn run_unary<'a, S: UnarySend + 'a>(
+pub(super) fn run_unary<'a, S: Sends<Unary> + 'a>(
     inner: &'a Inner,
     method: &'static Method,
     cx: Context,
@@ -703,7 +659,7 @@ pub(super) fn run_unary<'a, S: UnarySend + 'a>(
 ) -> impl Future<Output = Result<S::Output, Status>> + 'a {
     // Made first, so that the call's state is kept once across every
     // await, the first included (not beside its own arguments).
-    let mut call = Grpc::call(inner, method, cx, deadline, AsUnary(send));
+    let mut call = Grpc::call(inner, method, cx, deadline, send);
     async move {
         require_runtime();
         call.run().await
@@ -718,7 +674,7 @@ struct TypedUnary<Resp> {
     _response: std::marker::PhantomData<fn() -> Resp>,
 }
 
-impl<Resp> UnarySend for TypedUnary<Resp>
+impl<Resp> Sends<Unary> for TypedUnary<Resp>
 where
     Resp: prost::Message + Default + Send + 'static,
 {
@@ -733,8 +689,12 @@ where
         send_unary::<Resp>(call, attempt, &self.metadata, span, &self.frame)
     }
 
-    fn trailer(output: &Self::Output) -> &MetadataMap {
-        output.metadata()
+    fn trailer(output: &Self::Output) -> Option<&MetadataMap> {
+        Some(output.metadata())
+    }
+
+    fn is_resendable(&self) -> bool {
+        true
     }
 }
 
@@ -849,29 +809,6 @@ where
     }
 }
 
-/// What each attempt to open a stream sends, for [`run_open`]: a typed
-/// call's ([`TypedOpen`]) or a stock tonic client's, through the channel.
-pub(super) trait OpenSend: Sync {
-    /// The answer of an attempt that opened the stream.
-    type Output: Send;
-
-    /// One attempt to open the stream (its transparent resends included):
-    /// `Ok(_)` opened (the server answered with its response headers);
-    /// `Err` a failed open, classified and retried as a unary attempt: one
-    /// nothing came back from, or the server's trailers-only status
-    /// (gRFC A6: a call is committed by the response's headers, and a
-    /// trailers-only answer has none).
-    fn send<'s>(
-        &'s self,
-        call: &'s CallCtx<'_>,
-        attempt: u32,
-        span: &'s mut AttemptSpan,
-    ) -> impl Future<Output = Result<Self::Output, Status>> + Send + 's;
-
-    /// Whether what the last attempt sent can be sent again.
-    fn is_resendable(&self) -> bool;
-}
-
 /// A stream that opened, and what counts it in the breaker at its end.
 pub(super) struct Opened<T> {
     pub(super) response: T,
@@ -883,14 +820,14 @@ pub(super) struct Opened<T> {
 /// headers); the stream then keeps the attempt's ticket and span, and
 /// `settle` counts it once, at its end. An attempt that failed,
 /// trailers-only status included, is settled as a unary attempt is.
-pub(super) fn run_open<'a, S: OpenSend + 'a>(
+pub(super) fn run_open<'a, S: Sends<Open> + 'a>(
     inner: &'a Arc<Inner>,
     method: &'static Method,
     cx: Context,
     deadline: Option<Deadline>,
     send: S,
 ) -> impl Future<Output = Result<Opened<S::Output>, Status>> + 'a {
-    let mut call = Grpc::call(inner, method, cx, deadline, AsOpen(send));
+    let mut call = Grpc::call(inner, method, cx, deadline, send);
     async move {
         require_runtime();
         let crate::call::Opened {
@@ -912,7 +849,7 @@ struct TypedOpen<S, Req, Resp> {
     _response: std::marker::PhantomData<fn() -> (Req, Resp)>,
 }
 
-impl<S, Req, Resp> OpenSend for TypedOpen<S, Req, Resp>
+impl<S, Req, Resp> Sends<Open> for TypedOpen<S, Req, Resp>
 where
     S: Stream<Item = Req> + Send + 'static,
     Req: prost::Message + Send + 'static,
@@ -934,6 +871,10 @@ where
             span,
             &self.outbound,
         )
+    }
+
+    fn trailer(_: &Self::Output) -> Option<&MetadataMap> {
+        None
     }
 
     fn is_resendable(&self) -> bool {

@@ -40,7 +40,7 @@ use tonic::{Code, Status};
 use tower_service::Service;
 
 use super::attempt::{
-    CallCtx, OpenSend, Opened, TRANSPARENT_RETRIES, UnarySend, at_deadline, run_open, run_unary,
+    CallCtx, Open, Opened, Sends, TRANSPARENT_RETRIES, Unary, at_deadline, run_open, run_unary,
 };
 use super::client::{GRPC_TIMEOUT_HEADER, Inner, deadline, parse_grpc_timeout};
 use super::connection::{
@@ -651,7 +651,7 @@ impl Attempts {
     }
 }
 
-impl UnarySend for Attempts {
+impl Sends<Unary> for Attempts {
     type Output = Read;
 
     fn send<'s>(
@@ -666,8 +666,8 @@ impl UnarySend for Attempts {
         })
     }
 
-    fn trailer(output: &Read) -> &MetadataMap {
-        &output.trailers
+    fn trailer(output: &Read) -> Option<&MetadataMap> {
+        Some(&output.trailers)
     }
 
     fn is_resendable(&self) -> bool {
@@ -675,7 +675,7 @@ impl UnarySend for Attempts {
     }
 }
 
-impl OpenSend for Attempts {
+impl Sends<Open> for Attempts {
     type Output = http::Response<WireBody>;
 
     fn send<'s>(
@@ -699,6 +699,10 @@ impl OpenSend for Attempts {
             }
         };
         self.send_with(call, attempt, span, answered)
+    }
+
+    fn trailer(_: &Self::Output) -> Option<&MetadataMap> {
+        None
     }
 
     fn is_resendable(&self) -> bool {
