@@ -541,3 +541,41 @@ async fn a_panic_in_the_trust_function_ends_the_consumer_and_comes_out_of_stop()
     Broker::queue(&channel, queue, FieldTable::new()).await;
     connection.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_failed_connection_is_logged_and_tried_again() {
+    // No broker: a port no one listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let telemetry = Telemetry::new();
+    let setup = setup(&telemetry, false);
+    let settings = ConsumerSettings {
+        uri: format!("amqp://127.0.0.1:{port}"),
+        queue: "nowhere".into(),
+        ..ConsumerSettings::default()
+    };
+    let _consumer = Consumer::start(&setup, settings, |_| async { Ok(()) }).unwrap();
+    let mut records = Vec::new();
+    for _ in 0..100 {
+        records = telemetry.logs();
+        if records.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(records.len() >= 2, "two attempts, each logged: {records:?}");
+    let record = &records[0].record;
+    assert_eq!(records[0].instrumentation.name(), RABBITMQ_SCOPE);
+    assert_eq!(record.event_name(), Some("humus.rabbitmq.connection"));
+    let body = format!("{:?}", record.body());
+    assert!(
+        body.contains(&format!(
+            "rabbitmq consumer of nowhere on 127.0.0.1:{port}: could not connect:"
+        )) && body.contains("connecting again in 1s"),
+        "{body}"
+    );
+    setup.stop().await;
+}

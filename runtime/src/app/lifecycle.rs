@@ -2,10 +2,9 @@
 //! signal, its exit.
 
 use std::net::SocketAddr;
-use std::time::SystemTime;
 
 use opentelemetry::InstrumentationScope;
-use opentelemetry::logs::{AnyValue, LogRecord as _, Logger as _, Severity};
+use opentelemetry::logs::Severity;
 
 use super::Exit;
 use crate::telemetry::names::{APP_SCOPE, HUMUS_APP_EXIT, HUMUS_APP_SERVING, HUMUS_APP_STOPPING};
@@ -72,15 +71,6 @@ impl Lifecycle {
     }
 
     fn record(&self, event: &'static str, severity: Severity, body: String) {
-        if self.logger.is_noop() || !self.logger.event_enabled(severity, APP_SCOPE, Some(event)) {
-            return;
-        }
-        let mut record = self.logger.create_log_record();
-        record.set_event_name(event);
-        record.set_timestamp(SystemTime::now());
-        record.set_severity_number(severity);
-        record.set_severity_text(severity.name());
-        record.set_body(AnyValue::from(body));
-        self.logger.emit(record);
+        self.logger.event(APP_SCOPE, event, severity, || body);
     }
 }

@@ -17,11 +17,12 @@ use amqprs::connection::{Connection, OpenConnectionArguments};
 use amqprs::tls::TlsAdaptor;
 use amqprs::{BasicProperties, FieldTable};
 use opentelemetry::global::BoxedTracer;
+use opentelemetry::logs::Severity;
 use opentelemetry::metrics::Histogram;
 use opentelemetry::trace::{
     FutureExt as _, Span as _, SpanKind, Status, TraceContextExt as _, Tracer as _,
 };
-use opentelemetry::{Context, KeyValue};
+use opentelemetry::{Context, InstrumentationScope, KeyValue};
 use tokio::sync::{mpsc, watch};
 use tokio::task::{JoinError, JoinHandle, JoinSet};
 use tokio::time::Instant;
@@ -33,13 +34,13 @@ use crate::fault::strip::{BAGGAGE, Gate, Stripped, Unreadable};
 use crate::grpc::server::SettingsError;
 use crate::retry::Exponential;
 use crate::telemetry::names::{
-    ERROR_TYPE, MESSAGING_DESTINATION_NAME, MESSAGING_DESTINATION_SUBSCRIPTION_NAME,
-    MESSAGING_MESSAGE_ID, MESSAGING_OPERATION_NAME, MESSAGING_OPERATION_TYPE,
-    MESSAGING_PROCESS_DURATION, MESSAGING_RABBITMQ_DELIVERY_TAG, MESSAGING_RABBITMQ_ROUTING_KEY,
-    MESSAGING_SYSTEM, MESSAGING_SYSTEM_RABBITMQ, OTHER_ERROR_TYPE, RABBITMQ_SCOPE, SERVER_ADDRESS,
-    SERVER_PORT,
+    ERROR_TYPE, HUMUS_RABBITMQ_CONNECTION, MESSAGING_DESTINATION_NAME,
+    MESSAGING_DESTINATION_SUBSCRIPTION_NAME, MESSAGING_MESSAGE_ID, MESSAGING_OPERATION_NAME,
+    MESSAGING_OPERATION_TYPE, MESSAGING_PROCESS_DURATION, MESSAGING_RABBITMQ_DELIVERY_TAG,
+    MESSAGING_RABBITMQ_ROUTING_KEY, MESSAGING_SYSTEM, MESSAGING_SYSTEM_RABBITMQ, OTHER_ERROR_TYPE,
+    RABBITMQ_SCOPE, SERVER_ADDRESS, SERVER_PORT,
 };
-use crate::telemetry::{to_header_map, write_back};
+use crate::telemetry::{BoxedLogger, to_header_map, write_back};
 use crate::{Setup, grpc};
 
 /// One message the broker delivered to a [`Consumer`]: its body, its
@@ -275,6 +276,8 @@ struct Shared {
     /// span): no span is started for a delivery with no valid parent.
     noop_tracer: bool,
     duration: Option<Histogram<f64>>,
+    /// Where a failed or lost connection is reported.
+    logger: BoxedLogger,
     process: Process,
     /// The wait before a failed delivery is handed back.
     backoff: Exponential,
@@ -297,6 +300,11 @@ impl Shared {
             tracer: inbound.tracer,
             noop_tracer: inbound.noop_tracer,
             duration: inbound.duration,
+            logger: telemetry.logger(
+                InstrumentationScope::builder(RABBITMQ_SCOPE)
+                    .with_version(env!("CARGO_PKG_VERSION"))
+                    .build(),
+            ),
             process,
             backoff: Exponential::new(settings.backoff_base, settings.backoff_max),
             failures: AtomicU32::new(0),
@@ -562,16 +570,34 @@ async fn run(
             session = shared.connect() => session,
             _ = stopping.wait_for(|s| *s) => return,
         };
-        if let Ok(session) = session {
-            backoff = None;
-            let _ = consuming.send(true);
-            if let Ended::Stopped = consume(&shared, session, &mut stopping).await {
-                return;
+        let failure = match session {
+            Ok(session) => {
+                backoff = None;
+                let _ = consuming.send(true);
+                if let Ended::Stopped = consume(&shared, session, &mut stopping).await {
+                    return;
+                }
+                "lost its connection".to_owned()
             }
-        }
+            Err(e) => format!("could not connect: {e}"),
+        };
         let (wait, next) =
             grpc::client::backoff_after(backoff, shared.settings.connect_backoff_max);
         backoff = Some(next);
+        let at = (started + wait).saturating_duration_since(Instant::now());
+        shared.logger.event(
+            RABBITMQ_SCOPE,
+            HUMUS_RABBITMQ_CONNECTION,
+            Severity::Warn,
+            || {
+                format!(
+                    "rabbitmq consumer of {} on {}: {failure}; connecting again in {}",
+                    shared.queue,
+                    shared.uri.addr(),
+                    humantime_serde::re::humantime::format_duration(round_tenths(at))
+                )
+            },
+        );
         tokio::select! {
             () = tokio::time::sleep_until(started + wait) => {}
             _ = stopping.wait_for(|s| *s) => return,
@@ -651,4 +677,10 @@ async fn consume(
     let _ = channel.close().await;
     let _ = connection.close().await;
     ended
+}
+
+/// `d` to the nearest tenth of a second, for a message.
+fn round_tenths(d: Duration) -> Duration {
+    let tenths = (d.as_millis() + 50) / 100;
+    Duration::from_millis(u64::try_from(tenths * 100).unwrap_or(u64::MAX))
 }

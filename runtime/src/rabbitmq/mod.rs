@@ -61,7 +61,8 @@
 //!   delivers it again; the consumer connects again after gRPC's
 //!   connection backoff (1 s, growing 1.6 times to
 //!   [`connect_backoff_max`](ConsumerSettings::connect_backoff_max),
-//!   ±20 % jitter). A processor still running then is dropped.
+//!   ±20 % jitter). A processor still running then is dropped. Each
+//!   failed attempt and each lost connection is a log record (below).
 //!
 //! Delivery is at least once: a processor may see a message twice (its
 //! ack lost with the connection, or the consumer stopped past its grace),
@@ -131,6 +132,13 @@
 //!   `messaging.destination.name`,
 //!   `messaging.destination.subscription.name`, `server.address`,
 //!   `server.port` and, on failure, `error.type`.
+//!
+//! - a failed connection attempt, or a lost connection, is a log record
+//!   of severity WARN and event name `humus.rabbitmq.connection`
+//!   ([`HUMUS_RABBITMQ_CONNECTION`](crate::telemetry::names::HUMUS_RABBITMQ_CONNECTION)):
+//!   `rabbitmq consumer of orders on rabbit:5672: could not connect: …;
+//!   connecting again in 1.6s` (a plain line on standard error for an App
+//!   given no telemetry function).
 //!
 //! The processor runs with the delivery's context current (its span and
 //! baggage), so the calls it makes are children of the delivery's span

@@ -64,6 +64,28 @@ impl BoxedLogger {
     pub fn is_noop(&self) -> bool {
         self.0.is_none()
     }
+
+    /// Emits a record of the event `event` of the scope `scope`, stamped
+    /// now, with `severity` and the text `body`, when the logger records
+    /// it (`body` is built only then).
+    pub(crate) fn event(
+        &self,
+        scope: &'static str,
+        event: &'static str,
+        severity: Severity,
+        body: impl FnOnce() -> String,
+    ) {
+        if self.is_noop() || !self.event_enabled(severity, scope, Some(event)) {
+            return;
+        }
+        let mut record = self.create_log_record();
+        record.set_event_name(event);
+        record.set_timestamp(SystemTime::now());
+        record.set_severity_number(severity);
+        record.set_severity_text(severity.name());
+        record.set_body(AnyValue::from(body()));
+        self.emit(record);
+    }
 }
 
 impl fmt::Debug for BoxedLogger {

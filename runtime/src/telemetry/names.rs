@@ -230,3 +230,7 @@ pub const HUMUS_KAFKA_DEAD_LETTERED: &str = "humus.kafka.dead_lettered";
 /// How many times the processor has been run for a record so far (an
 /// integer), on the consumer's span events and log records.
 pub const HUMUS_KAFKA_ATTEMPTS: &str = "humus.kafka.attempts";
+/// The event name of the log record (warning) of a RabbitMQ consumer's
+/// failed connection attempt, or of its connection lost: what failed, and
+/// when it connects again.
+pub const HUMUS_RABBITMQ_CONNECTION: &str = "humus.rabbitmq.connection";
