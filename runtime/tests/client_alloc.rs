@@ -97,6 +97,12 @@ const BOXED_TASKS: usize = 2 - 1;
 /// answer is decoded from the bytes received), no per-call `Grpc` config.
 const WITHOUT_GRPC: usize = 7;
 
+/// What the dependencies' update with rustls 0.23.48 (hyper 1.13, h2
+/// 0.4.21, http 1.6) costs, client and server together: 56 allocations per
+/// call before, 58 after, measured on one commit of humus's code (f95b130)
+/// with each lock file. Not humus's code.
+const DEPENDENCIES: usize = 2;
+
 #[tokio::test(start_paused = true)]
 async fn no_layer_allocates_what_a_call_did_before_and_one_layer_a_few_more() {
     let host = Host::new();
@@ -109,8 +115,8 @@ async fn no_layer_allocates_what_a_call_did_before_and_one_layer_a_few_more() {
         "allocations per call: no layer {direct}, identity layer {layered}, no-op interceptor {intercepted}"
     );
     assert!(
-        direct <= BEFORE_LAYERS + BOXED_TASKS - WITHOUT_GRPC,
-        "no layer: {direct}, before layers: {BEFORE_LAYERS} (+{BOXED_TASKS}, boxed tasks, -{WITHOUT_GRPC} without tonic's Grpc)"
+        direct <= BEFORE_LAYERS + BOXED_TASKS - WITHOUT_GRPC + DEPENDENCIES,
+        "no layer: {direct}, before layers: {BEFORE_LAYERS} (+{BOXED_TASKS}, boxed tasks, -{WITHOUT_GRPC} without tonic's Grpc, +{DEPENDENCIES} the dependencies' update)"
     );
     assert!(layered > direct);
     assert!(layered <= direct + 10, "one identity layer: {layered}");

@@ -218,7 +218,7 @@ async fn a_unary_attempt_sends_the_earlier_of_its_own_bound_and_the_calls_deadli
     let mut shorter = get("c-2");
     shorter.set_timeout(100 * MS);
     let _: Response<Cart> = client.unary(&GET_CART, shorter).await.unwrap();
-    assert_eq!(*sent.lock().unwrap(), ["250m", "100m"]);
+    assert_eq!(*sent.lock().unwrap(), ["250000u", "100000u"]);
 
     // Unset: the call's deadline, the default timeout's.
     let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());

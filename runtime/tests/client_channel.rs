@@ -1000,7 +1000,12 @@ async fn attempt_timeout_cuts_and_retries_a_stock_clients_hanging_attempt() {
         .collect();
     assert_eq!(
         sent,
-        [Some("100m".to_owned()), Some("100m".to_owned()), None, None],
+        [
+            Some("100000u".to_owned()),
+            Some("100000u".to_owned()),
+            None,
+            None
+        ],
         "a listed unary attempt sends its bound; an unlisted call has no deadline"
     );
 }

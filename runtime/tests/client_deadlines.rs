@@ -585,7 +585,7 @@ mod dropped {
             .await
             .unwrap_err();
         assert_eq!(err.code(), Code::DeadlineExceeded);
-        assert_eq!(*seen.lock().unwrap(), ["1500m", "10S"]);
+        assert_eq!(*seen.lock().unwrap(), ["1500000u", "10S"]);
     }
 
     /// A call made once its deadline has passed (an inherited one, or its

@@ -852,8 +852,8 @@ fn carts_that_never_answer(timeout: Duration) -> (Carts, Running, Client) {
 
 /// A call polled by one task and then by another still ends at its
 /// deadline: the timer wakes the task that polled it last. (The deadline,
-/// 1234 ms, is sent rounded up as `1240m`: tonic's own timer for that
-/// header would end the call 6 ms late.)
+/// 1234 ms, is sent as `1234000u`: tonic's own timer for that header fires
+/// no earlier than the client's.)
 #[tokio::test(start_paused = true)]
 async fn a_call_that_changes_tasks_still_ends_at_its_deadline() {
     let (carts, _running, client) = carts_that_never_answer(Duration::from_millis(1234));
@@ -875,7 +875,8 @@ async fn a_call_that_changes_tasks_still_ends_at_its_deadline() {
 /// A call first polled by a task that has spent its coop budget still ends
 /// at its deadline: tokio's timer does not register a `Sleep` polled
 /// without budget, so the call registers it at its next poll. (1234 ms,
-/// sent as `1240m`: tonic's own timer would end the call 6 ms late.)
+/// sent as `1234000u`: tonic's own timer fires no earlier than the
+/// client's.)
 #[tokio::test(start_paused = true)]
 async fn a_call_first_polled_without_coop_budget_still_ends_at_its_deadline() {
     let (_carts, _running, client) = carts_that_never_answer(Duration::from_millis(1234));

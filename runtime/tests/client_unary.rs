@@ -33,16 +33,27 @@ async fn unavailable_is_retried_until_an_attempt_succeeds() {
     assert_eq!(carts.arrivals(&GET_CART), 3);
 }
 
-/// A timeout too long for the clock (300 billion years passes the check)
-/// is no deadline: the calls and their retries go on, with no panic.
+/// A timeout too long for the clock is refused by the settings' check,
+/// naming the field; the longest one allowed (365 days) is no panic: the
+/// calls and their retries go on.
 #[tokio::test(start_paused = true)]
-async fn a_timeout_too_long_for_the_clock_is_no_deadline_and_no_panic() {
+async fn a_timeout_too_long_for_the_clock_is_refused_or_no_deadline_and_no_panic() {
     let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
     carts.on_get_cart_unavailable_until(2);
     let _carts = start_carts(&host, &ca, &carts);
     let huge = humantime_serde::re::humantime::parse_duration("300000000000y").unwrap();
-    let settings = Settings {
+    let err = humus::app::check_client(&Settings {
         timeout: huge,
+        ..carts_settings(&ca)
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("timeout") && err.contains("want at most 365 days"),
+        "{err}"
+    );
+    let settings = Settings {
+        timeout: Duration::from_secs(365 * 24 * 3600),
         ..carts_settings(&ca)
     };
     humus::app::check_client(&settings).unwrap();
@@ -339,7 +350,7 @@ async fn the_earlier_of_the_timeout_and_the_callers_deadline_ends_the_call() {
     }
     let timeouts = timeouts.lock().unwrap();
     assert_eq!(timeouts.len(), 2);
-    assert_eq!(timeouts[0].as_ref().unwrap(), "300m");
+    assert_eq!(timeouts[0].as_ref().unwrap(), "300000u");
     assert_eq!(timeouts[1].as_ref().unwrap(), "10S");
 }
 

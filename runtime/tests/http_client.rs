@@ -500,22 +500,34 @@ async fn the_call_timeout_bounds_every_attempt_and_wait() {
     assert_eq!(decisions(&telemetry), [("expired".to_owned(), 1.0)]);
 }
 
-/// A duration too long for the clock (300 billion years passes every
-/// check, each being more than zero) is no timer: no panic when an instant
-/// is computed from it, with or without the fault point, and with a
-/// request's own timeout as long.
+/// A duration too long for the clock is refused by the settings' check,
+/// naming the field; the longest allowed (365 days) is no panic when an
+/// instant is computed from it, with or without the fault point, and
+/// neither is a request's own timeout too long for the clock.
 #[tokio::test(start_paused = true)]
-async fn a_duration_too_long_for_the_clock_is_no_timer_and_no_panic() {
+async fn a_duration_too_long_for_the_clock_is_refused_or_no_timer_and_no_panic() {
     let upstream = Upstream::start().await;
     let telemetry = Telemetry::new();
     let huge = humantime_serde::re::humantime::parse_duration("300000000000y").unwrap();
+    let settings: Settings = serde_json::from_str(&format!(
+        r#"{{"base_url": "{}", "timeout": "300000000000y", "attempt_timeout": "300000000000y"}}"#,
+        upstream.url()
+    ))
+    .unwrap();
+    assert_eq!(settings.attempt_timeout, huge);
+    let err = humus::app::check_http_client(&settings)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("attempt_timeout") && err.contains("want at most 365 days"),
+        "{err}"
+    );
     for faults in [false, true] {
         let settings: Settings = serde_json::from_str(&format!(
-            r#"{{"base_url": "{}", "timeout": "300000000000y", "attempt_timeout": "300000000000y"}}"#,
+            r#"{{"base_url": "{}", "timeout": "365days", "attempt_timeout": "365days"}}"#,
             upstream.url()
         ))
         .unwrap();
-        assert_eq!(settings.attempt_timeout, huge);
         humus::app::check_http_client(&settings).unwrap();
         let client = Client::new(&setup(&telemetry, faults), settings).unwrap();
         let response = client.get("/x").send().await.unwrap();

@@ -481,28 +481,28 @@ pub(super) fn at_deadline(deadline: &Deadline, now: Instant) -> bool {
     deadline.dropped_by(now, DEADLINE_SLACK)
 }
 
-/// `left` as a `grpc-timeout` value, rounded down to about three
-/// significant digits: to the nanosecond below 1 ms, the microsecond
-/// below 100 ms, 1 ms below 1 s,
-/// 10 ms below 10 s, 100 ms below 100 s and 1 s from there (then minutes
-/// and hours once the seconds need more than 8 digits); a zero `left` is
-/// `1n`, the least the header can say.
+/// `left` as a `grpc-timeout` value: in the finest unit whose count fits
+/// the header's 8 digits (nanoseconds below 100 ms, microseconds below
+/// 100 s, milliseconds below about 27 hours, then seconds, minutes and
+/// hours), truncated, as grpc-go writes it; a zero `left` is `1n`, the
+/// least the header can say.
 ///
-/// Down, never up: the time sent never exceeds the time left, so the
-/// deadline a server inherits from it is never later than this call's,
-/// and a call its handler makes ends by that deadline (counted as the
-/// deadline's, a failure) before this client cuts the attempt, rather
-/// than being dropped early by the cut (counted as nothing).
-///
-/// Rounding makes the calls of a client repeat a few values, which HPACK
-/// indexes once; a value exact to the microsecond differs on every call,
-/// and each would be one more entry in the connection's header tables,
-/// searched and evicted on both sides. The server may so see up to 1 %
-/// less time than the caller has.
+/// Down, never up, and by less than one unit (at most a microsecond below
+/// 100 s): the time sent never exceeds the time left, so the deadline a
+/// server inherits from it is never later than this call's, and a call its
+/// handler makes ends by that deadline (counted as the deadline's, a
+/// failure) before this client cuts the attempt, rather than being dropped
+/// early by the cut (counted as nothing). And it is never shorter by more
+/// than the request's time on the wire: a server that enforces the
+/// deadline itself (tonic's answers `CANCELLED` at its `grpc-timeout`)
+/// does so no earlier than this client's own timer, which ends the
+/// attempt `DEADLINE_EXCEEDED`, a failure. A coarser rounding down (to
+/// three significant digits, 10 ms below 10 s) would have such a server
+/// answer first, up to 1 % early, and its `CANCELLED` counts nothing: a
+/// hung dependency would never open the breaker.
 ///
 /// Source: gRPC over HTTP/2 (`PROTOCOL-HTTP2.md`, "Timeout": at most 8
-/// digits and a unit), and the three significant digits of gRPC core's
-/// timeout encoding (which rounds up).
+/// digits and a unit).
 fn grpc_timeout(left: std::time::Duration) -> http::HeaderValue {
     let (value, unit) = timeout_value(left);
     if unit == b'S'
@@ -533,8 +533,8 @@ fn grpc_timeout(left: std::time::Duration) -> http::HeaderValue {
 }
 
 /// The `grpc-timeout` values `0S` to `300S`, written once: a send with a
-/// whole number of seconds left (once rounded down: from 100 s, or exactly
-/// as many seconds as the timeout, on paused time) sends one of them, a
+/// whole number of seconds left (exactly as many seconds as the timeout,
+/// on paused time) sends one of them, a
 /// clone of a static value, where a value written from bytes is checked
 /// and copied to the heap on every send.
 fn whole_seconds() -> &'static [http::HeaderValue] {
@@ -551,39 +551,28 @@ fn whole_seconds() -> &'static [http::HeaderValue] {
 
 /// The value and unit of [`grpc_timeout`]: `value` has 1 to 8 digits.
 fn timeout_value(left: std::time::Duration) -> (u64, u8) {
-    const MAX: u64 = 99_999_999;
+    const MAX: u128 = 99_999_999;
     let nanos = left.as_nanos();
-    if nanos < 1_000_000 {
-        // Below 1 ms: to the nanosecond (at most 6 digits).
-        return ((nanos as u64).max(1), b'n');
+    if nanos % 1_000_000_000 == 0 && nanos > 0 && nanos / 1_000_000_000 <= MAX {
+        // Whole seconds (a timeout of whole seconds on paused time): the
+        // shortest form, which `whole_seconds` has written once.
+        return ((nanos / 1_000_000_000) as u64, b'S');
     }
-    if nanos < 100_000_000 {
-        // Below 100 ms: to the microsecond (at most 5 digits).
-        return ((nanos / 1_000) as u64, b'u');
+    let units: [(u128, u8); 6] = [
+        (1, b'n'),
+        (1_000, b'u'),
+        (1_000_000, b'm'),
+        (1_000_000_000, b'S'),
+        (60 * 1_000_000_000, b'M'),
+        (3_600 * 1_000_000_000, b'H'),
+    ];
+    for (unit, letter) in units {
+        let count = nanos / unit;
+        if count <= MAX {
+            return ((count as u64).max(1), letter);
+        }
     }
-    // Whole milliseconds, rounded down: below 100 s, to 1, 10 or 100 ms.
-    let millis = nanos / 1_000_000;
-    let step = match millis {
-        0..=999 => 1,
-        1_000..=9_999 => 10,
-        10_000..=99_999 => 100,
-        _ => 1_000,
-    };
-    let millis = millis / step * step;
-    if !millis.is_multiple_of(1_000) {
-        // From 100 ms to 100 s here: at most 5 digits.
-        return (millis as u64, b'm');
-    }
-    // Whole seconds from here (saturating: more seconds than u64 holds
-    // would need more than 8 digits of hours anyway).
-    let secs = u64::try_from(millis / 1_000).unwrap_or(u64::MAX);
-    if secs <= MAX {
-        (secs, b'S')
-    } else if secs / 60 <= MAX {
-        (secs / 60, b'M')
-    } else {
-        ((secs / 3_600).min(MAX), b'H')
-    }
+    (MAX as u64, b'H')
 }
 
 /// The caller's metadata, without the `grpc-timeout` each attempt sets.
@@ -1029,27 +1018,26 @@ mod tests {
     }
 
     #[test]
-    fn grpc_timeout_rounds_down_to_about_three_digits() {
+    fn grpc_timeout_is_the_finest_unit_that_fits_truncated() {
         let cases = [
             (Duration::ZERO, "1n"),
             (Duration::from_nanos(1), "1n"),
             (Duration::from_micros(999), "999000n"),
-            (Duration::from_nanos(1_500_999), "1500u"),
-            (Duration::from_nanos(99_999_999), "99999u"),
-            (Duration::from_millis(300), "300m"),
-            (Duration::from_micros(300_999), "300m"),
-            (Duration::from_micros(999_999), "999m"),
+            (Duration::from_nanos(1_500_999), "1500999n"),
+            (Duration::from_nanos(99_999_999), "99999999n"),
+            (Duration::from_nanos(100_000_001), "100000u"),
+            (Duration::from_millis(300), "300000u"),
+            (Duration::from_micros(999_999), "999999u"),
             (Duration::from_millis(1_000), "1S"),
-            (Duration::from_micros(1_009_999), "1S"),
-            (Duration::from_millis(2_345), "2340m"),
-            (Duration::from_micros(9_999_999), "9990m"),
+            (Duration::from_micros(1_009_999), "1009999u"),
+            (Duration::from_millis(1_234), "1234000u"),
+            (Duration::from_nanos(9_999_999_999), "9999999u"),
             (Duration::from_secs(10), "10S"),
-            (Duration::from_millis(10_099), "10S"),
-            (Duration::from_millis(15_050), "15S"),
-            (Duration::from_millis(15_150), "15100m"),
-            (Duration::from_millis(29_999), "29900m"),
-            (Duration::from_millis(100_999), "100S"),
+            (Duration::from_millis(15_050), "15050000u"),
+            (Duration::from_micros(99_999_999), "99999999u"),
+            (Duration::from_micros(100_000_001), "100000m"),
             (Duration::from_secs(300), "300S"),
+            (Duration::from_millis(99_999_999_999), "99999999S"),
             (Duration::from_secs(99_999_999), "99999999S"),
             (Duration::from_secs(100_000_000), "1666666M"),
             (Duration::from_secs(60 * 99_999_999 + 59), "99999999M"),
@@ -1062,15 +1050,15 @@ mod tests {
 
     proptest::proptest! {
         /// What is written parses (as tonic's server parses it) to at
-        /// most the time left (one nanosecond for none) and at least 1 %
-        /// less.
+        /// most the time left (one nanosecond for none), and less by at
+        /// most a hundred-thousandth of it (less than one unit).
         #[test]
         fn grpc_timeout_never_lengthens_and_barely_shortens(nanos in proptest::prop_oneof![0u64..=10u64.pow(12), proptest::num::u64::ANY]) {
             let left = Duration::from_nanos(nanos);
             let parsed = crate::grpc::deadline::parse_grpc_timeout(written(left).as_bytes())
                 .expect("parses");
             proptest::prop_assert!(parsed <= left.max(Duration::from_nanos(1)), "{left:?} -> {parsed:?}");
-            proptest::prop_assert!(left - parsed.min(left) <= left / 100, "{left:?} -> {parsed:?}");
+            proptest::prop_assert!(left - parsed.min(left) <= left / 100_000, "{left:?} -> {parsed:?}");
         }
     }
 
