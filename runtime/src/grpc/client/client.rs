@@ -208,11 +208,11 @@ impl Client {
     /// around the call instead, `async move { .. }.with_context(cx)`).
     /// Each attempt tells the
     /// server the time left (before the call's deadline, or the attempt's
-    /// own if earlier) as its `grpc-timeout`, rounded down to about
-    /// three significant digits (so a server sees at most 1 % less than is
-    /// left, never more, and a humus server's handler's own calls end by
-    /// its deadline before this call cuts it); the call itself ends at its
-    /// deadline.
+    /// own if earlier) as its `grpc-timeout`, truncated to the finest unit
+    /// its 8 digits allow (so a server sees less than a microsecond less
+    /// than is left below 100 s, never more, and a humus server's
+    /// handler's own calls end by its deadline before this call cuts it);
+    /// the call itself ends at its deadline.
     ///
     /// # Errors
     ///
