@@ -553,7 +553,7 @@ fn whole_seconds() -> &'static [http::HeaderValue] {
 fn timeout_value(left: std::time::Duration) -> (u64, u8) {
     const MAX: u128 = 99_999_999;
     let nanos = left.as_nanos();
-    if nanos % 1_000_000_000 == 0 && nanos > 0 && nanos / 1_000_000_000 <= MAX {
+    if nanos.is_multiple_of(1_000_000_000) && nanos > 0 && nanos / 1_000_000_000 <= MAX {
         // Whole seconds (a timeout of whole seconds on paused time): the
         // shortest form, which `whole_seconds` has written once.
         return ((nanos / 1_000_000_000) as u64, b'S');
