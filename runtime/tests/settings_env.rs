@@ -180,3 +180,27 @@ fn from_env_reads_the_process_environment() {
     let err = from_env(|env| env.client("HUMUS_SETTINGS_ENV_TEST_")).unwrap_err();
     assert_eq!(err.to_string(), "HUMUS_SETTINGS_ENV_TEST_ADDR: not set");
 }
+
+/// A TLS server's settings are read with its TLS config set before the
+/// check: no `PLAINTEXT` variable is needed (with none and no config, the
+/// read names `PLAINTEXT`), and `PLAINTEXT=true` beside a config is refused.
+#[test]
+fn a_tls_servers_settings_are_read_with_its_config() {
+    let tls = std::sync::Arc::new(humus::testing::Ca::new().issue("api").server_config());
+    let settings = Env::from_pairs([("API_ADDR", ":8443")])
+        .read_all(|env| env.server_with_tls("API_", tls.clone()))
+        .unwrap();
+    assert_eq!(settings.addr, ":8443");
+    assert!(settings.tls.is_some() && !settings.plaintext);
+
+    let err = Env::from_pairs([("API_ADDR", ":8443")])
+        .read_all(|env| env.server("API_"))
+        .unwrap_err();
+    assert_eq!(err.exit_code(), 78);
+    assert_eq!(names(&err), ["API_PLAINTEXT"]);
+
+    let err = Env::from_pairs([("API_ADDR", ":8443"), ("API_PLAINTEXT", "true")])
+        .read_all(|env| env.server_with_tls("API_", tls.clone()))
+        .unwrap_err();
+    assert_eq!(names(&err), ["API_PLAINTEXT"]);
+}

@@ -115,7 +115,7 @@ impl Env {
     /// [`Env::read_all`], and `T::default()` stands in, so that the
     /// caller goes on reading the rest.
     pub fn read<T: DeserializeOwned + Default>(&mut self, prefix: &str) -> T {
-        self.read_checked(prefix, |_: &T| Vec::new())
+        self.read_checked(prefix, |_: &mut T| Vec::new())
     }
 
     /// A gRPC client's settings from the variables that start with
@@ -123,7 +123,7 @@ impl Env {
     /// recorded under its variable's name (`LEDGER_ADDR: not set`), as
     /// [`check_client`](super::check_client) would refuse it by its field's.
     pub fn client(&mut self, prefix: &str) -> client::Settings {
-        self.read_checked(prefix, |s: &client::Settings| {
+        self.read_checked(prefix, |s: &mut client::Settings| {
             s.check().err().map_or_else(Vec::new, |e| e.problems())
         })
     }
@@ -162,15 +162,32 @@ impl Env {
     /// }
     /// ```
     pub fn http_client(&mut self, prefix: &str) -> http_client::Settings {
-        self.read_checked(prefix, |s: &http_client::Settings| {
+        self.read_checked(prefix, |s: &mut http_client::Settings| {
             s.check().err().map_or_else(Vec::new, |e| e.problems())
         })
     }
 
     /// A server's settings from the variables that start with `prefix`,
     /// checked: [`Env::client`]'s for [`check_server`](super::check_server).
+    /// A server with no TLS config must say `<prefix>PLAINTEXT=true`; one
+    /// that serves TLS is read with [`Env::server_with_tls`].
     pub fn server(&mut self, prefix: &str) -> server::Settings {
-        self.read_checked(prefix, |s: &server::Settings| {
+        self.read_checked(prefix, |s: &mut server::Settings| {
+            s.check().err().map_or_else(Vec::new, |e| e.problems())
+        })
+    }
+
+    /// A TLS server's settings: as [`Env::server`], with `tls` (its
+    /// certificate and key, which no variable holds) set before the check,
+    /// so that `<prefix>PLAINTEXT` need not be set (and setting it true is
+    /// refused: a server serves one or the other).
+    pub fn server_with_tls(
+        &mut self,
+        prefix: &str,
+        tls: std::sync::Arc<rustls::ServerConfig>,
+    ) -> server::Settings {
+        self.read_checked(prefix, |s: &mut server::Settings| {
+            s.tls = Some(tls);
             s.check().err().map_or_else(Vec::new, |e| e.problems())
         })
     }
@@ -182,14 +199,14 @@ impl Env {
     fn read_checked<T: DeserializeOwned + Default>(
         &mut self,
         prefix: &str,
-        check: impl FnOnce(&T) -> Vec<(&'static str, String)>,
+        check: impl FnOnce(&mut T) -> Vec<(&'static str, String)>,
     ) -> T {
         let (read, mut bad) = read_group::<T>(&self.vars, prefix);
-        let Some(read) = read else {
+        let Some(mut read) = read else {
             self.bad.append(&mut bad);
             return T::default();
         };
-        for (path, problem) in check(&read) {
+        for (path, problem) in check(&mut read) {
             let name = var_name(prefix, &path.replace('.', "_"));
             if bad.iter().any(|v| v.name == name) {
                 continue;
