@@ -48,6 +48,8 @@ pub const EXIT_SOFTWARE: u8 = 1;
 
 /// A snapshot of environment variables: humus's, which also reads a
 /// settings struct from prefixed variables ([`humus::app::from_env`]).
+/// Not inlined: its docs link to humus's items.
+#[doc(no_inline)]
 pub use humus::app::Env;
 
 /// One bad variable: its name and what is wrong with its value.

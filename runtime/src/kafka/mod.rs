@@ -128,6 +128,9 @@ mod settings;
 
 pub use consumer::{Consumer, STOPPED_ERROR_TYPE, StartError};
 pub use headers::{extract_context, inject_context};
+// Not inlined: rdkafka's own docs link to its other items, which are not
+// this crate's (they would render as text here).
+#[doc(no_inline)]
 pub use rdkafka::message::{Message, OwnedMessage};
 pub use settings::{
     ConsumerSettings, SettingsError, TrustScenario, check_brokers, check_commit_interval,
