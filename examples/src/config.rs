@@ -2,7 +2,7 @@
 //! named at once ([design](humus::design::client#the-settings): the service sources each field and
 //! passes the field's check; a bad value fails startup with exit 78).
 //!
-//! [`read`] runs a function that sources each field from an [`Env`] through
+//! [`read`] runs a function that sources each field from an `Env` ([`humus::app::Env`]) through
 //! [`Vars`], and returns its result only when every variable was good:
 //!
 //! ```
