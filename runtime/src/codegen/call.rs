@@ -11,9 +11,9 @@
 //! one call of a function here: the future is made and boxed (coerced to
 //! `dyn Future + Send`) in this module's generic code, checked once, and
 //! monomorphized per response type as before. Per RPC, the generated code
-//! costs rustc about 2 M instructions less (BENCHMARKS.md, "The googleapis
-//! subset"); a call costs one allocation more, of the state the call's
-//! future held inline.
+//! costs rustc about 2 M instructions less (`git show 6e348bc:BENCHMARKS.md`,
+//! "The googleapis subset"); a call costs one allocation more, of the state
+//! the call's future held inline.
 
 use std::fmt;
 use std::future::Future;
