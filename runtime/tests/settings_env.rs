@@ -204,3 +204,59 @@ fn a_tls_servers_settings_are_read_with_its_config() {
         .unwrap_err();
     assert_eq!(names(&err), ["API_PLAINTEXT"]);
 }
+
+/// A variable under a group's prefix that no group and no `Env::get` read
+/// is a misspelled setting: refused, by its name, after the groups' own
+/// problems. A longer prefix's group reads its own variables, and the
+/// empty prefix (a struct read from every variable) refuses none.
+#[test]
+fn a_misspelled_variable_of_a_group_is_named() {
+    let env = Env::from_pairs([
+        ("LEDGER_ADDR", "ledger:50051"),
+        ("LEDGER_BREAKER_OPENFOR", "30s"),
+        ("LEDGER_TIMOUT", "1s"),
+        ("LEDGER_TOKEN", "secret"),
+        ("LEDGER_DB_ADDR", "db:50051"),
+        ("OTHER", "x"),
+    ]);
+    let err = env
+        .read_all(|env| {
+            let token = env.get("LEDGER_TOKEN").map(str::to_owned);
+            (env.client("LEDGER_"), env.client("LEDGER_DB_"), token)
+        })
+        .unwrap_err();
+    assert_eq!(err.exit_code(), 78);
+    assert_eq!(names(&err), ["LEDGER_BREAKER_OPENFOR", "LEDGER_TIMOUT"]);
+    let message = err.to_string();
+    assert!(
+        message.contains(
+            "LEDGER_TIMOUT: is set, but no setting of the LEDGER_ group has this name: check its spelling"
+        ),
+        "{message}"
+    );
+
+    #[derive(serde::Deserialize, Default)]
+    #[serde(default)]
+    struct Own {
+        home: Option<String>,
+    }
+    let read = Env::from_pairs([("HOME", "/root"), ("PATH", "/bin")])
+        .read_all(|env| env.read::<Own>(""))
+        .unwrap();
+    assert_eq!(read.home.as_deref(), Some("/root"));
+}
+
+/// An unset field whose check says what not setting it means keeps that
+/// hint: a server's `PLAINTEXT`, which names both ways to fix it.
+#[test]
+fn an_unset_variable_keeps_its_checks_hint() {
+    let err = Env::from_pairs([("API_ADDR", ":8443")])
+        .read_all(|env| env.server("API_"))
+        .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.starts_with("API_PLAINTEXT: is not set, and there is no tls config"),
+        "{message}"
+    );
+    assert!(message.contains("plaintext = true"), "{message}");
+}

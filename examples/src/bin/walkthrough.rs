@@ -11,12 +11,20 @@ use std::process::ExitCode;
 use humus_examples::config;
 use humus_examples::walkthrough::{self, Options};
 
+/// The build's target directory: the one this binary was built into
+/// (`<target>/<profile>/walkthrough`), so `CARGO_TARGET_DIR` is followed;
+/// the workspace's `target/` if the binary's path cannot be read.
+fn target_dir() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.to_path_buf()))
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let options = Options {
-        svg: Some(
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/walkthrough/timeline.svg"),
-        ),
+        svg: Some(target_dir().join("walkthrough/timeline.svg")),
         ..Options::default()
     };
     let report = match walkthrough::run(options).await {

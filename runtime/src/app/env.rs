@@ -1,6 +1,7 @@
 //! Settings read from environment variables, every bad or missing one
 //! named at once: [`from_env`] and [`Env`].
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
@@ -21,7 +22,10 @@ use crate::http::client as http_client;
 /// with the prefix `LEDGER_`, `timeout` is `LEDGER_TIMEOUT` and
 /// `breaker.open_for` is `LEDGER_BREAKER_OPEN_FOR`. A duration is written
 /// as `250ms`, `2s` or `1m30s`; a list as values separated by commas. A
-/// variable that is not set leaves its field's default.
+/// variable that is not set leaves its field's default. A variable that
+/// starts with a group's prefix but that no group, and no [`Env::get`],
+/// read is refused too (`LEDGER_BREAKER_OPENFOR: is set, but ...`): a
+/// misspelled setting is an error, not a silently kept default.
 ///
 /// ```
 /// use humus::app::{Env, ErrorKind};
@@ -55,6 +59,10 @@ pub fn from_env<R>(build: impl FnOnce(&mut Env) -> R) -> Result<R, Error> {
 pub struct Env {
     vars: BTreeMap<String, String>,
     bad: Vec<VarError>,
+    /// The prefixes of the groups read so far.
+    prefixes: BTreeSet<String>,
+    /// The variables read so far, by a group or by [`Env::get`].
+    used: RefCell<BTreeSet<String>>,
 }
 
 impl Env {
@@ -79,12 +87,20 @@ impl Env {
                 .map(|(k, v)| (k.into(), v.into()))
                 .collect(),
             bad: Vec::new(),
+            prefixes: BTreeSet::new(),
+            used: RefCell::default(),
         }
     }
 
-    /// The value of the variable `name`, if set.
+    /// The value of the variable `name`, if set. A variable read this way
+    /// is the service's own, and never refused as a misspelled setting of
+    /// a group whose prefix it shares (see [`Env::read_all`]).
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.vars.get(name).map(String::as_str)
+        let value = self.vars.get(name).map(String::as_str);
+        if value.is_some() {
+            self.used.borrow_mut().insert(name.to_owned());
+        }
+        value
     }
 
     /// Every variable, sorted by name.
@@ -98,9 +114,13 @@ impl Env {
     /// # Errors
     ///
     /// [`Error::settings`] (exit 78) wrapping an [`EnvError`] that names
-    /// every bad or missing variable `build` read, in the order read.
+    /// every bad or missing variable `build` read, in the order read, then
+    /// every variable that starts with the prefix of a group `build` read
+    /// (other than the empty prefix) but that nothing read: a misspelled
+    /// setting, or a group's variable that is not its setting.
     pub fn read_all<R>(mut self, build: impl FnOnce(&mut Env) -> R) -> Result<R, Error> {
         let built = build(&mut self);
+        self.unread();
         if self.bad.is_empty() {
             Ok(built)
         } else {
@@ -192,6 +212,31 @@ impl Env {
         })
     }
 
+    /// Records, as bad, each variable under a prefix read that nothing read.
+    fn unread(&mut self) {
+        let used = self.used.borrow();
+        let unread: Vec<VarError> = self
+            .vars
+            .keys()
+            .filter(|name| !used.contains(*name) && !self.bad.iter().any(|v| &v.name == *name))
+            .filter_map(|name| {
+                let prefix = self
+                    .prefixes
+                    .iter()
+                    .filter(|p| !p.is_empty() && name.starts_with(p.as_str()))
+                    .max_by_key(|p| p.len())?;
+                Some(VarError {
+                    name: name.clone(),
+                    problem: format!(
+                        "is set, but no setting of the {prefix} group has this name: check its spelling (a section's field is the section's name, '_', then the field's: {prefix}BREAKER_OPEN_FOR), or unset it"
+                    ),
+                })
+            })
+            .collect();
+        drop(used);
+        self.bad.extend(unread);
+    }
+
     /// Reads a `T` from the variables that start with `prefix`, then runs
     /// `check` on what was read: its problems, each a field's path
     /// (`breaker.open_for`) and what is wrong, are recorded under the
@@ -201,7 +246,8 @@ impl Env {
         prefix: &str,
         check: impl FnOnce(&mut T) -> Vec<(&'static str, String)>,
     ) -> T {
-        let (read, mut bad) = read_group::<T>(&self.vars, prefix);
+        self.prefixes.insert(prefix.to_owned());
+        let (read, mut bad) = read_group::<T>(&self.vars, prefix, &mut self.used.borrow_mut());
         let Some(mut read) = read else {
             self.bad.append(&mut bad);
             return T::default();
@@ -211,7 +257,9 @@ impl Env {
             if bad.iter().any(|v| v.name == name) {
                 continue;
             }
-            let problem = if self.vars.contains_key(&name) {
+            // Unset, a field is "not set" (an empty address, say), unless
+            // its check says more of what not setting it means.
+            let problem = if self.vars.contains_key(&name) || problem.starts_with("is not set") {
                 problem
             } else {
                 "not set".to_owned()
@@ -296,11 +344,13 @@ fn var_name(prefix: &str, field: &str) -> String {
 fn read_group<T: DeserializeOwned>(
     vars: &BTreeMap<String, String>,
     prefix: &str,
+    used: &mut BTreeSet<String>,
 ) -> (Option<T>, Vec<VarError>) {
     let mut pass = Pass {
         vars,
         skip: BTreeSet::new(),
         stand_in: BTreeSet::new(),
+        used: RefCell::default(),
     };
     let mut bad: Vec<VarError> = Vec::new();
     loop {
@@ -312,7 +362,10 @@ fn read_group<T: DeserializeOwned>(
             stand_in: false,
         };
         match T::deserialize(top) {
-            Ok(read) => return (Some(read), bad),
+            Ok(read) => {
+                used.extend(pass.used.take());
+                return (Some(read), bad);
+            }
             Err(DeError::Var {
                 name,
                 problem,
@@ -330,6 +383,7 @@ fn read_group<T: DeserializeOwned>(
                     !pass.stand_in.contains(&name) && pass.skip.insert(name)
                 };
                 if !next {
+                    used.extend(pass.used.take());
                     return (None, bad);
                 }
             }
@@ -338,6 +392,7 @@ fn read_group<T: DeserializeOwned>(
                     name: var_name(prefix, field),
                     problem: "not set".to_owned(),
                 });
+                used.extend(pass.used.take());
                 return (None, bad);
             }
             Err(DeError::Other(problem)) => {
@@ -347,6 +402,7 @@ fn read_group<T: DeserializeOwned>(
                     name: format!("{prefix}*"),
                     problem,
                 });
+                used.extend(pass.used.take());
                 return (None, bad);
             }
         }
@@ -359,6 +415,8 @@ struct Pass<'a> {
     vars: &'a BTreeMap<String, String>,
     skip: BTreeSet<String>,
     stand_in: BTreeSet<String>,
+    /// The variables read, set or found bad.
+    used: RefCell<BTreeSet<String>>,
 }
 
 impl Pass<'_> {
@@ -366,7 +424,11 @@ impl Pass<'_> {
         if self.skip.contains(name) {
             return None;
         }
-        self.vars.get(name).map(String::as_str)
+        let value = self.vars.get(name).map(String::as_str);
+        if value.is_some() {
+            self.used.borrow_mut().insert(name.to_owned());
+        }
+        value
     }
 
     /// The fields of a struct under `prefix` that have a variable (their
