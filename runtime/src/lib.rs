@@ -1,42 +1,128 @@
-//! humus: resilient, observable outbound gRPC calls for tonic.
+//! humus: resilient, observable outbound calls for Rust services, gRPC
+//! (on tonic) first, then HTTP, Kafka and RabbitMQ, with one model of a call.
 //!
-//! Every call made through a humus [`Client`](grpc::client::Client) goes
-//! over one lazily dialled connection per dependency, is retried as a
-//! classifier decides (bounded by `max_attempts`, a retry budget shared by
-//! every call to the dependency as gRFC A6's retry throttling, the call's
-//! deadline and the server's pushback), passes the dependency's circuit
-//! breaker, is traced and measured with OpenTelemetry through the
-//! [`Setup`]'s providers (never the globals), and is a failure-injection
-//! point.
+//! Every outbound call goes over one lazily dialled connection per
+//! dependency, is retried as a classifier decides (bounded by
+//! `max_attempts`, a retry budget shared by every call to the dependency as
+//! gRFC A6's retry throttling, the call's deadline and the server's
+//! pushback), passes the dependency's circuit breaker, is traced and
+//! measured with OpenTelemetry through the [`Setup`]'s providers (never the
+//! globals), and is a failure-injection point. Every inbound path (the gRPC
+//! server, the HTTP layer, the consumers) hands its caller's deadline and
+//! context to the calls its handler makes, and strips the failure scenarios
+//! of callers it does not trust. [`App`] runs the lifecycle around them.
 //!
-//! Outbound HTTP calls get the same: an [`http::client::Client`] (a thin
-//! client over `reqwest::Client`) has its own breaker, retry budget,
-//! telemetry and failure point per dependency, recorded into the same
-//! instruments as the gRPC client's.
+//! # Example
+//!
+//! A dependency served by a humus [`Server`](grpc::server::Server) and called
+//! through a humus [`Client`](grpc::client::Client), on the in-memory network
+//! and test CA of the `testing` feature (no port, no certificate file). A
+//! service's own code calls through the typed client `humus-build` generates
+//! (the README's quick start); any tonic stub, here tonic-health's, takes the
+//! client's [`channel`](grpc::client::Client::channel) and gets the same
+//! retries, breaker, budget, deadline, telemetry and failure injection:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! use humus::grpc::{client, server};
+//! use humus::testing::{Ca, Host};
+//! use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
+//! use tonic_health::pb::health_client::HealthClient;
+//!
+//! #[tokio::main(flavor = "current_thread")]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     // One Setup per process: its host (here the in-memory network), its
+//!     // telemetry (none given: no-op) and its failure injector (off).
+//!     let setup = humus::Setup::new().with_host(Host::new());
+//!     let ca = Ca::new();
+//!
+//!     // The dependency: a humus server, here serving grpc.health.v1 only
+//!     // (a service adds its tonic services with `add_service`).
+//!     let mut ledger = server::Server::new(
+//!         &setup,
+//!         server::Settings {
+//!             addr: "ledger:50051".into(), // required: where it listens
+//!             tls: Some(Arc::new(ca.issue("ledger").server_config())),
+//!             ..server::Settings::default()
+//!         },
+//!     )?
+//!     .health(server::Health::new());
+//!     ledger.bind().await?;
+//!     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+//!     let serving = tokio::spawn(ledger.serve(async {
+//!         let _ = stopped.await;
+//!     }));
+//!
+//!     // The caller: one client per dependency. It dials nothing yet.
+//!     let ledger = client::Client::new(
+//!         &setup,
+//!         client::Settings {
+//!             addr: "ledger:50051".into(), // required: host:port, no scheme
+//!             tls: Some(Arc::new(ca.client_config())), // None: plain text
+//!             ..client::Settings::default()
+//!         },
+//!     )?;
+//!     let mut health = HealthClient::new(ledger.channel());
+//!     let mut check = tonic::Request::new(HealthCheckRequest::default());
+//!     check.set_timeout(Duration::from_secs(1));
+//!     // Result<tonic::Response<HealthCheckResponse>, tonic::Status>
+//!     let answer = health.check(check).await?;
+//!     assert_eq!(answer.into_inner().status(), ServingStatus::Serving);
+//!
+//!     stop.send(()).ok(); // a graceful shutdown
+//!     serving.await??;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! # Modules
 //!
 //! | module | what it holds |
 //! |---|---|
+//! | [`grpc::client`] | the gRPC client: settings (units, defaults, checks), typed calls and streams, the channel for stock tonic stubs, per-attempt layers, readiness |
+//! | [`grpc::server`] | the gRPC server: serving, the scenario strip, health, graceful shutdown; [`grpc::deadline`] the deadline and context a served RPC hands its handler's calls |
+//! | [`http`] | the HTTP client (on reqwest) and the HTTP server's context and scenario layer (axum, hyper) |
+//! | `kafka` | (feature `kafka`) Kafka on rdkafka: the consumer, the context in record headers |
+//! | `rabbitmq` | (feature `rabbitmq`) RabbitMQ on amqprs: the consumer, the context in message headers |
+//! | [`app`] | [`App`], the lifecycle: telemetry, faults, init, serve, signals, stop, exit codes; settings from the environment ([`app::from_env`]) |
 //! | [`circuit`] | the circuit breaker's state machine |
-//! | `call` | (crate-private) the one attempt loop every client runs on: breaker, failure injection, attempt deadline, classify, settle, retry, wait |
 //! | [`retry`] | the retry budget, the backoff schedule and retry decisions |
-//! | [`fault`] | failure injection: scenarios, the injector, `jsonscenario` |
-//! | [`grpc`] | the gRPC client, and the server half |
-//! | [`app`] | the lifecycle: telemetry, faults, init, serve, signals, stop, exit codes |
-//! | [`http`] | the HTTP client (on reqwest) and the HTTP server's context and scenario layer |
-//! | [`telemetry`] | the OpenTelemetry providers and propagator humus uses |
+//! | [`fault`] | failure injection: scenarios, the injector, the strip, `jsonscenario` |
+//! | [`telemetry`] | the OpenTelemetry providers and propagator humus records with, and its instruments' names |
 //! | [`health`] | readiness monitors |
-//! | [`design`] | the design, in prose: client, breaker, failure injection |
-//! | `rabbitmq` | (feature `rabbitmq`) the RabbitMQ consumer |
-//! | `testing` | (feature `testing`) an in-memory network and a test CA |
+//! | `testing` | (feature `testing`) the in-memory network ([`Host`] implementation), a test CA, captured telemetry |
+//! | [`design`] | the design, in prose: the gRPC client, the circuit breaker, failure injection |
 //!
-//! # Design
+//! Every client runs on one crate-private attempt loop (`call`): breaker,
+//! failure injection, attempt deadline, send, classify, settle, retry,
+//! wait, written once for every transport.
 //!
-//! The design each part implements is written out in [`design`]: the
-//! [gRPC client](design::client), the [circuit breaker](design::circuit_breaker)
-//! and [failure injection](design::failure_injection). The docs of each
-//! item cite the section of those pages it implements, or the gRFC (gRFC
-//! A6 is gRPC's retry design, whose retry throttling the retry budget
-//! implements).
+//! # Features
+//!
+//! | feature | adds | needs |
+//! |---|---|---|
+//! | `testing` | `humus::testing`: the in-memory `Host`, the test `Ca`, in-memory telemetry capture (for a service's own tests: usually in `[dev-dependencies]`) | nothing more |
+//! | `kafka` | `humus::kafka` | C and C++ compilers and make: librdkafka is built from rdkafka's bundled source (a few minutes the first time) |
+//! | `rabbitmq` | `humus::rabbitmq` | nothing more (amqprs is pure Rust) |
+//!
+//! None is on by default. docs.rs documents every feature and marks each
+//! gated item with its feature; locally, `cargo doc --open --features
+//! humus/testing` (or `--all-features` in this repository).
+//!
+//! # Where to read next
+//!
+//! - The README's quick start: a service with `build.rs`, an annotated
+//!   `.proto`, `#[humus::client]`, and an [`App`] serving and calling.
+//! - [`grpc::client`] for what a call does and every client setting;
+//!   [`App`] for the lifecycle; [`http::client`] for HTTP dependencies.
+//! - The design pages, [`design`]: the [gRPC client](design::client), the
+//!   [circuit breaker](design::circuit_breaker) and [failure
+//!   injection](design::failure_injection). Each item's docs cite the
+//!   section it implements, or the gRFC (gRFC A6 is gRPC's retry design,
+//!   whose retry throttling the retry budget implements).
+//! - `CONTRIBUTING.md` in the repository, to change humus.
 #![warn(
     missing_debug_implementations,
     missing_docs,
