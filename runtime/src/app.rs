@@ -690,6 +690,18 @@ impl Termination for Exit {
     }
 }
 
+/// Why an App whose failure injection is on, but whose telemetry's
+/// propagator does not carry W3C baggage, does not start.
+const NO_BAGGAGE_PROPAGATOR: &str = "failure injection is on, but the telemetry's propagator does not read or write the W3C `baggage` header, where a request's failure scenario travels: no scenario would reach this service or go on to its dependencies. Give App::telemetry a Telemetry whose propagator includes W3C Baggage (a TextMapCompositePropagator of opentelemetry_sdk's TraceContextPropagator and BaggagePropagator), or leave failure injection off";
+
+/// Whether `telemetry`'s propagator reads and writes the `baggage` header.
+fn carries_baggage(telemetry: &Telemetry) -> bool {
+    telemetry
+        .propagator()
+        .fields()
+        .any(|field| field.eq_ignore_ascii_case("baggage"))
+}
+
 type TelemetryFn = Box<dyn FnOnce(&Setup) -> Result<Providers, Error> + Send>;
 type FaultsFn = Box<dyn FnOnce(&Setup) -> Result<Injector, Error> + Send>;
 /// The stop signals: each item is one.
@@ -753,7 +765,14 @@ impl App {
     /// humus::grpc::client: circuit breaker changed from closed to open
     /// server.address=ledger ...`). Given providers, the same are
     /// OpenTelemetry log records of its logger provider (the exit's
-    /// comes after the flush, so an SDK provider drops it), with no line.
+    /// comes after the flush, so an SDK provider drops it), with no line;
+    /// given providers without a logger provider, they are still lines
+    /// (give OpenTelemetry's `NoopLoggerProvider` for none).
+    ///
+    /// With failure injection on ([`App::faults`]), the telemetry's
+    /// propagator must carry W3C baggage, where scenarios travel: an App
+    /// whose propagator does not (none given is a no-op one) exits 78
+    /// saying so, before init.
     pub fn telemetry(
         mut self,
         build: impl FnOnce(&Setup) -> Result<Providers, Error> + Send + 'static,
@@ -868,10 +887,15 @@ impl App {
             Some(Err(e)) => (Providers::lines(), Some(e)),
             None => (Providers::lines(), None),
         };
-        let setup = setup.with_telemetry(providers.telemetry.clone());
-        let life = life.get_or_init(|| Lifecycle::new(&providers.telemetry));
+        let telemetry = providers.telemetry.or_line_logs();
+        let setup = setup.with_telemetry(telemetry.clone());
+        let life = life.get_or_init(|| Lifecycle::new(&telemetry));
         let setup = match faults {
             Some(build) if failed.is_none() => match build(&setup) {
+                Ok(injector) if injector.is_on() && !carries_baggage(&telemetry) => {
+                    failed = Some(Error::settings(NO_BAGGAGE_PROPAGATOR));
+                    setup
+                }
                 Ok(injector) => setup.with_faults(injector),
                 Err(e) => {
                     failed = Some(e);

@@ -718,3 +718,57 @@ async fn a_hook_that_overruns_its_share_is_dropped_and_the_others_still_run() {
         .unwrap_err();
     assert_eq!(status.code(), Code::Cancelled, "{status:?}");
 }
+
+/// Failure injection on with a propagator that does not carry the
+/// `baggage` header (an App given no telemetry function has a no-op one)
+/// would inject nothing: the App refuses to start (78, saying how to fix
+/// it), before init. With W3C Baggage in the propagator, or strip-only,
+/// it starts.
+#[tokio::test(start_paused = true)]
+async fn failure_injection_without_a_baggage_propagator_exits_78() {
+    use humus::fault::{self, Injector, jsonscenario};
+    let injector = || {
+        Injector::new(fault::Settings::new(
+            jsonscenario::Codec::new("acme.fault").unwrap(),
+        ))
+    };
+    let exit = App::new()
+        .host(Host::new())
+        .stop_on(async {})
+        .faults(move |_| Ok(injector().unwrap()))
+        .run(|_| async { panic!("init runs only with a baggage propagator") })
+        .await;
+    assert_eq!(exit.code(), 78, "{:?}", exit.error());
+    let message = exit.error().unwrap().to_string();
+    assert!(
+        message.starts_with("failure injection is on, but the telemetry's propagator does not read or write the W3C `baggage` header"),
+        "{message}"
+    );
+    assert!(message.contains("BaggagePropagator"), "{message}");
+
+    let telemetry = humus::testing::Telemetry::new();
+    let tel = telemetry.telemetry();
+    let exit = App::new()
+        .host(Host::new())
+        .stop_on(async {})
+        .telemetry(move |_| Ok(Providers::new(tel)))
+        .faults(move |_| Ok(injector().unwrap()))
+        .run(|setup| async move {
+            assert!(setup.faults().is_on());
+            Ok(vec![])
+        })
+        .await;
+    assert_eq!(exit.code(), 0, "{:?}", exit.error());
+
+    let exit = App::new()
+        .host(Host::new())
+        .stop_on(async {})
+        .faults(|_| {
+            Ok(Injector::strip_only(
+                jsonscenario::Codec::new("acme.fault").unwrap(),
+            ))
+        })
+        .run(|_| async { Ok(vec![]) })
+        .await;
+    assert_eq!(exit.code(), 0, "{:?}", exit.error());
+}

@@ -205,6 +205,29 @@ impl Telemetry {
         Arc::clone(&self.inner.propagator)
     }
 
+    /// This telemetry, or, when it has no logger provider, a copy of it
+    /// whose log records are plain lines on standard error
+    /// ([`LineLogs`](super::LineLogs)): what an App records with, so that
+    /// its lifecycle and its breakers' transitions are seen whatever
+    /// providers it was given (give a no-op logger provider for silence).
+    pub(crate) fn or_line_logs(&self) -> Telemetry {
+        if self.inner.logger_provider.is_some() {
+            return self.clone();
+        }
+        let inner = &self.inner;
+        Telemetry {
+            inner: Arc::new(Inner {
+                tracer_provider: inner.tracer_provider.clone(),
+                meter_provider: inner.meter_provider.clone(),
+                noop_tracer_provider: inner.noop_tracer_provider,
+                noop_meter_provider: inner.noop_meter_provider,
+                logger_provider: Some(Arc::new(super::LineLogs::stderr())),
+                propagator: Arc::clone(&inner.propagator),
+                kit: OnceLock::new(),
+            }),
+        }
+    }
+
     /// What the clients of this telemetry share: tracers, instruments, the
     /// logger and the registry of breakers, built on first use.
     pub(crate) fn kit(&self) -> Arc<Kit> {
@@ -282,5 +305,30 @@ impl Builder {
         Telemetry {
             inner: Arc::new(self.inner),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opentelemetry::logs::NoopLoggerProvider;
+
+    /// An App's telemetry without a logger provider logs lines (its
+    /// lifecycle and breakers would be silent otherwise); one with a logger
+    /// provider keeps it, and the rest is the same.
+    #[test]
+    fn or_line_logs_adds_lines_only_without_a_logger_provider() {
+        let bare = Telemetry::builder()
+            .propagator(opentelemetry_sdk::propagation::BaggagePropagator::new())
+            .build();
+        assert!(bare.inner.logger_provider.is_none());
+        let lined = bare.or_line_logs();
+        assert!(lined.inner.logger_provider.is_some());
+        assert!(Arc::ptr_eq(&lined.inner.propagator, &bare.inner.propagator));
+
+        let given = Telemetry::builder()
+            .logger_provider(NoopLoggerProvider::new())
+            .build();
+        assert!(Arc::ptr_eq(&given.or_line_logs().inner, &given.inner));
     }
 }
