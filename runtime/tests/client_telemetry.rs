@@ -593,3 +593,61 @@ async fn a_stream_is_one_span_from_its_open_to_its_end_and_counts_once() {
         3.0
     );
 }
+
+/// `humus.circuit.calls` counts what the breaker counted (issue 32, item
+/// 7): 20 concurrent calls to carts hung, default settings, all end at
+/// their deadline together; the first five failures open the breaker, and
+/// the other fifteen results reach a breaker that has changed state since
+/// it admitted them: discarded as late, they are `late` in the metric, not
+/// failures. So the metric's failures are the count in the open
+/// transition's log record.
+#[tokio::test(start_paused = true)]
+async fn the_calls_metric_counts_a_late_result_as_late_not_as_the_breakers_failure() {
+    let (ca, host, carts, capture) = (Ca::new(), Host::new(), Carts::new(), Telemetry::new());
+    carts.on_get_cart(|_, _| std::future::pending::<Result<Response<Cart>, Status>>());
+    let _carts = start_carts(&host, &ca, &carts);
+    let client = Client::new(&setup_with(&host, &capture), carts_settings(&ca)).unwrap();
+    let calls = (0..20).map(|n| {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .unary::<_, Cart>(&GET_CART, get(&format!("c-{n}")))
+                .await
+        })
+    });
+    for call in futures_util::future::join_all(calls).await {
+        let err = call.unwrap().unwrap_err();
+        assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    }
+    assert_eq!(carts.arrivals(&GET_CART), 20, "every call was admitted");
+
+    let logs = capture.logs();
+    let opened: Vec<_> = logs
+        .iter()
+        .filter(|log| {
+            log.record.attributes_iter().any(|(k, v)| {
+                k.as_str() == HUMUS_CIRCUIT_STATE && *v == AnyValue::from("open".to_owned())
+            })
+        })
+        .collect();
+    assert_eq!(opened.len(), 1, "one open transition: {logs:#?}");
+    let logged_failures = opened[0]
+        .record
+        .attributes_iter()
+        .find(|(k, _)| k.as_str() == HUMUS_CIRCUIT_FAILURES)
+        .map(|(_, v)| v.clone());
+    assert_eq!(logged_failures, Some(AnyValue::from(5_i64)));
+
+    let own = capture.metrics(CLIENT_SCOPE);
+    let calls = |outcome: &str| -> f64 {
+        own.iter()
+            .filter(|p| p.name == HUMUS_CIRCUIT_CALLS && p.has(&[(HUMUS_CIRCUIT_OUTCOME, outcome)]))
+            .map(|p| p.value.as_f64())
+            .sum()
+    };
+    assert_eq!(calls("failure"), 5.0, "what the breaker counted");
+    assert_eq!(calls(LATE), 15.0, "the results it discarded");
+    for not in ["success", "ignored", "rejected"] {
+        assert_eq!(calls(not), 0.0, "{not}");
+    }
+}

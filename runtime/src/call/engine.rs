@@ -330,8 +330,11 @@ impl<'a, T: Transport> Call<'a, T> {
             c.retry = Verdict::Stop;
             c.retry_after = None;
         }
-        crate::telemetry::in_context(self.t.context(), || ticket.done(c.breaker));
-        core.recorder.record_call(c.breaker);
+        // What the breaker counted: a result it discarded as late (it
+        // changed state since admitting the attempt) is `late` in
+        // `humus.circuit.calls`, never the outcome it did not count.
+        let current = crate::telemetry::in_context(self.t.context(), || ticket.done(c.breaker));
+        core.recorder.record_settled(c.breaker, current);
         let next = retry::decide(
             core.budget,
             &Attempted {
@@ -372,8 +375,9 @@ impl<'a, T: Transport> Drop for Call<'a, T> {
         let core = self.t.core();
         if let Some(InFlight { ticket, span }) = self.in_flight.take() {
             self.t.end(span, Err(&self.t.deadline_exceeded()));
-            crate::telemetry::in_context(self.t.context(), || ticket.done(DROPPED_AT_DEADLINE));
-            core.recorder.record_call(DROPPED_AT_DEADLINE);
+            let current =
+                crate::telemetry::in_context(self.t.context(), || ticket.done(DROPPED_AT_DEADLINE));
+            core.recorder.record_settled(DROPPED_AT_DEADLINE, current);
         }
         // Nothing in flight while waiting: the wait ended with the call.
         core.recorder.record_decision(Decision::Expired);

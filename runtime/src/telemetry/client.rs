@@ -279,8 +279,8 @@ pub(super) struct Endpoint {
     /// `server.address`, `server.port`, `humus.circuit.state` per state.
     state_attributes: [Vec<KeyValue>; 3],
     /// `server.address`, `server.port`, `humus.circuit.outcome` per outcome,
-    /// then `rejected`.
-    pub(super) call_attributes: [Vec<KeyValue>; 4],
+    /// then `rejected`, then `late`.
+    pub(super) call_attributes: [Vec<KeyValue>; 5],
     /// `server.address`, `server.port`, `humus.retry.decision` per decision.
     decision_attributes: [Vec<KeyValue>; 6],
 }
@@ -305,6 +305,7 @@ impl Endpoint {
                 with(HUMUS_CIRCUIT_OUTCOME, OUTCOMES[1].to_string()),
                 with(HUMUS_CIRCUIT_OUTCOME, OUTCOMES[2].to_string()),
                 with(HUMUS_CIRCUIT_OUTCOME, REJECTED.to_owned()),
+                with(HUMUS_CIRCUIT_OUTCOME, LATE.to_owned()),
             ],
             decision_attributes: DECISIONS.map(|d| with(HUMUS_RETRY_DECISION, d.to_string())),
             address_kv,
@@ -327,7 +328,7 @@ impl Endpoint {
 /// |---|---|
 /// | building the client | [`ClientRecorder::new`], then [`transition_observer`](Self::transition_observer) as the breaker's observer, then [`register_breaker`](Self::register_breaker) and keep the registration |
 /// | each attempt the breaker admits | [`start_attempt`](Self::start_attempt); failure injection in [`Attempt::context`]; [`Attempt::inject`] into the request's metadata (or [`Attempt::inject_with_baggage`] with the stripped context); the call; [`Attempt::end`] with its status (an injected abort too) |
-/// | each attempt's settled ticket | [`record_call`](Self::record_call) with the outcome given to the ticket |
+/// | each attempt's settled ticket | [`record_call`](Self::record_call) with the outcome given to the ticket, or [`record_late`](Self::record_late) when the breaker discarded it (`done` returned `false`) |
 /// | each attempt the breaker rejects | [`record_rejected`](Self::record_rejected) |
 /// | each decision of the retry loop | [`record_decision`](Self::record_decision) |
 ///
@@ -494,13 +495,41 @@ impl ClientRecorder {
     /// Counts one call in `humus.circuit.calls`, by the outcome the breaker
     /// counted it with. Call it once per settled ticket (a unary attempt
     /// once it has returned, a stream once it has ended), with the outcome
-    /// given to `Ticket::done`; a released ticket counts nothing.
+    /// given to `Ticket::done`, when `done` returned `true`; a result
+    /// `done` discarded as late is [`record_late`](Self::record_late)'s,
+    /// and a released ticket counts nothing.
     pub fn record_call(&self, outcome: Outcome) {
         if let Some(instruments) = &self.inner.kit.instruments {
             instruments.calls.add(
                 1,
                 &self.inner.endpoint.call_attributes[outcome_index(outcome)],
             );
+        }
+    }
+
+    /// Counts one call in `humus.circuit.calls` as
+    /// [`late`](super::names::LATE): its ticket was settled, but
+    /// `Ticket::done` returned `false`, the breaker having changed state
+    /// since it admitted the call, so the breaker counted nothing of it.
+    /// So the metric's `failure` is what the breaker counted: the count
+    /// in a transition's log record.
+    pub fn record_late(&self) {
+        if let Some(instruments) = &self.inner.kit.instruments {
+            instruments
+                .calls
+                .add(1, &self.inner.endpoint.call_attributes[4]);
+        }
+    }
+
+    /// Counts one settled ticket in `humus.circuit.calls`: by `outcome`
+    /// ([`record_call`](Self::record_call)) when the breaker counted it
+    /// (`current`, what `Ticket::done` returned), else as
+    /// [`late`](Self::record_late).
+    pub(crate) fn record_settled(&self, outcome: Outcome, current: bool) {
+        if current {
+            self.record_call(outcome);
+        } else {
+            self.record_late();
         }
     }
 
@@ -884,7 +913,7 @@ mod tests {
                 .iter()
                 .map(value)
                 .collect::<Vec<_>>(),
-            ["success", "failure", "ignored", "rejected"]
+            ["success", "failure", "ignored", "rejected", "late"]
         );
         assert_eq!(
             endpoint

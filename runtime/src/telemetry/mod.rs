@@ -59,7 +59,7 @@
 //! |---|---|---|---|
 //! | `humus.circuit.state` | observable up-down counter, `{breaker}` | `humus.circuit.state`: `closed`, `open`, `half-open` | `humus_circuit_state` |
 //! | `humus.circuit.transitions` | counter, `{transition}` | `humus.circuit.state`: the state entered | `humus_circuit_transitions_total` |
-//! | `humus.circuit.calls` | counter, `{call}` | `humus.circuit.outcome`: `success`, `failure`, `ignored`, `rejected` | `humus_circuit_calls_total` |
+//! | `humus.circuit.calls` | counter, `{call}` | `humus.circuit.outcome`: `success`, `failure`, `ignored`, `rejected`, `late` | `humus_circuit_calls_total` |
 //! | `humus.retry.decisions` | counter, `{decision}` | `humus.retry.decision`: `succeeded`, `retried`, `stopped`, `throttled`, `exhausted`, `expired` | `humus_retry_decisions_total` |
 //!
 //! In Prometheus each attribute is a label with dots turned to
@@ -79,8 +79,13 @@
 //! - `humus.circuit.calls` counts a call when the breaker does: one unary
 //!   attempt once it has returned, or one stream once it has ended, by the
 //!   outcome the breaker counted; a call the breaker rejected is
-//!   `rejected`. It is the one place the verdicts of the user's classifier
-//!   show.
+//!   `rejected`, and one whose result the breaker discarded as late is
+//!   `late` (the breaker changed state after admitting it, as when
+//!   concurrent calls to a hung dependency time out together: the first
+//!   failures open it, and the others' results count nothing). So its
+//!   `failure` is what the breaker counted, the count in the open
+//!   transition's log record. It is the one place the verdicts of the
+//!   user's classifier show.
 //! - `humus.retry.decisions` counts what the retry loop decided after each
 //!   attempt: `throttled` the retries the budget refused, `exhausted` the
 //!   calls that used every attempt, `expired` the calls whose deadline came

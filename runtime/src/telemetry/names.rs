@@ -118,10 +118,16 @@ pub const HUMUS_RETRY_DECISIONS: &str = "humus.retry.decisions";
 pub const HUMUS_CIRCUIT_STATE: &str = "humus.circuit.state";
 /// Attribute `humus.circuit.outcome`: how a call counted, the `Display` of
 /// [`circuit::Outcome`](crate::circuit::Outcome) (`success`, `failure`,
-/// `ignored`), or [`REJECTED`].
+/// `ignored`), or [`REJECTED`], or [`LATE`].
 pub const HUMUS_CIRCUIT_OUTCOME: &str = "humus.circuit.outcome";
 /// The value of [`HUMUS_CIRCUIT_OUTCOME`] for a call the breaker rejected.
 pub const REJECTED: &str = "rejected";
+/// The value of [`HUMUS_CIRCUIT_OUTCOME`] for a call whose result the
+/// breaker discarded as late: the breaker changed state after admitting
+/// it (it opened on other calls' failures meanwhile), so its result,
+/// whatever it was, counted nothing ([`Ticket::done`](crate::circuit::Ticket::done)
+/// returned `false`).
+pub const LATE: &str = "late";
 /// Attribute `humus.retry.decision`: the `Display` of
 /// [`retry::Decision`](crate::retry::Decision) (`succeeded`, `retried`,
 /// `stopped`, `throttled`, `exhausted`, `expired`).

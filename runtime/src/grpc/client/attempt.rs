@@ -999,8 +999,8 @@ pub(super) fn stream_settle(
         };
         match outcome {
             Some(outcome) => {
-                hooks.in_call(|| ticket.done(outcome));
-                hooks.counted(outcome);
+                let current = hooks.in_call(|| ticket.done(outcome));
+                hooks.counted(outcome, current);
             }
             None => ticket.release(),
         }

@@ -14,7 +14,7 @@
 //!                       without the scenario unless `forward_scenario`)
 //! ... the attempt over the connection ...
 //! Hooks::attempt_end   (the attempt's status; for a stream that opened, at its end)
-//! ticket.done(outcome) -> Hooks::counted(outcome) (a stream's, at its end)
+//! ticket.done(outcome) -> Hooks::counted(outcome, current) (a stream's, at its end; `late` if discarded)
 //! retry::decide        -> `humus.retry.decisions`, in the loop
 //! ```
 //!
@@ -142,9 +142,10 @@ impl Hooks<'_> {
         span.attempt.end(status);
     }
 
-    /// The breaker counted an attempt (or a stream) as `outcome`:
-    /// `humus.circuit.calls`.
-    pub(super) fn counted(&self, outcome: Outcome) {
-        self.inner.recorder.record_call(outcome);
+    /// A stream's ticket was settled with `outcome`: `humus.circuit.calls`
+    /// by that outcome if the breaker counted it (`current`, what `done`
+    /// returned), else `late`.
+    pub(super) fn counted(&self, outcome: Outcome, current: bool) {
+        self.inner.recorder.record_settled(outcome, current);
     }
 }
