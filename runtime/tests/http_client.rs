@@ -1080,3 +1080,59 @@ async fn a_rejection_and_a_refused_request_name_the_dependency() {
         );
     }
 }
+
+/// A call the served RPC's handler makes, dropped at that RPC's deadline
+/// (as a tonic server drops its handler at `grpc-timeout`, its timer a
+/// little ahead of the client's) while the
+/// dependency has not answered: ended by the deadline, it counts a failure
+/// and the decision `expired`. Dropped well before the deadline, the
+/// caller gave up: nothing counts.
+#[tokio::test(start_paused = true)]
+async fn a_call_dropped_at_the_served_deadline_counts_and_one_dropped_before_does_not() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = client(&setup(&telemetry, false), &upstream, settings());
+    let deadline = Instant::now() + Duration::from_secs(2);
+    // The handler's future is dropped at the deadline, the answer 5 s away.
+    upstream.script([Reply::slow(200, Duration::from_secs(5))]);
+    let served =
+        humus::grpc::deadline::Inherited::new(Some(deadline), opentelemetry::Context::new());
+    // A server's timer for the same deadline may fire a tick or a few
+    // before the client's own: dropped 10 ms before it (within
+    // the client's 20 ms deadline slack), the drop is the deadline's.
+    let dropped = tokio::time::timeout_at(
+        deadline - Duration::from_millis(10),
+        served.scope(async { client.get("/x").send().await }),
+    )
+    .await;
+    assert!(dropped.is_err(), "the answer came: {dropped:?}");
+    assert_eq!(calls(&telemetry, "failure"), 1.0);
+    assert_eq!(decisions(&telemetry), [("expired".to_owned(), 1.0)]);
+
+    // Dropped 1 s before its deadline: given up on, counting nothing.
+    let telemetry = Telemetry::new();
+    let client = client_of(&telemetry, &upstream);
+    upstream.script([Reply::slow(200, Duration::from_secs(5))]);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let served =
+        humus::grpc::deadline::Inherited::new(Some(deadline), opentelemetry::Context::new());
+    let dropped = tokio::time::timeout_at(
+        deadline - Duration::from_secs(1),
+        served.scope(async { client.get("/x").send().await }),
+    )
+    .await;
+    assert!(dropped.is_err(), "the answer came: {dropped:?}");
+    assert_eq!(
+        calls(&telemetry, "failure") + calls(&telemetry, "success"),
+        0.0
+    );
+    assert!(
+        decisions(&telemetry).is_empty(),
+        "{:?}",
+        decisions(&telemetry)
+    );
+}
+
+fn client_of(telemetry: &Telemetry, upstream: &Upstream) -> Client {
+    client(&setup(telemetry, false), upstream, settings())
+}
