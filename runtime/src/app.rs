@@ -373,6 +373,24 @@ pub fn check_rabbitmq_consumer(settings: &crate::rabbitmq::ConsumerSettings) -> 
     settings.check().map_err(Error::settings)
 }
 
+/// Runs every check of a RabbitMQ publisher's `settings`
+/// ([`PublisherSettings::check`](crate::rabbitmq::PublisherSettings::check)),
+/// as [`Publisher::new`](crate::rabbitmq::Publisher::new) will: call it
+/// once the settings are read, so that a bad value is a settings error
+/// (exit 78) naming every bad field.
+///
+/// # Errors
+///
+/// [`Error::settings`] wrapping the [`SettingsError`] that names every bad
+/// field.
+#[cfg(feature = "rabbitmq")]
+#[cfg_attr(docsrs, doc(cfg(feature = "rabbitmq")))]
+pub fn check_rabbitmq_publisher(
+    settings: &crate::rabbitmq::PublisherSettings,
+) -> Result<(), Error> {
+    settings.check().map_err(Error::settings)
+}
+
 /// Runs every check of a Kafka consumer's `settings`
 /// ([`ConsumerSettings::check`](crate::kafka::ConsumerSettings::check)), as
 /// [`Consumer::start`](crate::kafka::Consumer::start) will: call it once

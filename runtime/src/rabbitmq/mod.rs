@@ -154,10 +154,16 @@
 //! through the Setup's [`Host`](crate::Host).
 
 mod consumer;
+mod error;
+mod publisher;
+mod publisher_settings;
 mod settings;
 mod uri;
 
 pub use amqprs::{BasicProperties, FieldTable, FieldValue};
 pub use consumer::{Consumer, Delivery};
+pub use error::{PublishError, PublishErrorKind};
+pub use publisher::Publisher;
+pub use publisher_settings::{PublishClassify, PublishResult, PublisherSettings, default_classify};
 pub use settings::{ConsumerSettings, TrustScenario, check_prefetch, check_queue};
 pub use uri::{AMQP_PORT, AMQPS_PORT, check_uri};

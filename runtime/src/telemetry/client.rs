@@ -492,6 +492,17 @@ impl ClientRecorder {
         );
     }
 
+    /// Counts one call the breaker rejected in `humus.circuit.calls`
+    /// (outcome `rejected`), for a client that records the rejection's span
+    /// itself (the RabbitMQ publisher's PRODUCER span).
+    pub(crate) fn record_rejected_call(&self) {
+        if let Some(instruments) = &self.inner.kit.instruments {
+            instruments
+                .calls
+                .add(1, &self.inner.endpoint.call_attributes[3]);
+        }
+    }
+
     /// Counts one call in `humus.circuit.calls`, by the outcome the breaker
     /// counted it with. Call it once per settled ticket (a unary attempt
     /// once it has returned, a stream once it has ended), with the outcome

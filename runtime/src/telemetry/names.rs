@@ -180,8 +180,10 @@ pub const HTTP_REJECTED_ERROR_TYPE: &str = "humus::circuit::Rejected";
 /// processor's error: `_OTHER`, as OpenTelemetry's conventions name it.
 pub const OTHER_ERROR_TYPE: &str = "_OTHER";
 
-/// The instrumentation scope of each RabbitMQ delivery's CONSUMER span and
-/// of [`MESSAGING_PROCESS_DURATION`]: the messaging semantic-convention
+/// The instrumentation scope of each RabbitMQ delivery's CONSUMER span, of
+/// [`MESSAGING_PROCESS_DURATION`], and of the publisher's PRODUCER spans,
+/// [`MESSAGING_CLIENT_OPERATION_DURATION`] and
+/// [`MESSAGING_CLIENT_SENT_MESSAGES`]: the messaging semantic-convention
 /// instrumentation of [`rabbitmq`](crate::rabbitmq) (feature `rabbitmq`).
 pub const RABBITMQ_SCOPE: &str = "humus::rabbitmq::otel";
 /// `messaging.system`: the messaging system, such as
@@ -240,3 +242,15 @@ pub const HUMUS_KAFKA_ATTEMPTS: &str = "humus.kafka.attempts";
 /// failed connection attempt, or of its connection lost: what failed, and
 /// when it connects again.
 pub const HUMUS_RABBITMQ_CONNECTION: &str = "humus.rabbitmq.connection";
+/// `messaging.client.operation.duration`: a histogram of how long each
+/// publish's attempt took, from its start to the broker's confirm (or its
+/// failure), in seconds (unit `s`).
+pub const MESSAGING_CLIENT_OPERATION_DURATION: &str = "messaging.client.operation.duration";
+/// `messaging.client.sent.messages`: a counter of the messages a producer
+/// attempted to send to the broker (one per attempt that sent its message),
+/// with `error.type` for those that were not confirmed.
+pub const MESSAGING_CLIENT_SENT_MESSAGES: &str = "messaging.client.sent.messages";
+/// The `messaging.operation.name` of a RabbitMQ publish: `publish`.
+pub const MESSAGING_OPERATION_PUBLISH: &str = "publish";
+/// The `messaging.operation.type` of a publish: `send`.
+pub const MESSAGING_OPERATION_TYPE_SEND: &str = "send";

@@ -1,0 +1,1105 @@
+//! `Publisher`: publishes with confirms, each publish a call of the shared
+//! attempt loop ([`crate::call`]).
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use amqprs::callbacks::{ChannelCallback, DefaultConnectionCallback};
+use amqprs::channel::{BasicPublishArguments, Channel, ConfirmSelectArguments};
+use amqprs::connection::{Connection, OpenConnectionArguments};
+use amqprs::tls::TlsAdaptor;
+use amqprs::{Ack, BasicProperties, Cancel, CloseChannel, FieldTable, Nack, Return};
+use opentelemetry::global::BoxedTracer;
+use opentelemetry::logs::Severity;
+use opentelemetry::metrics::{Counter, Histogram};
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::trace::{SpanBuilder, SpanKind, Status, TraceContextExt as _, Tracer as _};
+use opentelemetry::{Context, KeyValue};
+use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
+
+use super::error::{PublishError, PublishErrorKind};
+use super::publisher_settings::PublisherSettings;
+use super::uri::AmqpUri;
+use crate::call::{Attempt, Classification, Core, Transport};
+use crate::circuit::Rejected;
+use crate::fault::InjectedError;
+use crate::fault::strip::BAGGAGE;
+use crate::grpc::deadline::Inherited;
+use crate::grpc::server::SettingsError;
+use crate::telemetry::names::{
+    ERROR_TYPE, HUMUS_RABBITMQ_CONNECTION, MESSAGING_CLIENT_OPERATION_DURATION,
+    MESSAGING_CLIENT_SENT_MESSAGES, MESSAGING_DESTINATION_NAME, MESSAGING_MESSAGE_ID,
+    MESSAGING_OPERATION_NAME, MESSAGING_OPERATION_PUBLISH, MESSAGING_OPERATION_TYPE,
+    MESSAGING_OPERATION_TYPE_SEND, MESSAGING_RABBITMQ_ROUTING_KEY, MESSAGING_SYSTEM,
+    MESSAGING_SYSTEM_RABBITMQ, RABBITMQ_SCOPE, SERVER_ADDRESS, SERVER_PORT,
+};
+use crate::telemetry::{
+    BoxedLogger, ClientRecorder, FieldTableInjector, scope, to_header_map, write_back,
+};
+use crate::{Setup, circuit, fault, grpc, retry, telemetry};
+
+/// A resilient publisher to one RabbitMQ broker: every publish waits for
+/// the broker's confirm, runs on the shared attempt loop (the breaker, the
+/// failure-injection point, retries bounded by the budget and the
+/// deadline) and carries its context in the message's headers. See the
+/// [module](super) docs.
+///
+/// One `Publisher` is one broker with one connection and one channel, one
+/// retry budget and one breaker, shared by every publish and every task:
+/// build it once where the service is set up and clone it (a cheap
+/// handle).
+#[derive(Clone)]
+pub struct Publisher {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    settings: PublisherSettings,
+    uri: AmqpUri,
+    /// `host:port`, what messages name the broker by.
+    addr: String,
+    breaker: circuit::Breaker,
+    budget: retry::Budget,
+    backoff: retry::Exponential,
+    recorder: ClientRecorder,
+    _registration: telemetry::BreakerRegistration,
+    faults: fault::Injector,
+    telemetry: Arc<Instruments>,
+    logger: BoxedLogger,
+    /// The connection and channel, dialled on first use and again (after
+    /// the connection backoff) once lost. Held across the dial and each
+    /// `basic.publish` (the broker numbers a channel's publishes in the
+    /// order it receives them), never across a confirm's wait.
+    link: tokio::sync::Mutex<Link>,
+    /// Set by [`Publisher::close`]: no attempt starts after it.
+    closed: watch::Sender<bool>,
+}
+
+impl fmt::Debug for Publisher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Publisher")
+            .field("broker", &self.inner.addr)
+            .field("closed", &*self.inner.closed.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Publisher {
+    /// Checks `settings` and builds the publisher of their broker, for
+    /// `setup`: it records with `setup`'s telemetry, evaluates its failure
+    /// injector, and registers [`close`](Publisher::close) as an on-stop
+    /// hook, so an [`App`](crate::App) closes it once its servers have
+    /// stopped. Connects nothing: the first publish dials.
+    ///
+    /// # Errors
+    ///
+    /// [`SettingsError`] naming every bad field.
+    pub fn new(setup: &Setup, settings: PublisherSettings) -> Result<Publisher, SettingsError> {
+        let uri = settings.checked()?;
+        let addr = uri.addr();
+        let recorder = ClientRecorder::new(setup.telemetry(), &addr);
+        let bad = |field: &'static str, e: String| {
+            SettingsError::of("rabbitmq publisher", addr.clone(), vec![(field, e)])
+                .expect("one problem")
+        };
+        let breaker = circuit::Breaker::new(
+            settings.breaker,
+            settings.breaker_policy.clone(),
+            recorder.transition_observer(),
+        )
+        .map_err(|e| bad("breaker", e.to_string()))?;
+        let registration = {
+            let breaker = breaker.clone();
+            recorder.register_breaker(move || breaker.state())
+        };
+        let budget = retry::Budget::new(settings.retry_budget)
+            .map_err(|e| bad("retry_budget", e.to_string()))?;
+        let backoff = retry::Exponential::new(settings.backoff_base, settings.backoff_max);
+        let telemetry = Arc::new(Instruments::new(setup.telemetry(), &uri));
+        let publisher = Publisher {
+            inner: Arc::new(Inner {
+                logger: setup.telemetry().logger(scope(RABBITMQ_SCOPE)),
+                settings,
+                addr,
+                uri,
+                breaker,
+                budget,
+                backoff,
+                recorder,
+                _registration: registration,
+                faults: setup.faults().clone(),
+                telemetry,
+                link: tokio::sync::Mutex::new(Link::default()),
+                closed: watch::Sender::new(false),
+            }),
+        };
+        let hook = publisher.clone();
+        setup.on_stop_named(
+            format!("closing the rabbitmq publisher of {}", publisher.inner.addr),
+            move || async move { hook.close().await },
+        );
+        Ok(publisher)
+    }
+
+    /// The publisher's settings, as given to [`Publisher::new`].
+    pub fn settings(&self) -> &PublisherSettings {
+        &self.inner.settings
+    }
+
+    /// The readable state of the publisher's breaker.
+    pub fn breaker_state(&self) -> circuit::State {
+        self.inner.breaker.state()
+    }
+
+    /// The failure-injection point of a publish to `exchange` with
+    /// `routing_key`: `rabbitmq:<exchange>:<routing key>`, leaving out what
+    /// is empty (`rabbitmq:orders:accepted`, `rabbitmq:accepted` on the
+    /// default exchange, `rabbitmq:orders` with no routing key).
+    pub fn point(exchange: &str, routing_key: &str) -> String {
+        let mut point = String::from("rabbitmq");
+        for part in [exchange, routing_key] {
+            if !part.is_empty() {
+                point.push(':');
+                point.push_str(part);
+            }
+        }
+        point
+    }
+
+    /// Publishes `body` to `exchange` with `routing_key` and `properties`,
+    /// in the current context, and waits for the broker's confirm: see
+    /// [`publish_in`](Publisher::publish_in).
+    ///
+    /// # Errors
+    ///
+    /// As [`publish_in`](Publisher::publish_in).
+    pub fn publish(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        properties: BasicProperties,
+        body: Vec<u8>,
+    ) -> impl Future<Output = Result<(), PublishError>> + Send + use<> {
+        self.publish_in(Context::current(), exchange, routing_key, properties, body)
+    }
+
+    /// Publishes `body` to `exchange` (`""`: the default exchange) with
+    /// `routing_key` and `properties`, in the context `cx` (its span is the
+    /// parent of each attempt's, its baggage goes in the message's
+    /// headers), and waits for the broker's confirm.
+    ///
+    /// Each attempt passes the breaker, then the failure-injection point
+    /// [`point`](Publisher::point), then sends the message (`mandatory`,
+    /// its headers carrying the attempt's trace context and the baggage,
+    /// the failure scenario stripped unless
+    /// [`forward_scenario`](PublisherSettings::forward_scenario)) and waits
+    /// for its confirm, within the attempt's deadline. Its result is
+    /// classified ([`PublisherSettings::classify`]); retries are bounded by
+    /// `max_attempts`, the retry budget and the call's timeout.
+    ///
+    /// A publish retried after a lost confirm (the connection lost, or the
+    /// attempt's time up, after the broker took the message) may be
+    /// delivered twice: delivery is at least once.
+    ///
+    /// # Errors
+    ///
+    /// [`PublishError`] of the last attempt, or of the call: its
+    /// [`kind`](PublishError::kind) says which, its message names the
+    /// destination.
+    pub fn publish_in(
+        &self,
+        cx: Context,
+        exchange: &str,
+        routing_key: &str,
+        properties: BasicProperties,
+        body: Vec<u8>,
+    ) -> impl Future<Output = Result<(), PublishError>> + Send + use<> {
+        let inherited = Inherited::current_deadline();
+        let publisher = self.clone();
+        let exchange = exchange.to_owned();
+        let routing_key = routing_key.to_owned();
+        async move {
+            let inner = &*publisher.inner;
+            let call = PublishCall::new(
+                inner,
+                cx,
+                inherited,
+                exchange,
+                routing_key,
+                properties,
+                body,
+            );
+            crate::call::Call::new(&inner.breaker, call).run().await
+        }
+    }
+
+    /// Closes the publisher: no attempt starts after it (a publish fails
+    /// at once, [`PublishErrorKind::Closed`]), one waiting for its next
+    /// attempt ends, and the channel and connection are closed. The
+    /// Setup's on-stop hook calls it. A second call returns at once.
+    pub async fn close(&self) {
+        if self.inner.closed.send_replace(true) {
+            return;
+        }
+        let session = self.inner.link.lock().await.session.take();
+        if let Some(session) = session {
+            let _ = session.channel.close().await;
+            let _ = session.connection.close().await;
+        }
+    }
+}
+
+/// The connection and its channel, or when the next dial may be.
+#[derive(Default)]
+struct Link {
+    session: Option<Session>,
+    /// The last connection backoff, for the next (gRPC's growth).
+    backoff: Option<Duration>,
+    /// No dial before then: the connection backoff after a failure.
+    next_dial: Option<Instant>,
+    /// Why the last dial failed, or how the connection was lost.
+    why: String,
+}
+
+/// One connection's channel, in confirm mode.
+struct Session {
+    connection: Connection,
+    channel: Channel,
+    confirms: Arc<Confirms>,
+    /// The delivery tag the broker gives the next publish on the channel.
+    next_tag: u64,
+}
+
+/// What the broker answers about a publish.
+enum Confirm {
+    Ack,
+    Nack,
+    Returned {
+        code: u16,
+        text: String,
+    },
+    /// The broker closed the channel.
+    Closed {
+        code: u16,
+        text: String,
+    },
+}
+
+/// The publishes waiting for their confirm on one channel, and the returns
+/// not yet matched with their confirm.
+#[derive(Default)]
+struct Confirms {
+    pending: Mutex<BTreeMap<u64, Pending>>,
+}
+
+struct Pending {
+    tx: oneshot::Sender<Confirm>,
+    exchange: Arc<str>,
+    routing_key: Arc<str>,
+    /// The broker returned it (its `basic.return` precedes its confirm).
+    returned: Option<(u16, String)>,
+}
+
+impl Confirms {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Pending>> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The channel's callback: it settles each pending publish with its
+/// confirm. Dropped when the channel's dispatcher ends (the channel or the
+/// connection lost), it drops every pending publish's sender, which their
+/// waits read as a lost connection.
+struct Callback {
+    confirms: Arc<Confirms>,
+    /// Returns not yet matched with a pending publish.
+    returns: VecDeque<Return>,
+}
+
+impl Callback {
+    /// Settles the publishes a confirm of `tag` (`multiple`: and every
+    /// one before it) covers, matching the returns seen since the last
+    /// confirm with the first covered publish of their exchange and routing
+    /// key (RabbitMQ sends a message's `basic.return` before its confirm).
+    fn settle(&mut self, tag: u64, multiple: bool, ack: bool) {
+        let mut pending = self.confirms.lock();
+        let tags: Vec<u64> = if multiple {
+            pending.range(..=tag).map(|(t, _)| *t).collect()
+        } else {
+            vec![tag]
+        };
+        for ret in self.returns.drain(..) {
+            let found = tags.iter().find(|t| {
+                pending.get(t).is_some_and(|p| {
+                    p.returned.is_none()
+                        && *p.exchange == **ret.exchange()
+                        && *p.routing_key == **ret.routing_key()
+                })
+            });
+            if let Some(p) = found.and_then(|t| pending.get_mut(t)) {
+                p.returned = Some((ret.reply_code(), ret.reply_text().clone()));
+            }
+        }
+        for t in tags {
+            if let Some(p) = pending.remove(&t) {
+                let confirm = match p.returned {
+                    Some((code, text)) => Confirm::Returned { code, text },
+                    None if ack => Confirm::Ack,
+                    None => Confirm::Nack,
+                };
+                let _ = p.tx.send(confirm);
+            }
+        }
+    }
+}
+
+impl Drop for Callback {
+    fn drop(&mut self) {
+        self.confirms.lock().clear();
+    }
+}
+
+#[async_trait::async_trait]
+impl ChannelCallback for Callback {
+    async fn close(
+        &mut self,
+        _channel: &Channel,
+        close: CloseChannel,
+    ) -> Result<(), amqprs::error::Error> {
+        let pending = std::mem::take(&mut *self.confirms.lock());
+        for (_, p) in pending {
+            let _ = p.tx.send(Confirm::Closed {
+                code: close.reply_code(),
+                text: close.reply_text().clone(),
+            });
+        }
+        Ok(())
+    }
+
+    async fn cancel(
+        &mut self,
+        _channel: &Channel,
+        _cancel: Cancel,
+    ) -> Result<(), amqprs::error::Error> {
+        Ok(())
+    }
+
+    async fn flow(
+        &mut self,
+        _channel: &Channel,
+        active: bool,
+    ) -> Result<bool, amqprs::error::Error> {
+        Ok(active)
+    }
+
+    async fn publish_ack(&mut self, _channel: &Channel, ack: Ack) {
+        self.settle(ack.delivery_tag(), ack.mutiple(), true);
+    }
+
+    async fn publish_nack(&mut self, _channel: &Channel, nack: Nack) {
+        self.settle(nack.delivery_tag(), nack.multiple(), false);
+    }
+
+    async fn publish_return(
+        &mut self,
+        _channel: &Channel,
+        ret: Return,
+        _properties: BasicProperties,
+        _content: Vec<u8>,
+    ) {
+        self.returns.push_back(ret);
+    }
+}
+
+/// Removes a publish from the pending ones when its attempt ends without
+/// its confirm (its time up, or the call dropped).
+struct PendingGuard {
+    confirms: Arc<Confirms>,
+    tag: u64,
+}
+
+impl Drop for PendingGuard {
+    fn drop(&mut self) {
+        self.confirms.lock().remove(&self.tag);
+    }
+}
+
+impl Inner {
+    /// Opens a connection and a channel in confirm mode, within the
+    /// connect timeout.
+    async fn dial(&self) -> Result<Session, String> {
+        let open = async {
+            let uri = &self.uri;
+            let mut args =
+                OpenConnectionArguments::new(&uri.host, uri.port, &uri.user, &uri.password);
+            args.virtual_host(&uri.vhost)
+                .connection_name(&format!("humus publisher of {}", self.addr));
+            if uri.tls {
+                let config = match &self.settings.tls {
+                    Some(config) => Arc::clone(config),
+                    None => {
+                        Arc::new(crate::http::client::default_tls().map_err(|e| e.to_string())?)
+                    }
+                };
+                args.tls_adaptor(TlsAdaptor::new(
+                    tokio_rustls::TlsConnector::from(config),
+                    uri.host.clone(),
+                ));
+            }
+            let connection = Connection::open(&args).await.map_err(|e| e.to_string())?;
+            connection
+                .register_callback(DefaultConnectionCallback)
+                .await
+                .map_err(|e| e.to_string())?;
+            let (channel, confirms) = open_channel(&connection).await?;
+            Ok::<_, String>(Session {
+                connection,
+                channel,
+                confirms,
+                next_tag: 1,
+            })
+        };
+        match tokio::time::timeout(self.settings.connect_timeout, open).await {
+            Ok(session) => session,
+            Err(_) => Err(format!(
+                "connecting took over {:?} (connect_timeout)",
+                self.settings.connect_timeout
+            )),
+        }
+    }
+
+    /// Sends one message on the channel (dialled first if need be), and
+    /// what its confirm comes through.
+    async fn send(
+        &self,
+        destination: &Arc<str>,
+        exchange: &Arc<str>,
+        routing_key: &Arc<str>,
+        properties: BasicProperties,
+        body: Vec<u8>,
+        sent: &mut bool,
+    ) -> Result<(oneshot::Receiver<Confirm>, PendingGuard), PublishError> {
+        let lost =
+            |detail: String| PublishError::new(PublishErrorKind::Connection, destination, detail);
+        let mut link = self.link.lock().await;
+        if link
+            .session
+            .as_ref()
+            .is_some_and(|s| !s.connection.is_open())
+        {
+            // Lost since the last publish: the backoff starts now.
+            link.session = None;
+            self.failed(&mut link, "lost its connection".to_owned());
+        }
+        if let Some(session) = &mut link.session
+            && !session.channel.is_open()
+        {
+            // The broker closed the channel (a publish it refused): a new
+            // one on the same connection.
+            match open_channel(&session.connection).await {
+                Ok((channel, confirms)) => {
+                    session.channel = channel;
+                    session.confirms = confirms;
+                    session.next_tag = 1;
+                }
+                Err(e) => {
+                    link.session = None;
+                    self.failed(&mut link, format!("could not open a channel: {e}"));
+                    return Err(lost(link.why.clone()));
+                }
+            }
+        }
+        if link.session.is_none() {
+            if *self.closed.borrow() {
+                return Err(PublishError::new(
+                    PublishErrorKind::Closed,
+                    destination,
+                    "the publisher is closed",
+                ));
+            }
+            if let Some(at) = link.next_dial {
+                let now = Instant::now();
+                if now < at {
+                    return Err(lost(format!(
+                        "not connected to {}: {}; connecting again in {}",
+                        self.addr,
+                        link.why,
+                        humantime_serde::re::humantime::format_duration(round_millis(at - now))
+                    )));
+                }
+            }
+            match self.dial().await {
+                Ok(session) => {
+                    link.session = Some(session);
+                    link.backoff = None;
+                    link.next_dial = None;
+                }
+                Err(e) => {
+                    self.failed(&mut link, format!("could not connect: {e}"));
+                    return Err(lost(format!("could not connect to {}: {e}", self.addr)));
+                }
+            }
+        }
+        let session = link.session.as_mut().expect("connected above");
+        let tag = session.next_tag;
+        let (tx, rx) = oneshot::channel();
+        session.confirms.lock().insert(
+            tag,
+            Pending {
+                tx,
+                exchange: Arc::clone(exchange),
+                routing_key: Arc::clone(routing_key),
+                returned: None,
+            },
+        );
+        let guard = PendingGuard {
+            confirms: Arc::clone(&session.confirms),
+            tag,
+        };
+        let args = BasicPublishArguments::new(exchange, routing_key)
+            .mandatory(true)
+            .finish();
+        match session.channel.basic_publish(properties, body, args).await {
+            Ok(()) => {
+                session.next_tag += 1;
+                *sent = true;
+                Ok((rx, guard))
+            }
+            Err(e) => {
+                link.session = None;
+                self.failed(&mut link, format!("lost its connection: {e}"));
+                Err(lost(format!(
+                    "the connection to {} was lost: {e}",
+                    self.addr
+                )))
+            }
+        }
+    }
+
+    /// A dial failed or the connection was lost (`why`): the next dial
+    /// waits the connection backoff; a log record says so.
+    fn failed(&self, link: &mut Link, why: String) {
+        let (wait, next) =
+            grpc::client::backoff_after(link.backoff, self.settings.connect_backoff_max);
+        link.backoff = Some(next);
+        link.next_dial = Some(Instant::now() + wait);
+        self.logger.event(
+            RABBITMQ_SCOPE,
+            HUMUS_RABBITMQ_CONNECTION,
+            Severity::Warn,
+            || {
+                format!(
+                    "rabbitmq publisher to {}: {why}; connecting again in {}",
+                    self.addr,
+                    humantime_serde::re::humantime::format_duration(round_millis(wait))
+                )
+            },
+        );
+        link.why = why;
+    }
+}
+
+/// Opens a channel on `connection` in confirm mode, with its callback.
+async fn open_channel(connection: &Connection) -> Result<(Channel, Arc<Confirms>), String> {
+    let channel = connection
+        .open_channel(None)
+        .await
+        .map_err(|e| e.to_string())?;
+    let confirms = Arc::new(Confirms::default());
+    channel
+        .register_callback(Callback {
+            confirms: Arc::clone(&confirms),
+            returns: VecDeque::new(),
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    channel
+        .confirm_select(ConfirmSelectArguments::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((channel, confirms))
+}
+
+/// `d` to the millisecond, for a message.
+fn round_millis(d: Duration) -> Duration {
+    Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// What the publisher records with, in the scope
+/// [`RABBITMQ_SCOPE`](crate::telemetry::names::RABBITMQ_SCOPE): the
+/// PRODUCER spans' tracer, and the messaging conventions' two instruments.
+struct Instruments {
+    tracer: Option<BoxedTracer>,
+    duration: Option<Histogram<f64>>,
+    sent: Option<Counter<u64>>,
+    propagator: Arc<dyn TextMapPropagator + Send + Sync>,
+    server_address: KeyValue,
+    server_port: KeyValue,
+}
+
+impl Instruments {
+    fn new(telemetry: &telemetry::Telemetry, uri: &AmqpUri) -> Instruments {
+        let inbound = telemetry.inbound(
+            RABBITMQ_SCOPE,
+            MESSAGING_CLIENT_OPERATION_DURATION,
+            "Duration of messaging operation initiated by a producer or consumer client.",
+        );
+        let sent = inbound.duration.as_ref().map(|_| {
+            telemetry
+                .meter(scope(RABBITMQ_SCOPE))
+                .u64_counter(MESSAGING_CLIENT_SENT_MESSAGES)
+                .with_unit("{message}")
+                .with_description("Number of messages producer attempted to send to the broker.")
+                .build()
+        });
+        Instruments {
+            tracer: inbound.tracer,
+            duration: inbound.duration,
+            sent,
+            propagator: telemetry.shared_propagator(),
+            server_address: KeyValue::new(SERVER_ADDRESS, uri.host.clone()),
+            server_port: KeyValue::new(SERVER_PORT, i64::from(uri.port)),
+        }
+    }
+
+    fn span_builder(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        message_id: Option<&str>,
+    ) -> SpanBuilder {
+        let mut attributes = vec![
+            KeyValue::new(MESSAGING_SYSTEM, MESSAGING_SYSTEM_RABBITMQ),
+            KeyValue::new(MESSAGING_OPERATION_NAME, MESSAGING_OPERATION_PUBLISH),
+            KeyValue::new(MESSAGING_OPERATION_TYPE, MESSAGING_OPERATION_TYPE_SEND),
+            KeyValue::new(MESSAGING_DESTINATION_NAME, exchange.to_owned()),
+            self.server_address.clone(),
+            self.server_port.clone(),
+        ];
+        if !routing_key.is_empty() {
+            attributes.push(KeyValue::new(
+                MESSAGING_RABBITMQ_ROUTING_KEY,
+                routing_key.to_owned(),
+            ));
+        }
+        if let Some(id) = message_id {
+            attributes.push(KeyValue::new(MESSAGING_MESSAGE_ID, id.to_owned()));
+        }
+        let destination = if exchange.is_empty() {
+            "amq.default"
+        } else {
+            exchange
+        };
+        SpanBuilder::from_name(format!("publish {destination}"))
+            .with_kind(SpanKind::Producer)
+            .with_attributes(attributes)
+    }
+}
+
+/// One attempt's PRODUCER span (in its context) and its start.
+struct PublishSpan {
+    instruments: Arc<Instruments>,
+    cx: Context,
+    traced: bool,
+    exchange: Arc<str>,
+    started: Option<Instant>,
+    /// Whether the attempt sent its message.
+    sent: bool,
+    ended: bool,
+}
+
+impl PublishSpan {
+    /// Ends the attempt: the span's status and `error.type`, the duration
+    /// and, when it sent its message, one sent message.
+    fn finish(&mut self, error: Option<(&'static str, String)>) {
+        self.ended = true;
+        if self.traced {
+            let span = self.cx.span();
+            if let Some((error_type, message)) = &error {
+                span.set_attribute(KeyValue::new(ERROR_TYPE, *error_type));
+                span.set_status(Status::error(message.clone()));
+            }
+            span.end();
+        }
+        let i = &self.instruments;
+        let (Some(duration), Some(started)) = (&i.duration, self.started) else {
+            return;
+        };
+        let mut attributes = vec![
+            KeyValue::new(MESSAGING_SYSTEM, MESSAGING_SYSTEM_RABBITMQ),
+            KeyValue::new(MESSAGING_OPERATION_NAME, MESSAGING_OPERATION_PUBLISH),
+            KeyValue::new(MESSAGING_DESTINATION_NAME, self.exchange.to_string()),
+            i.server_address.clone(),
+            i.server_port.clone(),
+        ];
+        if let Some((error_type, _)) = error {
+            attributes.push(KeyValue::new(ERROR_TYPE, error_type));
+        }
+        duration.record(started.elapsed().as_secs_f64(), &attributes);
+        if self.sent
+            && let Some(sent) = &i.sent
+        {
+            sent.add(1, &attributes);
+        }
+    }
+}
+
+impl Drop for PublishSpan {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.finish(Some((
+                "canceled",
+                "the publish was dropped before it ended".to_owned(),
+            )));
+        }
+    }
+}
+
+/// One publish, the transport of the attempt loop ([`crate::call`]).
+struct PublishCall<'a> {
+    inner: &'a Inner,
+    cx: Context,
+    started: Instant,
+    deadline: Option<Instant>,
+    exchange: Arc<str>,
+    routing_key: Arc<str>,
+    /// `exchange:routing key`, what every error names.
+    destination: Arc<str>,
+    point: String,
+    properties: BasicProperties,
+    /// The body; the last attempt takes it (a copy is sent while another
+    /// may follow).
+    body: Option<Vec<u8>>,
+}
+
+impl<'a> PublishCall<'a> {
+    fn new(
+        inner: &'a Inner,
+        cx: Context,
+        inherited: Option<Instant>,
+        exchange: String,
+        routing_key: String,
+        properties: BasicProperties,
+        body: Vec<u8>,
+    ) -> PublishCall<'a> {
+        let started = Instant::now();
+        let own = started.checked_add(inner.settings.timeout);
+        let deadline = match (own, inherited) {
+            (Some(own), Some(inherited)) => Some(own.min(inherited)),
+            (own, inherited) => own.or(inherited),
+        };
+        let point = Publisher::point(&exchange, &routing_key);
+        let destination = match point.strip_prefix("rabbitmq:") {
+            Some(d) => Arc::from(d),
+            None => Arc::from("the default exchange"),
+        };
+        PublishCall {
+            inner,
+            cx,
+            started,
+            deadline,
+            exchange: Arc::from(exchange),
+            routing_key: Arc::from(routing_key),
+            destination,
+            point,
+            properties,
+            body: Some(body),
+        }
+    }
+
+    fn error(&self, kind: PublishErrorKind, detail: impl Into<String>) -> PublishError {
+        PublishError::new(kind, &self.destination, detail)
+    }
+
+    /// The message's headers for an attempt: the caller's, with the
+    /// attempt's trace context and the call's baggage written over the
+    /// propagator's fields, the scenario stripped unless `forward_scenario`.
+    fn headers(&self, span: &PublishSpan) -> FieldTable {
+        let inner = self.inner;
+        let mut headers = self.properties.headers().cloned().unwrap_or_default();
+        let propagator = &inner.telemetry.propagator;
+        for field in propagator.fields() {
+            if let Ok(name) = amqprs::FieldName::try_from(field) {
+                headers.remove(&name);
+            }
+        }
+        let stripped = if inner.faults.reads_scenarios() && !inner.settings.forward_scenario {
+            inner.faults.strip(&span.cx)
+        } else {
+            None
+        };
+        let mut injector = FieldTableInjector(&mut headers);
+        match stripped {
+            Some(cx) if span.traced => {
+                let span_context = span.cx.span().span_context().clone();
+                propagator
+                    .inject_context(&cx.with_remote_span_context(span_context), &mut injector);
+            }
+            Some(cx) => propagator.inject_context(&cx, &mut injector),
+            None => propagator.inject_context(&span.cx, &mut injector),
+        }
+        // A `baggage` header the caller wrote (kept where the propagator
+        // writes none) is stripped as a server strips it.
+        if inner.faults.reads_scenarios()
+            && !inner.settings.forward_scenario
+            && headers
+                .as_ref()
+                .keys()
+                .any(|k| k.as_ref().as_str().eq_ignore_ascii_case(BAGGAGE.as_str()))
+        {
+            let (mut map, _) = to_header_map(&headers);
+            if let Some(stripped) = inner.faults.strip_headers(&mut map) {
+                stripped.record(&span.cx.span());
+                write_back(&mut headers, &map, [BAGGAGE.as_str()]);
+            }
+        }
+        headers
+    }
+}
+
+impl Transport for PublishCall<'_> {
+    type Output = ();
+    type Error = PublishError;
+    type Span = PublishSpan;
+    type Prepared = Vec<u8>;
+
+    fn core(&self) -> Core<'_> {
+        let inner = self.inner;
+        Core {
+            budget: &inner.budget,
+            backoff: &inner.backoff,
+            recorder: &inner.recorder,
+            faults: &inner.faults,
+            max_attempts: inner.settings.max_attempts,
+            backoff_max: inner.settings.backoff_max,
+        }
+    }
+
+    fn context(&self) -> &Context {
+        &self.cx
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    fn started(&self) -> Option<Instant> {
+        Some(self.started)
+    }
+
+    fn attempt_timeout(&self) -> Option<Duration> {
+        Some(self.inner.settings.attempt_timeout)
+    }
+
+    fn point(&self) -> Cow<'static, str> {
+        Cow::Owned(self.point.clone())
+    }
+
+    fn is_closed(&self) -> bool {
+        *self.inner.closed.borrow()
+    }
+
+    fn closed(&self) -> impl Future<Output = ()> + Send + '_ {
+        let mut closed = self.inner.closed.subscribe();
+        async move {
+            let _ = closed.wait_for(|c| *c).await;
+        }
+    }
+
+    fn start(&self, _attempt: u32) -> PublishSpan {
+        let instruments = &self.inner.telemetry;
+        let (cx, traced) = match &instruments.tracer {
+            Some(tracer) => {
+                let builder = instruments.span_builder(
+                    &self.exchange,
+                    &self.routing_key,
+                    self.properties.message_id().map(String::as_str),
+                );
+                let span = tracer.build_with_context(builder, &self.cx);
+                (self.cx.with_span(span), true)
+            }
+            None => (self.cx.clone(), false),
+        };
+        PublishSpan {
+            instruments: Arc::clone(instruments),
+            cx,
+            traced,
+            exchange: Arc::clone(&self.exchange),
+            started: instruments.duration.as_ref().map(|_| Instant::now()),
+            sent: false,
+            ended: false,
+        }
+    }
+
+    fn span_context(span: &PublishSpan) -> &Context {
+        &span.cx
+    }
+
+    fn end(&self, mut span: PublishSpan, result: Result<&(), &PublishError>) {
+        match result {
+            Ok(()) => span.finish(None),
+            Err(e) => span.finish(Some((e.error_type(), e.to_string()))),
+        }
+    }
+
+    /// A copy of the body while another attempt may follow; else the body
+    /// itself.
+    fn prepare(&mut self, attempt: Attempt) -> Vec<u8> {
+        if attempt.n >= self.inner.settings.max_attempts
+            && let Some(body) = self.body.take()
+        {
+            return body;
+        }
+        self.body.clone().unwrap_or_default()
+    }
+
+    fn send<'s>(
+        &'s self,
+        _attempt: Attempt,
+        body: Vec<u8>,
+        span: &'s mut PublishSpan,
+    ) -> impl Future<Output = Result<(), PublishError>> + Send + 's {
+        let headers = self.headers(span);
+        let mut properties = self.properties.clone();
+        properties.with_headers(headers);
+        async move {
+            let (rx, _guard) = self
+                .inner
+                .send(
+                    &self.destination,
+                    &self.exchange,
+                    &self.routing_key,
+                    properties,
+                    body,
+                    &mut span.sent,
+                )
+                .await?;
+            match rx.await {
+                Ok(Confirm::Ack) => Ok(()),
+                Ok(Confirm::Nack) => Err(self.error(
+                    PublishErrorKind::Nacked,
+                    "the broker nacked the message",
+                )),
+                Ok(Confirm::Returned { code, text }) => Err(self
+                    .error(
+                        PublishErrorKind::Unroutable,
+                        format!("the broker returned the message as unroutable ({code} {text}): no queue is bound for it"),
+                    )
+                    .with_reply_code(code)),
+                Ok(Confirm::Closed { code, text }) => {
+                    let kind = if matches!(code, 403 | 404 | 406) {
+                        PublishErrorKind::Refused
+                    } else {
+                        PublishErrorKind::Connection
+                    };
+                    Err(self
+                        .error(kind, format!("the broker closed the channel: {code} {text}"))
+                        .with_reply_code(code))
+                }
+                Err(_) => Err(self.error(
+                    PublishErrorKind::Connection,
+                    format!(
+                        "the connection to {} was lost before the confirm",
+                        self.inner.addr
+                    ),
+                )),
+            }
+        }
+    }
+
+    fn classify(
+        &self,
+        result: Result<&(), &PublishError>,
+        deadline_passed: bool,
+    ) -> Classification {
+        match result {
+            Err(_) if deadline_passed => Classification::stop(circuit::Outcome::Failure),
+            Ok(()) => self.inner.settings.classify.classify(Ok(())),
+            Err(e) => self.inner.settings.classify.classify(Err(e)),
+        }
+    }
+
+    fn is_resendable(&self) -> bool {
+        true
+    }
+
+    fn finish(
+        &self,
+        result: Result<(), PublishError>,
+        _decision: retry::Decision,
+        deadline_passed: bool,
+    ) -> Result<(), PublishError> {
+        match result {
+            Err(e)
+                if deadline_passed
+                    && !matches!(
+                        e.kind(),
+                        PublishErrorKind::Timeout
+                            | PublishErrorKind::Unroutable
+                            | PublishErrorKind::Refused
+                    ) =>
+            {
+                Err(self.error(
+                    PublishErrorKind::Timeout,
+                    format!("no confirm within the call's deadline; the last attempt: {e}"),
+                ))
+            }
+            result => result,
+        }
+    }
+
+    fn rejected(&self, _attempt: u32, rejected: Rejected) -> PublishError {
+        let error = self.error(PublishErrorKind::Rejected, rejected.to_string());
+        let mut span = self.start(0);
+        span.finish(Some((error.error_type(), error.to_string())));
+        self.inner.recorder.record_rejected_call();
+        error
+    }
+
+    fn expired(&self) -> PublishError {
+        self.error(
+            PublishErrorKind::Timeout,
+            "the call's deadline had passed before its first attempt: nothing was sent",
+        )
+    }
+
+    fn deadline_exceeded(&self) -> PublishError {
+        self.error(
+            PublishErrorKind::Timeout,
+            "no confirm within the call's deadline",
+        )
+    }
+
+    fn attempt_timed_out(&self, after: Duration, injected: Option<InjectedError>) -> PublishError {
+        let e = self.error(
+            PublishErrorKind::AttemptTimeout,
+            format!("no confirm within attempt_timeout {after:?}"),
+        );
+        match injected {
+            Some(injected) => e.with_injected(injected),
+            None => e,
+        }
+    }
+
+    /// An abort is marked as a lost connection (nothing was sent), so both
+    /// classifiers decide it the same; a delay cut short is the deadline's
+    /// or the close's.
+    fn injected(&self, injected: InjectedError) -> PublishError {
+        let kind = match injected.cause() {
+            None => PublishErrorKind::Connection,
+            Some(fault::Cause::DeadlineExceeded) => PublishErrorKind::Timeout,
+            Some(fault::Cause::Canceled) => PublishErrorKind::Closed,
+        };
+        self.error(kind, format!("fit: {injected}"))
+            .with_injected(injected)
+    }
+
+    fn closing(&self) -> PublishError {
+        self.error(PublishErrorKind::Closed, "the publisher is closed")
+    }
+}
