@@ -1,11 +1,14 @@
 //! The default classify, code by code (docs/client.md, "The default" and "The
 //! pushback").
 
+use std::error::Error as _;
+use std::sync::Arc;
 use std::time::Duration;
 
 use humus::circuit::Outcome;
 use humus::grpc::client::{
-    Classification, Classify, ClassifyFn, PUSHBACK_KEY, default_classify, mapped_http_status,
+    Classification, Classify, ClassifyFn, HttpAnswer, PUSHBACK_KEY, default_classify,
+    mapped_http_status,
 };
 use humus::retry::Verdict;
 use tonic::metadata::MetadataMap;
@@ -283,39 +286,31 @@ fn classify_is_shared_across_threads() {
     }
 }
 
-/// A proxy's rate limit (an HTTP 429 the client mapped to Unavailable) is
-/// a quota answer, as the HTTP client's default has it: retried after its
+/// A proxy's rate limit (an HTTP 429 the client mapped to Unavailable,
+/// marked by its `HttpAnswer` source) is load shed, as ResourceExhausted
+/// is (and as the HTTP client's default has it): retried after its
 /// `Retry-After` (the pushback the client gave it), else not at all, and
-/// counted as a Success; any other Unavailable is still a Failure.
+/// counted as a Failure.
 #[test]
-fn a_proxys_429_is_a_quota_answer_not_an_outage() {
-    let page = |http: &str| {
-        Status::unavailable(format!(
-            "the server answered HTTP {http} with content-type \"text/html\", not a gRPC response (a proxy's error page?)"
-        ))
-    };
-    let limited = page("429 Too Many Requests");
+fn a_proxys_429_is_load_shed_counted_against_the_dependency() {
+    let limited = page(429);
     assert_eq!(
         mapped_http_status(&limited),
         Some(http::StatusCode::TOO_MANY_REQUESTS)
     );
     assert_eq!(
         default_classify(METHOD, Some(&limited), &trailer(&["1000"])),
-        c(Verdict::Retry, Some(1000), Outcome::Success)
+        c(Verdict::Retry, Some(1000), Outcome::Failure)
     );
     assert_eq!(
         default_classify(METHOD, Some(&limited), &trailer(&[])),
-        c(Verdict::Stop, None, Outcome::Success)
+        c(Verdict::Stop, None, Outcome::Failure)
     );
     assert_eq!(
         default_classify(METHOD, Some(&limited), &trailer(&["-1"])),
-        c(Verdict::Stop, None, Outcome::Success)
+        c(Verdict::Stop, None, Outcome::Failure)
     );
-    for other in [
-        "502 Bad Gateway",
-        "503 Service Unavailable",
-        "504 Gateway Timeout",
-    ] {
+    for other in [502, 503, 504] {
         assert_eq!(
             default_classify(METHOD, Some(&page(other)), &trailer(&[])),
             c(Verdict::Retry, None, Outcome::Failure),
@@ -323,21 +318,46 @@ fn a_proxys_429_is_a_quota_answer_not_an_outage() {
         );
     }
     assert_eq!(
-        default_classify(
-            METHOD,
-            Some(&page("503 Service Unavailable")),
-            &trailer(&["1000"])
-        ),
+        default_classify(METHOD, Some(&page(503)), &trailer(&["1000"])),
         c(Verdict::Retry, Some(1000), Outcome::Failure)
     );
-    // The backend's own Unavailable, whatever its message says.
+}
+
+/// A status the client mapped from an HTTP answer is known by its typed
+/// source, never by its text: a server's own Unavailable whose message is
+/// the client's, word for word, is the server's (retried without a
+/// pushback, as any Unavailable), and a mapped 429 whose code was changed
+/// is not a mapped one.
+#[test]
+fn a_servers_unavailable_that_reads_like_a_mapped_page_is_the_servers() {
+    let ours = page(429);
+    let theirs = Status::unavailable(ours.message());
+    assert_eq!(mapped_http_status(&theirs), None);
+    assert!(theirs.source().is_none());
     assert_eq!(
-        classify(Code::Unavailable, &["1000"]),
-        c(Verdict::Retry, Some(1000), Outcome::Failure)
+        default_classify(METHOD, Some(&theirs), &trailer(&[])),
+        c(Verdict::Retry, None, Outcome::Failure)
     );
-    let says_429 = Status::unavailable("429 Too Many Requests");
     assert_eq!(
-        default_classify(METHOD, Some(&says_429), &trailer(&[])).breaker,
-        Outcome::Failure
+        default_classify(METHOD, Some(&ours), &trailer(&[])),
+        c(Verdict::Stop, None, Outcome::Failure)
     );
+    let mut recoded = Status::internal(ours.message());
+    recoded.set_source(Arc::new(HttpAnswer::new(
+        http::StatusCode::TOO_MANY_REQUESTS,
+    )));
+    assert_eq!(mapped_http_status(&recoded), None);
+}
+
+/// A status as the client maps an HTTP answer of status `http`: gRPC's
+/// code for it, and an [`HttpAnswer`] source.
+fn page(http: u16) -> Status {
+    let http = http::StatusCode::from_u16(http).unwrap();
+    let mut status = Status::unavailable(format!(
+        "the server answered HTTP {} {} with content-type \"text/html\", not a gRPC response (a proxy's error page?)",
+        http.as_u16(),
+        http.canonical_reason().unwrap()
+    ));
+    status.set_source(Arc::new(HttpAnswer::new(http)));
+    status
 }

@@ -1273,14 +1273,13 @@ async fn a_proxys_retry_after_is_the_pushback() {
 }
 
 /// A gateway's rate limit (nginx's `limit_req`: HTTP 429 with a
-/// `Retry-After`) answering a burst of 8 calls to a healthy backend is a
-/// quota answer, not an outage: the calls wait the second it asks and
-/// succeed, the breaker (open after 3 failures in a row) stays closed, and
-/// the next call goes through. The same burst answered by a 503 page opens
-/// it.
+/// `Retry-After`) answering every call is the dependency shedding load, as
+/// a `ResourceExhausted` is: each 429 counts against it, so a burst of 8
+/// calls opens the breaker (open after 3 failures in a row), as the same
+/// burst answered by a 503 page does, and the next call is rejected.
 #[tokio::test(start_paused = true)]
-async fn a_proxys_rate_limit_does_not_open_the_breaker() {
-    for (http, opens) in [(429, false), (503, true)] {
+async fn a_proxys_rate_limit_counts_against_the_dependency() {
+    for http in [429, 503] {
         let host = Host::new();
         let _proxy = h2_server(&host, "carts:9090", move |n, _, mut respond| {
             if n <= 8 {
@@ -1318,28 +1317,27 @@ async fn a_proxys_rate_limit_does_not_open_the_breaker() {
                 }
             }
         }
-        let next = client.unary::<_, Cart>(&GET_CART, get("c")).await;
-        if opens {
-            assert!(rejected > 0, "{http}: retries after the wait were rejected");
-            let err = next.unwrap_err();
-            assert!(
-                err.message().starts_with("carts:9090: circuit"),
-                "{http}: the breaker is open: {err:?}"
-            );
-        } else {
-            assert_eq!(rejected, 0, "{http}: the breaker stayed closed");
-            assert_eq!(next.unwrap().into_inner(), cart("c", 1), "{http}");
-        }
+        assert!(rejected > 0, "{http}: retries after the wait were rejected");
+        let err = client
+            .unary::<_, Cart>(&GET_CART, get("c"))
+            .await
+            .unwrap_err();
+        assert!(
+            err.message().starts_with("carts:9090: circuit"),
+            "{http}: the breaker is open: {err:?}"
+        );
     }
 }
 
 /// A classify can tell a proxy's 429 from the backend's Unavailable by
-/// [`mapped_http_status`](humus::grpc::client::mapped_http_status), and
-/// count it as a failure again: three in a row open the breaker.
+/// [`mapped_http_status`](humus::grpc::client::mapped_http_status) (the
+/// status's [`HttpAnswer`](humus::grpc::client::HttpAnswer) source), and
+/// spare the breaker for it: a gateway whose rate limit says nothing of
+/// the backend. The caller's error has that source too.
 #[tokio::test(start_paused = true)]
-async fn a_classify_can_count_a_proxys_429_as_a_failure() {
+async fn a_classify_can_spare_the_breaker_a_proxys_429() {
     use humus::circuit::Outcome;
-    use humus::grpc::client::{Classification, Classify, mapped_http_status};
+    use humus::grpc::client::{Classification, Classify, HttpAnswer, mapped_http_status};
 
     let host = Host::new();
     let _proxy = h2_server(&host, "carts:9090", |_, _, respond| {
@@ -1350,7 +1348,7 @@ async fn a_classify_can_count_a_proxys_429_as_a_failure() {
         let c = default.classify(method, status, trailer);
         match status.and_then(mapped_http_status) {
             Some(http::StatusCode::TOO_MANY_REQUESTS) => Classification {
-                breaker: Outcome::Failure,
+                breaker: Outcome::Success,
                 ..c
             },
             _ => c,
@@ -1365,24 +1363,105 @@ async fn a_classify_can_count_a_proxys_429_as_a_failure() {
             ..Settings::default()
         },
     );
-    for _ in 0..3 {
+    for _ in 0..5 {
         let err = client
             .unary::<_, Cart>(&GET_CART, get("c"))
             .await
             .unwrap_err();
         assert!(
             err.message().starts_with("the server answered HTTP 429"),
-            "{err:?}"
+            "the breaker stays closed: {err:?}"
         );
+        let answer = err
+            .source()
+            .and_then(|s| s.downcast_ref::<HttpAnswer>())
+            .expect("an HttpAnswer source");
+        assert_eq!(answer.status(), http::StatusCode::TOO_MANY_REQUESTS);
     }
-    let err = client
-        .unary::<_, Cart>(&GET_CART, get("c"))
-        .await
-        .unwrap_err();
-    assert!(
-        err.message().starts_with("carts:9090: circuit"),
-        "three 429s counted as failures open the breaker: {err:?}"
-    );
+}
+
+/// A status mapped from an HTTP answer is known by its typed source, never
+/// by its text: a gRPC server's own `UNAVAILABLE` whose message is the
+/// client's for a proxy's 429 page, word for word, is the server's: no
+/// `HttpAnswer` source, no mapped HTTP status, and retried as any
+/// Unavailable (three attempts), where the proxy's page itself (no
+/// `Retry-After`) is sent once; on a typed unary call, a stub over the
+/// client's channel, and a typed stream's open.
+#[tokio::test(start_paused = true)]
+async fn a_servers_unavailable_that_reads_like_a_proxys_page_is_the_servers() {
+    use humus::grpc::client::{HttpAnswer, mapped_http_status};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    const PAGE: &str = "the server answered HTTP 429 Too Many Requests with content-type \"text/html\", not a gRPC response (a proxy's error page?)";
+    for servers in [true, false] {
+        let host = Host::new();
+        let seen = Arc::new(AtomicUsize::new(0));
+        let counter = seen.clone();
+        let _server = h2_server(&host, "carts:9090", move |_, _, mut respond| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            let response = if servers {
+                http::Response::builder()
+                    .status(200)
+                    .header("content-type", "application/grpc")
+                    .header("grpc-status", "14")
+                    .header("grpc-message", PAGE)
+            } else {
+                http::Response::builder()
+                    .status(429)
+                    .header("content-type", "text/html")
+            };
+            let _ = respond.send_response(response.body(()).unwrap(), true);
+        });
+        static LISTED: [&humus::grpc::client::Method; 2] = [&GET_CART, &WATCH_CART];
+        for way in [
+            "typed unary",
+            "stub over the channel",
+            "typed stream's open",
+        ] {
+            // A client of its own for each way: a full retry budget.
+            let client = plain_client(&host, "carts:9090", Settings::default());
+            let methods = humus::grpc::client::Methods::new(&[&LISTED]).unwrap();
+            let channel = client.channel().with_methods(methods);
+            let err = match way {
+                "typed unary" => client
+                    .unary::<_, Cart>(&GET_CART, get("c"))
+                    .await
+                    .unwrap_err(),
+                "stub over the channel" => {
+                    let mut stub = tonic::client::Grpc::new(channel.clone());
+                    stub.ready().await.unwrap();
+                    stub.unary::<_, Cart, _>(
+                        get("c"),
+                        http::uri::PathAndQuery::from_static(GET_CART.full_name),
+                        tonic_prost::ProstCodec::default(),
+                    )
+                    .await
+                    .unwrap_err()
+                }
+                _ => client
+                    .server_streaming::<_, Cart>(&WATCH_CART, get("c"))
+                    .await
+                    .unwrap_err(),
+            };
+            let sent = seen.swap(0, Ordering::SeqCst);
+            assert_eq!(err.code(), Code::Unavailable, "{way}: {err:?}");
+            assert_eq!(err.message(), PAGE, "{way}");
+            let answer = err.source().and_then(|s| s.downcast_ref::<HttpAnswer>());
+            if servers {
+                assert_eq!(mapped_http_status(&err), None, "{way}: {err:?}");
+                assert!(answer.is_none(), "{way}: {err:?}");
+                assert_eq!(sent, 3, "{way}: the server's Unavailable is retried");
+            } else {
+                assert_eq!(
+                    mapped_http_status(&err),
+                    Some(http::StatusCode::TOO_MANY_REQUESTS),
+                    "{way}"
+                );
+                assert!(answer.is_some(), "{way}: {err:?}");
+                assert_eq!(sent, 1, "{way}: a 429 without a Retry-After is sent once");
+            }
+        }
+    }
 }
 
 /// gRPC's mapping of the other HTTP statuses a non-gRPC answer may have,

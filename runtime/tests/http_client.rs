@@ -60,7 +60,7 @@ async fn a_get_is_retried_on_502_503_504_until_max_attempts() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn other_5xx_count_against_the_dependency_and_4xx_for_it_neither_retried() {
+async fn other_5xx_and_429_count_against_the_dependency_and_4xx_for_it_neither_retried() {
     let upstream = Upstream::start().await;
     let telemetry = Telemetry::new();
     let client = client(&setup(&telemetry, false), &upstream, settings());
@@ -69,9 +69,49 @@ async fn other_5xx_count_against_the_dependency_and_4xx_for_it_neither_retried()
         assert_eq!(client.get("/x").send().await.unwrap().status(), want);
     }
     assert_eq!(upstream.seen().len(), 3);
-    assert_eq!(calls(&telemetry, "failure"), 1.0);
-    assert_eq!(calls(&telemetry, "success"), 2.0);
+    assert_eq!(calls(&telemetry, "failure"), 2.0);
+    assert_eq!(calls(&telemetry, "success"), 1.0);
     assert_eq!(decisions(&telemetry), [("stopped".to_owned(), 3.0)]);
+}
+
+/// A 429 is the dependency shedding load: each counts against it (a
+/// dependency, or a proxy's rate limit in front of it, that sheds every
+/// call opens the breaker), and it is sent again only after the
+/// `Retry-After` it gives.
+#[tokio::test(start_paused = true)]
+async fn a_429_counts_against_the_dependency_and_is_retried_only_when_it_says_when() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = client(
+        &setup(&telemetry, false),
+        &upstream,
+        Settings {
+            breaker_policy: circuit::Policy::consecutive(3),
+            ..settings()
+        },
+    );
+    // No Retry-After: not sent again.
+    upstream.script([Reply::status(429)]);
+    assert_eq!(client.get("/x").send().await.unwrap().status(), 429);
+    assert_eq!(upstream.seen().len(), 1);
+    assert_eq!(calls(&telemetry, "failure"), 1.0);
+    // A Retry-After: sent again after it.
+    upstream.script([Reply::retry_after(429, "2")]);
+    let started = Instant::now();
+    assert_eq!(client.get("/x").send().await.unwrap().status(), 200);
+    assert_eq!(started.elapsed(), Duration::from_secs(2));
+    assert_eq!(upstream.seen().len(), 3);
+    assert_eq!(calls(&telemetry, "failure"), 2.0);
+    assert_eq!(calls(&telemetry, "success"), 1.0);
+    // Three in a row open the breaker: the next call sends nothing.
+    upstream.script([Reply::status(429), Reply::status(429), Reply::status(429)]);
+    for _ in 0..3 {
+        assert_eq!(client.get("/x").send().await.unwrap().status(), 429);
+    }
+    assert_eq!(client.breaker_state(), State::Open);
+    let err = client.get("/x").send().await.unwrap_err();
+    assert_eq!(err.kind(), Kind::Rejected, "{err}");
+    assert_eq!(upstream.seen().len(), 6);
 }
 
 #[tokio::test(start_paused = true)]

@@ -21,8 +21,7 @@ use tonic::metadata::MetadataMap;
 use super::client::{GRPC_TIMEOUT, GRPC_TIMEOUT_HEADER, Inner, deadline, own_timeout};
 use super::codec::PreEncoded;
 use super::connection::{
-    AttemptBody, DialFailure, Sender, closing, dial_failure, mapped_from_http, never_processed,
-    transport_status,
+    AttemptBody, DialFailure, Sender, closing, dial_failure, never_processed, transport_status,
 };
 use super::decide::{StillConnecting, with_decision};
 use super::hooks::{AttemptSpan, Hooks, call_context};
@@ -925,11 +924,11 @@ where
         };
         match result {
             Ok(response) => return Ok(response),
-            // The server's own trailers-only status (not a proxy's error
-            // page, which is no gRPC server's answer): the attempt's, as
-            // the server sent it; the server saw the request, so it is not
-            // sent again at once.
-            Err(status) if status.source().is_none() && !mapped_from_http(&status) => {
+            // The server's own trailers-only status (a proxy's error page,
+            // no gRPC server's answer, has an `HttpAnswer` as its source):
+            // the attempt's, as the server sent it; the server saw the
+            // request, so it is not sent again at once.
+            Err(status) if status.source().is_none() => {
                 return Err(status);
             }
             Err(status) => {

@@ -43,9 +43,7 @@ use super::attempt::{
     CallCtx, Open, Opened, Sends, TRANSPARENT_RETRIES, Unary, at_deadline, run_open, run_unary,
 };
 use super::client::{GRPC_TIMEOUT_HEADER, Inner, deadline, parse_grpc_timeout};
-use super::connection::{
-    ClosedFlag, closing, http_to_grpc, mapped_from_http, never_processed, transport_status,
-};
+use super::connection::{ClosedFlag, closing, http_to_grpc, never_processed, transport_status};
 use super::hooks::AttemptSpan;
 use super::limit::{FRAME_HEAD, Frames, Limited, message_len, too_large, too_long};
 use super::stream::{End, Settle, deadline_exceeded, missing_response};
@@ -686,15 +684,13 @@ impl Sends<Open> for Attempts {
     ) -> impl Future<Output = Result<Self::Output, Status>> + Send + 's {
         let answered = |response: http::Response<WireBody>| async move {
             match Status::from_header_map(response.headers()) {
-                // A trailers-only status other than OK, the server's or a
-                // proxy's page (mapped by the connection): no response
+                // A trailers-only status other than OK (the server's; a
+                // proxy's page is the sender's error already): no response
                 // headers, so the stream has not opened (gRFC A6: a call
                 // is committed by them). The caller has seen nothing but
                 // a status, a unary attempt's answer, whatever the
                 // method's kind, listed or not.
-                Some(status) if status.code() != Code::Ok || mapped_from_http(&status) => {
-                    Err(status)
-                }
+                Some(status) if status.code() != Code::Ok => Err(status),
                 _ => Ok(response),
             }
         };

@@ -112,28 +112,31 @@ impl Pushback {
 /// content-type (or an HTTP status other than 200) to a gRPC status by
 /// gRPC's mapping (429, 502, 503, 504 → Unavailable; 400 → Internal; 401 →
 /// Unauthenticated; 403 → PermissionDenied; 404 → Unimplemented; any other
-/// → Unknown), and says the HTTP status in the message it writes; this
-/// reads it back, so that a classify function can tell a proxy's page from
-/// the backend's own Unavailable without parsing the message itself. A
-/// status whose code is not the one its HTTP status maps to is not one the
-/// client mapped: `None`.
+/// → Unknown), says the HTTP status in the message it writes, and gives
+/// the status an [`HttpAnswer`](super::HttpAnswer) as its
+/// [`source`](std::error::Error::source); this reads that source, so a
+/// classify function tells a proxy's page from the backend's own
+/// Unavailable by type: a server's status whose message reads like the
+/// client's is still the server's (`None`). A status whose code is not the
+/// one its HTTP status maps to is not one the client mapped: `None`.
 ///
 /// ```
 /// use humus::circuit::Outcome;
 /// use humus::grpc::client::{Classification, Classify, mapped_http_status};
 ///
-/// // This gateway's rate limit protects a backend that is down when it
-/// // sheds: count its 429 as a failure again.
+/// // This gateway answers 502 while it deploys, which is over in a
+/// // moment: retry it, but spare the breaker.
 /// let default = Classify::default();
 /// let ours = Classify::new(move |method, status, trailer| {
 ///     let c = default.classify(method, status, trailer);
 ///     match status.and_then(mapped_http_status) {
-///         Some(http::StatusCode::TOO_MANY_REQUESTS) => Classification { breaker: Outcome::Failure, ..c },
+///         Some(http::StatusCode::BAD_GATEWAY) => Classification { breaker: Outcome::Ignored, ..c },
 ///         _ => c,
 ///     }
 /// });
 /// # let _ = ours;
-/// assert_eq!(mapped_http_status(&tonic::Status::unavailable("connection refused")), None);
+/// let theirs = tonic::Status::unavailable("the server answered HTTP 502 Bad Gateway");
+/// assert_eq!(mapped_http_status(&theirs), None);
 /// ```
 ///
 /// Design: [the default](crate::design::client#the-default).
@@ -144,15 +147,17 @@ pub fn mapped_http_status(status: &Status) -> Option<http::StatusCode> {
 /// The default classify: decides by the status code and the
 /// [`pushback`] alone, never a status's message or details, and whatever
 /// the method; except that a proxy's rate limit (an HTTP 429 the client
-/// mapped to Unavailable, as [`mapped_http_status`] tells) is a quota
-/// answer, not an outage, and is classified as the HTTP client's
-/// [default](crate::http::client::default_classify) classifies a 429.
+/// mapped to Unavailable, as [`mapped_http_status`] tells by the status's
+/// typed source) is the dependency shedding load, classified as
+/// ResourceExhausted is (and as the HTTP client's
+/// [default](crate::http::client::default_classify) classifies a 429):
+/// counted against the dependency, retried only when it says when.
 ///
 /// | code | retry | breaker |
 /// |---|---|---|
 /// | OK (no status, or [`Code::Ok`](https://docs.rs/tonic/0.14/tonic/enum.Code.html#variant.Ok)) | Success | Success |
-/// | Unavailable mapped from a proxy's HTTP 429, with a pushback (its `Retry-After`) | Retry after it | Success |
-/// | Unavailable mapped from a proxy's HTTP 429, without one | Stop | Success |
+/// | Unavailable mapped from a proxy's HTTP 429, with a pushback (its `Retry-After`) | Retry after it | Failure |
+/// | Unavailable mapped from a proxy's HTTP 429, without one | Stop | Failure |
 /// | Unavailable (any other, a proxy's 502, 503 and 504 included) | Retry | Failure |
 /// | ResourceExhausted | Retry with a pushback, else Stop | Failure |
 /// | DeadlineExceeded (the server's: the call's own deadline, and each attempt's timeout, are the client's to decide) | Stop | Failure |
@@ -182,17 +187,18 @@ pub fn default_classify(
                 breaker: Outcome::Success,
             };
         }
+        // A rate limit is load shed, as ResourceExhausted is (the HTTP
+        // client's rule for a 429): retried only after the wait it asks
+        // for, and counted against the dependency.
         Code::Unavailable
             if status.and_then(mapped_http_status) == Some(http::StatusCode::TOO_MANY_REQUESTS) =>
         {
-            // A rate limit: retried only after the wait it asks for, and
-            // no sign of an outage (the HTTP client's rule for a 429).
             let push = pushback(trailer);
             let retry = match push {
                 Pushback::After(_) => Verdict::Retry,
                 Pushback::Absent | Pushback::DoNotRetry => Verdict::Stop,
             };
-            return push.apply(retry, Outcome::Success);
+            return push.apply(retry, Outcome::Failure);
         }
         Code::Unavailable => (Verdict::Retry, Outcome::Failure),
         Code::ResourceExhausted => {

@@ -532,7 +532,7 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for Sender {
             // once (an `async move` block would keep the future it awaits
             // twice, as its captured variable and as its awaitee).
             Sender::Direct(send) => Box::pin(send_on(send, request).map(|sent| match sent {
-                Ok(response) => Ok(response.map(|body| AttemptBody::Wire { body })),
+                Ok(response) => mapped_error(response.map(|body| AttemptBody::Wire { body })),
                 Err(err) => Err(err.into()),
             })),
             Sender::Layered { stack, send } => Box::pin(send_layered(stack, send, request)),
@@ -624,6 +624,10 @@ impl http_body::Body for AttemptBody {
 /// answers to headers past its max header list size, that the request's
 /// metadata is too large). Its body is never read.
 ///
+/// A mapped response is marked, in its extensions, by an [`HttpAnswer`]:
+/// what the sender then turns into the attempt's error ([`mapped_error`]),
+/// a status whose source is that `HttpAnswer`, however its message reads.
+///
 /// A mapped 429 or 503 with a `Retry-After` (either form, as the HTTP
 /// client reads it) is given that wait as its pushback
 /// (`grpc-retry-pushback-ms`), unless it has one: the proxy's rate limit or
@@ -702,33 +706,81 @@ fn grpc_response<B>(mut response: http::Response<B>) -> http::Response<B> {
     if let Ok(message) = HeaderValue::from_str(&message) {
         headers.insert(GRPC_MESSAGE, message);
     }
+    response.extensions_mut().insert(HttpAnswer::new(http));
     response
+}
+
+/// `response`, or, when [`grpc_response`] mapped it from a non-gRPC
+/// answer (its [`HttpAnswer`] mark), the attempt's error: the mapped
+/// status (its code, message and metadata, the pushback included) with
+/// the `HttpAnswer` as its source, as tonic hands on a status a service
+/// fails with. A status a gRPC server sent has no such source whatever
+/// its message says, so the two are told apart by type
+/// ([`mapped_http_status`]), never by text.
+pub(crate) fn mapped_error<B>(response: http::Response<B>) -> Result<http::Response<B>, BoxError> {
+    let Some(answer) = response.extensions().get::<HttpAnswer>().copied() else {
+        return Ok(response);
+    };
+    let mut status = Status::from_header_map(response.headers())
+        .unwrap_or_else(|| Status::new(http_to_grpc(answer.status()), answer.to_string()));
+    status.set_source(Arc::new(answer));
+    Err(Box::new(status))
 }
 
 pub(crate) const GRPC_STATUS: &str = "grpc-status";
 const GRPC_MESSAGE: &str = "grpc-message";
 
 /// How the message of a status [`grpc_response`] mapped from a non-gRPC
-/// answer starts.
+/// answer starts (for the reader: the client tells such a status by its
+/// source, an [`HttpAnswer`], never by this text).
 const MAPPED_FROM_HTTP: &str = "the server answered HTTP ";
 
-/// Whether `status` is one [`grpc_response`] mapped from a non-gRPC answer
-/// (a proxy's error page), not one a gRPC server sent: a stream's open
-/// answered so has not opened.
-pub(crate) fn mapped_from_http(status: &tonic::Status) -> bool {
-    status.message().starts_with(MAPPED_FROM_HTTP)
+/// The source of a status the client mapped from an answer that is not a
+/// gRPC server's (a proxy's error page: an HTTP 429 from a gateway's rate
+/// limit, a 502 from a load balancer): the answer's HTTP status. A status
+/// whose [`source`](std::error::Error::source) is one was made by the
+/// client; a status a gRPC server sent never has one, whatever its
+/// message says. [`mapped_http_status`](super::mapped_http_status) reads
+/// it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HttpAnswer {
+    status: http::StatusCode,
+}
+
+impl HttpAnswer {
+    /// The mark of an answer of HTTP status `status`: what the client
+    /// sets as the source of the status it maps such an answer to (and
+    /// what a test of a classify function sets, to make one).
+    pub fn new(status: http::StatusCode) -> HttpAnswer {
+        HttpAnswer { status }
+    }
+
+    /// The answer's HTTP status.
+    pub fn status(&self) -> http::StatusCode {
+        self.status
+    }
+}
+
+impl std::fmt::Display for HttpAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "an HTTP {} answer with no gRPC status", self.status)
+    }
+}
+
+impl StdError for HttpAnswer {}
+
+/// The mark of a status [`grpc_response`] mapped from a non-gRPC answer
+/// (a proxy's error page, not a gRPC server's answer: a stream's open
+/// answered so has not opened): its [`HttpAnswer`] source.
+pub(crate) fn http_answer(status: &tonic::Status) -> Option<&HttpAnswer> {
+    status.source()?.downcast_ref::<HttpAnswer>()
 }
 
 /// The HTTP status of a status [`grpc_response`] mapped from a non-gRPC
-/// answer, read back from the message it wrote: its three digits after
-/// [`MAPPED_FROM_HTTP`], when the status's code is the one they map to.
+/// answer: its [`HttpAnswer`] source's, when the status's code is the one
+/// that HTTP status maps to.
 pub(crate) fn mapped_http_status(status: &tonic::Status) -> Option<http::StatusCode> {
-    let rest = status.message().strip_prefix(MAPPED_FROM_HTTP)?;
-    let digits = rest.as_bytes().get(..3)?;
-    if rest.as_bytes().get(3) != Some(&b' ') {
-        return None;
-    }
-    let http = http::StatusCode::from_bytes(digits).ok()?;
+    let http = http_answer(status)?.status();
     (http_to_grpc(http) == status.code()).then_some(http)
 }
 
@@ -1548,7 +1600,8 @@ mod tests {
                 r = r.header(CONTENT_TYPE, ct);
             }
             r = r.header("retry-after", "1");
-            Status::from_header_map(grpc_response(r.body(()).unwrap()).headers()).unwrap()
+            let err = mapped_error(grpc_response(r.body(()).unwrap())).unwrap_err();
+            *err.downcast::<Status>().unwrap()
         };
         for (http, ct) in [
             (429, Some("text/html")),
@@ -1570,20 +1623,40 @@ mod tests {
                 "{status:?}"
             );
         }
-        // A server's own status, whatever its code or message, is none.
+        // A server's own status, whatever its code or message, is none:
+        // the mark is the source, not the text.
+        let page = mapped(429, Some("text/html"));
         for status in [
             Status::unavailable("connection refused"),
             Status::resource_exhausted("slow down"),
-            Status::unavailable("the server answered HTTP"),
-            Status::unavailable("the server answered HTTP 42"),
-            Status::unavailable("the server answered HTTP 4290 Too Many"),
-            Status::unavailable("the server answered HTTP abc Nope"),
-            // A 429's message under another code than the one it maps to.
-            Status::internal("the server answered HTTP 429 Too Many Requests with no grpc-status"),
+            Status::unavailable(page.message()),
+            Status::from_header_map(
+                grpc_response(http::Response::builder().status(429).body(()).unwrap()).headers(),
+            )
+            .unwrap(),
             Status::ok(""),
         ] {
             assert_eq!(mapped_http_status(&status), None, "{status:?}");
         }
+        // A mapped 429's source under another code than the one it maps to.
+        let mut recoded = Status::internal(page.message());
+        recoded.set_source(Arc::new(HttpAnswer::new(
+            http::StatusCode::TOO_MANY_REQUESTS,
+        )));
+        assert_eq!(mapped_http_status(&recoded), None);
+        // The mapped status keeps the answer's pushback as its metadata.
+        assert_eq!(
+            page.metadata()
+                .get(PUSHBACK_KEY)
+                .map(|v| v.to_str().unwrap()),
+            Some("1000")
+        );
+        // A gRPC server's answer is no error of the sender's.
+        let mut theirs = http::Response::new(());
+        theirs
+            .headers_mut()
+            .insert(GRPC_STATUS, HeaderValue::from(14));
+        assert!(mapped_error(grpc_response(theirs)).is_ok());
     }
 
     #[test]

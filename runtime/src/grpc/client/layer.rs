@@ -23,7 +23,7 @@ use tower::util::BoxCloneSyncService;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::connection::{AttemptBody, GRPC_STATUS, SendRequest, send_on};
+use super::connection::{AttemptBody, GRPC_STATUS, SendRequest, mapped_error, send_on};
 use super::{AttemptTimeout, Settings};
 
 /// An error of any type, as tower's middleware returns them.
@@ -379,6 +379,9 @@ pub(super) fn send_layered(
 /// The stack's response: a trailers-only answer no server gave (a layer's)
 /// is the attempt's error; any other goes to tonic.
 fn answered(response: http::Response<Body>) -> Result<http::Response<AttemptBody>, BoxError> {
+    // A proxy's page the connection mapped (its `HttpAnswer` mark, kept
+    // through the layers): the attempt's error, as without layers.
+    let response = mapped_error(response)?;
     if response.headers().contains_key(GRPC_STATUS)
         && response.extensions().get::<FromWire>().is_none()
         && let Some(mut status) = Status::from_header_map(response.headers())

@@ -133,14 +133,16 @@
 //! 502, 503 and 504 `Unavailable` (a 502, 503 or 504 page is retried, and
 //! counted against the dependency), any other `Unknown`. A 429 or 503
 //! page's `Retry-After` is its pushback: the retry waits for it, or is not
-//! made when it is longer than [`Settings::backoff_max`]. A 429 page is a
-//! rate limit in front of a dependency that works, not an outage: the
-//! [`default_classify`] retries it only after its `Retry-After` and counts
-//! it as a breaker success (as the HTTP client's default counts a 429), so
-//! a burst that a gateway limits does not open the breaker for every
-//! caller. A classifier of one's own tells a mapped page from a gRPC
-//! server's status by [`mapped_http_status`] (its HTTP status, `None` for a
-//! server's status), and may count a 429 as a failure again; a method's
+//! made when it is longer than [`Settings::backoff_max`]. A 429 page is
+//! the dependency, or the gateway in front of it, shedding load, as a
+//! `ResourceExhausted` is: the [`default_classify`] retries it only after
+//! its `Retry-After` and counts it against the dependency (as the HTTP
+//! client's default counts a 429), so a dependency that sheds every call
+//! opens its breaker. The status mapped from an HTTP answer has an
+//! [`HttpAnswer`] as its [`source`](std::error::Error::source): a
+//! classifier of one's own tells a mapped page from a gRPC server's status
+//! by [`mapped_http_status`] (its HTTP status, `None` for a server's status
+//! whatever its message says), and may spare the breaker a 429; a method's
 //! table entry for `Unavailable` applies to it as to any other. A response message over the decoding
 //! limit ([`Settings::max_decoding_message_size`], 4 MiB by default) ends
 //! `ResourceExhausted`; a status the server sent (a tonic server's
@@ -197,6 +199,7 @@ pub use classify::{
     pushback,
 };
 pub use client::Client;
+pub use connection::HttpAnswer;
 pub use decide::{AttemptTimeout, CallState, DEADLINE_SLACK, Ended, NoRetry, classify_attempt};
 pub use layer::{AttemptLayers, AttemptService, BoxError, LayerError};
 pub use method::{CodeRule, Method, MethodPolicy, RpcKind};

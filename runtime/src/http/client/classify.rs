@@ -84,12 +84,17 @@ impl fmt::Debug for Classify {
 /// | no response ([`Kind::Transport`], an injected abort included, or [`Kind::AttemptTimeout`]) | Retry | Failure |
 /// | 502, 504 | Retry | Failure |
 /// | 503 | Retry, after its `Retry-After` when it has one | Failure |
-/// | 429 with a `Retry-After` | Retry after it | Success |
-/// | 429 without one | Stop | Success |
+/// | 429 with a `Retry-After` | Retry after it | Failure |
+/// | 429 without one | Stop | Failure |
 /// | any other 5xx | Stop | Failure |
 /// | any other 4xx (the dependency answered) | Stop | Success |
 /// | the call's own [`Kind::Timeout`] | Stop | Failure |
 /// | [`Kind::Request`], [`Kind::Rejected`] (never sent) | Stop | Ignored |
+///
+/// A 429 is the dependency (or the gateway in front of it) shedding load,
+/// as a gRPC `ResourceExhausted` is: it counts against the dependency, so
+/// a dependency that sheds every call opens its breaker, and it is sent
+/// again only when it says when.
 ///
 /// A `Retry-After` is read in both its forms ([`retry_after`]); one longer
 /// than `backoff_max` ends the call with the attempt's response, as a
@@ -127,8 +132,8 @@ pub fn classify_status(status: StatusCode, headers: &HeaderMap, now: SystemTime)
             RetryAfter::Absent | RetryAfter::Invalid => retry(None, Outcome::Failure),
         },
         429 => match retry_after(headers, now) {
-            RetryAfter::After(after) => retry(Some(after), Outcome::Success),
-            RetryAfter::Absent | RetryAfter::Invalid => Classification::stop(Outcome::Success),
+            RetryAfter::After(after) => retry(Some(after), Outcome::Failure),
+            RetryAfter::Absent | RetryAfter::Invalid => Classification::stop(Outcome::Failure),
         },
         500..=599 => Classification::stop(Outcome::Failure),
         400..=499 => Classification::stop(Outcome::Success),
@@ -249,8 +254,9 @@ mod tests {
         assert_eq!(c(503, &none), (Retry, None, Failure));
         assert_eq!(c(503, &two), (Retry, Some(Duration::from_secs(2)), Failure));
         assert_eq!(c(503, &headers(&["soon"])), (Retry, None, Failure));
-        assert_eq!(c(429, &two), (Retry, Some(Duration::from_secs(2)), Success));
-        assert_eq!(c(429, &none), (Stop, None, Success));
+        assert_eq!(c(429, &two), (Retry, Some(Duration::from_secs(2)), Failure));
+        assert_eq!(c(429, &none), (Stop, None, Failure));
+        assert_eq!(c(429, &headers(&["soon"])), (Stop, None, Failure));
         assert_eq!(c(500, &none), (Stop, None, Failure));
         assert_eq!(c(501, &two), (Stop, None, Failure));
         assert_eq!(c(404, &none), (Stop, None, Success));
