@@ -16,8 +16,8 @@ use http::uri::PathAndQuery;
 use humus::circuit::{Policy, Rejected};
 use humus::fault::{self, Fault, Injector, Rule, Scenario, jsonscenario};
 use humus::grpc::client::{
-    Channel, Client, CodeRule, DuplicateMethod, Method, MethodPolicy, Methods, RETRY_BUFFER,
-    RpcKind, Settings,
+    Channel, Client, CodeRule, DescriptorSetError, DuplicateMethod, Method, MethodPolicy, Methods,
+    RETRY_BUFFER, RpcKind, Settings,
 };
 use humus::telemetry::names::*;
 use humus::testing::{Ca, Host, Telemetry};
@@ -70,15 +70,27 @@ async fn a_listed_unary_call_is_retried_and_its_answer_reaches_tonic() {
     assert_eq!(carts.arrivals(&GET_CART), 3);
 }
 
+/// A method the channel does not know may not be idempotent: it is sent
+/// once, its `Unavailable` (which the client's classify retries) handed
+/// to the caller, and counted in the breaker.
 #[tokio::test(start_paused = true)]
-async fn an_unlisted_method_is_retried_while_the_server_answered_only_a_status() {
+async fn an_unknown_method_is_sent_once() {
     let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
     carts.on_get_cart_unavailable_until(3);
     let _carts = start_carts(&host, &ca, &carts);
-    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
-    let cart = get_cart(&client.channel(), get("c-2")).await.unwrap();
-    assert_eq!(cart.id, "c-2");
-    assert_eq!(carts.arrivals(&GET_CART), 3);
+    let (policy, seen) = recording();
+    let client = Client::new(
+        &setup(&host),
+        Settings {
+            breaker_policy: policy,
+            ..carts_settings(&ca)
+        },
+    )
+    .unwrap();
+    let err = get_cart(&client.channel(), get("c-2")).await.unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert_eq!(carts.arrivals(&GET_CART), 1, "sent once");
+    assert_eq!(counted(&seen), (0, 1), "a failure, counted");
 }
 
 #[tokio::test(start_paused = true)]
@@ -363,26 +375,24 @@ fn watch_unavailable_until(carts: &Carts, n: usize) {
 }
 
 /// A stream's trailers-only status (no response headers: the stream never
-/// opened) is an attempt's, retried as the typed call's is, whether the
-/// channel lists the method or not.
+/// opened) is an attempt's, retried as the typed call's is when the
+/// channel lists the method; a method not known is sent once.
 #[tokio::test(start_paused = true)]
-async fn a_streams_trailers_only_unavailable_is_retried_listed_or_not() {
+async fn a_streams_trailers_only_unavailable_is_retried_if_listed() {
     let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
     let _carts = start_carts(&host, &ca, &carts);
-    for (listed, arrived) in [(true, 3), (false, 6)] {
-        watch_unavailable_until(&carts, arrived);
-        // A client per call: each has a retry budget of its own.
-        let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
-        let channel = if listed {
-            client.channel().with_methods(carts_methods())
-        } else {
-            client.channel()
-        };
-        assert_eq!(watch(&channel, "c-1").await.unwrap(), [1, 2, 3]);
-        assert_eq!(carts.arrivals(&WATCH_CART), arrived, "listed: {listed}");
-    }
-    // Listed `never_retry`: one open.
+    watch_unavailable_until(&carts, 3);
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let listed = client.channel().with_methods(carts_methods());
+    assert_eq!(watch(&listed, "c-1").await.unwrap(), [1, 2, 3]);
+    assert_eq!(carts.arrivals(&WATCH_CART), 3);
+    // Not known: one open.
     watch_unavailable_until(&carts, usize::MAX);
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let err = watch(&client.channel(), "c-1").await.unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable);
+    assert_eq!(carts.arrivals(&WATCH_CART), 4, "not known: sent once");
+    // Listed `never_retry`: one open.
     static ONCE: [&Method; 1] = [&WATCH_CART_ONCE];
     let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
     let channel = client
@@ -390,7 +400,7 @@ async fn a_streams_trailers_only_unavailable_is_retried_listed_or_not() {
         .with_methods(Methods::new(&[&ONCE]).unwrap());
     let err = watch(&channel, "c-1").await.unwrap_err();
     assert_eq!(err.code(), Code::Unavailable);
-    assert_eq!(carts.arrivals(&WATCH_CART), 7, "never retried");
+    assert_eq!(carts.arrivals(&WATCH_CART), 5, "never retried");
 }
 
 /// A dependency that refuses every stream with a trailers-only
@@ -416,7 +426,9 @@ async fn trailers_only_unavailable_opens_trip_the_breaker_listed_or_not() {
         let mut calls = 0;
         loop {
             calls += 1;
-            assert!(calls <= 5, "the breaker never opened (listed: {listed})");
+            // Listed: two calls of three and two attempts; not known,
+            // five calls of one.
+            assert!(calls <= 6, "the breaker never opened (listed: {listed})");
             let err = watch(&channel, "c-1").await.unwrap_err();
             assert_eq!(err.code(), Code::Unavailable);
             if rejected(&err) {
@@ -733,7 +745,8 @@ async fn a_listed_method_of_any_kind_is_called_by_its_kind() {
 }
 
 /// A proxy's error page, not gRPC: the connection maps it, and through the
-/// channel it is retried (listed, unlisted, and a stream's failed open).
+/// channel it is retried (listed, and a stream's failed open); a method
+/// not known is sent once.
 #[tokio::test(start_paused = true)]
 async fn a_proxys_503_page_is_retried_through_the_channel() {
     let host = Host::new();
@@ -757,10 +770,10 @@ async fn a_proxys_503_page_is_retried_through_the_channel() {
     };
     let listed = || client().channel().with_methods(carts_methods());
     assert_eq!(get_cart(&listed(), get("c")).await.unwrap().id, "c");
-    assert_eq!(
-        get_cart(&client().channel(), get("c")).await.unwrap().id,
-        "c"
-    );
+    // Not known: sent once (the 4th request).
+    let err = get_cart(&client().channel(), get("c")).await.unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    let _ = get_cart(&listed(), get("c")).await.unwrap();
     let mut grpc = stub(listed());
     let mut stream = grpc
         .server_streaming(
@@ -951,14 +964,19 @@ async fn the_clients_interceptor_runs_once_per_attempt_of_the_channel() {
     assert_eq!(seen.load(Ordering::SeqCst), 3, "listed: 3 attempts");
     // Arrivals 4 and 5 fail, the 6th answers.
     carts.on_get_cart_unavailable_until(6);
-    get_cart(&client.channel(), get("c-1")).await.unwrap();
-    assert_eq!(seen.load(Ordering::SeqCst), 6, "unlisted: 3 attempts more");
+    get_cart(&client.channel(), get("c-1")).await.unwrap_err();
+    assert_eq!(seen.load(Ordering::SeqCst), 4, "unlisted: sent once");
+    get_cart(&client.channel().with_methods(carts_methods()), get("c-1"))
+        .await
+        .unwrap();
+    assert_eq!(seen.load(Ordering::SeqCst), 6, "listed: 2 attempts more");
     assert_eq!(carts.arrivals(&GET_CART), 6);
 }
 
 /// `attempt_timeout` bounds the attempts of a stock client's calls too: a
-/// listed unary call's attempt (whose `grpc-timeout` says the bound) and
-/// an unlisted method's open, each cut, counted and retried.
+/// listed unary call's attempt (whose `grpc-timeout` says the bound), cut,
+/// counted and retried; and an unlisted method's open, cut and counted,
+/// not retried (it is sent once).
 #[tokio::test(start_paused = true)]
 async fn attempt_timeout_cuts_and_retries_a_stock_clients_hanging_attempt() {
     let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
@@ -987,6 +1005,10 @@ async fn attempt_timeout_cuts_and_retries_a_stock_clients_hanging_attempt() {
     let listed = client.channel().with_methods(carts_methods());
     assert_eq!(get_cart(&listed, get("c-1")).await.unwrap().id, "c-1");
     assert_eq!(carts.arrivals(&GET_CART), 2);
+    // Not known: cut, and not retried.
+    let err = get_cart(&client.channel(), get("c-2")).await.unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    assert_eq!(carts.arrivals(&GET_CART), 3);
     assert_eq!(
         get_cart(&client.channel(), get("c-2")).await.unwrap().id,
         "c-2"
@@ -1006,7 +1028,7 @@ async fn attempt_timeout_cuts_and_retries_a_stock_clients_hanging_attempt() {
             None,
             None
         ],
-        "a listed unary attempt sends its bound; an unlisted call has no deadline"
+        "a listed unary attempt sends its bound; an unlisted call sends none (its open's bound is the client's own)"
     );
 }
 
@@ -1077,4 +1099,431 @@ async fn a_listed_unary_response_is_bounded_whatever_the_server_sends_after_its_
         err.message().ends_with("the limit is: 4194304 bytes"),
         "{err:?}"
     );
+}
+
+// ---- methods not listed: the well-known, a descriptor set's, unknown ----
+
+/// A raw server at `carts:9090` that never answers: it holds each
+/// request's stream open, and records each request's `grpc-timeout`.
+struct Hung {
+    sent: Arc<Mutex<Vec<Option<String>>>>,
+    _held: Arc<Mutex<Vec<h2::server::SendResponse<bytes::Bytes>>>>,
+    _server: tokio::task::JoinHandle<()>,
+}
+
+impl Hung {
+    fn start(host: &Host) -> Hung {
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let held = Arc::new(Mutex::new(Vec::new()));
+        let (s, h) = (sent.clone(), held.clone());
+        let server = h2_server(host, "carts:9090", move |_, headers, respond| {
+            s.lock().unwrap().push(
+                headers
+                    .get("grpc-timeout")
+                    .map(|v| v.to_str().unwrap().to_owned()),
+            );
+            h.lock().unwrap().push(respond);
+        });
+        Hung {
+            sent,
+            _held: held,
+            _server: server,
+        }
+    }
+
+    fn sent(&self) -> Vec<Option<String>> {
+        self.sent.lock().unwrap().clone()
+    }
+}
+
+/// A client of the hung server at `carts:9090`, in plain text, with a
+/// 2 s timeout and a breaker policy that records what it counts.
+fn hung_client(host: &Host) -> (Client, Arc<Mutex<humus::circuit::Counts>>) {
+    let (policy, seen) = recording();
+    let client = Client::new(
+        &setup(host),
+        Settings {
+            addr: "carts:9090".into(),
+            timeout: 2 * SECOND,
+            breaker_policy: policy,
+            ..Settings::default()
+        },
+    )
+    .unwrap();
+    (client, seen)
+}
+
+/// tonic-health's stub over the channel, given no descriptor: its `Check`
+/// is known as unary, so a hung dependency ends it `DeadlineExceeded` at
+/// the client's timeout (which its request says), a breaker failure.
+#[tokio::test(start_paused = true)]
+async fn a_stock_health_check_ends_at_the_clients_timeout_against_a_hung_server() {
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_client::HealthClient;
+    let host = Host::new();
+    let hung = Hung::start(&host);
+    let (client, seen) = hung_client(&host);
+    let mut health = HealthClient::new(client.channel());
+    let started = tokio::time::Instant::now();
+    let err = health
+        .check(HealthCheckRequest {
+            service: "carts".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    assert_eq!(started.elapsed(), 2 * SECOND);
+    assert!(
+        err.message().contains("the client's timeout setting, 2s"),
+        "{err:?}"
+    );
+    assert_eq!(counted(&seen), (0, 1), "a failure, counted");
+    assert_eq!(hung.sent(), [Some("2S".to_owned())]);
+}
+
+/// A method not known against a hung dependency: bounded by the
+/// client's timeout until its response headers (not sent in its
+/// `grpc-timeout`, which would cut a stream), sent once, a breaker
+/// failure; five such calls open the breaker.
+#[tokio::test(start_paused = true)]
+async fn an_unknown_method_is_bounded_by_the_clients_timeout_until_its_headers() {
+    let host = Host::new();
+    let hung = Hung::start(&host);
+    let (client, seen) = hung_client(&host);
+    let started = tokio::time::Instant::now();
+    let err = get_cart(&client.channel(), get("c")).await.unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    assert_eq!(started.elapsed(), 2 * SECOND);
+    assert!(
+        err.message().contains("the client's timeout setting, 2s"),
+        "{err:?}"
+    );
+    assert_eq!(counted(&seen), (0, 1), "a failure, counted");
+    assert_eq!(hung.sent(), [None], "sent once, with no grpc-timeout");
+    // A stream not known, the same.
+    let mut grpc = stub(client.channel());
+    let err = grpc
+        .server_streaming(
+            get("c"),
+            path(&WATCH_CART),
+            ProstCodec::<CartRequest, Cart>::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    assert_eq!(started.elapsed(), 4 * SECOND);
+    assert_eq!(counted(&seen), (0, 2));
+    // The request's own timeout, shorter, bounds it (and is sent).
+    let mut request = get("c");
+    request.set_timeout(Duration::from_millis(500));
+    let err = get_cart(&client.channel(), request).await.unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    assert_eq!(started.elapsed(), 4 * SECOND + Duration::from_millis(500));
+    assert_eq!(hung.sent().len(), 3);
+    assert!(hung.sent()[2].is_some(), "{:?}", hung.sent());
+}
+
+/// Once its response headers have come, a method not known is a stream:
+/// the client's timeout no longer bounds it (see also
+/// `an_unlisted_stream_is_not_cut_at_the_settings_timeout`), here with a
+/// raw server that answers headers, then nothing for a minute.
+#[tokio::test(start_paused = true)]
+async fn an_unknown_method_with_its_headers_is_not_cut_by_the_clients_timeout() {
+    let host = Host::new();
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let h = held.clone();
+    let _server = h2_server(&host, "carts:9090", move |_, _, mut respond| {
+        let response = http::Response::builder()
+            .status(200)
+            .header("content-type", "application/grpc")
+            .body(())
+            .unwrap();
+        let send = respond.send_response(response, false).unwrap();
+        h.lock().unwrap().push(send);
+    });
+    let (client, _seen) = hung_client(&host);
+    let mut grpc = stub(client.channel());
+    let mut stream = grpc
+        .server_streaming(
+            get("c"),
+            path(&WATCH_CART),
+            ProstCodec::<CartRequest, Cart>::default(),
+        )
+        .await
+        .expect("opened by its headers")
+        .into_inner();
+    let waited = tokio::time::timeout(Duration::from_secs(60), stream.message()).await;
+    assert!(waited.is_err(), "still open after 60 s: {waited:?}");
+    let mut send = held.lock().unwrap().pop().unwrap();
+    use prost::Message as _;
+    send.send_data(grpc_frame(&cart("c", 1).encode_to_vec()), false)
+        .unwrap();
+    assert_eq!(stream.message().await.unwrap().unwrap().items, 1);
+}
+
+/// tonic-health's descriptor set lists `Check` as unary and `Watch` as a
+/// server stream, with the client's policy; built again, or joined with
+/// the well-known methods that describe them alike, they are the same.
+#[test]
+fn methods_from_tonic_healths_descriptor_set() {
+    let methods = Methods::from_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .expect("tonic-health's set");
+    let check = methods.get("/grpc.health.v1.Health/Check").unwrap();
+    assert_eq!(check.kind, RpcKind::Unary);
+    assert_eq!(check.point, "grpc:grpc.health.v1.Health/Check");
+    assert!(!check.policy.never_retry);
+    assert!(check.policy.table.is_empty());
+    let watch = methods.get("/grpc.health.v1.Health/Watch").unwrap();
+    assert_eq!(watch.kind, RpcKind::ServerStreaming);
+    let again = Methods::from_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET).unwrap();
+    assert!(std::ptr::eq(
+        again.get("/grpc.health.v1.Health/Check").unwrap(),
+        check
+    ));
+    let joined = methods.join(&Methods::well_known()).expect("alike");
+    assert_eq!(joined.len(), Methods::well_known().len());
+    let carts = carts_methods().join(&methods).unwrap();
+    assert_eq!(carts.len(), carts_methods().len() + methods.len());
+}
+
+/// Bytes that are no descriptor set are a clear error, never a panic.
+#[test]
+fn a_bad_descriptor_set_is_a_clear_error() {
+    let set = tonic_health::pb::FILE_DESCRIPTOR_SET;
+    let err = Methods::from_file_descriptor_set(&set[..set.len() / 2]).unwrap_err();
+    assert!(matches!(err, DescriptorSetError::Decode(_)), "{err:?}");
+    assert!(
+        err.to_string()
+            .starts_with("Methods::from_file_descriptor_set: the bytes are not an encoded google.protobuf.FileDescriptorSet: "),
+        "{err}"
+    );
+    let err = Methods::from_file_descriptor_set(b"service Health {}").unwrap_err();
+    assert!(matches!(err, DescriptorSetError::Decode(_)), "{err:?}");
+    let err = Methods::from_file_descriptor_set(&[]).unwrap_err();
+    assert_eq!(err, DescriptorSetError::Empty);
+    assert!(err.to_string().contains("has no file"), "{err}");
+}
+
+/// The parts of `descriptor.proto` (and humus's method option, field
+/// 51917 of `MethodOptions`) a test's descriptor set is written with, as
+/// protoc or humus-build encode them.
+mod descriptor {
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct FileDescriptorSet {
+        #[prost(message, repeated, tag = "1")]
+        pub(super) file: Vec<File>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct File {
+        #[prost(string, optional, tag = "1")]
+        pub(super) name: Option<String>,
+        #[prost(string, optional, tag = "2")]
+        pub(super) package: Option<String>,
+        #[prost(message, repeated, tag = "6")]
+        pub(super) service: Vec<Service>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct Service {
+        #[prost(string, optional, tag = "1")]
+        pub(super) name: Option<String>,
+        #[prost(message, repeated, tag = "2")]
+        pub(super) method: Vec<Rpc>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct Rpc {
+        #[prost(string, optional, tag = "1")]
+        pub(super) name: Option<String>,
+        #[prost(string, optional, tag = "2")]
+        pub(super) input_type: Option<String>,
+        #[prost(string, optional, tag = "3")]
+        pub(super) output_type: Option<String>,
+        #[prost(message, optional, tag = "4")]
+        pub(super) options: Option<Options>,
+        #[prost(bool, optional, tag = "6")]
+        pub(super) server_streaming: Option<bool>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct Options {
+        #[prost(bool, optional, tag = "33")]
+        pub(super) deprecated: Option<bool>,
+        #[prost(message, optional, tag = "51917")]
+        pub(super) policy: Option<Policy>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct Policy {
+        #[prost(bool, tag = "1")]
+        pub(super) never_retry: bool,
+        #[prost(message, repeated, tag = "2")]
+        pub(super) classify: Vec<Rule>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct Rule {
+        #[prost(string, tag = "1")]
+        pub(super) code: String,
+        #[prost(string, tag = "2")]
+        pub(super) retry: String,
+        #[prost(string, tag = "3")]
+        pub(super) breaker: String,
+    }
+}
+
+/// The encoded descriptor set of `test/carts/v1/carts.proto`: GetCart
+/// (unary, with `policy` as its `humus.v1.policy` option, if any) and
+/// WatchCart (a server stream).
+fn carts_descriptor_set(policy: Option<descriptor::Policy>) -> Vec<u8> {
+    use descriptor::*;
+    use prost::Message as _;
+    let rpc = |name: &str, server_streaming, policy| Rpc {
+        name: Some(name.into()),
+        input_type: Some(".test.carts.v1.CartRequest".into()),
+        output_type: Some(".test.carts.v1.Cart".into()),
+        options: Some(Options {
+            deprecated: Some(false),
+            policy,
+        }),
+        server_streaming: Some(server_streaming),
+    };
+    FileDescriptorSet {
+        file: vec![File {
+            name: Some("test/carts/v1/carts.proto".into()),
+            package: Some("test.carts.v1".into()),
+            service: vec![Service {
+                name: Some("Carts".into()),
+                method: vec![rpc("GetCart", false, policy), rpc("WatchCart", true, None)],
+            }],
+        }],
+    }
+    .encode_to_vec()
+}
+
+fn rule(code: &str, retry: &str, breaker: &str) -> descriptor::Rule {
+    descriptor::Rule {
+        code: code.into(),
+        retry: retry.into(),
+        breaker: breaker.into(),
+    }
+}
+
+/// A descriptor set's unary method is a unary call over the channel:
+/// retried (an unknown one is sent once); its `humus.v1.policy` is
+/// honoured: `never_retry` sends it once, a classify entry decides.
+#[tokio::test(start_paused = true)]
+async fn a_descriptor_sets_methods_keep_their_kind_and_policy() {
+    let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());
+    let _carts = start_carts(&host, &ca, &carts);
+    carts.on_get_cart_unavailable_until(3);
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let methods = Methods::from_file_descriptor_set(&carts_descriptor_set(None)).unwrap();
+    let listed = methods.get(GET_CART.full_name).unwrap();
+    assert_eq!(listed.kind, RpcKind::Unary);
+    assert_eq!(listed.point, GET_CART.point);
+    assert_eq!(
+        methods.get(WATCH_CART.full_name).unwrap().kind,
+        RpcKind::ServerStreaming
+    );
+    let channel = client.channel().with_methods(methods);
+    assert_eq!(get_cart(&channel, get("c")).await.unwrap().id, "c");
+    assert_eq!(carts.arrivals(&GET_CART), 3, "retried");
+
+    // never_retry: once.
+    carts.on_get_cart(|_, _| async { Err::<Response<Cart>, _>(unavailable()) });
+    let once = Methods::from_file_descriptor_set(&carts_descriptor_set(Some(descriptor::Policy {
+        never_retry: true,
+        classify: vec![],
+    })))
+    .unwrap();
+    assert!(once.get(GET_CART.full_name).unwrap().policy.never_retry);
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let err = get_cart(&client.channel().with_methods(once), get("c"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable);
+    assert_eq!(carts.arrivals(&GET_CART), 4, "never_retry: sent once");
+
+    // A classify entry: NotFound retried.
+    carts.on_get_cart(|_, _| async { Err::<Response<Cart>, _>(Status::not_found("no cart")) });
+    let table =
+        Methods::from_file_descriptor_set(&carts_descriptor_set(Some(descriptor::Policy {
+            never_retry: false,
+            classify: vec![rule("NotFound", "RETRY", "SUCCESS")],
+        })))
+        .unwrap();
+    assert_eq!(
+        table.get(GET_CART.full_name).unwrap().policy.table,
+        [CodeRule {
+            code: Code::NotFound,
+            retry: humus::retry::Verdict::Retry,
+            breaker: humus::circuit::Outcome::Success,
+        }]
+    );
+    let client = Client::new(&setup(&host), carts_settings(&ca)).unwrap();
+    let err = get_cart(&client.channel().with_methods(table), get("c"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+    assert_eq!(
+        carts.arrivals(&GET_CART),
+        7,
+        "NotFound retried by the table"
+    );
+}
+
+/// A `humus.v1.policy` humus-build would refuse is refused, naming the
+/// file, the method and the entry; two sets that describe one method
+/// differently cannot be joined.
+#[test]
+fn a_descriptor_sets_bad_policy_is_a_clear_error() {
+    let policy = |never_retry, classify| {
+        Some(descriptor::Policy {
+            never_retry,
+            classify,
+        })
+    };
+    let cases = [
+        (
+            policy(false, vec![rule("ABORTD", "RETRY", "SUCCESS")]),
+            "classify entry 1: unknown gRPC status code \"ABORTD\"",
+        ),
+        (
+            policy(false, vec![rule("ABORTED", "AGAIN", "SUCCESS")]),
+            "classify entry 1: unknown retry verdict \"AGAIN\"",
+        ),
+        (
+            policy(false, vec![rule("ABORTED", "RETRY", "")]),
+            "classify entry 1: unknown breaker outcome \"\"",
+        ),
+        (
+            policy(
+                false,
+                vec![
+                    rule("ABORTED", "RETRY", "SUCCESS"),
+                    rule("Aborted", "STOP", "FAILURE"),
+                ],
+            ),
+            "classify lists ABORTED twice (entries 1 and 2)",
+        ),
+        (
+            policy(true, vec![rule("UNAVAILABLE", "RETRY", "FAILURE")]),
+            "classify entry 1 retries UNAVAILABLE, but the method is never_retry",
+        ),
+        (
+            policy(false, vec![rule("OK", "RETRY", "SUCCESS")]),
+            "classify entry 1 retries OK",
+        ),
+    ];
+    for (policy, problem) in cases {
+        let err = Methods::from_file_descriptor_set(&carts_descriptor_set(policy)).unwrap_err();
+        assert!(matches!(err, DescriptorSetError::Policy { .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(
+            text.starts_with("Methods::from_file_descriptor_set: test/carts/v1/carts.proto: /test.carts.v1.Carts/GetCart: humus.v1.policy: "),
+            "{text}"
+        );
+        assert!(text.contains(problem), "{text} lacks {problem}");
+    }
+    let plain = Methods::from_file_descriptor_set(&carts_descriptor_set(None)).unwrap();
+    let once =
+        Methods::from_file_descriptor_set(&carts_descriptor_set(policy(true, vec![]))).unwrap();
+    let err = plain.join(&once).unwrap_err();
+    assert_eq!(err.path, GET_CART.full_name);
 }

@@ -893,8 +893,9 @@ mod bound {
     }
 
     /// A stock tonic client over `Client::channel()`: a listed unary
-    /// method takes the `timeout`, an unlisted one only its own
-    /// `grpc-timeout`, and a stream the inherited deadline; each named.
+    /// method takes the `timeout`, an unlisted one the `timeout` until its
+    /// response headers (or its own `grpc-timeout`, if shorter), and a
+    /// stream the inherited deadline; each named.
     #[tokio::test(start_paused = true)]
     async fn a_stock_tonic_clients_deadline_names_its_bound() {
         static ALL: [&Method; 2] = [&GET_CART, &WATCH_CART];
@@ -919,6 +920,7 @@ mod bound {
             &err,
             "carts:9090: the call's deadline passed: the client's timeout setting, 2s",
         );
+        // Unlisted: the timeout until its headers, or its own if shorter.
         let err = get_cart(
             w.client.channel(),
             timed(get("c-2"), Duration::from_secs(4)),
@@ -926,7 +928,16 @@ mod bound {
         .await;
         assert_names(
             &err,
-            "carts:9090: the call's deadline passed: the request's own timeout (grpc-timeout), 4s",
+            "carts:9090: the call's deadline passed: the client's timeout setting, 2s",
+        );
+        let err = get_cart(
+            w.client.channel(),
+            timed(get("c-2"), Duration::from_secs(1)),
+        )
+        .await;
+        assert_names(
+            &err,
+            "carts:9090: the call's deadline passed: the request's own timeout (grpc-timeout), 1s",
         );
         let served = Inherited::new(
             Some(Instant::now() + Duration::from_secs(1)),

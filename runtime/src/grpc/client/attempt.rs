@@ -114,11 +114,15 @@ pub(super) trait Sends<K: Kind>: Sync {
 impl<'a, K: Kind, S: Sends<K>> Grpc<'a, S, K> {
     /// A call of `method` on `inner`'s connection, in the context `cx`,
     /// until `deadline`.
+    /// Its sends' `grpc-timeout` says the time left before `sent` (a
+    /// unary attempt's, once it starts, the attempt's own: see
+    /// [`prepare`](crate::call::Transport::prepare)).
     fn call(
         inner: &'a Inner,
         method: &'static Method,
         cx: Context,
         deadline: Option<Deadline>,
+        sent: Option<Deadline>,
         send: S,
     ) -> Call<'a, Grpc<'a, S, K>> {
         Call::new(
@@ -129,7 +133,7 @@ impl<'a, K: Kind, S: Sends<K>> Grpc<'a, S, K> {
                     method,
                     hooks: Hooks { inner, method, cx },
                     deadline,
-                    send_deadline: deadline.map(|d| d.at),
+                    send_deadline: sent.map(|d| d.at),
                     connecting: AtomicBool::new(false),
                 },
                 send,
@@ -647,7 +651,7 @@ pub(super) fn run_unary<'a, S: Sends<Unary> + 'a>(
 ) -> impl Future<Output = Result<S::Output, Status>> + 'a {
     // Made first, so that the call's state is kept once across every
     // await, the first included (not beside its own arguments).
-    let mut call = Grpc::call(inner, method, cx, deadline, send);
+    let mut call = Grpc::call(inner, method, cx, deadline, deadline, send);
     async move {
         require_runtime();
         call.run().await
@@ -789,7 +793,8 @@ where
         _response: std::marker::PhantomData,
     };
     async move {
-        let Opened { response, settle } = run_open(inner, method, cx, deadline, send).await?;
+        let Opened { response, settle } =
+            run_open(inner, method, cx, deadline, deadline, send).await?;
         let (headers, stream, extensions) = response.into_parts();
         let stream = Streaming::new(stream, settle, deadline, inner.conn.closed_flag())
             .one_response(one_response);
@@ -808,14 +813,20 @@ pub(super) struct Opened<T> {
 /// headers); the stream then keeps the attempt's ticket and span, and
 /// `settle` counts it once, at its end. An attempt that failed,
 /// trailers-only status included, is settled as a unary attempt is.
+///
+/// `open` bounds the attempts to open it; `deadline` is the stream's, which
+/// its sends say in their `grpc-timeout` and its settle reads. They differ
+/// only for a channel's method not listed, whose open alone has the
+/// client's timeout.
 pub(super) fn run_open<'a, S: Sends<Open> + 'a>(
     inner: &'a Arc<Inner>,
     method: &'static Method,
     cx: Context,
+    open: Option<Deadline>,
     deadline: Option<Deadline>,
     send: S,
 ) -> impl Future<Output = Result<Opened<S::Output>, Status>> + 'a {
-    let mut call = Grpc::call(inner, method, cx, deadline, send);
+    let mut call = Grpc::call(inner, method, cx, open, deadline, send);
     async move {
         require_runtime();
         let crate::call::Opened {

@@ -21,6 +21,15 @@
 //!   uncopied ([`read_unary`]);
 //! - a stream's response is handed on as it arrives, and counted in the
 //!   breaker once, at its end ([`Live`]).
+//!
+//! Which a call is comes from its method: listed ([`Channel::with_methods`]),
+//! well known ([`Methods::well_known`]: health and reflection), or not
+//! known at all. A method not known is sent once (not retried: it may not
+//! be idempotent) and bounded by the client's timeout until the server
+//! answers with its response headers (unary and streaming alike; see
+//! [`Channel`]); to change either, list it, from humus-build's
+//! descriptors ([`Methods::new`]) or from a descriptor set
+//! ([`Methods::from_file_descriptor_set`]).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -92,9 +101,17 @@ pub const RETRY_BUFFER: usize = 256 * 1024;
 /// client's call of a method gets that method's kind and policy
 /// (`never_retry`, its classify table), as the typed client's does.
 ///
-/// A method not listed gets [`Settings::classify`](super::Settings::classify),
+/// A list can also be made from an encoded `FileDescriptorSet`
+/// ([`Methods::from_file_descriptor_set`]: tonic-health's, a googleapis
+/// crate's, a build's own), which gives each method its kind and its
+/// `humus.v1.policy`, and lists joined ([`Methods::join`]). The
+/// well-known services ([`Methods::well_known`]) are known to every
+/// channel.
+///
+/// A method not known gets [`Settings::classify`](super::Settings::classify),
 /// the fault point `grpc:<path without its leading slash>`, and is called
-/// as a stream whose open is retried (see [`Channel`]). Its path is kept
+/// as a stream that is sent once, bounded by the client's timeout until
+/// its response headers (see [`Channel`]). Its path is kept
 /// for the life of the process, for the first [`MAX_UNLISTED_PATHS`]
 /// paths not listed; any further one is named `_OTHER` (see there).
 #[derive(Clone, Default)]
@@ -151,6 +168,21 @@ impl fmt::Debug for Methods {
     }
 }
 
+/// Whether `a` and `b` describe one method alike: the same descriptor,
+/// or two with the same names, kind and policy (a descriptor set's and a
+/// well-known one), neither with a classify function of its own (which
+/// cannot be told apart but by address).
+fn same(a: &'static Method, b: &'static Method) -> bool {
+    std::ptr::eq(a, b)
+        || (a.full_name == b.full_name
+            && a.point == b.point
+            && a.kind == b.kind
+            && a.policy.never_retry == b.policy.never_retry
+            && a.policy.table == b.policy.table
+            && a.policy.classify.is_none()
+            && b.policy.classify.is_none())
+}
+
 /// Two different descriptors for one method path given to
 /// [`Methods::new`]: two policies' lists of one service
 /// (`Client::<Strict>::METHODS` and `Client::<Lenient>::METHODS`), or two
@@ -167,16 +199,24 @@ pub struct DuplicateMethod {
 impl Methods {
     /// The methods of `services`, each a generated service's list of
     /// descriptors (`ledger_humus::LedgerProtoClient::METHODS`). The same
-    /// list given twice is one.
+    /// list given twice is one, and so is one method described alike
+    /// twice (the same path, kind and policy, no classify function).
     ///
     /// # Errors
     ///
     /// [`DuplicateMethod`] when two different descriptors name one path.
     pub fn new(services: &[&'static [&'static Method]]) -> Result<Methods, DuplicateMethod> {
+        Methods::of(services.iter().flat_map(|methods| methods.iter().copied()))
+    }
+
+    /// The methods `methods` lists; the same descriptor twice is one.
+    pub(super) fn of(
+        methods: impl IntoIterator<Item = &'static Method>,
+    ) -> Result<Methods, DuplicateMethod> {
         let mut by_path = HashMap::default();
-        for method in services.iter().flat_map(|methods| methods.iter()) {
-            match by_path.insert(method.full_name, *method) {
-                Some(before) if !std::ptr::eq(before, *method) => {
+        for method in methods {
+            match by_path.insert(method.full_name, method) {
+                Some(before) if !same(before, method) => {
                     return Err(DuplicateMethod {
                         path: method.full_name,
                     });
@@ -187,6 +227,18 @@ impl Methods {
         Ok(Methods {
             by_path: Arc::new(by_path),
         })
+    }
+
+    /// The methods `methods` lists, each at a path of its own (no check).
+    pub(super) fn distinct(methods: impl IntoIterator<Item = &'static Method>) -> Methods {
+        Methods {
+            by_path: Arc::new(methods.into_iter().map(|m| (m.full_name, m)).collect()),
+        }
+    }
+
+    /// The descriptors listed, in no order.
+    pub fn iter(&self) -> impl Iterator<Item = &'static Method> + '_ {
+        self.by_path.values().copied()
     }
 
     /// The descriptor of the method at `path` (`/package.Service/Method`),
@@ -225,7 +277,16 @@ static OTHER: Method = Method {
     full_name: crate::telemetry::names::RPC_METHOD_OTHER,
     point: "grpc:_OTHER",
     kind: RpcKind::Streaming,
-    policy: MethodPolicy::DEFAULT,
+    policy: UNLISTED_POLICY,
+};
+
+/// The policy of a method the channel does not know: sent once (a
+/// request the server never saw is still sent again within its attempt,
+/// as for any `never_retry` method), since it may not be idempotent; the
+/// client's classify decides the rest.
+const UNLISTED_POLICY: MethodPolicy = MethodPolicy {
+    never_retry: true,
+    ..MethodPolicy::DEFAULT
 };
 
 /// The descriptor of a method the channel does not know: its path, the
@@ -260,7 +321,7 @@ fn unknown_in(path: &str, max: usize) -> &'static Method {
             // Not read: how an unknown method is called is the channel's
             // own rule (see `Channel`).
             kind: RpcKind::Streaming,
-            policy: MethodPolicy::DEFAULT,
+            policy: UNLISTED_POLICY,
         }))
     })
 }
@@ -312,19 +373,44 @@ fn unknown_in(path: &str, max: usize) -> &'static Method {
 ///   the attempt's, classified and retried as a unary attempt's, as for
 ///   a typed stream. Its deadline is the request's own `grpc-timeout` or
 ///   the inherited one, as a typed stream's.
-/// - **A method not listed** is called as a stream: a trailers-only
-///   status (as a unary call's error usually is) is classified and
-///   retried as a unary attempt's, so a unary method's `Unavailable` is
-///   retried as it would be if it were listed. Once the server has
-///   answered with headers, the call is a stream
-///   (never retried, counted at its end, where an `Unavailable` is
-///   ignored). It has no [`Settings::timeout`](super::Settings::timeout):
-///   the channel cannot tell a unary call from a stream that may live
-///   for hours, and cutting the stream would be wrong; set the request's
-///   own (`tonic::Request::set_timeout`), or list the method. Buffering a
-///   whole response before the caller sees it (what a unary call needs to
-///   be classified on its trailer) would break a server stream, so it is
-///   done only for the methods listed as unary.
+/// - **A well-known method** (`grpc.health.v1.Health`'s `Check`, `List`
+///   and `Watch`, `grpc.reflection`'s `ServerReflectionInfo`, v1 and
+///   v1alpha: [`Methods::well_known`]) is called by its kind, as if it
+///   were listed, with the client's policy; a list that names it wins.
+///   So `HealthClient::new(client.channel())`'s `check` is a unary call,
+///   bounded by [`Settings::timeout`](super::Settings::timeout).
+/// - **A method not known** (neither listed nor well known) is called
+///   as a stream, since the channel cannot tell a unary call from a
+///   stream that may live for hours; what it gets is chosen to be safe
+///   whatever the method is:
+///   - *Sent once.* Its attempt is not retried, whatever
+///     [`Settings::classify`](super::Settings::classify) says (as for a
+///     `never_retry` method): it may not be idempotent, and a charge
+///     sent twice is worse than an error. A request the server never saw
+///     (refused, past a GOAWAY) is still sent again within the attempt,
+///     as for every method. Its result is classified and counted in the
+///     breaker as any call's.
+///   - *Bounded until its response headers.* The client's
+///     [`Settings::timeout`](super::Settings::timeout) (or the request's
+///     own `grpc-timeout`, or the inherited deadline, if earlier) bounds
+///     the call until the server answers with its response headers: a
+///     hung dependency ends the call `DeadlineExceeded` at the timeout,
+///     counted as a breaker failure, whether the method is unary or a
+///     stream (a unary server, tonic's or grpc-go's, sends its headers
+///     with its answer). Once the headers have come, the call is a
+///     stream, bounded only by the request's own or the inherited
+///     deadline, and counted at its end: the timeout is not sent in its
+///     `grpc-timeout`, and does not cut a stream that lives longer.
+///
+///   To change either, list the method ([`Channel::with_methods`]):
+///   humus-build's descriptors ([`Methods::new`]), or those of the stub's
+///   descriptor set ([`Methods::from_file_descriptor_set`]), give a unary
+///   method the typed call's retries and bound on its whole response; a
+///   [`Method`] written by hand gives any kind and policy. A request's own
+///   timeout (`tonic::Request::set_timeout`) bounds the whole call.
+///   Buffering a whole response before the caller sees it (what a unary
+///   call needs to be classified on its trailer) would break a server
+///   stream, so it is done only for the methods known to be unary.
 ///
 /// A response message over the client's decoding limit
 /// ([`Settings::max_decoding_message_size`](super::Settings::max_decoding_message_size))
@@ -404,7 +490,8 @@ impl Channel {
         self
     }
 
-    /// The methods it knows.
+    /// The methods it was given ([`Channel::with_methods`]); the
+    /// well-known ones ([`Methods::well_known`]) are known besides.
     pub fn methods(&self) -> &Methods {
         &self.methods
     }
@@ -446,7 +533,9 @@ impl Service<http::Request<tonic::body::Body>> for Channel {
         let path_and_query = parts.uri.path_and_query();
         let path = path_and_query.map_or("/", PathAndQuery::path);
         let known = self.listed.get(path);
-        let listed = known.map(|known| known.method);
+        let listed = known
+            .map(|known| known.method)
+            .or_else(|| super::described::well_known(path));
         let method = listed.unwrap_or_else(|| unknown(path));
         let uri = match known.and_then(|known| known.uri.as_ref()) {
             // The listed path alone, no query: the URI made for it.
@@ -475,8 +564,15 @@ impl Service<http::Request<tonic::body::Body>> for Channel {
                 .and_then(|v| parse_grpc_timeout(v.as_bytes()))
         };
         let unary = listed.is_some_and(|m| m.kind == RpcKind::Unary);
+        let now = Instant::now();
+        // A method not listed has the client's timeout until the server
+        // answers with its response headers (see `Channel`), which its
+        // sends do not say (a stream, once open, is not cut by it).
+        let open = listed
+            .is_none()
+            .then(|| deadline(now, Some(self.inner.settings.timeout), own));
         let timeout = unary.then_some(self.inner.settings.timeout);
-        let deadline = deadline(Instant::now(), timeout, own);
+        let deadline = deadline(now, timeout, own);
         let cx = parts
             .extensions
             .get::<opentelemetry::Context>()
@@ -507,7 +603,7 @@ impl Service<http::Request<tonic::body::Body>> for Channel {
             Box::pin(async move {
                 let replay = send.replay.clone();
                 let Opened { response, settle } =
-                    run_open(&inner, method, cx, deadline, send).await?;
+                    run_open(&inner, method, cx, open.unwrap_or(deadline), deadline, send).await?;
                 // Opened: never sent again, so nothing more is kept.
                 replay.commit();
                 let (parts, body) = response.into_parts();

@@ -156,9 +156,13 @@ impl Client {
     /// (`HealthClient::new(client.channel())`): its calls go through this
     /// client's attempts, breaker, budget, deadline, telemetry and fault
     /// points, as the typed client's do. A cheap handle; give it the
-    /// generated descriptors of the services it calls
-    /// ([`Channel::with_methods`](super::Channel::with_methods)) so that
-    /// each method keeps its kind and policy.
+    /// descriptors of the services it calls
+    /// ([`Channel::with_methods`](super::Channel::with_methods): humus-build's,
+    /// or a descriptor set's, [`Methods::from_file_descriptor_set`](super::Methods::from_file_descriptor_set))
+    /// so that each method keeps its kind and policy. The health and
+    /// reflection services are known without them; any other method is
+    /// sent once and bounded by [`Settings::timeout`] until its response
+    /// headers (see [`Channel`](super::Channel)).
     ///
     /// Every response through the channel, listed or not, unary or
     /// stream, is held to the client's decoding limit

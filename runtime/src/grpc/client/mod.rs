@@ -91,11 +91,16 @@
 //! `Service` of HTTP requests and so tonic's `GrpcService`, whose calls run
 //! the same attempt loop as the typed client's, with the same breaker,
 //! budget, deadline, telemetry, fault point and classification. Given the
-//! generated descriptors ([`Methods`], [`Channel::with_methods`]), each
-//! method keeps its kind and policy; a method with none gets
+//! generated descriptors ([`Methods`], [`Channel::with_methods`]), or
+//! those of an encoded `FileDescriptorSet`
+//! ([`Methods::from_file_descriptor_set`]: tonic-health's, a googleapis
+//! crate's, a build's own), each method keeps its kind and policy; the
+//! health and reflection services are known without them
+//! ([`Methods::well_known`]). A method not known gets
 //! [`Settings::classify`] and the fault point `grpc:<package.Service/Method>`,
-//! and is called as a stream that is retried while the server has
-//! answered only a status. A unary request's body is kept for the retries
+//! and is called as a stream that is sent once (never retried: it may not
+//! be idempotent) and bounded by [`Settings::timeout`] until the server
+//! answers with its response headers. A unary request's body is kept for the retries
 //! up to [`RETRY_BUFFER`] bytes (a longer one is sent once, not retried);
 //! see [`Channel`].
 //!
@@ -178,6 +183,8 @@ mod connection;
 #[cfg(feature = "rabbitmq")]
 pub(crate) use connection::backoff_after;
 mod decide;
+mod described;
+pub use described::DescriptorSetError;
 mod hooks;
 mod layer;
 mod limit;
