@@ -408,6 +408,33 @@ pub fn check_kafka_consumer(settings: &crate::kafka::ConsumerSettings) -> Result
     settings.check().map_err(Error::settings)
 }
 
+/// Runs every check of a Kafka producer's `settings`
+/// ([`ProducerSettings::check`](crate::kafka::ProducerSettings::check)),
+/// as [`Producer::new`](crate::kafka::Producer::new) will: call it once
+/// the settings are read, so that a bad value is a settings error (exit
+/// 78) naming every bad field.
+///
+/// ```
+/// use humus::app::{ErrorKind, check_kafka_producer};
+/// use humus::kafka::ProducerSettings;
+///
+/// let settings = ProducerSettings { brokers: vec!["kafka://k:9092".into()], ..Default::default() };
+/// let err = check_kafka_producer(&settings).unwrap_err();
+/// assert_eq!((err.kind(), err.exit_code()), (ErrorKind::Settings, 78));
+/// assert!(err.to_string().contains("brokers \"kafka://k:9092\" names a scheme"), "{err}");
+/// ```
+///
+/// # Errors
+///
+/// [`Error::settings`] wrapping the
+/// [`kafka::SettingsError`](crate::kafka::SettingsError) that names every
+/// bad field.
+#[cfg(feature = "kafka")]
+#[cfg_attr(docsrs, doc(cfg(feature = "kafka")))]
+pub fn check_kafka_producer(settings: &crate::kafka::ProducerSettings) -> Result<(), Error> {
+    settings.check().map_err(Error::settings)
+}
+
 /// Deserialises settings (a client's or a server's [`Settings`](crate::grpc::client::Settings), or a
 /// service's own struct of them) from `deserializer`, a file format's or a
 /// loader's (`serde_json`'s, `toml`'s), so that a value serde refuses is a

@@ -397,8 +397,7 @@ async fn inject<T: Transport>(
     if !faults.is_on() {
         return Ok(());
     }
-    let point = t.point();
-    let fault = faults.eval(T::span_context(span), &point);
+    let (fault, point) = t.evaluate(span);
     if fault.is_none() {
         return Ok(());
     }

@@ -14,8 +14,8 @@
 //!     retry::decide with the budget -> wait max(backoff, pushback), racing the close
 //! ```
 //!
-//! A transport (the gRPC unary call and stream open, the HTTP client; Kafka
-//! and RabbitMQ next) implements [`Transport`]: it sends one attempt, says
+//! A transport (the gRPC unary call and stream open, the HTTP client, the
+//! RabbitMQ publisher, the Kafka producer) implements [`Transport`]: it sends one attempt, says
 //! how its result classifies and whether its request can be sent again,
 //! names its failure-injection point and makes the errors the loop ends
 //! with. [`Call`] runs the loop over it, monomorphised: nothing boxed or
@@ -157,6 +157,17 @@ pub(crate) trait Transport: Sync {
     fn attempt_timeout(&self) -> Option<Duration>;
     /// The failure-injection point, evaluated once per attempt.
     fn point(&self) -> Cow<'static, str>;
+    /// The attempt's failure injection, with injection on: the fault to
+    /// carry out (a delay, an abort) and the point its error names. By
+    /// default [`Transport::point`], evaluated once in the attempt's
+    /// context. A transport that sends several messages in one attempt
+    /// (the Kafka producer's records) evaluates each one's point, and
+    /// carries them out as one.
+    fn evaluate(&self, span: &Self::Span) -> (fault::Fault, Cow<'static, str>) {
+        let point = self.point();
+        let fault = self.core().faults.eval(Self::span_context(span), &point);
+        (fault, point)
+    }
     /// Whether the client was closed (`Setup::stop`): no attempt starts.
     fn is_closed(&self) -> bool {
         false

@@ -124,15 +124,21 @@
 
 mod consumer;
 mod headers;
+mod producer;
 mod settings;
 
 pub use consumer::{Consumer, STOPPED_ERROR_TYPE, StartError};
 pub use headers::{extract_context, inject_context};
+pub use producer::{
+    CallResult, Classify, Delivery, Error, Kind, NewError, Producer, Record, RecordResult,
+    default_classify,
+};
 // Not inlined: rdkafka's own docs link to its other items, which are not
 // this crate's (they would render as text here).
 #[doc(no_inline)]
 pub use rdkafka::message::{Message, OwnedMessage};
 pub use settings::{
-    ConsumerSettings, SettingsError, TrustScenario, check_brokers, check_commit_interval,
-    check_group, check_librdkafka, check_topic, check_topics,
+    Acks, ConsumerSettings, ProducerSettings, SettingsError, TrustScenario, check_brokers,
+    check_client_id, check_commit_interval, check_delivery_timeout, check_group, check_librdkafka,
+    check_producer_librdkafka, check_topic, check_topics,
 };

@@ -494,7 +494,8 @@ impl ClientRecorder {
 
     /// Counts one call the breaker rejected in `humus.circuit.calls`
     /// (outcome `rejected`), for a client that records the rejection's span
-    /// itself (the RabbitMQ publisher's PRODUCER span).
+    /// itself (the RabbitMQ publisher's PRODUCER span, the Kafka producer's
+    /// one per record).
     pub(crate) fn record_rejected_call(&self) {
         if let Some(instruments) = &self.inner.kit.instruments {
             instruments

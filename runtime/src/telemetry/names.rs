@@ -244,7 +244,8 @@ pub const HUMUS_KAFKA_ATTEMPTS: &str = "humus.kafka.attempts";
 pub const HUMUS_RABBITMQ_CONNECTION: &str = "humus.rabbitmq.connection";
 /// `messaging.client.operation.duration`: a histogram of how long each
 /// publish's attempt took, from its start to the broker's confirm (or its
-/// failure), in seconds (unit `s`).
+/// failure), or each Kafka record, from its `send` span's start to its
+/// delivery report, in seconds (unit `s`).
 pub const MESSAGING_CLIENT_OPERATION_DURATION: &str = "messaging.client.operation.duration";
 /// `messaging.client.sent.messages`: a counter of the messages a producer
 /// attempted to send to the broker (one per attempt that sent its message),

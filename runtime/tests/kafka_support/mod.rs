@@ -86,6 +86,36 @@ impl Cluster {
             .expect("the record is stored");
     }
 
+    /// Takes the cluster's broker down: it refuses connections, so
+    /// records are not stored until it is back.
+    pub fn broker_down(&self) {
+        self.mock.broker_down(1).expect("the broker goes down");
+    }
+
+    /// Brings the cluster's broker back.
+    pub fn broker_up(&self) {
+        self.mock.broker_up(1).expect("the broker comes back");
+    }
+
+    /// How many records `topic`'s partition 0 holds (its high watermark).
+    pub async fn stored(&self, topic: &str) -> i64 {
+        let brokers = self.mock.bootstrap_servers();
+        let topic = topic.to_owned();
+        tokio::task::spawn_blocking(move || {
+            let reader: BaseConsumer = ClientConfig::new()
+                .set("bootstrap.servers", brokers)
+                .set("group.id", "humus-tests-watermarks")
+                .create()
+                .expect("a reader of the topic's watermarks");
+            let (_low, high) = reader
+                .fetch_watermarks(&topic, 0, PATIENCE)
+                .expect("the topic's watermarks are read");
+            high
+        })
+        .await
+        .unwrap()
+    }
+
     /// The offset `group` committed for `topic`'s partition 0 (the next
     /// record it would read), or `None` when it committed none.
     pub async fn committed(&self, group: &str, topic: &str) -> Option<i64> {

@@ -191,8 +191,8 @@ mod limit;
 mod method;
 mod settings;
 pub(crate) use settings::{
-    BreakerSection, BudgetSection, LONGEST_SETTING, breaker_of, budget_of, longer_than_a_year,
-    section_checks, write_problems,
+    BreakerSection, BudgetSection, LONGEST_SETTING, breaker_checks, breaker_of, budget_of,
+    longer_than_a_year, section_checks, write_problems,
 };
 mod stream;
 mod unary;

@@ -984,6 +984,7 @@ pub(crate) fn section_checks(
     breaker: &circuit::Config,
 ) -> [(&'static str, Result<(), InvalidValue>); 6] {
     let part = |r: Result<(), retry::BudgetError>| r.map_err(|e| InvalidValue::new(e.to_string()));
+    let [b0, b1, b2, b3] = breaker_checks(breaker);
     [
         (
             "retry_budget.max_tokens",
@@ -993,6 +994,20 @@ pub(crate) fn section_checks(
             "retry_budget.token_ratio",
             part(retry::check_token_ratio(budget.token_ratio)),
         ),
+        b0,
+        b1,
+        b2,
+        b3,
+    ]
+}
+
+/// The checks of a `breaker` section, each with its field's path in the
+/// settings (`breaker.window`, ...): every client's, the Kafka producer's
+/// too.
+pub(crate) fn breaker_checks(
+    breaker: &circuit::Config,
+) -> [(&'static str, Result<(), InvalidValue>); 4] {
+    [
         ("breaker.window", check_window(breaker.window)),
         ("breaker.probes", check_probes(breaker.probes)),
         ("breaker.open_for", check_open_for(breaker.open_for)),

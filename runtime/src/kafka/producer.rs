@@ -1,0 +1,1025 @@
+//! [`Producer`]: records produced as one call on the call engine
+//! ([`crate::call`]), through the breaker, the failure-injection points
+//! `kafka:<topic>`, and OpenTelemetry's messaging conventions.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use http::HeaderName;
+use opentelemetry::metrics::{Counter, Histogram};
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt as _, Tracer as _};
+use opentelemetry::{Context, KeyValue};
+use rdkafka::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, Headers as _, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
+use rdkafka::util::Timeout;
+use tokio::time::Instant;
+
+use super::headers::inject_context;
+use super::settings::{ProducerSettings, SettingsError};
+use crate::call::{Classification, Core, Transport};
+use crate::circuit::{Outcome, Rejected};
+use crate::fault::strip::BAGGAGE;
+use crate::fault::{Fault, InjectedError};
+use crate::telemetry::names::{
+    ERROR_TYPE, HTTP_REJECTED_ERROR_TYPE, KAFKA_SCOPE, MESSAGING_CLIENT_OPERATION_DURATION,
+    MESSAGING_CLIENT_SENT_MESSAGES, MESSAGING_DESTINATION_NAME, MESSAGING_DESTINATION_PARTITION_ID,
+    MESSAGING_KAFKA_OFFSET, MESSAGING_OPERATION_NAME, MESSAGING_OPERATION_TYPE, MESSAGING_SYSTEM,
+    MESSAGING_SYSTEM_KAFKA, SERVER_ADDRESS, SERVER_PORT,
+};
+use crate::telemetry::{DURATION_BOUNDARIES, scope};
+use crate::{Setup, circuit, retry, telemetry};
+
+/// The `error.type` of a record the producer's call ended unsent because
+/// the producer was stopped, and of a record the consumer's stop dropped.
+use super::consumer::STOPPED_ERROR_TYPE;
+
+/// One record to produce: its topic, key, value and headers. The
+/// producer adds the trace context and baggage headers (see the
+/// [module](super) docs).
+///
+/// ```
+/// use humus::kafka::Record;
+/// let record = Record::to("orders").key("o-7").value(r#"{"total": 12}"#).header("schema", "v2");
+/// assert_eq!(record.topic, "orders");
+/// ```
+#[derive(Clone, Debug)]
+pub struct Record {
+    /// The topic.
+    pub topic: String,
+    /// The key, which picks the partition (librdkafka's partitioner);
+    /// `None`: any partition.
+    pub key: Option<Vec<u8>>,
+    /// The value; `None` is a tombstone.
+    pub value: Option<Vec<u8>>,
+    /// The record's own headers. Those the Setup's propagator writes
+    /// (`traceparent`, `tracestate`, `baggage`) are the producer's: a
+    /// record's own are replaced.
+    pub headers: Option<OwnedHeaders>,
+}
+
+impl Record {
+    /// A record to `topic`, with no key, value or header yet.
+    pub fn to(topic: impl Into<String>) -> Record {
+        Record {
+            topic: topic.into(),
+            key: None,
+            value: None,
+            headers: None,
+        }
+    }
+
+    /// This record with `key`.
+    #[must_use]
+    pub fn key(mut self, key: impl Into<Vec<u8>>) -> Record {
+        self.key = Some(key.into());
+        self
+    }
+
+    /// This record with `value`.
+    #[must_use]
+    pub fn value(mut self, value: impl Into<Vec<u8>>) -> Record {
+        self.value = Some(value.into());
+        self
+    }
+
+    /// This record with the header `key` = `value` added.
+    #[must_use]
+    pub fn header(mut self, key: &str, value: impl AsRef<[u8]>) -> Record {
+        let headers = self.headers.take().unwrap_or_default();
+        self.headers = Some(headers.insert(Header {
+            key,
+            value: Some(value.as_ref()),
+        }));
+        self
+    }
+}
+
+/// Where a record was stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    /// Its partition.
+    pub partition: i32,
+    /// Its offset in the partition.
+    pub offset: i64,
+}
+
+/// What became of one record of a call that failed ([`Error::records`]).
+#[derive(Clone, Debug)]
+pub enum RecordResult {
+    /// The record was stored (another of the call's failed).
+    Stored(Delivery),
+    /// librdkafka failed it: not stored in time, refused by the broker or
+    /// by librdkafka itself (a record over `message.max.bytes`).
+    Failed(KafkaError),
+    /// It was never handed to librdkafka: the breaker rejected the call,
+    /// failure injection aborted it, or the producer was stopped.
+    Unsent,
+}
+
+/// What kind of failure ended a [`Producer::produce`] call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Kind {
+    /// The breaker rejected the call: nothing was sent.
+    Rejected,
+    /// A record was not stored within `delivery_timeout` (an injected
+    /// delay that reached it too).
+    Timeout,
+    /// The cluster failed a record (a broker that cannot be reached, its
+    /// transport errors), or failure injection aborted the call.
+    Transport,
+    /// The caller's own: a record over the size limit, an unknown or
+    /// unauthorised topic. It does not count against the cluster.
+    Record,
+    /// The producer was stopped.
+    Stopped,
+}
+
+/// Why a [`Producer::produce`] call failed: its [`Kind`], what became of
+/// each record ([`records`](Error::records)), and the librdkafka or
+/// injected error underneath.
+#[derive(Clone, Debug)]
+pub struct Error {
+    kind: Kind,
+    message: String,
+    injected: Option<InjectedError>,
+    kafka: Option<KafkaError>,
+    records: Vec<RecordResult>,
+}
+
+impl Error {
+    fn new(kind: Kind, message: impl Into<String>) -> Error {
+        Error {
+            kind,
+            message: message.into(),
+            injected: None,
+            kafka: None,
+            records: Vec::new(),
+        }
+    }
+
+    /// The kind of failure.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// The injected fault that ended the call, if failure injection did.
+    pub fn injected(&self) -> Option<&InjectedError> {
+        self.injected.as_ref()
+    }
+
+    /// librdkafka's error of the first record it failed, if it failed one.
+    pub fn kafka(&self) -> Option<&KafkaError> {
+        self.kafka.as_ref()
+    }
+
+    /// What became of each record, in the order given; empty when the
+    /// call ended before knowing (its deadline passed with records in
+    /// flight): none of them counts as stored then.
+    pub fn records(&self) -> &[RecordResult] {
+        &self.records
+    }
+
+    /// The `error.type` this error is recorded with:
+    /// [`fault::ERROR_TYPE`](crate::fault::ERROR_TYPE) for every failure
+    /// failure injection caused, `humus::circuit::Rejected` for a
+    /// rejection, [`STOPPED_ERROR_TYPE`] for a stopped producer,
+    /// librdkafka's error code (`MessageTimedOut`, `MessageSizeTooLarge`)
+    /// when it failed a record, else `timeout`.
+    pub fn error_type(&self) -> Cow<'static, str> {
+        if self.injected.is_some() {
+            return Cow::Borrowed(InjectedError::ERROR_TYPE);
+        }
+        match (self.kind, &self.kafka) {
+            (Kind::Rejected, _) => Cow::Borrowed(HTTP_REJECTED_ERROR_TYPE),
+            (Kind::Stopped, _) => Cow::Borrowed(STOPPED_ERROR_TYPE),
+            (_, Some(e)) => kafka_error_type(e),
+            (_, None) => Cow::Borrowed("timeout"),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.kind {
+            Kind::Rejected => "rejected by the circuit breaker",
+            Kind::Timeout => "not stored in time",
+            Kind::Transport => "failed",
+            Kind::Record => "refused",
+            Kind::Stopped => "stopped",
+        };
+        write!(f, "kafka produce {what}: {}", self.message)
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match (&self.injected, &self.kafka) {
+            (Some(injected), _) => Some(injected),
+            (None, Some(kafka)) => Some(kafka),
+            (None, None) => None,
+        }
+    }
+}
+
+/// librdkafka's error code of `e` as an `error.type` (`MessageTimedOut`).
+fn kafka_error_type(e: &KafkaError) -> Cow<'static, str> {
+    match e.rdkafka_error_code() {
+        Some(code) => Cow::Owned(format!("{code:?}")),
+        None => Cow::Borrowed("_OTHER"),
+    }
+}
+
+/// Whether librdkafka's `code` is the caller's own doing: a record over
+/// the size limit, an unknown, invalid or unauthorised topic.
+fn is_callers(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::MessageSizeTooLarge
+            | RDKafkaErrorCode::InvalidMessageSize
+            | RDKafkaErrorCode::InvalidRecord
+            | RDKafkaErrorCode::InvalidMessage
+            | RDKafkaErrorCode::UnknownTopicOrPartition
+            | RDKafkaErrorCode::UnknownTopic
+            | RDKafkaErrorCode::UnknownPartition
+            | RDKafkaErrorCode::InvalidTopic
+            | RDKafkaErrorCode::TopicAuthorizationFailed
+            | RDKafkaErrorCode::ClusterAuthorizationFailed
+    )
+}
+
+/// Whether librdkafka's `code` says a record was not stored in time.
+fn is_timeout(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::MessageTimedOut | RDKafkaErrorCode::RequestTimedOut
+    )
+}
+
+/// What a produce call ended with, as a classify function sees it: where
+/// each record was stored, or the error.
+pub type CallResult<'a> = Result<&'a [Delivery], &'a Error>;
+
+type DynClassify = dyn Fn(CallResult<'_>) -> Classification + Send + Sync;
+
+/// The producer's classify function, as
+/// [`ProducerSettings::classify`](super::ProducerSettings::classify)
+/// holds it: a cheaply cloned wrapper of any closure of the call's
+/// result. [`Classify::default`] is [`default_classify`].
+///
+/// It is asked about every call that reached librdkafka (or that failure
+/// injection ended); the producer retries nothing whatever it answers
+/// (librdkafka's idempotent retries within `delivery_timeout` are the
+/// only ones), so only its [`breaker`](Classification::breaker) counts.
+/// A call whose `delivery_timeout` passed is a Failure without asking.
+///
+/// ```
+/// use humus::circuit::Outcome;
+/// use humus::grpc::client::Classification;
+/// use humus::kafka::Classify;
+///
+/// // Spare the breaker when failure injection ended a call.
+/// let classify = Classify::new(|result| match result {
+///     Err(e) if e.injected().is_some() => Classification::stop(Outcome::Ignored),
+///     result => humus::kafka::default_classify(result),
+/// });
+/// # let _ = classify;
+/// ```
+#[derive(Clone)]
+pub struct Classify {
+    f: Arc<DynClassify>,
+}
+
+impl Classify {
+    /// A classify of `f`.
+    pub fn new(f: impl Fn(CallResult<'_>) -> Classification + Send + Sync + 'static) -> Classify {
+        Classify { f: Arc::new(f) }
+    }
+
+    /// Classifies a call that ended with `result`.
+    pub fn classify(&self, result: CallResult<'_>) -> Classification {
+        (self.f)(result)
+    }
+}
+
+impl Default for Classify {
+    fn default() -> Classify {
+        Classify::new(default_classify)
+    }
+}
+
+impl fmt::Debug for Classify {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Classify")
+    }
+}
+
+/// The default classification of a produce call, for the breaker: every
+/// record stored is a Success; the caller's own error
+/// ([`Kind::Record`]: a record over the size limit, an unknown or
+/// unauthorised topic) is Ignored; anything else (a record not stored in
+/// time, a broker that cannot be reached, its transport errors, an
+/// injected fault) is a Failure. Never a retry.
+pub fn default_classify(result: CallResult<'_>) -> Classification {
+    Classification::stop(match result {
+        Ok(_) => Outcome::Success,
+        Err(e) if e.kind() == Kind::Record => Outcome::Ignored,
+        Err(_) => Outcome::Failure,
+    })
+}
+
+/// Why [`Producer::new`] built no producer.
+#[derive(Debug, thiserror::Error)]
+pub enum NewError {
+    /// The settings are bad: every bad field is named.
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    /// librdkafka refused its configuration (an unknown property or a bad
+    /// value among [`ProducerSettings::librdkafka`]).
+    #[error("kafka producer of {brokers}: {source}")]
+    Kafka {
+        /// The brokers, comma-separated.
+        brokers: String,
+        /// librdkafka's error.
+        #[source]
+        source: KafkaError,
+    },
+}
+
+/// A Kafka producer of one cluster, with a breaker, the failure-injection
+/// points `kafka:<topic>` and OpenTelemetry's messaging telemetry (see the
+/// [module](super) docs).
+///
+/// One per cluster: build it once where the service is set up, and clone
+/// it (a cheap handle). Each [`produce`](Producer::produce) is one call of
+/// the shared call engine, of one or more records.
+#[derive(Clone)]
+pub struct Producer {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    settings: ProducerSettings,
+    kafka: FutureProducer,
+    breaker: circuit::Breaker,
+    budget: retry::Budget,
+    backoff: retry::Exponential,
+    recorder: telemetry::ClientRecorder,
+    _registration: telemetry::BreakerRegistration,
+    faults: crate::fault::Injector,
+    tracer: opentelemetry::global::BoxedTracer,
+    propagator: Arc<dyn TextMapPropagator + Send + Sync>,
+    /// The headers the producer writes: `baggage` and the propagator's.
+    fields: Vec<HeaderName>,
+    /// `server.address` and `server.port` of the first broker.
+    server: Vec<KeyValue>,
+    duration: Histogram<f64>,
+    sent: Counter<u64>,
+}
+
+impl fmt::Debug for Producer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Producer")
+            .field("brokers", &self.inner.settings.brokers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Producer {
+    /// Builds the producer of the cluster `settings` name, for `setup`: it
+    /// records with `setup`'s telemetry, evaluates its failure injector,
+    /// and registers a flush of the records in flight with `setup`'s
+    /// on-stop hooks ([`Setup::on_stop`]), bounded by the App's stop
+    /// timeout. Connects nothing yet (librdkafka connects in the
+    /// background).
+    ///
+    /// # Errors
+    ///
+    /// [`NewError::Settings`] naming every bad field;
+    /// [`NewError::Kafka`] when librdkafka refuses its configuration.
+    pub fn new(setup: &Setup, settings: ProducerSettings) -> Result<Producer, NewError> {
+        settings.check()?;
+        let brokers = settings.brokers.join(",");
+        let mut config = ClientConfig::new();
+        config
+            .set("bootstrap.servers", &brokers)
+            .set(
+                "message.timeout.ms",
+                settings.delivery_timeout.as_millis().to_string(),
+            )
+            .set("acks", settings.acks.as_librdkafka())
+            .set(
+                "enable.idempotence",
+                if settings.idempotence {
+                    "true"
+                } else {
+                    "false"
+                },
+            );
+        if !settings.client_id.is_empty() {
+            config.set("client.id", &settings.client_id);
+        }
+        for (key, value) in &settings.librdkafka {
+            config.set(key, value);
+        }
+        let kafka: FutureProducer = config.create().map_err(|source| NewError::Kafka {
+            brokers: brokers.clone(),
+            source,
+        })?;
+        let telemetry = setup.telemetry();
+        let recorder = telemetry::ClientRecorder::new(telemetry, &settings.brokers[0]);
+        let breaker = circuit::Breaker::new(
+            settings.breaker,
+            settings.breaker_policy.clone(),
+            recorder.transition_observer(),
+        )
+        .map_err(|e| {
+            // The settings' check ran the breaker's checks: a programming
+            // error if it refuses them now; named as a settings error all
+            // the same.
+            NewError::Kafka {
+                brokers: brokers.clone(),
+                source: KafkaError::ClientCreation(e.to_string()),
+            }
+        })?;
+        let registration = {
+            let breaker = breaker.clone();
+            recorder.register_breaker(move || breaker.state())
+        };
+        let mut server = vec![KeyValue::new(
+            SERVER_ADDRESS,
+            recorder.server_address().to_owned(),
+        )];
+        if let Some(port) = recorder.server_port() {
+            server.push(KeyValue::new(SERVER_PORT, i64::from(port)));
+        }
+        let mut fields = vec![BAGGAGE];
+        for field in telemetry.propagator().fields() {
+            if let Ok(name) = HeaderName::try_from(field)
+                && !fields.contains(&name)
+            {
+                fields.push(name);
+            }
+        }
+        let meter = telemetry.meter(scope(KAFKA_SCOPE));
+        let inner = Arc::new(Inner {
+            kafka,
+            breaker,
+            // Never spent: the producer makes one attempt per call.
+            budget: retry::Budget::new(retry::BudgetConfig::default())
+                .expect("the default budget is valid"),
+            backoff: retry::Exponential::new(Duration::ZERO, Duration::ZERO),
+            recorder,
+            _registration: registration,
+            faults: setup.faults().clone(),
+            tracer: telemetry.tracer(scope(KAFKA_SCOPE)),
+            propagator: telemetry.shared_propagator(),
+            fields,
+            server,
+            duration: meter
+                .f64_histogram(MESSAGING_CLIENT_OPERATION_DURATION)
+                .with_unit("s")
+                .with_description(
+                    "Duration of messaging operation initiated by a producer or consumer client.",
+                )
+                .with_boundaries(DURATION_BOUNDARIES.to_vec())
+                .build(),
+            sent: meter
+                .u64_counter(MESSAGING_CLIENT_SENT_MESSAGES)
+                .with_unit("{message}")
+                .with_description("Number of messages producer attempted to send to the broker.")
+                .build(),
+            settings,
+        });
+        let flushing = Arc::downgrade(&inner);
+        setup.on_stop_named(
+            format!("flushing the kafka producer of {brokers}"),
+            move || async move {
+                let Some(inner) = flushing.upgrade() else {
+                    return;
+                };
+                // librdkafka's flush blocks: a record in flight is stored
+                // or failed within delivery_timeout, so that bounds it
+                // (and the App's stop timeout bounds the hook).
+                let _ = tokio::task::spawn_blocking(move || {
+                    let timeout = inner.settings.delivery_timeout;
+                    let _ = inner.kafka.flush(Timeout::After(timeout));
+                })
+                .await;
+            },
+        );
+        Ok(Producer { inner })
+    }
+
+    /// The producer's settings, as given to [`Producer::new`].
+    pub fn settings(&self) -> &ProducerSettings {
+        &self.inner.settings
+    }
+
+    /// The readable state of the producer's breaker.
+    pub fn breaker_state(&self) -> circuit::State {
+        self.inner.breaker.state()
+    }
+
+    /// How many records librdkafka holds that are not yet stored or
+    /// failed.
+    pub fn in_flight(&self) -> i32 {
+        self.inner.kafka.in_flight_count()
+    }
+
+    /// Produces `records` as one call, in the current OpenTelemetry
+    /// context: [`produce_in`](Producer::produce_in) with
+    /// [`Context::current`], read when this is called.
+    ///
+    /// # Errors
+    ///
+    /// As [`produce_in`](Producer::produce_in).
+    pub fn produce<I>(
+        &self,
+        records: I,
+    ) -> impl Future<Output = Result<Vec<Delivery>, Error>> + Send + use<I>
+    where
+        I: IntoIterator<Item = Record>,
+    {
+        self.produce_in(Context::current(), records)
+    }
+
+    /// Produces `records` as one call in the context `cx` (its span the
+    /// parent of each record's, its baggage sent with each record and
+    /// carrying the failure scenario), and waits until each record is
+    /// stored: where each went, in the order given. No records: `Ok` at
+    /// once, nothing counted.
+    ///
+    /// The call is admitted by the breaker once; each record's point
+    /// `kafka:<topic>` is evaluated just after (with injection on); then
+    /// every record is handed to librdkafka, in order, with the trace
+    /// context and baggage headers (the scenario stripped unless
+    /// [`forward_scenario`](ProducerSettings::forward_scenario)); the call
+    /// ends when each is stored or failed, within
+    /// [`delivery_timeout`](ProducerSettings::delivery_timeout), and is
+    /// classified once ([`ProducerSettings::classify`]). Dropped before
+    /// that, it counts nothing (librdkafka still stores the records
+    /// handed to it).
+    ///
+    /// # Errors
+    ///
+    /// [`Error`]: [`Kind::Rejected`] when the breaker rejects the call
+    /// (nothing sent); [`Kind::Transport`] with
+    /// [`injected`](Error::injected) when a record's fault aborts (every
+    /// record unsent); [`Kind::Timeout`] for a record not stored within
+    /// `delivery_timeout` (an injected delay that reaches it too);
+    /// [`Kind::Transport`] for another failure of the cluster's;
+    /// [`Kind::Record`] for the caller's own (a record too large, an
+    /// unknown topic). [`Error::records`] says what became of each.
+    ///
+    /// # Panics
+    ///
+    /// When polled outside a tokio runtime (its timers are tokio's), and
+    /// with what the classify or breaker policy functions panic with.
+    pub fn produce_in<I>(
+        &self,
+        cx: Context,
+        records: I,
+    ) -> impl Future<Output = Result<Vec<Delivery>, Error>> + Send + use<I>
+    where
+        I: IntoIterator<Item = Record>,
+    {
+        let records: Vec<Record> = records.into_iter().collect();
+        let producer = self.clone();
+        async move {
+            if records.is_empty() {
+                return Ok(Vec::new());
+            }
+            let inner = &*producer.inner;
+            let started = Instant::now();
+            let call = KafkaCall {
+                inner,
+                deadline: started.checked_add(inner.settings.delivery_timeout),
+                started,
+                records,
+                cx,
+            };
+            crate::call::Call::new(&inner.breaker, call).run().await
+        }
+    }
+}
+
+/// One produce call, the transport of the attempt loop ([`crate::call`]).
+struct KafkaCall<'a> {
+    inner: &'a Inner,
+    records: Vec<Record>,
+    cx: Context,
+    started: Instant,
+    deadline: Option<Instant>,
+}
+
+/// The PRODUCER spans of a call's records, one per record, in order.
+struct Spans {
+    records: Vec<Context>,
+    started: Instant,
+}
+
+impl KafkaCall<'_> {
+    /// The messaging attributes of `topic`'s record, for its span and its
+    /// data points.
+    fn attributes(&self, topic: &str) -> Vec<KeyValue> {
+        let mut attributes = Vec::with_capacity(6);
+        attributes.push(KeyValue::new(MESSAGING_SYSTEM, MESSAGING_SYSTEM_KAFKA));
+        attributes.push(KeyValue::new(MESSAGING_OPERATION_NAME, "send"));
+        attributes.push(KeyValue::new(MESSAGING_DESTINATION_NAME, topic.to_owned()));
+        attributes.extend(self.inner.server.iter().cloned());
+        attributes
+    }
+
+    /// A record's span, started now: `send <topic>`, a child of the span
+    /// in the call's context, which keeps the call's baggage.
+    fn record_span(&self, topic: &str) -> Context {
+        let mut attributes = self.attributes(topic);
+        attributes.push(KeyValue::new(MESSAGING_OPERATION_TYPE, "send"));
+        let span = self
+            .inner
+            .tracer
+            .span_builder(format!("send {topic}"))
+            .with_kind(SpanKind::Producer)
+            .with_attributes(attributes)
+            .start_with_context(&self.inner.tracer, &self.cx);
+        if span.span_context().is_valid() {
+            self.cx.with_span(span)
+        } else {
+            self.cx.clone()
+        }
+    }
+
+    /// The call's records, each failed unsent as `error` says.
+    fn unsent(&self, mut error: Error) -> Error {
+        error.records = vec![RecordResult::Unsent; self.records.len()];
+        error
+    }
+}
+
+impl Transport for KafkaCall<'_> {
+    type Output = Vec<Delivery>;
+    type Error = Error;
+    type Span = Spans;
+    type Prepared = ();
+
+    /// librdkafka's `message.timeout.ms` bounds each record: a record
+    /// handed to it is stored or failed in time, and a timer of the
+    /// loop's would only stop waiting for it.
+    const TIMES_ATTEMPTS: bool = false;
+
+    fn core(&self) -> Core<'_> {
+        let inner = self.inner;
+        Core {
+            budget: &inner.budget,
+            backoff: &inner.backoff,
+            recorder: &inner.recorder,
+            faults: &inner.faults,
+            max_attempts: 1,
+            backoff_max: Duration::ZERO,
+        }
+    }
+
+    fn context(&self) -> &Context {
+        &self.cx
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    fn started(&self) -> Option<Instant> {
+        Some(self.started)
+    }
+
+    fn attempt_timeout(&self) -> Option<Duration> {
+        None
+    }
+
+    /// The first record's point; [`evaluate`](Transport::evaluate)
+    /// evaluates each record's.
+    fn point(&self) -> Cow<'static, str> {
+        Cow::Owned(format!("kafka:{}", self.records[0].topic))
+    }
+
+    /// Each record's point `kafka:<topic>`, evaluated in the record's own
+    /// context (its span gets the evaluation event), carried out as one:
+    /// the longest delay, and an abort if any record's aborts (the point
+    /// it names is the aborting record's, else the longest delay's).
+    fn evaluate(&self, spans: &Spans) -> (Fault, Cow<'static, str>) {
+        let faults = &self.inner.faults;
+        let mut all = Fault::NONE;
+        let mut point: Option<String> = None;
+        for (record, cx) in self.records.iter().zip(&spans.records) {
+            let at = format!("kafka:{}", record.topic);
+            let fault = faults.eval(cx, &at);
+            if fault.is_none() {
+                continue;
+            }
+            let names = point.is_none()
+                || (fault.abort && !all.abort)
+                || (!all.abort && fault.delay > all.delay);
+            if names {
+                point = Some(at);
+            }
+            all = Fault {
+                delay: all.delay.max(fault.delay),
+                abort: all.abort || fault.abort,
+            };
+        }
+        (all, Cow::Owned(point.unwrap_or_default()))
+    }
+
+    fn start(&self, _attempt: u32) -> Spans {
+        Spans {
+            records: self
+                .records
+                .iter()
+                .map(|r| self.record_span(&r.topic))
+                .collect(),
+            started: Instant::now(),
+        }
+    }
+
+    fn span_context(spans: &Spans) -> &Context {
+        &spans.records[0]
+    }
+
+    /// Ends each record's span: with its partition and offset once
+    /// stored, else with its error; records its duration and that it was
+    /// sent, unless failure injection ended the call before librdkafka
+    /// was reached.
+    fn end(&self, spans: Spans, result: Result<&Vec<Delivery>, &Error>) {
+        let inner = self.inner;
+        let elapsed = spans.started.elapsed().as_secs_f64();
+        let sent = !matches!(result, Err(e) if e.injected().is_some());
+        for (i, (record, cx)) in self.records.iter().zip(&spans.records).enumerate() {
+            let span = cx.span();
+            let outcome = match result {
+                Ok(deliveries) => deliveries.get(i).copied().map(Ok),
+                Err(e) => match e.records.get(i) {
+                    Some(RecordResult::Stored(d)) => Some(Ok(*d)),
+                    Some(RecordResult::Failed(k)) => {
+                        Some(Err((kafka_error_type(k), k.to_string())))
+                    }
+                    _ => Some(Err((e.error_type(), e.to_string()))),
+                },
+            };
+            let mut points = self.attributes(&record.topic);
+            match outcome {
+                Some(Ok(d)) => {
+                    let partition =
+                        KeyValue::new(MESSAGING_DESTINATION_PARTITION_ID, d.partition.to_string());
+                    span.set_attribute(partition.clone());
+                    span.set_attribute(KeyValue::new(MESSAGING_KAFKA_OFFSET, d.offset));
+                    points.push(partition);
+                }
+                Some(Err((error_type, message))) => {
+                    span.set_attribute(KeyValue::new(ERROR_TYPE, error_type.clone()));
+                    span.set_status(Status::error(message));
+                    points.push(KeyValue::new(ERROR_TYPE, error_type));
+                }
+                None => {}
+            }
+            span.end();
+            if sent {
+                inner.duration.record(elapsed, &points);
+                inner.sent.add(1, &points);
+            }
+        }
+    }
+
+    fn prepare(&mut self, _attempt: crate::call::Attempt) {}
+
+    /// Hands each record to librdkafka, in order, with the trace context
+    /// of its span and the call's baggage (the scenario stripped unless
+    /// `forward_scenario`), and waits for each one's delivery report.
+    fn send<'s>(
+        &'s self,
+        _attempt: crate::call::Attempt,
+        _prepared: (),
+        spans: &'s mut Spans,
+    ) -> impl Future<Output = Result<Vec<Delivery>, Error>> + Send + 's {
+        let inner = self.inner;
+        let strip = inner.faults.reads_scenarios() && !inner.settings.forward_scenario;
+        // librdkafka's queue full: wait for room, within the call's time.
+        let queue = self.deadline.map_or(Duration::ZERO, |d| {
+            d.saturating_duration_since(Instant::now())
+        });
+        let mut sends = Vec::with_capacity(self.records.len());
+        for (record, cx) in self.records.iter().zip(&spans.records) {
+            let stripped = if strip { inner.faults.strip(cx) } else { None };
+            let headers = own_headers(record.headers.as_ref(), &inner.fields);
+            let headers =
+                inject_context(&*inner.propagator, stripped.as_ref().unwrap_or(cx), headers);
+            let mut kafka = FutureRecord::<[u8], [u8]>::to(&record.topic).headers(headers);
+            if let Some(key) = &record.key {
+                kafka = kafka.key(key.as_slice());
+            }
+            if let Some(value) = &record.value {
+                kafka = kafka.payload(value.as_slice());
+            }
+            sends.push(inner.kafka.send(kafka, Timeout::After(queue)));
+        }
+        async move {
+            let results = join_all(sends).await;
+            let mut deliveries = Vec::with_capacity(results.len());
+            let mut records = Vec::with_capacity(results.len());
+            let mut first: Option<KafkaError> = None;
+            let mut kind = None;
+            for result in results {
+                match result {
+                    Ok(d) => {
+                        let d = Delivery {
+                            partition: d.partition,
+                            offset: d.offset,
+                        };
+                        deliveries.push(d);
+                        records.push(RecordResult::Stored(d));
+                    }
+                    Err((e, _)) => {
+                        let this = match e.rdkafka_error_code() {
+                            Some(code) if is_timeout(code) => Kind::Timeout,
+                            Some(code) if is_callers(code) => Kind::Record,
+                            _ => Kind::Transport,
+                        };
+                        // The cluster's failure wins over the caller's.
+                        kind = match (kind, this) {
+                            (None, this) | (Some(Kind::Record), this) => Some(this),
+                            (kept, _) => kept,
+                        };
+                        first.get_or_insert_with(|| e.clone());
+                        records.push(RecordResult::Failed(e));
+                    }
+                }
+            }
+            match (kind, first) {
+                (Some(kind), Some(e)) => {
+                    let failed = records
+                        .iter()
+                        .filter(|r| matches!(r, RecordResult::Failed(_)))
+                        .count();
+                    Err(Error {
+                        kind,
+                        message: format!("{failed} of {} records: {e}", records.len()),
+                        injected: None,
+                        kafka: Some(e),
+                        records,
+                    })
+                }
+                _ => Ok(deliveries),
+            }
+        }
+    }
+
+    fn classify(
+        &self,
+        result: Result<&Vec<Delivery>, &Error>,
+        deadline_passed: bool,
+    ) -> Classification {
+        match result {
+            Err(_) if deadline_passed => Classification::stop(Outcome::Failure),
+            result => self
+                .inner
+                .settings
+                .classify
+                .classify(result.map(Vec::as_slice)),
+        }
+    }
+
+    fn is_resendable(&self) -> bool {
+        false
+    }
+
+    fn finish(
+        &self,
+        result: Result<Vec<Delivery>, Error>,
+        _decision: retry::Decision,
+        _deadline_passed: bool,
+    ) -> Result<Vec<Delivery>, Error> {
+        result
+    }
+
+    /// Each record's span, ended at once with the rejection, and one
+    /// `humus.circuit.calls` of outcome `rejected` (no messaging
+    /// instrument: nothing was sent).
+    fn rejected(&self, _attempt: u32, rejected: Rejected) -> Error {
+        let error = self.unsent(Error::new(Kind::Rejected, rejected.to_string()));
+        for record in &self.records {
+            let cx = self.record_span(&record.topic);
+            let span = cx.span();
+            span.set_attribute(KeyValue::new(ERROR_TYPE, error.error_type()));
+            span.set_status(Status::error(error.to_string()));
+            span.end();
+        }
+        self.inner.recorder.record_rejected_call();
+        error
+    }
+
+    fn expired(&self) -> Error {
+        self.unsent(Error::new(
+            Kind::Timeout,
+            "the delivery timeout had passed before the call: nothing was sent",
+        ))
+    }
+
+    fn deadline_exceeded(&self) -> Error {
+        Error::new(
+            Kind::Timeout,
+            format!(
+                "not every record was stored within the delivery timeout of {:?}",
+                self.inner.settings.delivery_timeout
+            ),
+        )
+    }
+
+    fn attempt_timed_out(&self, _after: Duration, injected: Option<InjectedError>) -> Error {
+        match injected {
+            Some(injected) => self.injected(injected),
+            None => self.deadline_exceeded(),
+        }
+    }
+
+    fn injected(&self, injected: InjectedError) -> Error {
+        let kind = match injected.cause() {
+            None => Kind::Transport,
+            Some(_) => Kind::Timeout,
+        };
+        let mut error = self.unsent(Error::new(kind, format!("{injected}: no record was sent")));
+        error.injected = Some(injected);
+        error
+    }
+
+    fn closing(&self) -> Error {
+        self.unsent(Error::new(Kind::Stopped, "the producer was stopped"))
+    }
+}
+
+/// A record's own headers without those the producer writes (`baggage`
+/// and the propagator's, compared as header names are, without case).
+fn own_headers(headers: Option<&OwnedHeaders>, fields: &[HeaderName]) -> OwnedHeaders {
+    let Some(headers) = headers else {
+        return OwnedHeaders::new_with_capacity(fields.len());
+    };
+    let written =
+        |key: &str| HeaderName::from_bytes(key.as_bytes()).is_ok_and(|name| fields.contains(&name));
+    let mut out = OwnedHeaders::new_with_capacity(headers.count() + fields.len());
+    for header in headers.iter().filter(|h| !written(h.key)) {
+        out = out.insert(header);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The caller's errors do not count against the cluster; the
+    /// cluster's and the injected ones do.
+    #[test]
+    fn the_default_classify_spares_the_breaker_the_callers_errors() {
+        let failed = |kind| Error::new(kind, "x");
+        assert_eq!(default_classify(Ok(&[])).breaker, Outcome::Success);
+        assert_eq!(
+            default_classify(Err(&failed(Kind::Record))).breaker,
+            Outcome::Ignored
+        );
+        for kind in [Kind::Timeout, Kind::Transport] {
+            assert_eq!(
+                default_classify(Err(&failed(kind))).breaker,
+                Outcome::Failure
+            );
+        }
+        assert!(is_callers(RDKafkaErrorCode::MessageSizeTooLarge));
+        assert!(!is_callers(RDKafkaErrorCode::MessageTimedOut));
+        assert!(is_timeout(RDKafkaErrorCode::MessageTimedOut));
+    }
+
+    /// The producer's headers replace a record's own; the rest are kept.
+    #[test]
+    fn a_records_own_propagation_headers_are_replaced() {
+        let headers = OwnedHeaders::new()
+            .insert(Header {
+                key: "Baggage",
+                value: Some("acme.fault=x"),
+            })
+            .insert(Header {
+                key: "schema",
+                value: Some("v2"),
+            })
+            .insert(Header {
+                key: "traceparent",
+                value: Some("00-x"),
+            });
+        let fields = [BAGGAGE, HeaderName::from_static("traceparent")];
+        let kept = own_headers(Some(&headers), &fields);
+        let keys: Vec<_> = kept.iter().map(|h| h.key).collect();
+        assert_eq!(keys, ["schema"]);
+    }
+}

@@ -1,0 +1,457 @@
+//! The Kafka producer against librdkafka's in-process mock cluster: the
+//! trace and the baggage's other members reach the consumer; aborted
+//! calls store nothing and open the breaker, whose probe stores once it
+//! half-opens; a delay waits the longest of a call's records, and one past
+//! `delivery_timeout` is a Failure; a broker that is down opens the
+//! breaker and probes close it once it is back; a record over the size
+//! limit does not count against the cluster; bad settings name their
+//! field.
+//!
+//! librdkafka runs its own threads on real time: the tests that wait for
+//! it use real time with bounded waits; only those whose waits are
+//! humus's own (an injected delay, the breaker's `open_for`) pause tokio's
+//! clock.
+
+mod http_support;
+mod kafka_support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http_support::{KEY, abort_at, attr, calls, context, delay_at, events, setup};
+use humus::app::{BoxError, ErrorKind, check_kafka_producer};
+use humus::circuit::{Policy, State};
+use humus::fault::names as fit;
+use humus::fault::{Fault, Rule, Scenario};
+use humus::kafka::{
+    Consumer, Kind, NewError, OwnedMessage, Producer, ProducerSettings, Record, RecordResult,
+    TrustScenario,
+};
+use humus::telemetry::names::*;
+use humus::testing::Telemetry;
+use kafka_support::{Cluster, eventually};
+use opentelemetry::Context;
+use opentelemetry::baggage::BaggageExt as _;
+use opentelemetry::trace::{
+    Span as _, SpanKind, TraceContextExt as _, Tracer as _, TracerProvider as _,
+};
+use opentelemetry_sdk::trace::SpanData;
+
+/// The baggage members each record's processor saw.
+type Seen = Arc<Mutex<Vec<Vec<(String, String)>>>>;
+
+/// Producer settings of `cluster`: a short delivery timeout, no linger.
+fn settings(cluster: &Cluster) -> ProducerSettings {
+    let mut settings = ProducerSettings {
+        brokers: cluster.brokers(),
+        delivery_timeout: Duration::from_secs(10),
+        ..ProducerSettings::default()
+    };
+    settings.librdkafka.insert("linger.ms".into(), "0".into());
+    settings
+}
+
+fn producer_spans(telemetry: &Telemetry) -> Vec<SpanData> {
+    telemetry
+        .spans()
+        .into_iter()
+        .filter(|s| s.span_kind == SpanKind::Producer)
+        .collect()
+}
+
+/// The messaging data points named `name` of the producer.
+fn messaging(telemetry: &Telemetry, name: &str) -> f64 {
+    telemetry
+        .metrics(KAFKA_SCOPE)
+        .into_iter()
+        .filter(|p| p.name == name)
+        .map(|p| p.value.as_f64())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_consumer_continues_the_producers_trace_with_the_baggage_but_the_scenario() {
+    for forward in [false, true] {
+        let cluster = Cluster::new(&["orders"]);
+        let telemetry = Telemetry::new();
+        let setup = setup(&telemetry, true);
+        let producer = Producer::new(
+            &setup,
+            ProducerSettings {
+                forward_scenario: forward,
+                ..settings(&cluster)
+            },
+        )
+        .unwrap();
+        // The served RPC's span, and its baggage: a tenant and a scenario
+        // that injects nothing here.
+        let tracer = telemetry.tracer_provider().tracer("served");
+        let served = tracer.start("ledger.v1.Ledger/Transfer");
+        let served_id = served.span_context().clone();
+        let cx = context(Some(&abort_at("grpc:elsewhere"))).with_span(served);
+        let stored = producer
+            .produce_in(cx, [Record::to("orders").key("o-1").value("v")])
+            .await
+            .unwrap();
+        assert_eq!(stored[0].offset, 0);
+
+        let seen: Seen = Arc::default();
+        let mut consumer_settings = cluster.settings(&format!("audit-{forward}"), "orders");
+        consumer_settings.trust_scenario = Some(TrustScenario::topics(["orders"]));
+        let consumer = Consumer::start(&setup, consumer_settings, {
+            let seen = Arc::clone(&seen);
+            move |_m: OwnedMessage| {
+                let baggage = Context::current()
+                    .baggage()
+                    .iter()
+                    .map(|(k, (v, _))| (k.to_string(), v.to_string()))
+                    .collect();
+                seen.lock().unwrap().push(baggage);
+                std::future::ready(Ok::<_, BoxError>(()))
+            }
+        })
+        .unwrap();
+        eventually("the record is processed", || async {
+            !seen.lock().unwrap().is_empty()
+        })
+        .await;
+        consumer.stop().await;
+
+        let baggage = seen.lock().unwrap()[0].clone();
+        assert!(
+            baggage.contains(&("tenant".into(), "acme".into())),
+            "{baggage:?}"
+        );
+        assert_eq!(
+            baggage.iter().any(|(k, _)| k == KEY),
+            forward,
+            "forward_scenario {forward}: {baggage:?}"
+        );
+        let spans = telemetry.spans();
+        let send = spans
+            .iter()
+            .find(|s| s.span_kind == SpanKind::Producer)
+            .expect("the record's PRODUCER span");
+        assert_eq!(send.name, "send orders");
+        assert_eq!(send.parent_span_id, served_id.span_id());
+        assert_eq!(send.span_context.trace_id(), served_id.trace_id());
+        assert_eq!(attr(send, MESSAGING_SYSTEM).as_deref(), Some("kafka"));
+        assert_eq!(
+            attr(send, MESSAGING_OPERATION_TYPE).as_deref(),
+            Some("send")
+        );
+        assert_eq!(
+            attr(send, MESSAGING_DESTINATION_NAME).as_deref(),
+            Some("orders")
+        );
+        assert_eq!(
+            attr(send, MESSAGING_DESTINATION_PARTITION_ID).as_deref(),
+            Some("0")
+        );
+        assert_eq!(attr(send, MESSAGING_KAFKA_OFFSET).as_deref(), Some("0"));
+        // The strip, on the record's span, unless forwarded; the
+        // evaluation, in the record's unstripped context.
+        assert_eq!(events(send, fit::STRIP).len(), usize::from(!forward));
+        assert_eq!(events(send, fit::EVALUATION).len(), 1);
+        let process = spans
+            .iter()
+            .find(|s| s.span_kind == SpanKind::Consumer)
+            .expect("the record's CONSUMER span");
+        assert_eq!(process.parent_span_id, send.span_context.span_id());
+        assert_eq!(process.span_context.trace_id(), served_id.trace_id());
+        assert_eq!(messaging(&telemetry, MESSAGING_CLIENT_SENT_MESSAGES), 1.0);
+        assert_eq!(
+            messaging(&telemetry, MESSAGING_CLIENT_OPERATION_DURATION),
+            1.0
+        );
+        assert_eq!(calls(&telemetry, "success"), 1.0);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn aborted_calls_store_nothing_open_the_breaker_and_a_probe_stores_after_open_for() {
+    let cluster = Cluster::new(&["orders"]);
+    let telemetry = Telemetry::new();
+    let setup = setup(&telemetry, true);
+    let mut settings = settings(&cluster);
+    settings.breaker_policy = Policy::consecutive_or_half(10, 20, 1);
+    settings.breaker.open_for = Duration::from_secs(5);
+    let producer = Producer::new(&setup, settings).unwrap();
+    let aborting = context(Some(&abort_at("kafka:orders")));
+    for i in 0..10 {
+        let records = [
+            Record::to("orders").value(format!("a{i}")),
+            Record::to("orders").value(format!("b{i}")),
+        ];
+        let e = producer
+            .produce_in(aborting.clone(), records)
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), Kind::Transport, "{e}");
+        assert_eq!(e.injected().unwrap().point(), "kafka:orders");
+        assert!(matches!(
+            e.records(),
+            [RecordResult::Unsent, RecordResult::Unsent]
+        ));
+    }
+    assert_eq!(producer.breaker_state(), State::Open);
+    let spans = producer_spans(&telemetry);
+    assert_eq!(spans.len(), 20);
+    for span in &spans {
+        assert_eq!(events(span, fit::EVALUATION).len(), 1, "{span:?}");
+        assert_eq!(
+            attr(span, ERROR_TYPE).as_deref(),
+            Some(humus::fault::ERROR_TYPE)
+        );
+    }
+    assert_eq!(calls(&telemetry, "failure"), 10.0);
+    // Aborted records were never sent: not in the messaging instruments.
+    assert_eq!(messaging(&telemetry, MESSAGING_CLIENT_SENT_MESSAGES), 0.0);
+
+    // An eleventh call, with no scenario: rejected, nothing sent.
+    let e = producer
+        .produce_in(context(None), [Record::to("orders").value("c")])
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), Kind::Rejected, "{e}");
+    assert_eq!(calls(&telemetry, "rejected"), 1.0);
+    assert_eq!(cluster.stored("orders").await, 0);
+
+    // After open_for, a probe stores, and closes the breaker.
+    tokio::time::advance(Duration::from_secs(5)).await;
+    let stored = producer
+        .produce_in(context(None), [Record::to("orders").value("probe")])
+        .await
+        .unwrap();
+    assert_eq!(stored[0].offset, 0);
+    assert_eq!(producer.breaker_state(), State::Closed);
+    assert_eq!(cluster.stored("orders").await, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_delay_waits_the_longest_of_the_calls_records_and_past_delivery_timeout_fails() {
+    let cluster = Cluster::new(&["orders", "audit"]);
+    let telemetry = Telemetry::new();
+    let setup = setup(&telemetry, true);
+    let producer = Producer::new(
+        &setup,
+        ProducerSettings {
+            delivery_timeout: Duration::from_secs(2),
+            ..settings(&cluster)
+        },
+    )
+    .unwrap();
+    let delays = Scenario::new([
+        Rule::new(
+            "kafka:orders",
+            Fault {
+                delay: Duration::from_millis(300),
+                abort: false,
+            },
+        ),
+        Rule::new(
+            "kafka:audit",
+            Fault {
+                delay: Duration::from_millis(700),
+                abort: false,
+            },
+        ),
+    ]);
+    let started = tokio::time::Instant::now();
+    let stored = producer
+        .produce_in(
+            context(Some(&delays)),
+            [
+                Record::to("orders").value("o"),
+                Record::to("audit").value("a"),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), 2);
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(700) && waited < Duration::from_secs(2),
+        "{waited:?}"
+    );
+    assert_eq!(calls(&telemetry, "success"), 1.0);
+
+    // A delay past delivery_timeout: cut short at it, nothing sent, a
+    // Failure.
+    let started = tokio::time::Instant::now();
+    let e = producer
+        .produce_in(
+            context(Some(&delay_at("kafka:orders", Duration::from_secs(5)))),
+            [Record::to("orders").value("late")],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(started.elapsed(), Duration::from_secs(2));
+    assert_eq!(e.kind(), Kind::Timeout, "{e}");
+    assert!(e.injected().is_some());
+    assert_eq!(calls(&telemetry, "failure"), 1.0);
+    assert_eq!(cluster.stored("orders").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_that_is_down_opens_the_breaker_and_probes_close_it_once_it_is_back() {
+    let cluster = Cluster::new(&["orders"]);
+    let telemetry = Telemetry::new();
+    let setup = setup(&telemetry, false);
+    let mut settings = ProducerSettings {
+        delivery_timeout: Duration::from_millis(500),
+        ..settings(&cluster)
+    };
+    settings.breaker_policy = Policy::consecutive_or_half(3, 20, 1);
+    settings.breaker.open_for = Duration::from_millis(300);
+    let producer = Producer::new(&setup, settings).unwrap();
+    // Connected first: the broker's metadata known.
+    producer
+        .produce([Record::to("orders").value("first")])
+        .await
+        .unwrap();
+
+    cluster.broker_down();
+    for _ in 0..3 {
+        let e = producer
+            .produce([Record::to("orders").value("lost")])
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), Kind::Timeout, "{e}");
+    }
+    assert_eq!(producer.breaker_state(), State::Open);
+    assert_eq!(calls(&telemetry, "failure"), 3.0);
+    let e = producer
+        .produce([Record::to("orders").value("rejected")])
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), Kind::Rejected, "{e}");
+
+    cluster.broker_up();
+    eventually("a probe stores, and closes the breaker", || async {
+        let _ = producer
+            .produce([Record::to("orders").value("probe")])
+            .await;
+        producer.breaker_state() == State::Closed
+    })
+    .await;
+    assert!(cluster.stored("orders").await >= 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_over_the_size_limit_fails_without_counting_against_the_cluster() {
+    let cluster = Cluster::new(&["orders"]);
+    let telemetry = Telemetry::new();
+    let setup = setup(&telemetry, false);
+    let producer = Producer::new(&setup, settings(&cluster)).unwrap();
+    let e = producer
+        .produce([Record::to("orders").value(vec![0u8; 2_000_000])])
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), Kind::Record, "{e}");
+    assert!(matches!(e.records(), [RecordResult::Failed(_)]));
+    assert_eq!(calls(&telemetry, "ignored"), 1.0);
+    assert_eq!(calls(&telemetry, "failure"), 0.0);
+    assert_eq!(producer.breaker_state(), State::Closed);
+    let send = &producer_spans(&telemetry)[0];
+    assert_eq!(
+        attr(send, ERROR_TYPE).as_deref(),
+        Some("MessageSizeTooLarge")
+    );
+}
+
+#[tokio::test]
+async fn bad_settings_each_name_their_field() {
+    let setup = humus::Setup::new();
+    for (settings, field, says) in [
+        (ProducerSettings::default(), "brokers", "is empty"),
+        (
+            ProducerSettings {
+                brokers: vec!["kafka://k:9092".into()],
+                ..ProducerSettings::default()
+            },
+            "brokers",
+            "names a scheme",
+        ),
+        (
+            ProducerSettings {
+                brokers: vec!["k:9092".into()],
+                delivery_timeout: Duration::ZERO,
+                ..ProducerSettings::default()
+            },
+            "delivery_timeout",
+            "",
+        ),
+        (
+            ProducerSettings {
+                brokers: vec!["k:9092".into()],
+                acks: humus::kafka::Acks::Leader,
+                ..ProducerSettings::default()
+            },
+            "acks",
+            "idempotence",
+        ),
+    ] {
+        let e = check_kafka_producer(&settings).unwrap_err();
+        assert_eq!((e.kind(), e.exit_code()), (ErrorKind::Settings, 78));
+        let text = e.to_string();
+        assert!(
+            text.contains(&format!("invalid kafka producer settings: {field} "))
+                && text.contains(says),
+            "{text}"
+        );
+        match Producer::new(&setup, settings) {
+            Err(NewError::Settings(e)) => assert_eq!(e.fields().collect::<Vec<_>>(), [field]),
+            other => panic!("{other:?}"),
+        }
+    }
+    // A property humus owns, passed through.
+    let mut settings = ProducerSettings {
+        brokers: vec!["k:9092".into()],
+        ..ProducerSettings::default()
+    };
+    settings
+        .librdkafka
+        .insert("message.timeout.ms".into(), "5".into());
+    let e = check_kafka_producer(&settings).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("librdkafka sets \"message.timeout.ms\""),
+        "{e}"
+    );
+    // Read with serde: the shared breaker section and its flat keys.
+    let read: ProducerSettings = serde_json::from_str(
+        r#"{"brokers": ["k:9092"], "breaker_window": 7, "delivery_timeout": "3s", "acks": "all"}"#,
+    )
+    .unwrap();
+    assert_eq!(read.breaker.window, 7);
+    assert_eq!(read.delivery_timeout, Duration::from_secs(3));
+    let both = serde_json::from_str::<ProducerSettings>(
+        r#"{"breaker": {"window": 3}, "breaker_window": 7}"#,
+    );
+    assert!(both.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_apps_stop_flushes_what_is_in_flight() {
+    let cluster = Cluster::new(&["orders"]);
+    let telemetry = Telemetry::new();
+    let setup = setup(&telemetry, false);
+    let mut settings = settings(&cluster);
+    // Records wait a while in librdkafka's queue before they are sent:
+    // without the stop's flush, the record would still be in flight.
+    settings
+        .librdkafka
+        .insert("linger.ms".into(), "2000".into());
+    let producer = Producer::new(&setup, settings).unwrap();
+    let call = tokio::spawn(producer.produce([Record::to("orders").value("v")]));
+    eventually("the record is in flight", || async {
+        producer.in_flight() == 1
+    })
+    .await;
+    // The stop returns once the record is stored, not before.
+    setup.stop().await;
+    assert_eq!(producer.in_flight(), 0);
+    call.await.unwrap().unwrap();
+    assert_eq!(cluster.stored("orders").await, 1);
+}
