@@ -584,3 +584,127 @@ async fn a_publish_after_the_stop_fails_at_once_saying_the_publisher_is_closed()
     assert_eq!(Broker::ready(&channel, "closing-q").await, 1);
     connection.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_nack_is_retried_and_a_failure() {
+    let Some(broker) = Broker::get() else { return };
+    let telemetry = Telemetry::new();
+    let setup = setup(&telemetry, false);
+    let (connection, channel) = broker.open(&broker.uri()).await;
+    // A queue of one message that refuses the next: the broker nacks it.
+    let mut arguments = FieldTable::new();
+    for (key, value) in [
+        ("x-max-length", amqprs::FieldValue::l(1)),
+        ("x-overflow", amqprs::FieldValue::from("reject-publish")),
+    ] {
+        arguments.insert(key.try_into().unwrap(), value);
+    }
+    Broker::queue(&channel, "full", arguments).await;
+    let publisher = Publisher::new(
+        &setup,
+        PublisherSettings {
+            max_attempts: 2,
+            ..publisher_settings(broker.uri())
+        },
+    )
+    .unwrap();
+    publisher
+        .publish("", "full", BasicProperties::default(), b"first".to_vec())
+        .await
+        .unwrap();
+    let err = publisher
+        .publish("", "full", BasicProperties::default(), b"second".to_vec())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), PublishErrorKind::Nacked, "{err}");
+    assert_eq!(
+        err.to_string(),
+        "rabbitmq: publishing to full: the broker nacked the message"
+    );
+    assert_eq!(calls(&telemetry, "failure"), 2.0, "retried, each a failure");
+    let spans = spans_of_kind(&telemetry, SpanKind::Producer);
+    assert_eq!(spans.len(), 3);
+    assert!(spans.iter().all(|s| s.name == "publish amq.default"));
+    assert_eq!(
+        metric_sum(
+            &telemetry,
+            MESSAGING_CLIENT_SENT_MESSAGES,
+            &[("error.type", "nacked")]
+        ),
+        2.0
+    );
+    setup.stop().await;
+    connection.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_delay_past_the_attempt_timeout_is_retried_until_the_deadline() {
+    let Some(broker) = Broker::get() else { return };
+    let telemetry = Telemetry::new();
+    let setup = setup(&telemetry, true);
+    let (connection, channel) = broker.open(&broker.uri()).await;
+    bound(&channel, "slow", "slow-q", "k").await;
+    let publisher = Publisher::new(
+        &setup,
+        PublisherSettings {
+            timeout: Duration::from_millis(700),
+            attempt_timeout: Duration::from_millis(200),
+            max_attempts: 10,
+            ..publisher_settings(broker.uri())
+        },
+    )
+    .unwrap();
+    let delayed = context(Some(&http_support::delay_at(
+        "rabbitmq:slow:k",
+        Duration::from_secs(5),
+    )));
+    let started = std::time::Instant::now();
+    let err = publisher
+        .publish_in(
+            delayed,
+            "slow",
+            "k",
+            BasicProperties::default(),
+            b"x".to_vec(),
+        )
+        .await
+        .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(err.kind(), PublishErrorKind::Timeout, "{err}");
+    let failures = calls(&telemetry, "failure");
+    assert!((3.0..=4.0).contains(&failures), "{failures} attempts");
+    assert_eq!(Broker::ready(&channel, "slow-q").await, 0, "nothing sent");
+    setup.stop().await;
+    connection.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_publish_its_caller_drops_counts_nothing() {
+    let Some(broker) = Broker::get() else { return };
+    let telemetry = Telemetry::new();
+    let setup = setup(&telemetry, true);
+    let publisher = Publisher::new(&setup, publisher_settings(broker.uri())).unwrap();
+    let delayed = context(Some(&http_support::delay_at(
+        "rabbitmq:dropped",
+        Duration::from_secs(5),
+    )));
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(100),
+        publisher.publish_in(
+            delayed,
+            "",
+            "dropped",
+            BasicProperties::default(),
+            b"x".to_vec(),
+        ),
+    )
+    .await;
+    assert!(dropped.is_err(), "still waiting when dropped");
+    for outcome in ["success", "failure", "ignored", "rejected"] {
+        assert_eq!(calls(&telemetry, outcome), 0.0, "{outcome}");
+    }
+    let spans = spans_of_kind(&telemetry, SpanKind::Producer);
+    assert_eq!(spans.len(), 1);
+    assert_eq!(attr(&spans[0], "error.type").as_deref(), Some("canceled"));
+    setup.stop().await;
+}

@@ -1,7 +1,124 @@
-//! RabbitMQ (feature `rabbitmq`): a [`Consumer`] that hands each delivery
-//! of a queue to the service's processor, in the delivery's trace context,
-//! and loses none; on [amqprs](https://docs.rs/amqprs/2), an AMQP 0-9-1
-//! client that runs on the service's tokio runtime.
+//! RabbitMQ (feature `rabbitmq`): a [`Publisher`] whose every publish is
+//! confirmed by the broker, with the clients' retries, budget, breaker,
+//! failure injection and telemetry; and a [`Consumer`] that hands each
+//! delivery of a queue to the service's processor, in the delivery's trace
+//! context, and loses none; on [amqprs](https://docs.rs/amqprs/2), an AMQP
+//! 0-9-1 client that runs on the service's tokio runtime.
+//!
+//! # Publishing
+//!
+//! ```no_run
+//! use humus::App;
+//! use humus::app::{Error, Exit, check_rabbitmq_publisher};
+//! use humus::rabbitmq::{BasicProperties, Publisher, PublisherSettings};
+//!
+//! #[tokio::main]
+//! async fn main() -> Exit {
+//!     App::new()
+//!         .run(|setup| async move {
+//!             // ORDERS_URI=amqp://orders:secret@rabbit:5672/shop ORDERS_BREAKER_OPEN_FOR=5s
+//!             let settings: PublisherSettings =
+//!                 envy::prefixed("ORDERS_").from_env().map_err(Error::settings)?;
+//!             check_rabbitmq_publisher(&settings)?; // exit 78, naming every bad field
+//!             // Closed by an on-stop hook of the Setup, after the servers stop.
+//!             let orders = Publisher::new(&setup, settings)?;
+//!             // In a handler: confirmed by the broker, or an error.
+//!             orders
+//!                 .publish("orders", "accepted", BasicProperties::default(), b"{}".to_vec())
+//!                 .await
+//!                 .map_err(Error::other)?;
+//!             Ok(vec![])
+//!         })
+//!         .await
+//! }
+//! ```
+//!
+//! One [`Publisher`] is one broker: one connection and one channel, dialled
+//! on the first publish, one retry budget and one circuit breaker, shared by
+//! every clone. [`PublisherSettings`] lists each field with its default and
+//! check: the URI as [`check_uri`] checks it, TLS for `amqps://`, and the
+//! same `timeout`, `attempt_timeout`, `max_attempts`, `retry_budget`,
+//! `backoff_*`, `breaker` and `forward_scenario` as the HTTP client's,
+//! read by serde the same way.
+//!
+//! Each publish is a call on the attempt loop every humus client runs on
+//! ([design](crate::design::client#retries)):
+//!
+//! 1. the breaker admits the attempt (or the publish fails,
+//!    [`PublishErrorKind::Rejected`], nothing sent);
+//! 2. the failure-injection point `rabbitmq:<exchange>:<routing key>`
+//!    ([`Publisher::point`], leaving out what is empty:
+//!    `rabbitmq:orders:accepted`) is evaluated in the attempt's context,
+//!    once per attempt; an abort sends nothing and fails the attempt as a
+//!    lost connection does ([`PublishErrorKind::Connection`], its message
+//!    `rabbitmq: publishing to orders:accepted: fit: injected failure at
+//!    rabbitmq:orders:accepted`), so both are classified alike; a delay is
+//!    waited within the attempt's deadline;
+//! 3. the message is sent, `mandatory`, its headers carrying the attempt's
+//!    trace context and the call's baggage (written by the Setup's
+//!    propagator over the caller's headers of the same names), the failure
+//!    scenario stripped unless
+//!    [`forward_scenario`](PublisherSettings::forward_scenario) (a
+//!    `humus.fit.strip` event on the attempt's span);
+//! 4. the attempt waits for the broker's confirm (publisher confirms,
+//!    `confirm.select`, on the channel) within its deadline, the smaller
+//!    of [`attempt_timeout`](PublisherSettings::attempt_timeout) and what
+//!    is left of the call's [`timeout`](PublisherSettings::timeout) (or of
+//!    the served RPC's deadline);
+//! 5. the result is classified ([`default_classify`], overridable with
+//!    [`PublisherSettings::classify`]): a lost connection or channel
+//!    before the confirm, a nack, or no confirm within the attempt's
+//!    timeout is retried and a breaker failure; no confirm within the
+//!    call's deadline is a failure that ends the call
+//!    ([`PublishErrorKind::Timeout`]); a return (no queue bound for the
+//!    routing key, [`PublishErrorKind::Unroutable`]) or a channel the broker
+//!    closed over the publish (an exchange that does not exist,
+//!    [`PublishErrorKind::Refused`]) is the caller's: not retried, counted
+//!    nothing against the broker. Retries are bounded by `max_attempts`,
+//!    the retry budget and the deadline. A caller that drops the publish
+//!    counts nothing.
+//!
+//! **At least once.** A publish retried after its confirm was lost (the
+//! connection dropped, or the attempt's time ran out, after the broker took
+//! the message) may be delivered twice; consumers should be idempotent (a
+//! message id helps them tell).
+//!
+//! **The connection.** It is dialled on the first publish, and again after
+//! it is lost, with the gRPC client's connection backoff: 1 s after the
+//! first failure, growing 1.6 times to
+//! [`connect_backoff_max`](PublisherSettings::connect_backoff_max) (120 s),
+//! ±20 % jitter. While it waits, an attempt fails at once as a lost
+//! connection (and is retried within the call's bounds); each failed dial
+//! and each lost connection is a WARN log record
+//! `humus.rabbitmq.connection`. A channel the broker closed (a refused
+//! publish) is opened again at once on the same connection. amqprs opens
+//! its TCP connection itself, so the publisher does not dial through the
+//! Setup's [`Host`](crate::Host).
+//!
+//! **Stopping.** [`Publisher::new`] registers [`Publisher::close`] as an
+//! on-stop hook of the Setup, so an [`App`](crate::App) closes the
+//! channel and the connection once its servers have stopped; a publish
+//! after it fails at once ([`PublishErrorKind::Closed`], `the publisher is
+//! closed`), and one waiting for its next attempt ends.
+//!
+//! **Telemetry**, through the Setup's providers, never the globals: each
+//! attempt is a span of kind PRODUCER named `publish <exchange>`
+//! (`publish amq.default` for the default exchange), a child of the
+//! call's span, in the scope
+//! [`RABBITMQ_SCOPE`](crate::telemetry::names::RABBITMQ_SCOPE), with
+//! `messaging.system` = `rabbitmq`, `messaging.operation.name` =
+//! `publish`, `messaging.operation.type` = `send`,
+//! `messaging.destination.name` (the exchange),
+//! `messaging.rabbitmq.destination.routing_key` (when not empty),
+//! `messaging.message.id` (when set), `server.address` and `server.port`;
+//! a failed attempt has `error.type` (its kind, or
+//! [`fault::ERROR_TYPE`](crate::fault::ERROR_TYPE) for an injected
+//! failure) and status Error. `messaging.client.operation.duration`
+//! (seconds) records each attempt and `messaging.client.sent.messages`
+//! each attempt that sent its message, with `error.type` when it was not
+//! confirmed. The breaker's and the retries' instruments and log records
+//! (`humus.circuit.*`, `humus.retry.decisions`) are the other clients',
+//! by the broker's `server.address` and `server.port`.
 //!
 //! ```no_run
 //! use humus::App;
@@ -29,7 +146,7 @@
 //! }
 //! ```
 //!
-//! # Settings
+//! # Consuming: settings
 //!
 //! [`ConsumerSettings`] lists each field with its default, unit and check.
 //! The broker is named by one URI, `amqp://user:password@host:port/vhost`
