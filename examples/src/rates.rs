@@ -155,7 +155,7 @@ pub fn from_rates(e: &http_client::Error) -> Status {
     } else {
         "the exchange-rate service is unavailable"
     };
-    Status::unavailable(format!("{why}: {e}"))
+    Status::unavailable(format!("{why}: {}", e.chain()))
 }
 
 /// The exchange-rate service's state, shared with its handlers: the knob,

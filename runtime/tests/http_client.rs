@@ -1015,7 +1015,7 @@ async fn a_timeout_error_names_the_bound_that_ended_the_call_and_the_dependency(
     assert_eq!(err.kind(), Kind::Timeout);
     assert!(
         err.to_string().starts_with(&format!(
-            "http call to {base} timed out (the client's timeout setting, 3s): "
+            "http call to {base} timed out (the client's timeout setting, 3s)"
         )),
         "{err}"
     );
@@ -1032,7 +1032,7 @@ async fn a_timeout_error_names_the_bound_that_ended_the_call_and_the_dependency(
     assert_eq!(started.elapsed(), Duration::from_secs(1));
     assert!(
         err.to_string().starts_with(&format!(
-            "http call to {base} timed out (the request's own timeout, 1s): "
+            "http call to {base} timed out (the request's own timeout, 1s)"
         )),
         "{err}"
     );
@@ -1059,7 +1059,7 @@ async fn a_timeout_error_names_the_bound_that_ended_the_call_and_the_dependency(
     let text = err.to_string();
     assert!(
         text.starts_with(&format!(
-            "http call to {base} timed out (the deadline inherited from the RPC being served (1.5s left when the call was made), not the client's timeout setting): "
+            "http call to {base} timed out (the deadline inherited from the RPC being served (1.5s left when the call was made), not the client's timeout setting)"
         )),
         "{text}"
     );
@@ -1104,7 +1104,7 @@ async fn a_rejection_and_a_refused_request_name_the_dependency() {
     assert_eq!(err.kind(), Kind::Rejected);
     assert!(
         err.to_string().starts_with(&format!(
-            "http call to {base} rejected by the circuit breaker: "
+            "http call to {base} rejected by the circuit breaker"
         )),
         "{err}"
     );
@@ -1115,7 +1115,7 @@ async fn a_rejection_and_a_refused_request_name_the_dependency() {
         assert_eq!(err.kind(), Kind::Request);
         assert!(
             err.to_string()
-                .starts_with(&format!("http request to {base} could not be made: ")),
+                .starts_with(&format!("http request to {base} could not be made")),
             "{err}"
         );
     }
@@ -1175,4 +1175,112 @@ async fn a_call_dropped_at_the_served_deadline_counts_and_one_dropped_before_doe
 
 fn client_of(telemetry: &Telemetry, upstream: &Upstream) -> Client {
     client(&setup(telemetry, false), upstream, settings())
+}
+
+/// The texts a chain printer shows for `err`: its `Display`, then each
+/// source's in turn.
+fn chain_of(err: &(dyn std::error::Error + 'static)) -> Vec<String> {
+    let mut texts = Vec::new();
+    let mut next = Some(err);
+    while let Some(e) = next {
+        texts.push(e.to_string());
+        next = e.source();
+    }
+    texts
+}
+
+/// Each text of a chain is its own: none repeats a cause after it (a
+/// `Display` that wrote its source would show it twice).
+fn assert_each_once(chain: &[String]) {
+    assert!(chain.len() >= 2, "a cause: {chain:?}");
+    for (i, text) in chain.iter().enumerate() {
+        assert!(!text.is_empty(), "{chain:?}");
+        for later in &chain[i + 1..] {
+            assert!(
+                !text.contains(later.as_str()),
+                "{text:?} repeats {later:?}: {chain:?}"
+            );
+        }
+    }
+}
+
+/// A chain printer shows the HTTP client's error and each cause once: the
+/// error's `Display` does not repeat its `source()`; a refused
+/// connection's `ConnectionRefused` is its source, one step away (reqwest's
+/// error still found by `Error::reqwest`); `Error::chain` is the printer's
+/// text, and an attempt's span says it.
+#[tokio::test(start_paused = true)]
+async fn a_chain_printer_shows_each_cause_once_and_a_refused_connection_in_one_step() {
+    // A port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let telemetry = Telemetry::new();
+    let refused = Client::new(
+        &setup(&telemetry, false),
+        Settings {
+            base_url: format!("http://127.0.0.1:{port}"),
+            max_attempts: 1,
+            ..settings()
+        },
+    )
+    .unwrap();
+    let err = refused.get("/x").send().await.unwrap_err();
+    assert_eq!(err.kind(), Kind::Transport, "{err}");
+    let cause = std::error::Error::source(&err)
+        .and_then(|e| e.downcast_ref::<std::io::Error>())
+        .expect("the I/O error, one step away");
+    assert_eq!(
+        cause.kind(),
+        std::io::ErrorKind::ConnectionRefused,
+        "{cause:?}"
+    );
+    assert!(
+        err.reqwest().is_some_and(reqwest::Error::is_connect),
+        "{err:?}"
+    );
+    let chain = chain_of(&err);
+    assert_each_once(&chain);
+    assert_eq!(
+        chain[0],
+        format!("http attempt to http://127.0.0.1:{port}/ got no response")
+    );
+    assert_eq!(err.chain().to_string(), chain.join(": "));
+    let spans = spans_of_kind(&telemetry, SpanKind::Client);
+    let Status::Error { description } = &spans.last().unwrap().status else {
+        panic!("{:?}", spans.last().unwrap().status)
+    };
+    assert_eq!(
+        description.as_ref(),
+        format!("http attempt got no response: {}", chain[1])
+    );
+
+    // A timeout: reqwest's, under the client's.
+    let upstream = Upstream::start().await;
+    let client = client(
+        &setup(&telemetry, false),
+        &upstream,
+        Settings {
+            timeout: Duration::from_secs(3),
+            attempt_timeout: Duration::from_secs(5),
+            ..settings()
+        },
+    );
+    upstream.script([Reply::slow(200, Duration::from_secs(8))]);
+    let err = client.get("/x").send().await.unwrap_err();
+    assert_eq!(err.kind(), Kind::Timeout, "{err}");
+    let chain = chain_of(&err);
+    assert_each_once(&chain);
+    assert_eq!(
+        chain[0],
+        format!(
+            "http call to {} timed out (the client's timeout setting, 3s)",
+            client.base_url()
+        )
+    );
+    assert!(
+        std::error::Error::source(&err).is_some_and(|e| e.is::<reqwest::Error>()),
+        "{err:?}"
+    );
+    assert_eq!(err.chain().to_string(), chain.join(": "));
 }

@@ -45,7 +45,7 @@ async fn an_aborted_get_is_retried_up_to_max_attempts_and_sends_nothing() {
     // The error names the dependency, as reqwest's own errors name a URL.
     assert!(
         err.to_string().starts_with(&format!(
-            "http attempt to {} got no response: ",
+            "http attempt to {} got no response",
             client.base_url()
         )),
         "{err}"

@@ -401,7 +401,9 @@ impl Client {
     /// otherwise; [`Kind::Request`] for a request whose URL is not on the
     /// base URL's origin (nothing is sent or counted). Every error's
     /// message names the dependency, by the client's base URL
-    /// (`http call to https://rates:8443/v1 rejected by the circuit breaker: ...`).
+    /// (`http call to https://rates:8443/v1 rejected by the circuit breaker`),
+    /// the cause its [`source()`](std::error::Error::source) ([`Error::chain`]
+    /// prints both).
     ///
     /// # Panics
     ///
@@ -505,7 +507,7 @@ impl<'a> HttpCall<'a> {
                 || url.host_str() != inner.base.host_str()
                 || url.port_or_known_default() != inner.base.port_or_known_default())
         {
-            return Err(Error::new(
+            return Err(Error::says(
                 Kind::Request,
                 format!(
                     "{} is not on the origin of the client's base URL {}",
@@ -604,7 +606,7 @@ impl crate::call::Transport for HttpCall<'_> {
     fn end(&self, span: HttpAttempt, result: Result<&reqwest::Response, &Error>) {
         match result {
             Ok(response) => span.end_response(response.status().as_u16()),
-            Err(e) => span.end_error(e.error_type(), &e.to_string()),
+            Err(e) => span.end_error(e.error_type(), &e.chain().to_string()),
         }
     }
 
@@ -1103,7 +1105,7 @@ impl RequestBuilder {
     pub fn build(self) -> Result<(reqwest::Request, CallOptions), Error> {
         let dependency = &self.client.inner.dependency;
         if let Some(why) = self.refused {
-            return Err(Error::new(Kind::Request, why).of(dependency));
+            return Err(Error::says(Kind::Request, why).of(dependency));
         }
         let request = self
             .inner
@@ -1133,7 +1135,7 @@ impl RequestBuilder {
         // the client's `Arc`). Either, not an async block holding the
         // future it then awaits, which would hold the call's state twice.
         let request = match refused {
-            Some(why) => Err(Error::new(Kind::Request, why)),
+            Some(why) => Err(Error::says(Kind::Request, why)),
             None => inner.build().map_err(|e| Error::new(Kind::Request, e)),
         };
         match request {

@@ -58,6 +58,9 @@ pub struct Error {
     /// The dependency: its client's base URL, which every error of a call
     /// names.
     dependency: Option<Arc<str>>,
+    /// What the client says of the failure itself, after its kind (why a
+    /// request could not be made): part of the message, not a cause.
+    detail: Option<Box<str>>,
     source: Option<Box<dyn StdError + Send + Sync>>,
 }
 
@@ -67,6 +70,7 @@ impl fmt::Debug for Error {
             .field("kind", &self.kind)
             .field("bound", &self.bound)
             .field("dependency", &self.dependency)
+            .field("detail", &self.detail)
             .field("source", &self.source)
             .finish()
     }
@@ -78,7 +82,17 @@ impl Error {
             kind,
             bound: None,
             dependency: None,
+            detail: None,
             source: Some(source.into()),
+        }
+    }
+
+    /// An error of `kind` with no cause, whose message says `detail` after
+    /// its kind's words.
+    pub(super) fn says(kind: Kind, detail: impl Into<String>) -> Error {
+        Error {
+            detail: Some(detail.into().into_boxed_str()),
+            ..Error::bare(kind)
         }
     }
 
@@ -87,6 +101,7 @@ impl Error {
             kind,
             bound: None,
             dependency: None,
+            detail: None,
             source: None,
         }
     }
@@ -174,7 +189,11 @@ impl Error {
 }
 
 /// `http call to https://rates:8443/v1 timed out (the client's timeout
-/// setting, 10s): ...`: what failed, the dependency, why, then the source.
+/// setting, 10s)`: what failed, the dependency and why (`http request to
+/// … could not be made: <why>`), without the source, which
+/// [`source()`](StdError::source) gives: a chain printer
+/// (`anyhow`'s `{:#}`, `tracing`'s error chain, [`Error::chain`]) shows
+/// each cause once.
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self.kind {
@@ -193,15 +212,53 @@ impl fmt::Display for Error {
             (Kind::Timeout, Some(bound)) => write!(f, " timed out ({bound})")?,
             (Kind::Timeout, None) => f.write_str(" timed out")?,
         }
-        if let Some(source) = &self.source {
-            write!(f, ": {source}")?;
+        if let Some(detail) = &self.detail {
+            write!(f, ": {detail}")?;
         }
         Ok(())
     }
 }
 
 impl StdError for Error {
+    /// The cause: for an error reqwest returned, the I/O error at the root
+    /// of its chain when there is one (a refused connection's
+    /// `ConnectionRefused`, a reset), one step away rather than under
+    /// reqwest's and hyper's wrappers ([`Error::reqwest`] still finds
+    /// reqwest's error); else the source as it is (reqwest's timeout, the
+    /// breaker's [`Rejected`], an [`InjectedError`], why a request could
+    /// not be made).
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        self.source.as_deref().map(|e| e as _)
+        let source: &(dyn StdError + 'static) = self.source.as_deref()?;
+        if source.is::<reqwest::Error>()
+            && let Some(io) = crate::chain::find::<std::io::Error>(source.source())
+        {
+            return Some(io);
+        }
+        Some(source)
+    }
+}
+
+impl Error {
+    /// This error and its causes, each once, joined by `": "`: `http
+    /// attempt to http://127.0.0.1:9/ got no response: Connection refused
+    /// (os error 111)`. What an attempt's span says as its status, and
+    /// what to log where no chain printer is at hand.
+    pub fn chain(&self) -> impl fmt::Display + '_ {
+        Chain(self)
+    }
+}
+
+/// [`Error::chain`]'s text.
+struct Chain<'e>(&'e Error);
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut next = StdError::source(self.0);
+        while let Some(err) = next {
+            write!(f, ": {err}")?;
+            next = err.source();
+        }
+        Ok(())
     }
 }
