@@ -29,6 +29,7 @@
 //! nothing) and the span ends as dropped.
 
 mod engine;
+pub(crate) mod settings;
 
 use std::borrow::Cow;
 use std::future::Future;

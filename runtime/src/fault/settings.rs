@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Decoder;
-use crate::grpc::client::longer_than_a_year;
+use crate::call::settings::longer_than_a_year;
 
 /// The default of [`Settings::max_delay`]: 10 seconds.
 pub const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(10);

@@ -190,9 +190,11 @@ mod layer;
 mod limit;
 mod method;
 mod settings;
-pub(crate) use settings::{
-    BreakerSection, BudgetSection, LONGEST_SETTING, breaker_checks, breaker_of, budget_of,
-    longer_than_a_year, section_checks, write_problems,
+// What the other transports' settings import by this path (they are
+// crate::call::settings's, the settings every client shares).
+pub(crate) use crate::call::settings::{
+    BreakerSection, BudgetSection, breaker_checks, breaker_of, budget_of, section_checks,
+    write_problems,
 };
 mod stream;
 mod unary;

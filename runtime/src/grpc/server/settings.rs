@@ -332,7 +332,7 @@ pub fn check_plaintext(plaintext: bool, has_tls: bool) -> Result<(), InvalidValu
 /// The longest [`Settings::max_connection_age`] [`check_max_connection_age`]
 /// takes: 365 days. A longer age is no age in practice; leave it unset
 /// instead.
-pub const MAX_CONNECTION_AGE_LIMIT: Duration = crate::grpc::client::LONGEST_SETTING;
+pub const MAX_CONNECTION_AGE_LIMIT: Duration = crate::call::settings::LONGEST_SETTING;
 
 /// Checks a maximum connection age: more than zero and at most
 /// [`MAX_CONNECTION_AGE_LIMIT`] (365 days), when set.
@@ -347,7 +347,7 @@ pub fn check_max_connection_age(age: Option<Duration>) -> Result<(), InvalidValu
         Some(d) if d.is_zero() => Err(InvalidValue::new(
             "is zero, want a duration more than zero (or none, for no age)",
         )),
-        Some(d) => match crate::grpc::client::longer_than_a_year(d) {
+        Some(d) => match crate::call::settings::longer_than_a_year(d) {
             Some(why) => Err(InvalidValue::new(format!("{why} (or none, for no age)"))),
             None => Ok(()),
         },

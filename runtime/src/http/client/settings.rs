@@ -8,10 +8,11 @@ use std::time::Duration;
 use reqwest::Url;
 
 use super::Classify;
-use crate::grpc::client::{
+use crate::call::settings::{
     BreakerSection, BudgetSection, InvalidValue, breaker_of, budget_of, check_backoff_base,
-    check_backoff_max, check_max_attempts, check_timeout, check_tls, section_checks,
+    check_backoff_max, check_max_attempts, check_timeout, section_checks,
 };
+use crate::grpc::client::check_tls;
 use crate::{circuit, retry};
 
 /// The settings of one HTTP dependency's [`Client`](super::Client): plain

@@ -1,0 +1,395 @@
+//! The settings every client shares, defined once with their checks:
+//! the retry section (`max_attempts`, `backoff_base`, `backoff_max`, the
+//! `retry_budget`), the `breaker` section, the durations' bound, and the
+//! one [`InvalidValue`] a check returns. Each transport's `Settings`
+//! (gRPC, HTTP, Kafka, RabbitMQ) reads and checks these fields with what
+//! is here; each names them by the same path (`breaker.open_for`).
+//!
+//! The public checks are re-exported where a user looks for them, beside
+//! each client's settings ([`grpc::client`](crate::grpc::client)).
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::{circuit, retry};
+
+/// Why a value fails its field's check. The message says what is wrong
+/// with the value and does not name the field, so the caller can put its
+/// own name in front (`CARTS_ADDR: names a scheme (…)`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct InvalidValue {
+    pub(crate) reason: String,
+}
+
+impl InvalidValue {
+    pub(crate) fn new(reason: impl Into<String>) -> InvalidValue {
+        InvalidValue {
+            reason: reason.into(),
+        }
+    }
+}
+
+/// The longest duration a humus setting takes where no tighter bound
+/// applies (a timeout, a backoff, a breaker's period, a server's
+/// connection age, failure injection's `max_delay`): 365 days. A longer
+/// one is a typo (`300000000000y`), and one past what the clock can count
+/// would overflow the deadline computed from it.
+pub(crate) const LONGEST_SETTING: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// What is wrong with `d` when it is longer than [`LONGEST_SETTING`]
+/// (`is 400days, want at most 365 days`), for each check to word as its
+/// error.
+pub(crate) fn longer_than_a_year(d: Duration) -> Option<String> {
+    (d > LONGEST_SETTING).then(|| {
+        format!(
+            "is {}, want at most 365 days",
+            humantime_serde::re::humantime::format_duration(d)
+        )
+    })
+}
+
+/// More than zero and at most [`LONGEST_SETTING`].
+pub(crate) fn positive_within_a_year(d: Duration) -> Result<(), InvalidValue> {
+    if d.is_zero() {
+        return Err(InvalidValue::new("is zero, want a duration more than zero"));
+    }
+    at_most_a_year(d)
+}
+
+/// At most [`LONGEST_SETTING`].
+pub(crate) fn at_most_a_year(d: Duration) -> Result<(), InvalidValue> {
+    match longer_than_a_year(d) {
+        Some(why) => Err(InvalidValue::new(why)),
+        None => Ok(()),
+    }
+}
+
+/// Checks a unary call's timeout: more than zero, and at most 365 days.
+///
+/// # Errors
+///
+/// [`InvalidValue`] for zero, or for more than 365 days.
+pub fn check_timeout(timeout: Duration) -> Result<(), InvalidValue> {
+    positive_within_a_year(timeout)
+}
+
+/// Checks an attempt's timeout (a client's `attempt_timeout`, such as
+/// [the gRPC client's](crate::grpc::client::Settings::attempt_timeout), when set):
+/// more than zero, and at most 365 days.
+///
+/// ```
+/// use std::time::Duration;
+/// use humus::grpc::client::check_attempt_timeout;
+/// assert!(check_attempt_timeout(Duration::from_millis(100)).is_ok());
+/// assert_eq!(
+///     check_attempt_timeout(Duration::ZERO).unwrap_err().to_string(),
+///     "is zero, want a duration more than zero (leave it unset for no timeout of its own)"
+/// );
+/// ```
+///
+/// # Errors
+///
+/// [`InvalidValue`] for zero, or for more than 365 days.
+pub fn check_attempt_timeout(attempt_timeout: Duration) -> Result<(), InvalidValue> {
+    if attempt_timeout.is_zero() {
+        Err(InvalidValue::new(
+            "is zero, want a duration more than zero (leave it unset for no timeout of its own)",
+        ))
+    } else {
+        at_most_a_year(attempt_timeout)
+    }
+}
+
+/// Checks a call's most attempts: at least 1 (1 turns retries off).
+///
+/// # Errors
+///
+/// [`InvalidValue`] for zero.
+pub fn check_max_attempts(max_attempts: u32) -> Result<(), InvalidValue> {
+    if max_attempts == 0 {
+        Err(InvalidValue::new(
+            "is 0, want 1 or more (1 turns retries off)",
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// Checks a retry budget: `max_tokens` from 1 to 1000, and a
+/// `token_ratio` more than zero with at most 3 decimals (gRFC A6).
+///
+/// # Errors
+///
+/// [`InvalidValue`] saying which part is wrong, and how.
+pub fn check_retry_budget(budget: &retry::BudgetConfig) -> Result<(), InvalidValue> {
+    budget
+        .check()
+        .map_err(|e| InvalidValue::new(format!("has {}: {e}", e.field())))
+}
+
+/// Checks a breaker config: each field with its own check
+/// ([`check_window`], [`check_probes`], [`check_open_for`],
+/// [`check_probe_timeout`]). A service that reads the fields from
+/// configuration runs each field's check on its value instead, so the
+/// message names the variable.
+///
+/// # Errors
+///
+/// [`InvalidValue`] naming every bad part of the config.
+pub fn check_breaker(config: &circuit::Config) -> Result<(), InvalidValue> {
+    let problems: Vec<String> = [
+        ("window", check_window(config.window)),
+        ("probes", check_probes(config.probes)),
+        ("open_for", check_open_for(config.open_for)),
+        ("probe_timeout", check_probe_timeout(config.probe_timeout)),
+    ]
+    .into_iter()
+    .filter_map(|(part, checked)| checked.err().map(|e| format!("{part} {e}")))
+    .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(InvalidValue::new(problems.join("; ")))
+    }
+}
+
+/// The path in a client's settings of the budget's field `e` is about.
+pub(crate) fn budget_path(e: &retry::BudgetError) -> &'static str {
+    match e.field() {
+        "max_tokens" => "retry_budget.max_tokens",
+        _ => "retry_budget.token_ratio",
+    }
+}
+
+/// Checks a count of the breaker's: from 1 to [`circuit::MAX_COUNT`].
+fn count(n: usize, unit: &str) -> Result<(), InvalidValue> {
+    if (1..=circuit::MAX_COUNT).contains(&n) {
+        Ok(())
+    } else {
+        Err(InvalidValue::new(format!(
+            "is {n}, want 1 to {} {unit}",
+            circuit::MAX_COUNT
+        )))
+    }
+}
+
+/// Checks the breaker's window ([`circuit::Config::window`]): a count of
+/// results from 1 to [`circuit::MAX_COUNT`].
+///
+/// # Errors
+///
+/// [`InvalidValue`] for 0 or more than [`circuit::MAX_COUNT`].
+pub fn check_window(window: usize) -> Result<(), InvalidValue> {
+    count(window, "results")
+}
+
+/// Checks how many probes the half-open breaker lets through at once
+/// ([`circuit::Config::probes`]): from 1 to [`circuit::MAX_COUNT`].
+///
+/// # Errors
+///
+/// [`InvalidValue`] for 0 or more than [`circuit::MAX_COUNT`].
+pub fn check_probes(probes: usize) -> Result<(), InvalidValue> {
+    count(probes, "probes")
+}
+
+/// Checks how long the breaker stays open ([`circuit::Config::open_for`]):
+/// more than zero, and at most 365 days.
+///
+/// # Errors
+///
+/// [`InvalidValue`] for zero, or for more than 365 days.
+pub fn check_open_for(open_for: Duration) -> Result<(), InvalidValue> {
+    positive_within_a_year(open_for)
+}
+
+/// Checks how long a probe holds its slot
+/// ([`circuit::Config::probe_timeout`]): more than zero, and at most 365
+/// days.
+///
+/// # Errors
+///
+/// [`InvalidValue`] for zero, or for more than 365 days.
+pub fn check_probe_timeout(probe_timeout: Duration) -> Result<(), InvalidValue> {
+    positive_within_a_year(probe_timeout)
+}
+
+/// Checks the backoff's base: more than zero, and at most 365 days.
+///
+/// # Errors
+///
+/// [`InvalidValue`] for zero, or for more than 365 days.
+pub fn check_backoff_base(base: Duration) -> Result<(), InvalidValue> {
+    positive_within_a_year(base)
+}
+
+/// Checks the backoff's ceiling: more than zero, and at most 365 days.
+/// Whether it is at least the base takes both fields, which
+/// each client's `new` checks.
+///
+/// # Errors
+///
+/// [`InvalidValue`] for zero, or for more than 365 days.
+pub fn check_backoff_max(max: Duration) -> Result<(), InvalidValue> {
+    positive_within_a_year(max)
+}
+
+/// A `breaker` section as read. (A [`circuit::Config`] read on its own
+/// takes every field; in the client's settings a missing one keeps
+/// [`Settings::breaker`]'s default.)
+#[derive(Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BreakerSection {
+    window: Option<usize>,
+    probes: Option<usize>,
+    #[serde(default, with = "humantime_serde")]
+    open_for: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    probe_timeout: Option<Duration>,
+}
+
+/// A `retry_budget` section as read.
+#[derive(Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BudgetSection {
+    max_tokens: Option<u32>,
+    token_ratio: Option<f64>,
+}
+
+/// The value of a section's field given in the section (`nested`) or as
+/// a flat key (`flat`), or else `default`; both given is an error naming
+/// both.
+pub(crate) fn one_of<T>(
+    nested: Option<T>,
+    flat: Option<T>,
+    default: T,
+    section: &str,
+    field: &str,
+) -> Result<T, String> {
+    match (nested, flat) {
+        (Some(_), Some(_)) => Err(format!(
+            "{section}.{field} and {section}_{field} are one setting, given twice: give one of them"
+        )),
+        (Some(v), None) | (None, Some(v)) => Ok(v),
+        (None, None) => Ok(default),
+    }
+}
+
+/// A `retry_budget` as read: its section's fields, or its flat keys
+/// (`retry_budget_max_tokens`, `retry_budget_token_ratio`), or else
+/// `default`'s; a field given both ways is an error naming both. (The
+/// HTTP client's settings read theirs with it too.)
+pub(crate) fn budget_of(
+    section: Option<BudgetSection>,
+    max_tokens: Option<u32>,
+    token_ratio: Option<f64>,
+    default: retry::BudgetConfig,
+) -> Result<retry::BudgetConfig, String> {
+    let section = section.unwrap_or_default();
+    Ok(retry::BudgetConfig {
+        max_tokens: one_of(
+            section.max_tokens,
+            max_tokens,
+            default.max_tokens,
+            "retry_budget",
+            "max_tokens",
+        )?,
+        token_ratio: one_of(
+            section.token_ratio,
+            token_ratio,
+            default.token_ratio,
+            "retry_budget",
+            "token_ratio",
+        )?,
+    })
+}
+
+/// A `breaker` as read: its section's fields, or its flat keys
+/// (`breaker_window`, `breaker_probes`, `breaker_open_for`,
+/// `breaker_probe_timeout`), or else `default`'s; a field given both ways
+/// is an error naming both. (The HTTP client's settings read theirs with
+/// it too.)
+pub(crate) fn breaker_of(
+    section: Option<BreakerSection>,
+    (window, probes): (Option<usize>, Option<usize>),
+    (open_for, probe_timeout): (Option<Duration>, Option<Duration>),
+    default: circuit::Config,
+) -> Result<circuit::Config, String> {
+    let section = section.unwrap_or_default();
+    Ok(circuit::Config {
+        window: one_of(section.window, window, default.window, "breaker", "window")?,
+        probes: one_of(section.probes, probes, default.probes, "breaker", "probes")?,
+        open_for: one_of(
+            section.open_for,
+            open_for,
+            default.open_for,
+            "breaker",
+            "open_for",
+        )?,
+        probe_timeout: one_of(
+            section.probe_timeout,
+            probe_timeout,
+            default.probe_timeout,
+            "breaker",
+            "probe_timeout",
+        )?,
+    })
+}
+
+/// The checks of the `retry_budget` and `breaker` sections, one per field,
+/// each named by its path (`retry_budget.token_ratio`, `breaker.window`):
+/// the gRPC client's and the HTTP client's settings run the same ones.
+pub(crate) fn section_checks(
+    budget: &retry::BudgetConfig,
+    breaker: &circuit::Config,
+) -> [(&'static str, Result<(), InvalidValue>); 6] {
+    let part = |r: Result<(), retry::BudgetError>| r.map_err(|e| InvalidValue::new(e.to_string()));
+    let [b0, b1, b2, b3] = breaker_checks(breaker);
+    [
+        (
+            "retry_budget.max_tokens",
+            part(retry::check_max_tokens(budget.max_tokens)),
+        ),
+        (
+            "retry_budget.token_ratio",
+            part(retry::check_token_ratio(budget.token_ratio)),
+        ),
+        b0,
+        b1,
+        b2,
+        b3,
+    ]
+}
+
+/// The checks of a `breaker` section, each with its field's path in the
+/// settings (`breaker.window`, ...): every client's, the Kafka producer's
+/// too.
+pub(crate) fn breaker_checks(
+    breaker: &circuit::Config,
+) -> [(&'static str, Result<(), InvalidValue>); 4] {
+    [
+        ("breaker.window", check_window(breaker.window)),
+        ("breaker.probes", check_probes(breaker.probes)),
+        ("breaker.open_for", check_open_for(breaker.open_for)),
+        (
+            "breaker.probe_timeout",
+            check_probe_timeout(breaker.probe_timeout),
+        ),
+    ]
+}
+
+/// Writes the bad fields of a settings error as each of them lists them:
+/// `field problem; field problem`.
+pub(crate) fn write_problems(
+    f: &mut fmt::Formatter<'_>,
+    problems: &[(&'static str, String)],
+) -> fmt::Result {
+    for (i, (field, problem)) in problems.iter().enumerate() {
+        if i > 0 {
+            f.write_str("; ")?;
+        }
+        write!(f, "{field} {problem}")?;
+    }
+    Ok(())
+}
