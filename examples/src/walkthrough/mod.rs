@@ -10,20 +10,165 @@
 //! ([`PhaseStats`]), and each phase checks that it behaved as it says, on
 //! counts and states, never on durations.
 //!
-//! | phase | what happens |
-//! |---|---|
-//! | 1 readiness | the wallet starts before the ledger: not ready; the ledger starts: ready, with no call made |
-//! | 2 normal | top-ups, payments, balances and a statement; an overdraft is the wallet's `FAILED_PRECONDITION` |
-//! | 3 write races | the ledger aborts 3 transfers as write races and loses 1 reply: each is retried, and applied once |
-//! | 4 charge unavailable | the ledger answers `Charge` `UNAVAILABLE`: each is sent once, never retried |
-//! | 5 outage | the ledger stops: one refused dial, and calls fail fast in the connection backoff, the breaker closed; it comes back failing every payment: the breaker opens, calls fail fast with the rejection, readiness stays true |
-//! | 6 recovery | the ledger is well again: after `open_for` the breaker is half-open, and probes close it |
-//! | 7 rollout | the ledger is rolled: a new one takes over its listening socket and the old one shuts down gracefully, then its connections reach their `max_connection_age`: no payment fails |
-//! | 8 fault scenario | one request carries a failure scenario in its baggage: only that request fails |
-//! | 9 rates outage (http) | the exchange-rate service, the wallet's HTTP dependency, answers 503: its own breaker opens, quotes fail fast, and it recovers; this row is the HTTP client's |
+//! # What it runs
 //!
-//! The ledger and the wallet are humus servers run by humus Apps ([`crate::running`]),
-//! stopped as SIGTERM would stop them, and each must exit 0.
+//! `cargo run -p humus-examples --bin walkthrough` starts, in one process, on
+//! ports of 127.0.0.1 the system picks:
+//!
+//! - the **ledger** ([`crate::ledger`]), an
+//!   in-memory book of accounts that deduplicates transfers by request id,
+//!   with knobs the walkthrough turns: abort the next transfers as write
+//!   races, lose a reply after applying a transfer, answer `Charge`
+//!   `UNAVAILABLE`, answer every `Transfer` `UNAVAILABLE`, stop (a graceful
+//!   shutdown), serve again;
+//! - the **wallet** ([`crate::wallet`]),
+//!   whose handlers call the ledger through its humus client, with its
+//!   settings read from the environment the walkthrough prints (a breaker
+//!   `open_for` of 1s, so it all takes seconds);
+//!
+//! each a `humus::grpc::server::Server` run by a `humus::App` ([`crate::running`]), stopped as
+//! SIGTERM would stop it, and required to exit 0; and
+//!
+//! - the **exchange-rate service** ([`crate::rates`]),
+//!   the wallet's HTTP dependency: an axum server behind
+//!   `humus::http::server::ContextLayer`, answering `GET /v1/rates/{currency}`,
+//!   with a knob that makes it answer 503 pages as a gateway does for a
+//!   service that is down. The wallet's `Quote` calls it through a
+//!   `humus::http::client::Client` (`RATES_URL` and the other `RATES_`
+//!   variables, which the wallet reads itself: `from_env`, as in
+//!   `humus::app::Env::http_client`'s example, would read the base URL from `RATES_BASE_URL`);
+//!
+//! then calls the wallet as its callers would, with tonic's own client, in
+//! nine phases. It prints each phase as it goes, each check it makes of the
+//! phase with ✓ or ✗, then a table:
+//!
+//! ```text
+//! phase                  calls  attempts  retries  throttled  rejected  breaker transitions              p50    p99
+//! ---------------------------------------------------------------------------------------------------------------------
+//! 1 readiness                0         0        0          0         0  -                              354µs  5.0ms  ok
+//! 2 normal                  26        26        0          0         0  -                              1.9ms  7.4ms  ok
+//! 3 write races              5         9        4          0         0  -                               10ms   15ms  ok
+//! 4 charge unavailable       3         3        0          0         0  -                              2.2ms  2.8ms  ok
+//! 5 outage                  16         8        1          3         9  open 1                         753µs   16ms  ok
+//! 6 recovery                 6         6        0          0         0  half-open 1, closed 1          1.9ms  7.9ms  ok
+//! 7 rollout                121       121        0          0         0  -                              2.3ms  8.1ms  ok
+//! 8 fault scenario          10        12        2          0         0  -                              8.7ms   10ms  ok
+//! 9 rates outage (http)     15        12        3          1         6  open 1, half-open 1, closed 1  1.6ms   33ms  ok
+//!
+//! Timeline of the breakers' states and the attempts per second: …/target/walkthrough/timeline.svg
+//! Every phase behaved as it says (6.8s).
+//! ```
+//!
+//! Every number is read from the OpenTelemetry data the wallet's client
+//! recorded, not from counters of the walkthrough's own: **calls** and
+//! **retries**, **throttled** (retries the retry budget refused) from
+//! `humus.retry.decisions`; **attempts** from `rpc.client.call.duration`
+//! (and, for the HTTP client of phase 9, `http.client.request.duration`; a
+//! call the breaker rejects makes none); **rejected** from
+//! `humus.circuit.calls`; **breaker transitions** from
+//! `humus.circuit.transitions`, by the state entered; **p50/p99** are the
+//! latencies of the wallet's own answers, from its server spans. Latencies
+//! vary from run to run and machine to machine; the counts do not.
+//!
+//! 1. **readiness**: the wallet starts before the ledger listens, and its
+//!    `grpc.health.v1` says `NOT_SERVING`; once the ledger listens,
+//!    `SERVING`. Readiness is the client's `Connected`, which makes no call:
+//!    0 attempts.
+//! 2. **normal**: top-ups (`Charge`), payments (`Transfer`), balances and a
+//!    statement (the server-streaming `WatchEntries`), one attempt each.
+//!    Carol's overdraft is the ledger's `FAILED_PRECONDITION`, passed on as
+//!    the wallet's, and not retried.
+//! 3. **write races**: the ledger aborts 3 transfers as write races and loses
+//!    the reply of a fourth after applying it. Each is retried once (4
+//!    retries, 9 attempts for 5 calls) and applied once: the lost reply's
+//!    retry carries the same request id, and the ledger answers it with the
+//!    first receipt. `ABORTED` counts for the ledger, so the breaker stays
+//!    closed.
+//! 4. **charge unavailable**: the card processor is down, and the ledger
+//!    answers `Charge` `UNAVAILABLE`. `Charge` is `never_retry`: one attempt
+//!    per call, the wallet answers `UNAVAILABLE`, and the caller decides to
+//!    try again later (the third top-up succeeds).
+//! 5. **outage**: first the ledger stops listening. The wallet's client
+//!    dials it once, and the dial is refused: that payment fails, counted
+//!    once in the breaker, and is not retried; the next payments fail at
+//!    once in gRPC's connection backoff (the next dial is due 1 s after the
+//!    refused one), making no dial, no retry, and counting nothing, so the
+//!    breaker stays closed. A dependency whose dials are refused opens the
+//!    breaker through its failed dials, one failure each: the fifth in a
+//!    row, about 9.3 s on (see the client's design, "The circuit breaker").
+//!    Then the ledger listens again, but its database is down: it answers
+//!    every payment `UNAVAILABLE`. The first calls fail, retried while the
+//!    retry budget allows (then **throttled**), until the breaker opens
+//!    (`open 1`); from then on calls fail at once, **rejected**, without
+//!    reaching the network, and the wallet says so ("the ledger is failing,
+//!    its circuit breaker is open"). Readiness stays `SERVING`: an outage
+//!    of a dependency must not take every replica out of its load balancer.
+//! 6. **recovery**: the ledger's database is back. Once `open_for` has
+//!    passed, `humus.circuit.state` reads `half-open` with no call made; the
+//!    next calls are probes, and three successful ones close the breaker
+//!    (`half-open 1, closed 1`). `open_for` bounds this recovery because the
+//!    ledger kept listening, so the connection was up. A dependency that
+//!    stopped listening is reached again only at the connection's next
+//!    dial, at most `connect_backoff_max` (120 s by default, gRPC's
+//!    ceiling) after the last refused one started; until then calls fail at
+//!    once with that dial's error and its age (`connection refused, 95s
+//!    ago`), and the half-open probes come after. So recovery from a long
+//!    outage takes up to `connect_backoff_max`, then the probes: a service
+//!    that must recover sooner sets it lower.
+//! 7. **rollout**: the ledger is rolled while four callers pay: a new
+//!    ledger, on the same book, takes over the old one's listening socket (as
+//!    a supervisor hands a socket from one process to the next, with
+//!    `humus::Listener::tcp`), then the old ledger shuts down gracefully (it
+//!    stops accepting, sends a GOAWAY, lets its calls in flight finish, and
+//!    exits 0). The address never refuses a dial: a refused one would put
+//!    the wallet's client in gRPC's connection backoff, failing its calls
+//!    fast for a second (as one failure in the breaker, not one per call). Then the new ledger's connections reach their
+//!    `max_connection_age` (300ms) several times. The wallet's client moves
+//!    to each new connection with no error: every payment succeeds, each is
+//!    applied once, and the breaker stays closed.
+//! 8. **fault scenario**: ten concurrent payments, one of which carries a
+//!    failure scenario in its W3C baggage
+//!    (`humus.fault={"rules":[{"point":"grpc:ledger.v1.Ledger/Transfer","abort":true}]}`).
+//!    The walkthrough, as the gateway, vouches for that request with its
+//!    secret (`x-scenario-token`), so the wallet trusts its scenario (it
+//!    would strip any other caller's, on loopback or not), and its ledger client
+//!    aborts that request's attempts at its injection point: that request
+//!    alone fails, and the ledger never sees it (its retries are aborted at
+//!    the client too).
+//! 9. **rates outage (http)**: the wallet's HTTP dependency, through the same
+//!    telemetry (its row is the HTTP client's: the two clients' instruments
+//!    are the same, told apart by `server.port`). Three quotes succeed; then
+//!    the exchange-rate service answers 503 pages: each GET is retried while
+//!    the budget allows, the HTTP client's own breaker opens after five
+//!    failures in a row, and the later quotes are rejected without a request
+//!    (the wallet says "its circuit breaker is open"), while the ledger's
+//!    breaker stays closed. The service comes back; after the breaker's
+//!    `open_for` (500ms here) it reads `half-open` with no call made, and
+//!    three good probes close it. Every request the service received ran in
+//!    the trace of the wallet's RPC that made it, as `ContextLayer` extracted
+//!    it.
+//!
+//! The process exits 0 only if every check of every phase held. The SVG
+//! timeline shows the phases, each client's breaker's state (the ledger's
+//! and the exchange-rate service's, from their transition log records) and
+//! the attempts per second of both, split into succeeded, failed and
+//! rejected (from the attempts' spans).
+//!
+//! # Each service alone
+//!
+//! Each service also runs alone, reading its environment:
+//!
+//! ```sh
+//! cargo run -p humus-examples --bin ledger        # LEDGER_LISTEN_ADDR, default 127.0.0.1:50051
+//! LEDGER_ADDR=127.0.0.1:50051 WALLET_PLAINTEXT=on cargo run -p humus-examples --bin wallet
+//! ```
+//!
+//! The variables each reads, their defaults and checks, are the `ENV_`
+//! constants of [`crate::wallet`], [`crate::rates`] and [`crate::ledger`]
+//! (`RATES_URL` is the `base_url` that `humus::app::from_env` would read from
+//! `RATES_BASE_URL`); a bad value exits 78 naming every bad variable, and
+//! settings that each pass their check but that the client refuses together
+//! (a backoff ceiling below its base) exit 1.
 
 pub mod stats;
 pub mod timeline;

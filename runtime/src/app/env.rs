@@ -152,7 +152,7 @@ impl Env {
     /// `prefix`, checked: [`Env::client`]'s for
     /// [`check_http_client`](super::check_http_client).
     ///
-    /// The README's HTTP example, whole:
+    /// An App's HTTP dependency, whole:
     ///
     /// ```no_run
     /// use humus::app::{self, Exit};
