@@ -30,7 +30,10 @@
 //!    fails, for what was built before (a hook the failing function
 //!    registered among them);
 //! 7. the telemetry's shutdown, which flushes what the providers hold
-//!    (also after the failure-injection or init function failed);
+//!    (also after the failure-injection or init function failed); from
+//!    the stop (step 5) to this flush, the App holds every client's
+//!    breaker in `humus.circuit.state`, so the final export has the state
+//!    of a client a server's handler owned, dropped with its server;
 //!
 //! and returns the [`Exit`]: 0 after a clean stop, 78 (`EX_CONFIG`) for a
 //! settings error, which names every bad field or variable (and for a
@@ -146,7 +149,7 @@ use tokio::task::JoinSet;
 use crate::fault::Injector;
 use crate::grpc::client;
 use crate::grpc::server::{ServeError, Server, SettingsError};
-use crate::telemetry::{LineLogs, Telemetry};
+use crate::telemetry::{HeldBreakers, LineLogs, Telemetry};
 pub use crate::tls::{crypto_provider, install_crypto_provider};
 
 mod env;
@@ -1008,7 +1011,11 @@ impl App {
         let (forcing, _) = watch::channel(false);
         let serving = AtomicBool::new(true);
         let stopped = async {
-            let result = serve(servers, &stopping, &forcing, life).await;
+            // `held`: every client's breaker, kept in `humus.circuit.state`
+            // from the stop to the flush, so the final export has the
+            // state of a client a server's handler held (dropped with the
+            // server before that last collection).
+            let (result, held) = serve(servers, &stopping, &forcing, life, &telemetry).await;
             serving.store(false, Ordering::SeqCst);
             if *forcing.borrow() {
                 // Forced while the servers stopped: no hook, no flush.
@@ -1016,6 +1023,7 @@ impl App {
             }
             let hooks = stop_hooks(&setup, stop_timeout).await;
             providers.shut_down().await;
+            drop(held);
             result.and(hooks)
         };
         let mut stopped = pin!(stopped);
@@ -1094,16 +1102,24 @@ const FORCED_STOP: Duration = Duration::from_millis(200);
 /// Runs every server until `stopping` turns true (at a stop signal) or a
 /// server fails (which turns it true), then shuts them all down and waits
 /// for each; a server whose stop `forcing` turns true stops at once.
+///
+/// Also returns the breakers of `telemetry`'s clients as the stop began
+/// ([`Telemetry::hold_breakers`]), held: a client that a server's handler
+/// owns is dropped with the server, and its breaker would be gone from
+/// `humus.circuit.state` before the telemetry's final collection.
 async fn serve(
     mut servers: Vec<Server>,
     stopping: &watch::Sender<bool>,
     forcing: &watch::Sender<bool>,
     life: &Lifecycle,
-) -> Result<(), Error> {
+    telemetry: &Telemetry,
+) -> (Result<(), Error>, HeldBreakers) {
     // Every server listens before any serves: an address in use fails the
     // App before it answers anything.
     for server in &mut servers {
-        server.bind().await?;
+        if let Err(e) = server.bind().await {
+            return (Err(e.into()), HeldBreakers::default());
+        }
     }
     let mut running = JoinSet::new();
     for server in servers {
@@ -1128,15 +1144,18 @@ async fn serve(
         Some(done) = running.join_next() => failure = joined(done),
     }
     let _ = stopping.send(true);
+    // Before any server ends, and drops what its handlers hold.
+    let held = telemetry.hold_breakers();
     while let Some(done) = running.join_next().await {
         if let Some(e) = joined(done) {
             failure.get_or_insert(e);
         }
     }
-    match failure {
+    let result = match failure {
         Some(e) => Err(e),
         None => Ok(()),
-    }
+    };
+    (result, held)
 }
 
 fn joined(done: Result<Result<(), ServeError>, tokio::task::JoinError>) -> Option<Error> {

@@ -772,3 +772,116 @@ async fn failure_injection_without_a_baggage_propagator_exits_78() {
         .await;
     assert_eq!(exit.code(), 0, "{:?}", exit.error());
 }
+
+/// The data points of `humus.circuit.state` in `exported`, as
+/// (`server.address`, `humus.circuit.state`, value).
+fn breaker_states(
+    exported: &opentelemetry_sdk::metrics::data::ResourceMetrics,
+) -> Vec<(String, String, i64)> {
+    use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
+    let mut points = Vec::new();
+    for scope in exported.scope_metrics() {
+        for metric in scope.metrics() {
+            if metric.name() != humus::telemetry::names::HUMUS_CIRCUIT_STATE_INSTRUMENT {
+                continue;
+            }
+            let AggregatedMetrics::I64(MetricData::Sum(sum)) = metric.data() else {
+                panic!("humus.circuit.state is an i64 sum: {:?}", metric.data());
+            };
+            for point in sum.data_points() {
+                let attribute = |key: &str| {
+                    point
+                        .attributes()
+                        .find(|kv| kv.key.as_str() == key)
+                        .map(|kv| kv.value.as_str().into_owned())
+                        .unwrap_or_default()
+                };
+                points.push((
+                    attribute("server.address"),
+                    attribute("humus.circuit.state"),
+                    point.value(),
+                ));
+            }
+        }
+    }
+    points.sort();
+    points
+}
+
+/// The App's final export, at the telemetry's shutdown after every server
+/// has stopped, has the breaker state of a client that only a server's
+/// handler held (dropped with the server before that last collection):
+/// the App keeps each client's `humus.circuit.state` registration until
+/// the flush.
+#[tokio::test(start_paused = true)]
+async fn the_final_export_has_the_breaker_state_of_a_client_a_handler_held() {
+    use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+
+    let (ca, host) = (Ca::new(), Host::new());
+    let exporter = InMemoryMetricExporter::default();
+    let meter_provider = SdkMeterProvider::builder()
+        .with_reader(PeriodicReader::builder(exporter.clone()).build())
+        .build();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let cert = ca.issue("orders").server_config();
+    let client_settings = carts_settings(&ca);
+    let provider = meter_provider.clone();
+    let run = tokio::spawn(
+        App::new()
+            .host(host.clone())
+            .telemetry(move |_| {
+                let telemetry = humus::telemetry::Telemetry::builder()
+                    .meter_provider(provider.clone())
+                    .build();
+                Ok(Providers::new(telemetry)
+                    .on_shutdown(move || provider.shutdown().map_err(Into::into)))
+            })
+            .stop_on(async move {
+                let _ = stopped.await;
+            })
+            .run(move |setup| async move {
+                // The rates client: held by the orders server's handler
+                // alone.
+                let rates = Client::new(&setup, client_settings)?;
+                let orders = Carts::new();
+                orders.on_get_cart(move |_, req| {
+                    let rates = rates.clone();
+                    async move {
+                        let _ = &rates;
+                        Ok(Response::new(cart(&req.id, 0)))
+                    }
+                });
+                let server = Server::new(
+                    &setup,
+                    Settings {
+                        addr: "orders:8443".into(),
+                        tls: Some(Arc::new(cert)),
+                        ..Settings::default()
+                    },
+                )?
+                .add_service(CartsService(orders));
+                Ok(vec![server])
+            }),
+    );
+    for _ in 0..100 {
+        if host.is_listening("orders:8443") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(host.is_listening("orders:8443"));
+    stop.send(()).unwrap();
+    let exit = run.await.unwrap();
+    assert_eq!(exit.code(), 0, "{:?}", exit.error());
+    // The periodic reader's last export, at its shutdown (none when it
+    // collected nothing).
+    let exported = exporter.get_finished_metrics().unwrap();
+    assert_eq!(
+        exported.last().map(breaker_states).unwrap_or_default(),
+        [
+            ("carts".to_owned(), "closed".to_owned(), 1),
+            ("carts".to_owned(), "half-open".to_owned(), 0),
+            ("carts".to_owned(), "open".to_owned(), 0),
+        ]
+    );
+}

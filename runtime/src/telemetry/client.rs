@@ -220,6 +220,28 @@ impl Kit {
     }
 }
 
+impl Kit {
+    /// Holds every breaker registered now in `humus.circuit.state` until
+    /// the result is dropped ([`Telemetry::hold_breakers`]).
+    pub(crate) fn hold_breakers(&self) -> HeldBreakers {
+        HeldBreakers(self.registry.hold())
+    }
+}
+
+/// The breakers registered when [`Telemetry::hold_breakers`] was called,
+/// kept in `humus.circuit.state` while this lives, even once their clients
+/// (and their registrations) are dropped: what an App holds from its stop
+/// to its telemetry's flush, so the final export has the state of a client
+/// that was dropped with the server whose handler held it.
+#[derive(Default)]
+pub(crate) struct HeldBreakers(Vec<Arc<Entry>>);
+
+impl fmt::Debug for HeldBreakers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("HeldBreakers").field(&self.0.len()).finish()
+    }
+}
+
 /// The breakers `humus.circuit.state` reads at each collection. It holds
 /// them weakly: a [`BreakerRegistration`] dropped is gone at the next
 /// collection.
@@ -238,6 +260,15 @@ impl Registry {
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         entries.retain(|e| e.strong_count() > 0);
         entries.push(Arc::downgrade(entry));
+    }
+
+    /// The breakers registered now, held: each stays in
+    /// `humus.circuit.state` while the result lives, whether or not its
+    /// registration does.
+    fn hold(&self) -> Vec<Arc<Entry>> {
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        entries.retain(|e| e.strong_count() > 0);
+        entries.iter().filter_map(Weak::upgrade).collect()
     }
 
     fn observe(&self, observer: &dyn AsyncInstrument<i64>) {

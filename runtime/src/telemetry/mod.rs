@@ -72,7 +72,9 @@
 //!   as the breaker's open time has passed, with no call made. It is a
 //!   count of breakers in each state, every state reported (0 included), so
 //!   two clients of one address add up, as closed 1 and open 1. A client
-//!   dropped stops reporting.
+//!   dropped stops reporting, except in an [`App`](crate::app) that is
+//!   stopping: it holds every breaker from its stop to its telemetry's
+//!   flush, so the final export has them all.
 //! - `humus.circuit.transitions` catches the short opens: a breaker can
 //!   open, go half-open and close between two collections, and the state
 //!   never shows it open.
@@ -187,7 +189,7 @@ pub use amqp::{FieldTableExtractor, FieldTableInjector};
 #[cfg(feature = "rabbitmq")]
 pub(crate) use amqp::{to_header_map, write_back};
 pub use client::{Attempt, BreakerRegistration, ClientRecorder, code_name};
-pub(crate) use client::{DURATION_BOUNDARIES, scope};
+pub(crate) use client::{DURATION_BOUNDARIES, HeldBreakers, scope};
 pub(crate) use headers::join_repeated;
 pub use headers::{HeaderExtractor, HeaderInjector};
 pub use lines::{LineLogger, LineLogs};

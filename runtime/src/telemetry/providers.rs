@@ -12,7 +12,7 @@ use opentelemetry::trace::noop::{NoopTextMapPropagator, NoopTracer, NoopTracerPr
 use opentelemetry::trace::{Span, Tracer, TracerProvider};
 use opentelemetry::{InstrumentationScope, metrics::noop::NoopMeterProvider};
 
-use super::client::Kit;
+use super::client::{HeldBreakers, Kit};
 use super::logs::{BoxedLogger, ObjectSafeLoggerProvider};
 
 /// What [`Telemetry::inbound`] builds.
@@ -232,6 +232,17 @@ impl Telemetry {
     /// logger and the registry of breakers, built on first use.
     pub(crate) fn kit(&self) -> Arc<Kit> {
         Arc::clone(self.inner.kit.get_or_init(|| Arc::new(Kit::new(self))))
+    }
+
+    /// Holds every client's breaker registered now in `humus.circuit.state`
+    /// until the result is dropped, whether or not the clients live on
+    /// (none when no client was built with this telemetry).
+    pub(crate) fn hold_breakers(&self) -> HeldBreakers {
+        self.inner
+            .kit
+            .get()
+            .map(|kit| kit.hold_breakers())
+            .unwrap_or_default()
     }
 }
 
