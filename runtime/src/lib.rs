@@ -84,8 +84,8 @@
 //! | [`grpc::client`] | the gRPC client: settings (units, defaults, checks), typed calls and streams, the channel for stock tonic stubs, per-attempt layers, readiness |
 //! | [`grpc::server`] | the gRPC server: serving, the scenario strip, health, graceful shutdown; [`grpc::deadline`] the deadline and context a served RPC hands its handler's calls |
 //! | [`http`] | the HTTP client (on reqwest) and the HTTP server's context and scenario layer (axum, hyper) |
-//! | `kafka` | (feature `kafka`) Kafka on rdkafka: the consumer, the context in record headers |
-//! | `rabbitmq` | (feature `rabbitmq`) RabbitMQ on amqprs: the consumer, the context in message headers |
+//! | `kafka` | (feature `kafka`) Kafka on rdkafka: the producer (on the call engine), the consumer, the context in record headers |
+//! | `rabbitmq` | (feature `rabbitmq`) RabbitMQ on amqprs: the publisher (confirmed publishes, on the call engine), the consumer, the context in message headers |
 //! | [`app`] | [`App`], the lifecycle: telemetry, faults, init, serve, signals, stop, exit codes; settings from the environment ([`app::from_env`]) |
 //! | [`circuit`] | the circuit breaker's state machine |
 //! | [`retry`] | the retry budget, the backoff schedule and retry decisions |
@@ -95,9 +95,10 @@
 //! | `testing` | (feature `testing`) the in-memory network ([`Host`] implementation), a test CA, captured telemetry |
 //! | [`design`] | the design, in prose: the gRPC client, the circuit breaker, failure injection |
 //!
-//! Every client runs on one crate-private attempt loop (`call`): breaker,
-//! failure injection, attempt deadline, send, classify, settle, retry,
-//! wait, written once for every transport.
+//! Every client (gRPC, HTTP, the Kafka producer, the RabbitMQ publisher)
+//! runs on one crate-private attempt loop (`call`): breaker, failure
+//! injection, attempt deadline, send, classify, settle, retry, wait,
+//! written once, with the settings sections every client shares.
 //!
 //! # Features
 //!
