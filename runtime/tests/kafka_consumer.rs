@@ -390,6 +390,17 @@ async fn a_record_failing_for_good_goes_to_the_dead_letter_topic_and_its_offset_
     assert_eq!(events(&spans[0], HUMUS_KAFKA_DEAD_LETTERED).len(), 1);
     assert_eq!(attr(&spans[0], ERROR_TYPE).as_deref(), Some("_OTHER"));
     assert_eq!(attr(&spans[1], ERROR_TYPE), None);
+    // Produced with humus's producer, in the poison record's context: its
+    // PRODUCER span a child of the record's, its call counted.
+    let sends: Vec<_> = telemetry
+        .spans()
+        .into_iter()
+        .filter(|s| s.span_kind == SpanKind::Producer)
+        .collect();
+    assert_eq!(sends.len(), 1);
+    assert_eq!(sends[0].name, "send payments.dlq");
+    assert_eq!(sends[0].parent_span_id, spans[0].span_context.span_id());
+    assert_eq!(http_support::calls(&telemetry, "success"), 1.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

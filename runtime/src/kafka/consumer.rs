@@ -19,13 +19,15 @@ use rdkafka::Message as _;
 use rdkafka::consumer::{CommitMode, Consumer as _, StreamConsumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Header, OwnedHeaders, OwnedMessage};
-use rdkafka::producer::{FutureProducer, FutureRecord};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::headers::{header_map, replace};
-use super::settings::{ConsumerSettings, SettingsError, TrustScenario};
+use super::producer::{NewError, Producer, Record};
+use super::settings::{
+    ConsumerSettings, PRODUCER_OWNED_PROPERTIES, ProducerSettings, SettingsError, TrustScenario,
+};
 use crate::Setup;
 use crate::app::BoxError;
 use crate::fault::strip::{BAGGAGE, Gate, Stripped};
@@ -164,17 +166,18 @@ impl Consumer {
         let consumer: StreamConsumer = config.create().map_err(kafka)?;
         let topics: Vec<&str> = settings.topics.iter().map(String::as_str).collect();
         consumer.subscribe(&topics).map_err(kafka)?;
-        // TODO(producer): the dead-letter topic is produced to with a plain
-        // rdkafka producer for now; it moves onto humus's own producer
-        // (breaker, telemetry, failure injection) once that exists.
+        // The dead-letter topic is produced to with humus's own producer
+        // (its breaker, failure injection and telemetry), in the failing
+        // record's context. Built before the consumer's stop is
+        // registered: the consumer stops first, then the producer flushes.
         let dead_letter = match &settings.dead_letter_topic {
             Some(topic) => {
-                let mut config = ClientConfig::new();
-                config.set("bootstrap.servers", settings.brokers.join(","));
-                for (key, value) in &settings.librdkafka {
-                    config.set(key, value);
-                }
-                Some((topic.clone(), config.create().map_err(kafka)?))
+                let producer =
+                    Producer::new(setup, dead_letter_settings(&settings)).map_err(|e| match e {
+                        NewError::Settings(e) => StartError::Settings(e),
+                        NewError::Kafka { source, .. } => kafka(source),
+                    })?;
+                Some((topic.clone(), producer))
             }
             None => None,
         };
@@ -266,7 +269,7 @@ struct Shared {
     max_attempts: u32,
     grace: Duration,
     group: Arc<str>,
-    dead_letter: Option<(String, FutureProducer)>,
+    dead_letter: Option<(String, Producer)>,
 }
 
 /// How a record's handling ended.
@@ -469,7 +472,7 @@ impl Shared {
             );
             if attempts >= self.max_attempts {
                 if let Some((topic, producer)) = &self.dead_letter {
-                    match dead_letter(producer, topic, message, &error).await {
+                    match dead_letter(producer, topic, message, &error, cx).await {
                         Ok(()) => {
                             self.report(cx, message, attempts, &error, Some(topic));
                             return Ended::DeadLettered { attempts, error };
@@ -565,14 +568,34 @@ impl Shared {
     }
 }
 
-/// Produces `message` to the dead-letter `topic`: its key, value and
-/// headers, and where it came from and why it failed.
+/// The settings of a consumer's dead-letter producer: its brokers, and
+/// its librdkafka properties but those a producer sets itself (its
+/// `client.id` becomes the producer's client id).
+fn dead_letter_settings(settings: &ConsumerSettings) -> ProducerSettings {
+    let mut producer = ProducerSettings {
+        brokers: settings.brokers.clone(),
+        ..ProducerSettings::default()
+    };
+    for (key, value) in &settings.librdkafka {
+        if key == "client.id" {
+            producer.client_id.clone_from(value);
+        } else if !PRODUCER_OWNED_PROPERTIES.contains(&key.as_str()) {
+            producer.librdkafka.insert(key.clone(), value.clone());
+        }
+    }
+    producer
+}
+
+/// Produces `message` to the dead-letter `topic`, in the record's
+/// context `cx` (the dead-lettered record's span a child of the record's):
+/// its key, value and headers, and where it came from and why it failed.
 async fn dead_letter(
-    producer: &FutureProducer,
+    producer: &Producer,
     topic: &str,
     message: &OwnedMessage,
     error: &str,
-) -> Result<(), KafkaError> {
+    cx: &Context,
+) -> Result<(), super::Error> {
     let mut headers = message.headers().cloned().unwrap_or_else(OwnedHeaders::new);
     let partition = message.partition().to_string();
     let offset = message.offset().to_string();
@@ -587,16 +610,11 @@ async fn dead_letter(
             value: Some(value),
         });
     }
-    let mut record = FutureRecord::<[u8], [u8]>::to(topic).headers(headers);
-    if let Some(key) = message.key() {
-        record = record.key(key);
-    }
-    if let Some(payload) = message.payload() {
-        record = record.payload(payload);
-    }
-    producer
-        .send(record, Duration::ZERO)
-        .await
-        .map(|_| ())
-        .map_err(|(e, _)| e)
+    let record = Record {
+        topic: topic.to_owned(),
+        key: message.key().map(<[u8]>::to_vec),
+        value: message.payload().map(<[u8]>::to_vec),
+        headers: Some(headers),
+    };
+    producer.produce_in(cx.clone(), [record]).await.map(|_| ())
 }

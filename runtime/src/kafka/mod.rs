@@ -1,5 +1,7 @@
 //! Kafka (feature `kafka`, on [rdkafka](https://docs.rs/rdkafka/0.39)):
-//! a [`Consumer`] that hands each record of a consumer group to your
+//! a [`Producer`] whose calls pass the breaker, the failure-injection
+//! points `kafka:<topic>` and OpenTelemetry's messaging telemetry, as
+//! every humus client's do; a [`Consumer`] that hands each record of a consumer group to your
 //! processor in its producer's trace and baggage, strips the failure
 //! scenarios of records it does not trust, and commits a record's offset
 //! only once it was processed; and the header carrier
@@ -38,7 +40,83 @@
 //! }
 //! ```
 //!
-//! # The settings
+//! # The producer
+//!
+//! ```no_run
+//! use humus::App;
+//! use humus::app::{Error, Exit};
+//! use humus::kafka::{Producer, ProducerSettings, Record};
+//!
+//! #[tokio::main]
+//! async fn main() -> Exit {
+//!     App::new()
+//!         .run(|setup| async move {
+//!             // LEDGER_KAFKA_BROKERS=kafka-1:9092 LEDGER_KAFKA_DELIVERY_TIMEOUT=5s
+//!             let settings: ProducerSettings =
+//!                 envy::prefixed("LEDGER_KAFKA_").from_env().map_err(Error::settings)?;
+//!             humus::app::check_kafka_producer(&settings)?; // exit 78, naming every bad field
+//!             let events = Producer::new(&setup, settings).map_err(Error::other)?;
+//!             // In a handler: in the served RPC's trace and baggage.
+//!             let _stored = events
+//!                 .produce([Record::to("transfers").key("t-7").value(r#"{"amount": 12}"#)])
+//!                 .await;
+//!             Ok(vec![]) // the App's servers
+//!         })
+//!         .await
+//! }
+//! ```
+//!
+//! [`ProducerSettings`] lists every field with its default and its check.
+//! In short: `brokers` (`host:port` each, no scheme); `client_id` (empty:
+//! librdkafka's); `delivery_timeout` (30 s: how long a record may take to
+//! be stored, librdkafka's `message.timeout.ms`, its idempotent retries
+//! within it); `acks` (`all`) and `idempotence` (on); the clients' shared
+//! `breaker` section (window 20, 1 probe, open 10 s, probe timeout 30 s)
+//! and `breaker_policy`; `forward_scenario` (`false`); `classify` (in
+//! code); and `librdkafka`, the properties humus does not own (TLS, SASL,
+//! `linger.ms`, `message.max.bytes`), passed through.
+//!
+//! Each [`Producer::produce`] of one or more records is **one call** of
+//! humus's call engine, with one attempt (librdkafka's retries are the
+//! only ones):
+//!
+//! 1. The breaker admits the call once; a rejected call sends nothing and
+//!    fails at once ([`Kind::Rejected`]).
+//! 2. Each record's span starts: a PRODUCER span `send <topic>`, a child
+//!    of the span in the call's context.
+//! 3. With failure injection on, each record's point `kafka:<topic>` is
+//!    evaluated once, in the record's own (unstripped) context, the
+//!    evaluation event on its span. If any record's fault aborts, the whole
+//!    call aborts: every record fails unsent with that point's
+//!    [`InjectedError`](crate::fault::InjectedError), librdkafka is never
+//!    reached, and the call is a breaker Failure. A delay waits the longest
+//!    of the records' delays, inside `delivery_timeout`; cut short by it,
+//!    the call is a Failure ([`Kind::Timeout`]).
+//! 4. Each record carries the trace context of its span and the call's
+//!    baggage, written with the Setup's propagator (W3C by default), the
+//!    failure scenario stripped unless `forward_scenario` (every other
+//!    member, a tenant, kept; a `humus.fit.strip` event on the record's
+//!    span). A record's own headers of those names are replaced.
+//! 5. The records go to librdkafka in the order given, and the call ends
+//!    once each is stored, or failed: where each went
+//!    ([`Delivery`]), or an [`Error`] saying what became of each
+//!    ([`Error::records`]).
+//!
+//! What counts, by [`default_classify`] (override it with
+//! [`ProducerSettings::classify`]): every record stored is a Success; a
+//! record not stored within `delivery_timeout` (a broker that cannot be
+//! reached), a broker's transport error, or an injected fault is a
+//! Failure; the caller's own errors ([`Kind::Record`]: a record over the
+//! size limit, an unknown or unauthorised topic) are Ignored: they do not
+//! count against the cluster. A call its caller drops counts nothing
+//! (librdkafka still stores the records handed to it).
+//!
+//! On the App's stop (an on-stop hook of the Setup's), the producer
+//! flushes the records in flight: librdkafka sends them at once and the
+//! hook waits until each is stored or failed, within `delivery_timeout`
+//! and the App's stop timeout.
+//!
+//! # The consumer's settings
 //!
 //! [`ConsumerSettings`] lists every field with its default and its check.
 //! In short: `brokers` (`host:port` each, no scheme), `group`, `topics`;
@@ -102,6 +180,28 @@
 //! Through the Setup's providers, never OpenTelemetry's globals, in the
 //! scope [`KAFKA_SCOPE`](crate::telemetry::names::KAFKA_SCOPE), with
 //! OpenTelemetry's messaging conventions:
+//!
+//! - Each produced record is one PRODUCER span `send <topic>`, with
+//!   `messaging.system` = `kafka`, `messaging.operation.name` and
+//!   `messaging.operation.type` = `send`, `messaging.destination.name`
+//!   (the topic), `server.address` and `server.port` (the first broker),
+//!   and once stored `messaging.destination.partition.id` and
+//!   `messaging.kafka.offset`; a record that failed ends with status Error
+//!   and `error.type`: librdkafka's code (`MessageTimedOut`,
+//!   `MessageSizeTooLarge`), [`fault::ERROR_TYPE`](crate::fault::ERROR_TYPE)
+//!   for an injected fault, `humus::circuit::Rejected` for a rejected call.
+//! - `messaging.client.operation.duration` (a histogram, in seconds, from
+//!   the record's span's start to its delivery report) and
+//!   `messaging.client.sent.messages` (a counter), once per record handed
+//!   to librdkafka, with the span's attributes but the offset and
+//!   `error.type` when it failed. A record failure injection or the
+//!   breaker kept from librdkafka is in neither.
+//! - humus's own client instruments and log records, in the scope
+//!   [`CLIENT_SCOPE`](crate::telemetry::names::CLIENT_SCOPE), by the first
+//!   broker's `server.address`: `humus.circuit.calls` once per call (by
+//!   its outcome, `rejected` for a rejected call), `humus.circuit.state`,
+//!   `humus.circuit.transitions` and the breaker's transition log records,
+//!   as every client's.
 //!
 //! - Each record is one CONSUMER span `process <topic>`, a child of the span
 //!   its headers name (the producer's), with `messaging.system` = `kafka`,

@@ -128,7 +128,9 @@ pub struct ConsumerSettings {
 
     /// The topic a record that failed
     /// [`max_attempts`](ConsumerSettings::max_attempts) times is produced
-    /// to, unchanged (its key, value and headers, with `humus.dlq.topic`,
+    /// to (with humus's [`Producer`](super::Producer), of the consumer's
+    /// brokers and librdkafka properties, in the record's context: its
+    /// breaker, the point `kafka:<topic>` and its span), unchanged (its key, value and headers, with `humus.dlq.topic`,
     /// `humus.dlq.partition`, `humus.dlq.offset` and `humus.dlq.error`
     /// headers added), before its offset is committed. `None`: the record
     /// holds its partition.
