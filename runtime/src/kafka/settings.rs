@@ -9,11 +9,11 @@ use std::time::Duration;
 use rdkafka::message::OwnedMessage;
 use serde::Deserialize;
 
-use crate::circuit;
-use crate::grpc::client::{
+use crate::call::settings::{
     BreakerSection, InvalidValue, breaker_checks, breaker_of, check_backoff_base,
-    check_backoff_max, check_max_attempts, write_problems,
+    check_backoff_max, check_max_attempts, check_timeout, write_problems,
 };
+use crate::circuit;
 use crate::grpc::server::check_grace;
 
 /// Decides whether the failure scenario a record carries reaches the
@@ -313,7 +313,7 @@ pub fn check_topics(topics: &[String]) -> Result<(), InvalidValue> {
 /// [`InvalidValue`] for zero.
 pub fn check_commit_interval(interval: Duration) -> Result<(), InvalidValue> {
     // The clients' check of a duration that must be more than zero.
-    crate::grpc::client::check_timeout(interval)
+    check_timeout(interval)
 }
 
 /// Checks the librdkafka properties passed through: none that humus sets
@@ -691,7 +691,7 @@ const MAX_DELIVERY_TIMEOUT: Duration = Duration::from_millis(i32::MAX as u64);
 /// [`InvalidValue`] for zero, or for a timeout past librdkafka's limit.
 pub fn check_delivery_timeout(timeout: Duration) -> Result<(), InvalidValue> {
     // The clients' check of a duration that must be more than zero.
-    crate::grpc::client::check_timeout(timeout)?;
+    check_timeout(timeout)?;
     if timeout > MAX_DELIVERY_TIMEOUT {
         return Err(InvalidValue::new(format!(
             "{timeout:?} is past librdkafka's limit of {MAX_DELIVERY_TIMEOUT:?}"

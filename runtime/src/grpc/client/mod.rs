@@ -193,8 +193,7 @@ mod settings;
 // What the other transports' settings import by this path (they are
 // crate::call::settings's, the settings every client shares).
 pub(crate) use crate::call::settings::{
-    BreakerSection, BudgetSection, breaker_checks, breaker_of, budget_of, section_checks,
-    write_problems,
+    BreakerSection, BudgetSection, breaker_of, budget_of, section_checks,
 };
 mod stream;
 mod unary;
