@@ -499,3 +499,44 @@ async fn an_interceptors_unavailable_on_a_streams_open_is_retried() {
     assert_eq!(calls.load(Ordering::Relaxed), 2);
     assert_eq!(carts.arrivals(&WATCH_CART), 1);
 }
+
+/// A proxy's page the connection mapped comes through the layers as it
+/// does without them: the attempt's error, a status whose source is the
+/// `HttpAnswer` (its HTTP status), never taken for a status a layer made;
+/// a 429 with no `Retry-After` is sent once, and counted against the
+/// dependency.
+#[tokio::test(start_paused = true)]
+async fn a_proxys_page_through_the_layers_keeps_its_http_answer() {
+    use humus::grpc::client::{HttpAnswer, mapped_http_status};
+    use std::error::Error as _;
+
+    let host = Host::new();
+    let _proxy = h2_server(&host, "carts:9090", |_, _, respond| {
+        answer_http(respond, 429, Some("text/html"), "<h1>slow down</h1>");
+    });
+    let probe = Probe::passing();
+    let (policy, counts) = recording();
+    let settings = Settings {
+        addr: "carts:9090".into(),
+        breaker_policy: policy,
+        ..Settings::default()
+    }
+    .layer(probe.clone());
+    let client = Client::new(&setup(&host), settings).unwrap();
+    let err = client
+        .unary::<_, Cart>(&GET_CART, get("c"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert_eq!(
+        mapped_http_status(&err),
+        Some(http::StatusCode::TOO_MANY_REQUESTS),
+        "{err:?}"
+    );
+    assert!(
+        err.source().is_some_and(|s| s.is::<HttpAnswer>()),
+        "{err:?}"
+    );
+    assert_eq!(probe.count(), 1, "not retried without a Retry-After");
+    assert_eq!(counted(&counts), (0, 1), "one failure, for the breaker");
+}
