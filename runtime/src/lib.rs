@@ -82,13 +82,14 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`grpc::client`] | the gRPC client: settings (units, defaults, checks), typed calls and streams, the channel for stock tonic stubs, per-attempt layers, readiness |
-//! | [`grpc::server`] | the gRPC server: serving, the scenario strip, health, graceful shutdown; [`grpc::deadline`] the deadline and context a served RPC hands its handler's calls |
+//! | [`grpc::server`] | the gRPC server: serving, the scenario strip, health, graceful shutdown |
+//! | [`deadline`] | the deadline and context a served request (gRPC, HTTP, a consumed message) hands the calls its handler makes, whatever their transport (also at `grpc::deadline`) |
 //! | [`http`] | the HTTP client (on reqwest) and the HTTP server's context and scenario layer (axum, hyper) |
 //! | `kafka` | (feature `kafka`) Kafka on rdkafka: the producer (on the call engine), the consumer, the context in record headers |
 //! | `rabbitmq` | (feature `rabbitmq`) RabbitMQ on amqprs: the publisher (confirmed publishes, on the call engine), the consumer, the context in message headers |
 //! | [`app`] | [`App`], the lifecycle: telemetry, faults, init, serve, signals, stop, exit codes; settings from the environment ([`app::from_env`]) |
 //! | [`circuit`] | the circuit breaker's state machine |
-//! | [`retry`] | the retry budget, the backoff schedule and retry decisions |
+//! | [`retry`] | the retry budget, the backoff schedule, retry decisions and `Retry-After` |
 //! | [`fault`] | failure injection: scenarios, the injector, the strip, `jsonscenario` |
 //! | [`telemetry`] | the OpenTelemetry providers and propagator humus records with, and its instruments' names |
 //! | [`health`] | readiness monitors |
@@ -96,9 +97,13 @@
 //! | [`design`] | the design, in prose: the gRPC client, the circuit breaker, failure injection |
 //!
 //! Every client (gRPC, HTTP, the Kafka producer, the RabbitMQ publisher)
-//! runs on one crate-private attempt loop (`call`): breaker, failure
-//! injection, attempt deadline, send, classify, settle, retry, wait,
-//! written once, with the settings sections every client shares.
+//! runs on one crate-private attempt loop (`call`): breaker,
+//! failure injection, attempt deadline, send, classify, settle, retry,
+//! wait, written once for every transport, with the settings every client
+//! shares (`call::settings`: the retry and breaker sections and their
+//! checks). The modules every transport uses (`deadline`, `retry`,
+//! `telemetry`, the crate-private `addr` of `host:port` parsing) import
+//! no transport; no transport's folder imports one that imports it back.
 //!
 //! # Features
 //!
@@ -136,6 +141,7 @@
 
 pub mod app;
 pub mod circuit;
+pub mod deadline;
 pub mod design;
 pub mod fault;
 pub mod grpc;
@@ -147,6 +153,7 @@ pub mod kafka;
 pub mod retry;
 pub mod telemetry;
 
+mod addr;
 mod call;
 mod chain;
 mod setup;

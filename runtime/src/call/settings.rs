@@ -13,6 +13,57 @@ use std::time::Duration;
 
 use crate::{circuit, retry};
 
+/// A call's timeout every client has by default: 10 s.
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most attempts of a call by default: 3 (two retries).
+pub(crate) const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+/// The retry backoff's base by default: 100 ms.
+pub(crate) const DEFAULT_BACKOFF_BASE: Duration = Duration::from_millis(100);
+/// The retry backoff's ceiling by default: 5 s.
+pub(crate) const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// The `breaker` section by default: a window of 20 results, 1 probe, open
+/// for 10 s, a probe's slot held at most 30 s.
+pub(crate) const DEFAULT_BREAKER: circuit::Config = circuit::Config {
+    window: 20,
+    probes: 1,
+    open_for: Duration::from_secs(10),
+    probe_timeout: Duration::from_secs(30),
+};
+
+/// The breaker's policy by default: open after 5 failures in a row, or
+/// half of the last 20 results failed once at least 3 were seen.
+pub(crate) fn default_breaker_policy() -> circuit::Policy {
+    circuit::Policy::consecutive_or_half(5, 20, 3)
+}
+
+/// Checks a client TLS config: it must be able to make a connection, with
+/// at least one cipher suite and one key exchange group, and a
+/// `max_fragment_size`, if any, from 32 to 16389. (rustls speaks only TLS
+/// 1.2 and 1.3, so the version floor HTTP/2 needs always holds.)
+///
+/// # Errors
+///
+/// [`InvalidValue`] saying what is wrong.
+///
+/// Design: [the gRPC client's connection](crate::design::client#the-connection) (TLS).
+pub fn check_tls(config: &rustls::ClientConfig) -> Result<(), InvalidValue> {
+    let provider = config.crypto_provider();
+    if provider.cipher_suites.is_empty() {
+        return Err(InvalidValue::new("has no cipher suite"));
+    }
+    if provider.kx_groups.is_empty() {
+        return Err(InvalidValue::new("has no key exchange group"));
+    }
+    if let Some(size) = config.max_fragment_size
+        && !(32..=16389).contains(&size)
+    {
+        return Err(InvalidValue::new(format!(
+            "has max_fragment_size {size}, want 32..=16389"
+        )));
+    }
+    Ok(())
+}
+
 /// Why a value fails its field's check. The message says what is wrong
 /// with the value and does not name the field, so the caller can put its
 /// own name in front (`CARTS_ADDR: names a scheme (…)`).

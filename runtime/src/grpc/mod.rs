@@ -2,7 +2,10 @@
 //! ([`server`]), and the [`deadline`] and context a served RPC hands to the
 //! calls its handler makes.
 
-pub(crate) mod addr;
 pub mod client;
-pub mod deadline;
 pub mod server;
+
+pub(crate) use crate::addr;
+/// The inherited deadline and context, shared by every transport:
+/// [`crate::deadline`], here where gRPC's users look for it.
+pub use crate::deadline;

@@ -36,10 +36,12 @@
 
 use std::fmt;
 
+mod after;
 mod backoff;
 mod budget;
 mod decide;
 
+pub use after::{RetryAfter, retry_after};
 pub use backoff::Exponential;
 pub use budget::{
     Budget, BudgetConfig, BudgetError, MAX_TOKENS_LIMIT, check_max_tokens, check_token_ratio,

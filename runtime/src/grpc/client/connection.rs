@@ -46,7 +46,7 @@ use super::anchor::Anchor;
 use super::classify::PUSHBACK_KEY;
 use super::layer::{AttemptService, BoxError, LayerError, send_layered};
 use crate::grpc::deadline::to_millis;
-use crate::http::client::{RetryAfter, retry_after};
+use crate::retry::{RetryAfter, retry_after};
 use crate::setup::{BoxIo, Host};
 
 /// The message of every call made after the connection was closed.

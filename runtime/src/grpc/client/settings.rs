@@ -9,13 +9,14 @@ use rustls_pki_types::ServerName;
 
 use super::{AttemptLayers, Classify};
 pub(crate) use crate::call::settings::{
-    BreakerSection, BudgetSection, breaker_of, budget_of, budget_path, positive_within_a_year,
-    section_checks,
+    BreakerSection, BudgetSection, DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_MAX, DEFAULT_BREAKER,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT, breaker_of, budget_of, budget_path,
+    default_breaker_policy, positive_within_a_year, section_checks,
 };
 pub use crate::call::settings::{
     InvalidValue, check_attempt_timeout, check_backoff_base, check_backoff_max, check_breaker,
     check_max_attempts, check_open_for, check_probe_timeout, check_probes, check_retry_budget,
-    check_timeout, check_window,
+    check_timeout, check_tls, check_window,
 };
 use crate::{circuit, retry};
 
@@ -290,30 +291,22 @@ impl Default for Settings {
             tls: None,
             server_name: None,
             authority: None,
-            timeout: Duration::from_secs(10),
+            timeout: DEFAULT_TIMEOUT,
             attempt_timeout: None,
-            max_attempts: 3,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
             retry_budget: retry::BudgetConfig::DEFAULT,
-            backoff_base: Duration::from_millis(100),
-            backoff_max: Duration::from_secs(5),
+            backoff_base: DEFAULT_BACKOFF_BASE,
+            backoff_max: DEFAULT_BACKOFF_MAX,
             connect_backoff_max: Duration::from_secs(120),
             classify: Classify::default(),
             breaker: DEFAULT_BREAKER,
-            breaker_policy: circuit::Policy::consecutive_or_half(5, 20, 3),
+            breaker_policy: default_breaker_policy(),
             forward_scenario: false,
             max_decoding_message_size: super::limit::DEFAULT,
             layers: AttemptLayers::default(),
         }
     }
 }
-
-/// [`Settings::breaker`]'s default.
-const DEFAULT_BREAKER: circuit::Config = circuit::Config {
-    window: 20,
-    probes: 1,
-    open_for: Duration::from_secs(10),
-    probe_timeout: Duration::from_secs(30),
-};
 
 /// [`Settings`] as read: each field given, or not (then it keeps its
 /// default), the sections' fields each on its own, and the sections'
@@ -470,34 +463,6 @@ pub fn check_addr(addr: &str) -> Result<(), InvalidValue> {
     }
     if format!("http://{addr}").parse::<http::Uri>().is_err() {
         return bad(format!("{addr:?} is not a valid URI authority"));
-    }
-    Ok(())
-}
-
-/// Checks a client TLS config: it must be able to make a connection, with
-/// at least one cipher suite and one key exchange group, and a
-/// `max_fragment_size`, if any, from 32 to 16389. (rustls speaks only TLS
-/// 1.2 and 1.3, so the version floor HTTP/2 needs always holds.)
-///
-/// # Errors
-///
-/// [`InvalidValue`] saying what is wrong.
-///
-/// Design: [the connection](crate::design::client#the-connection) (TLS).
-pub fn check_tls(config: &rustls::ClientConfig) -> Result<(), InvalidValue> {
-    let provider = config.crypto_provider();
-    if provider.cipher_suites.is_empty() {
-        return Err(InvalidValue::new("has no cipher suite"));
-    }
-    if provider.kx_groups.is_empty() {
-        return Err(InvalidValue::new("has no key exchange group"));
-    }
-    if let Some(size) = config.max_fragment_size
-        && !(32..=16389).contains(&size)
-    {
-        return Err(InvalidValue::new(format!(
-            "has max_fragment_size {size}, want 32..=16389"
-        )));
     }
     Ok(())
 }

@@ -18,8 +18,8 @@ use std::borrow::Cow;
 
 use crate::call::Classification;
 use crate::circuit::{Outcome, Rejected};
+use crate::deadline::{Deadline, Inherited};
 use crate::fault::InjectedError;
-use crate::grpc::deadline::{Deadline, Inherited};
 use crate::retry;
 use crate::telemetry::HttpAttempt;
 use crate::{Setup, circuit, fault, telemetry};

@@ -6,8 +6,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::circuit::Rejected;
+pub(super) use crate::deadline::Bound;
 use crate::fault::InjectedError;
-pub(super) use crate::grpc::deadline::Bound;
 
 /// What kind of failure an [`Error`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -126,16 +126,16 @@ mod client;
 mod error;
 mod settings;
 
-pub use classify::{
-    AttemptResult, Classify, RetryAfter, classify_status, default_classify, retry_after,
-};
+pub use classify::{AttemptResult, Classify, classify_status, default_classify};
 #[cfg(feature = "rabbitmq")]
 pub(crate) use client::default_tls;
 pub use client::{CallOptions, Client, RequestBuilder, is_idempotent};
 pub use error::{Error, Kind};
 pub use settings::{NewError, Settings, check_attempt_timeout, check_base_url};
 
-pub use crate::grpc::client::{
-    Classification, InvalidValue, check_backoff_base, check_backoff_max, check_breaker,
-    check_max_attempts, check_retry_budget, check_timeout, check_tls,
+pub use crate::call::Classification;
+pub use crate::call::settings::{
+    InvalidValue, check_backoff_base, check_backoff_max, check_breaker, check_max_attempts,
+    check_retry_budget, check_timeout, check_tls,
 };
+pub use crate::retry::{RetryAfter, retry_after};

@@ -10,9 +10,8 @@ use reqwest::Url;
 use super::Classify;
 use crate::call::settings::{
     BreakerSection, BudgetSection, InvalidValue, breaker_of, budget_of, check_backoff_base,
-    check_backoff_max, check_max_attempts, check_timeout, section_checks,
+    check_backoff_max, check_max_attempts, check_timeout, check_tls, section_checks,
 };
-use crate::grpc::client::check_tls;
 use crate::{circuit, retry};
 
 /// The settings of one HTTP dependency's [`Client`](super::Client): plain
@@ -160,19 +159,19 @@ impl fmt::Debug for Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        let grpc = crate::grpc::client::Settings::default();
+        use crate::call::settings as shared;
         Settings {
             base_url: String::new(),
             tls: None,
-            timeout: grpc.timeout,
+            timeout: shared::DEFAULT_TIMEOUT,
             attempt_timeout: Duration::from_secs(5),
-            max_attempts: grpc.max_attempts,
-            retry_budget: grpc.retry_budget,
-            backoff_base: grpc.backoff_base,
-            backoff_max: grpc.backoff_max,
+            max_attempts: shared::DEFAULT_MAX_ATTEMPTS,
+            retry_budget: retry::BudgetConfig::DEFAULT,
+            backoff_base: shared::DEFAULT_BACKOFF_BASE,
+            backoff_max: shared::DEFAULT_BACKOFF_MAX,
             classify: Classify::default(),
-            breaker: grpc.breaker,
-            breaker_policy: grpc.breaker_policy,
+            breaker: shared::DEFAULT_BREAKER,
+            breaker_policy: shared::default_breaker_policy(),
             forward_scenario: false,
         }
     }
@@ -360,7 +359,7 @@ pub(super) fn parse_base_url(base_url: &str) -> Result<Url, InvalidValue> {
         },
     };
     if let Some(host) = host
-        && let Err(why) = crate::grpc::addr::check_host(host)
+        && let Err(why) = crate::addr::check_host(host)
     {
         return Err(InvalidValue::new(format!(
             "{:?} has a bad host: {why}",

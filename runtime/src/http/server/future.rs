@@ -9,7 +9,7 @@ use std::task::Poll;
 use opentelemetry::trace::TraceContextExt as _;
 use opentelemetry::{Context, KeyValue};
 
-use crate::grpc::deadline::{InheritBody, InheritFuture};
+use crate::deadline::{InheritBody, InheritFuture};
 use crate::telemetry::names::{
     EXCEPTION_EVENT, EXCEPTION_MESSAGE, EXCEPTION_TYPE, EXCEPTION_TYPE_PANIC,
 };

@@ -13,9 +13,9 @@ use tower_service::Service;
 
 use super::future::{Payload, ResponseFuture};
 use crate::Setup;
+use crate::deadline::{InheritBody, InheritFuture, Inherited};
 use crate::fault::baggage_without;
 use crate::fault::strip::Gate;
-use crate::grpc::deadline::{InheritBody, InheritFuture, Inherited};
 
 type TrustFn = Arc<dyn Fn(&http::Request<()>) -> bool + Send + Sync>;
 

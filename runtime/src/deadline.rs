@@ -7,9 +7,9 @@
 //! belongs under the served RPC's. As grpc-go passes its `ctx` and
 //! grpc-java its `Context`, humus passes an [`Inherited`]: the served RPC's
 //! deadline and context, current for the task that serves it, read by every
-//! [`Client`](super::client::Client) call made there without the handler
+//! [`Client`](crate::grpc::client::Client) call made there without the handler
 //! copying anything. A call's deadline is then the earliest of
-//! [`Settings::timeout`](super::client::Settings::timeout), the request's
+//! [`Settings::timeout`](crate::grpc::client::Settings::timeout), the request's
 //! own `grpc-timeout` and the inherited deadline; its context (the parent of
 //! its attempts' spans, the baggage they carry) is the request extensions'
 //! `opentelemetry::Context`, else the current one, which the scope attaches.
@@ -58,7 +58,7 @@
 //! A call dropped at or after its deadline, which is what a tonic server
 //! does to a handler at the served RPC's `grpc-timeout`, counts as the
 //! deadline (a failure for the circuit breaker), not as a caller who gave
-//! up; see the [client's docs](super::client#deadlines).
+//! up; see the [client's docs](crate::grpc::client#deadlines).
 
 use std::fmt;
 use std::future::Future;
@@ -158,7 +158,7 @@ impl Inherited {
     /// round the timeout it sends up (gRPC's C core to three significant
     /// digits): a call its handler makes that is dropped up to that step
     /// before this deadline still counts as the deadline's (see the
-    /// [client's docs](super::client#deadlines)).
+    /// [client's docs](crate::grpc::client#deadlines)).
     pub fn from_headers(headers: &HeaderMap, received: Instant, context: Context) -> Inherited {
         Inherited::served(served_deadline(headers, received), context)
     }
