@@ -19,7 +19,12 @@ const GRPC_PROTO: &str = "/usr/share/grpc-proto";
 const DPKG_STATUS: &str = "/var/lib/dpkg/status";
 
 fn main() -> Result<(), humus_build::Error> {
-    humus_build::configure().compile_protos(&["proto/ledger/v1/ledger.proto"], &["proto"])?;
+    // With its encoded descriptor set (extension options included), which
+    // `Methods::from_file_descriptor_set` reads (tests/descriptors.rs).
+    let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    humus_build::configure()
+        .file_descriptor_set_path(out_dir.join("ledger_descriptor_set.bin"))
+        .compile_protos(&["proto/ledger/v1/ledger.proto"], &["proto"])?;
     // Names that could clash with humus-build's own (tests/names.rs).
     humus_build::configure().compile_protos(&["proto/names/v1/names.proto"], &["proto"])?;
     humus_build::configure()

@@ -1136,6 +1136,14 @@ impl Hung {
     }
 }
 
+/// `call`'s result, which must come within a minute (of paused time): a
+/// call with no bound against the hung server fails the test there.
+async fn bounded<T>(call: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), call)
+        .await
+        .expect("unbounded: no answer after 60 s")
+}
+
 /// A client of the hung server at `carts:9090`, in plain text, with a
 /// 2 s timeout and a breaker policy that records what it counts.
 fn hung_client(host: &Host) -> (Client, Arc<Mutex<humus::circuit::Counts>>) {
@@ -1165,12 +1173,11 @@ async fn a_stock_health_check_ends_at_the_clients_timeout_against_a_hung_server(
     let (client, seen) = hung_client(&host);
     let mut health = HealthClient::new(client.channel());
     let started = tokio::time::Instant::now();
-    let err = health
-        .check(HealthCheckRequest {
-            service: "carts".into(),
-        })
-        .await
-        .unwrap_err();
+    let err = bounded(health.check(HealthCheckRequest {
+        service: "carts".into(),
+    }))
+    .await
+    .unwrap_err();
     assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
     assert_eq!(started.elapsed(), 2 * SECOND);
     assert!(
@@ -1191,7 +1198,9 @@ async fn an_unknown_method_is_bounded_by_the_clients_timeout_until_its_headers()
     let hung = Hung::start(&host);
     let (client, seen) = hung_client(&host);
     let started = tokio::time::Instant::now();
-    let err = get_cart(&client.channel(), get("c")).await.unwrap_err();
+    let err = bounded(get_cart(&client.channel(), get("c")))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
     assert_eq!(started.elapsed(), 2 * SECOND);
     assert!(
@@ -1202,14 +1211,13 @@ async fn an_unknown_method_is_bounded_by_the_clients_timeout_until_its_headers()
     assert_eq!(hung.sent(), [None], "sent once, with no grpc-timeout");
     // A stream not known, the same.
     let mut grpc = stub(client.channel());
-    let err = grpc
-        .server_streaming(
-            get("c"),
-            path(&WATCH_CART),
-            ProstCodec::<CartRequest, Cart>::default(),
-        )
-        .await
-        .unwrap_err();
+    let err = bounded(grpc.server_streaming(
+        get("c"),
+        path(&WATCH_CART),
+        ProstCodec::<CartRequest, Cart>::default(),
+    ))
+    .await
+    .unwrap_err();
     assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
     assert_eq!(started.elapsed(), 4 * SECOND);
     assert_eq!(counted(&seen), (0, 2));
@@ -1280,6 +1288,11 @@ fn methods_from_tonic_healths_descriptor_set() {
         again.get("/grpc.health.v1.Health/Check").unwrap(),
         check
     ));
+    let known = Methods::well_known();
+    for version in ["v1", "v1alpha"] {
+        let path = format!("/grpc.reflection.{version}.ServerReflection/ServerReflectionInfo");
+        assert_eq!(known.get(&path).unwrap().kind, RpcKind::Streaming, "{path}");
+    }
     let joined = methods.join(&Methods::well_known()).expect("alike");
     assert_eq!(joined.len(), Methods::well_known().len());
     let carts = carts_methods().join(&methods).unwrap();

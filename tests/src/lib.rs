@@ -10,6 +10,12 @@ pub mod pb {
         /// Package `ledger.v1`.
         pub mod v1 {
             include!(concat!(env!("OUT_DIR"), "/ledger.v1.rs"));
+
+            /// The encoded `FileDescriptorSet` humus-build wrote of
+            /// `ledger.proto` and its imports, with their options
+            /// (`humus.v1.policy` among them).
+            pub const FILE_DESCRIPTOR_SET: &[u8] =
+                include_bytes!(concat!(env!("OUT_DIR"), "/ledger_descriptor_set.bin"));
         }
     }
 }

@@ -201,3 +201,45 @@ async fn a_typed_call_is_the_clients_future_boxed() {
         2 * std::mem::size_of::<usize>()
     );
 }
+
+/// The descriptor set humus-build writes (`file_descriptor_set_path`)
+/// carries the `.proto`'s `humus.v1.policy` options: the methods a stock
+/// stub's channel reads from it are the generated descriptors' (kind,
+/// point, `never_retry`, classify table), and the two lists join as one.
+#[test]
+fn humus_builds_descriptor_set_gives_a_channel_the_generated_policy() {
+    use humus::grpc::client::Methods;
+    let described =
+        Methods::from_file_descriptor_set(humus_tests::pb::ledger::v1::FILE_DESCRIPTOR_SET)
+            .expect("humus-build's set");
+    let generated = ledger_humus::LedgerProtoClient::METHODS;
+    for method in generated {
+        let read = described.get(method.full_name).expect(method.full_name);
+        assert_eq!(read.point, method.point);
+        assert_eq!(read.kind, method.kind, "{}", method.full_name);
+        assert_eq!(
+            read.policy.never_retry, method.policy.never_retry,
+            "{}",
+            method.full_name
+        );
+        assert_eq!(
+            read.policy.table, method.policy.table,
+            "{}",
+            method.full_name
+        );
+    }
+    assert!(
+        described
+            .get(ledger_humus::LedgerProtoClient::CHARGE.full_name)
+            .unwrap()
+            .policy
+            .never_retry
+    );
+    // Both services of the file: Ledger's six methods and PlainLedger's.
+    assert_eq!(described.len(), 2 * generated.len());
+    let joined = Methods::new(&[generated])
+        .unwrap()
+        .join(&described)
+        .expect("described alike");
+    assert_eq!(joined.len(), described.len());
+}
