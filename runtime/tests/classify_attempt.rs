@@ -120,63 +120,6 @@ fn a_rejected_attempt_is_stopped_without_asking() {
     assert_eq!(decide_once(got, LIVE).decision(), Decision::Stopped);
 }
 
-/// An attempt that failed at once in the connection backoff is stopped
-/// and counts nothing, whatever the call's state, and takes no budget
-/// token; a failed dial is stopped too, and counts once: a Failure for the
-/// first attempt of those that waited for it (even past the deadline),
-/// nothing for the others (nor for one whose caller gave up).
-#[test]
-fn a_failed_dial_counts_once_and_the_backoff_nothing_without_asking() {
-    let (classify, asked) = counting();
-    let ignored = c(Verdict::Stop, None, Outcome::Ignored);
-    for call in [LIVE, CANCELLED, PAST_DEADLINE] {
-        let got = classify_attempt(&TRANSFER, &classify, Ended::BackingOff, call);
-        assert_eq!(got, ignored, "{call:?}");
-        let got = classify_attempt(
-            &TRANSFER,
-            &classify,
-            Ended::DialFailed { first: false },
-            call,
-        );
-        assert_eq!(got, ignored, "{call:?}");
-    }
-    for (call, outcome) in [
-        (LIVE, Outcome::Failure),
-        (PAST_DEADLINE, Outcome::Failure),
-        (CANCELLED, Outcome::Ignored),
-    ] {
-        let got = classify_attempt(
-            &TRANSFER,
-            &classify,
-            Ended::DialFailed { first: true },
-            call,
-        );
-        assert_eq!(got, c(Verdict::Stop, None, outcome), "{call:?}");
-    }
-    // A stream's open too.
-    let got = classify_attempt(&WATCH, &classify, Ended::BackingOff, LIVE);
-    assert_eq!(got, ignored);
-    assert_eq!(asked.load(Ordering::Relaxed), 0);
-    let budget = Budget::default();
-    let before = budget.tokens_milli();
-    let now = tokio::time::Instant::now();
-    let next = decide(
-        &budget,
-        &Attempted {
-            verdict: ignored.retry,
-            retry_after: None,
-            attempt: 1,
-            max_attempts: 3,
-            backoff: Duration::from_millis(20),
-            backoff_max: Duration::from_secs(1),
-            now,
-            deadline: Some(now + Duration::from_secs(10)),
-        },
-    );
-    assert_eq!(next.decision(), Decision::Stopped);
-    assert_eq!(budget.tokens_milli(), before, "no token taken");
-}
-
 #[test]
 fn an_error_after_the_caller_gave_up_is_ignored_without_asking() {
     let (classify, asked) = counting();

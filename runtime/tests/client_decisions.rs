@@ -123,9 +123,9 @@ async fn only_throttled_exhausted_and_expired_calls_carry_it() {
         .unwrap_err();
     assert_eq!(err.code(), Code::Unavailable);
     assert_eq!(decision(&err), Some(Decision::Exhausted));
-    // A stream whose open fails at the dial (nothing listens): stopped at
-    // once, since a retry would land in the connection's backoff; its
-    // source is the dial's error.
+    // A stream whose open fails at the dial (nothing listens): a failed
+    // attempt as any other, retried (its retries find the connection
+    // backing off) until `max_attempts`; the status is the dial's.
     let down = Client::new(
         &setup(&host),
         Settings {
@@ -139,8 +139,9 @@ async fn only_throttled_exhausted_and_expired_calls_carry_it() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::Unavailable);
-    assert_eq!(decision(&err), None);
+    assert_eq!(decision(&err), Some(Decision::Exhausted));
     assert!(err.message().starts_with("dial nowhere:9090"), "{err:?}");
+    assert!(err.message().contains("backing off"), "{err:?}");
 }
 
 /// A close while a call waits before its next attempt, or at an attempt's

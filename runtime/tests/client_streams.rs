@@ -42,8 +42,9 @@ async fn collect(stream: &mut Streaming<Cart>) -> (Vec<u32>, Option<Code>) {
 /// trailers-only `UNAVAILABLE`) is classified as a unary attempt and
 /// retried (after a pushback of 2 s, so the failure is seen counted
 /// before the retry); the stream that then opens counts once, at its end.
-/// (An open whose dial fails is not retried: the connection's backoff
-/// decides when the dependency is tried again; see `client_dial_failures`.)
+/// (An open whose dial fails, or that finds the connection backing off, is
+/// a failed open too, retried and counted so; see `client_dial_failures`
+/// and `client_decisions`.)
 #[tokio::test(start_paused = true)]
 async fn a_failed_open_is_retried_and_the_stream_counts_once_at_its_end() {
     let (ca, host, carts) = (Ca::new(), Host::new(), Carts::new());

@@ -49,7 +49,7 @@
 //! 2 normal                  26        26        0          0         0  -                              1.9ms  7.4ms  ok
 //! 3 write races              5         9        4          0         0  -                               10ms   15ms  ok
 //! 4 charge unavailable       3         3        0          0         0  -                              2.2ms  2.8ms  ok
-//! 5 outage                  16         8        1          3         9  open 1                         753µs   16ms  ok
+//! 5 outage                  18         6        1          5        13  open 2, half-open 1            832µs   11ms  ok
 //! 6 recovery                 6         6        0          0         0  half-open 1, closed 1          1.9ms  7.9ms  ok
 //! 7 rollout                121       121        0          0         0  -                              2.3ms  8.1ms  ok
 //! 8 fault scenario          10        12        2          0         0  -                              8.7ms   10ms  ok
@@ -89,20 +89,22 @@
 //!    per call, the wallet answers `UNAVAILABLE`, and the caller decides to
 //!    try again later (the third top-up succeeds).
 //! 5. **outage**: first the ledger stops listening. The wallet's client
-//!    dials it once, and the dial is refused: that payment fails, counted
-//!    once in the breaker, and is not retried; the next payments fail at
-//!    once in gRPC's connection backoff (the next dial is due 1 s after the
-//!    refused one), making no dial, no retry, and counting nothing, so the
-//!    breaker stays closed. A dependency whose dials are refused opens the
-//!    breaker through its failed dials, one failure each: the fifth in a
-//!    row, about 9.3 s on (see the client's design, "The circuit breaker").
-//!    Then the ledger listens again, but its database is down: it answers
-//!    every payment `UNAVAILABLE`. The first calls fail, retried while the
-//!    retry budget allows (then **throttled**), until the breaker opens
-//!    (`open 1`); from then on calls fail at once, **rejected**, without
-//!    reaching the network, and the wallet says so ("the ledger is failing,
-//!    its circuit breaker is open"). Readiness stays `SERVING`: an outage
-//!    of a dependency must not take every replica out of its load balancer.
+//!    dials it once, and the dial is refused: a failed attempt, counted as
+//!    a failure in the breaker and retried; its retries, and the next
+//!    payments' attempts, find gRPC's connection backoff (the next dial is
+//!    due 1 s after the refused one): they fail at once, without a dial,
+//!    each a failed attempt too, retried while the retry budget allows
+//!    (then **throttled**). After five such failures in a row the breaker
+//!    opens (`open`), as it would for a ledger that hangs, and the last
+//!    payments fail at once, **rejected**, without a dial, and the wallet
+//!    says so ("the ledger is failing, its circuit breaker is open"). Then
+//!    the ledger listens again, but its database is down: it answers every
+//!    payment `UNAVAILABLE`. Once `open_for` has passed the breaker reads
+//!    `half-open`; the next payment is its probe, which dials (the
+//!    connection's next dial is due by then), reaches the ledger, fails,
+//!    and reopens the breaker (`open 2, half-open 1`); the other payments
+//!    are rejected. Readiness stays `SERVING`: an outage of a dependency
+//!    must not take every replica out of its load balancer.
 //! 6. **recovery**: the ledger's database is back. Once `open_for` has
 //!    passed, `humus.circuit.state` reads `half-open` with no call made; the
 //!    next calls are probes, and three successful ones close the breaker
@@ -110,9 +112,10 @@
 //!    ledger kept listening, so the connection was up. A dependency that
 //!    stopped listening is reached again only at the connection's next
 //!    dial, at most `connect_backoff_max` (120 s by default, gRPC's
-//!    ceiling) after the last refused one started; until then calls fail at
-//!    once with that dial's error and its age (`connection refused, 95s
-//!    ago`), and the half-open probes come after. So recovery from a long
+//!    ceiling) after the last refused one started; until then a half-open
+//!    probe fails at once with that dial's error and its age (`connection
+//!    refused, 95s ago`) and reopens the breaker, and the first probe after
+//!    the next dial reaches it. So recovery from a long
 //!    outage takes up to `connect_backoff_max`, then the probes: a service
 //!    that must recover sooner sets it lower.
 //! 7. **rollout**: the ledger is rolled while four callers pay: a new
@@ -122,7 +125,8 @@
 //!    stops accepting, sends a GOAWAY, lets its calls in flight finish, and
 //!    exits 0). The address never refuses a dial: a refused one would put
 //!    the wallet's client in gRPC's connection backoff, failing its calls
-//!    fast for a second (as one failure in the breaker, not one per call). Then the new ledger's connections reach their
+//!    fast for a second, each a failure in the breaker, which would open
+//!    for its `open_for`. Then the new ledger's connections reach their
 //!    `max_connection_age` (300ms) several times. The wallet's client moves
 //!    to each new connection with no error: every payment succeeds, each is
 //!    applied once, and the breaker stays closed.
@@ -437,15 +441,6 @@ const PHASES: usize = 9;
 
 /// What a call to the wallet answered: its code and message.
 type Answer = Result<(), Status>;
-
-/// How long the wallet's ledger client waits, after a refused dial, before
-/// it dials again: gRPC's connection backoff after a connection that
-/// worked, 1 s.
-const BACKOFF: Duration = Duration::from_secs(1);
-
-/// What the outage waits past [`BACKOFF`], so that its payments find the
-/// next dial due.
-const BACKOFF_MARGIN: Duration = Duration::from_millis(100);
 
 fn code_of(answer: &Answer) -> Code {
     match answer {
@@ -941,7 +936,7 @@ impl Run {
 
     async fn outage(&mut self) -> Result<(), Failure> {
         const NAME: &str = "outage";
-        const SAYS: &str = "the ledger stops: calls fail fast in the connection backoff, the breaker stays closed; back, it fails every call: the breaker opens, calls fail fast with the rejection, readiness stays true";
+        const SAYS: &str = "the ledger stops: its refused dial and the attempts in the connection backoff are failed attempts, and after five the breaker opens, calls fail fast with the rejection; back, it fails every call: the half-open probe reaches it and reopens the breaker; readiness stays true";
         self.begin(NAME, SAYS);
         let seen = self.ledger.seen();
         let applied = self.ledger.applied_transfers();
@@ -950,31 +945,41 @@ impl Run {
             "      the ledger stopped: {} refuses connections",
             self.ledger_addr
         ));
-        let refused = Instant::now();
         let mut stopped = Vec::new();
-        for i in 1..=4 {
+        for i in 1..=6 {
             stopped.push(self.send(&format!("stopped-{i}"), "alice", "bob", 10).await);
         }
         let stopped_state = self.breaker_state();
         let says =
             |a: &Answer, what: &str| a.as_ref().err().is_some_and(|s| s.message().contains(what));
-        let backing_off = stopped.iter().filter(|a| says(a, "backing off")).count();
+        let rejected_stopped = stopped
+            .iter()
+            .filter(|a| says(a, "circuit breaker is open"))
+            .count();
+        let dial_failed = stopped.iter().filter(|a| says(a, "dial ")).count();
         self.say(&format!(
-            "      4 payments: {} UNAVAILABLE, the first's dial refused, {backing_off} failed at once in the connection backoff (no dial, no retry, counted nothing); breaker {stopped_state}",
+            "      6 payments: {} UNAVAILABLE, {dial_failed} by failed opens (the refused dial, then attempts in the connection backoff: no dial, retried within the budget, each a breaker failure), {rejected_stopped} fast by the breaker they opened after five; breaker {stopped_state}",
             stopped
                 .iter()
                 .filter(|a| code_of(a) == Code::Unavailable)
                 .count(),
         ));
-        // Back, but failing every payment; its first dial is due 1 s after
-        // the refused one.
+        // Back, but failing every payment. The breaker reads half-open
+        // once open_for has passed, by which time the connection's next
+        // dial (1 s after the refused one, which came first) is due.
         self.ledger.set_transfers_unavailable(true);
         self.serve_ledger().await?;
-        tokio::time::sleep(BACKOFF.saturating_sub(refused.elapsed()) + BACKOFF_MARGIN).await;
         self.say(&format!(
             "      the ledger listens again on {}, and answers every payment UNAVAILABLE (its database is down)",
             self.ledger_addr
         ));
+        let waited = Instant::now();
+        let mut half_open = self.breaker_state();
+        while half_open != "half-open" && waited.elapsed() < self.open_for + Duration::from_secs(10)
+        {
+            tokio::time::sleep(Duration::from_millis(25)).await;
+            half_open = self.breaker_state();
+        }
         let mut answers = Vec::new();
         for i in 1..=12 {
             answers.push(self.send(&format!("outage-{i}"), "alice", "bob", 10).await);
@@ -988,7 +993,7 @@ impl Run {
         let reached = self.ledger.seen().transfers - seen.transfers;
         let applied_now = self.ledger.applied_transfers() - applied;
         self.say(&format!(
-            "      12 payments: {} UNAVAILABLE, {fast} of them failed fast by the open breaker; {reached} attempts reached the ledger; breaker {state}; wallet health {}",
+            "      breaker {half_open} after open_for; 12 payments: {} UNAVAILABLE, {fast} of them failed fast by the open breaker; {reached} attempts reached the ledger; breaker {state}; wallet health {}",
             answers
                 .iter()
                 .filter(|a| code_of(a) == Code::Unavailable)
@@ -998,37 +1003,40 @@ impl Run {
         self.end(NAME, SAYS, |s| {
             vec![
                 check(
-                    "the stopped ledger: 4 payments UNAVAILABLE, the first by its refused dial, the others at once in the connection backoff, and the breaker stayed closed",
+                    "the stopped ledger: 6 payments UNAVAILABLE, the first by its refused dial; its failed opens opened the breaker, which rejected the last payments without a dial",
                     stopped.iter().all(|a| code_of(a) == Code::Unavailable)
-                        && says(&stopped[0], "dial")
-                        && backing_off == 3
-                        && stopped_state == "closed",
+                        && says(&stopped[0], "dial ")
+                        && rejected_stopped >= 1
+                        && says(&stopped[5], "circuit breaker is open")
+                        && stopped_state == "open",
                     format!(
-                        "{:?}, {backing_off} backing off, state {stopped_state}",
+                        "{:?}, {dial_failed} failed opens, {rejected_stopped} rejected, state {stopped_state}",
                         stopped.iter().map(code_of).collect::<Vec<_>>()
                     ),
                 ),
                 check(
-                    "every payment is the wallet's UNAVAILABLE, and none was applied",
-                    answers.iter().all(|a| code_of(a) == Code::Unavailable)
+                    "back and failing: every payment is the wallet's UNAVAILABLE, the half-open probe reached the ledger, and none was applied",
+                    half_open == "half-open"
+                        && answers.iter().all(|a| code_of(a) == Code::Unavailable)
                         && reached >= 1
                         && applied_now == 0,
                     format!(
-                        "{:?}, {reached} reached, {applied_now} applied",
+                        "{half_open} after open_for, {:?}, {reached} reached, {applied_now} applied",
                         answers.iter().map(code_of).collect::<Vec<_>>()
                     ),
                 ),
                 check(
-                    "the breaker opened, and rejected calls without sending them",
-                    s.transitions.get("open").copied().unwrap_or(0) >= 1
+                    "the breaker opened, reopened on the failed probe, and rejected calls without sending them",
+                    s.transitions.get("open").copied().unwrap_or(0) >= 2
                         && !s.transitions.contains_key("closed")
-                        && s.rejected >= 1
-                        && fast as u64 == s.rejected
+                        && s.rejected >= 2
+                        && (fast + rejected_stopped) as u64 == s.rejected
                         && state != "closed",
                     format!(
-                        "transitions {}, {} rejected ({fast} answers said so), state {state}",
+                        "transitions {}, {} rejected ({} answers said so), state {state}",
                         s.transitions_text(),
-                        s.rejected
+                        s.rejected,
+                        fast + rejected_stopped
                     ),
                 ),
                 check(

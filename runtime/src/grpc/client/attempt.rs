@@ -20,9 +20,7 @@ use tonic::metadata::MetadataMap;
 
 use super::client::{GRPC_TIMEOUT, GRPC_TIMEOUT_HEADER, Inner, deadline, own_timeout};
 use super::codec::PreEncoded;
-use super::connection::{
-    AttemptBody, DialFailure, Sender, closing, dial_failure, never_processed, transport_status,
-};
+use super::connection::{AttemptBody, Sender, closing, never_processed, transport_status};
 use super::decide::{StillConnecting, with_decision};
 use super::hooks::{AttemptSpan, Hooks, call_context};
 use super::layer::BoxError;
@@ -226,9 +224,11 @@ impl<K: Kind, S: Sends<K>> crate::call::Transport for Grpc<'_, S, K> {
         self.send.send(&self.ctx, attempt.n, span)
     }
 
-    /// The method's table, else `Settings::classify`; a failure of the
-    /// connection's dial is the client's to classify: the first attempt
-    /// of those that waited for a failed dial counts it, once.
+    /// The method's table, else `Settings::classify`. A failed dial, and
+    /// an attempt that finds the connection backing off after one, are
+    /// failed attempts as any other: their `UNAVAILABLE` is classified so
+    /// (by default retried within the budget and `max_attempts`, and a
+    /// breaker Failure).
     fn classify(
         &self,
         result: Result<&S::Output, &Status>,
@@ -252,17 +252,10 @@ impl<K: Kind, S: Sends<K>> crate::call::Transport for Grpc<'_, S, K> {
             cancelled: false,
             deadline_passed,
         };
-        let ended = match status.and_then(dial_failure) {
-            Some(DialFailure::BackingOff) => Ended::BackingOff,
-            Some(DialFailure::Failed(dial)) => Ended::DialFailed {
-                first: dial.claim(),
-            },
-            None => Ended::Attempt { status, trailer },
-        };
         classify_attempt(
             self.ctx.method,
             &self.ctx.inner.settings.classify,
-            ended,
+            Ended::Attempt { status, trailer },
             call,
         )
     }

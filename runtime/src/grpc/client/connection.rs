@@ -390,18 +390,17 @@ impl Drop for Landing {
 }
 
 /// One failed dial, shared by every attempt that waited for it: its
-/// error, and whether an attempt has counted it in the breaker yet (a
-/// failed dial counts once, however many attempts waited for it).
+/// error, and when it failed.
 ///
 /// It is the source of the status of each of those attempts
 /// ([`dial_status`]), and of the attempts that fail at once while the
 /// connection backs off after it ([`BackingOff`]); its own source is the
 /// dial's error, so code that walks a status's sources still finds the
-/// `io::Error`.
+/// `io::Error`. Each such attempt is a failed attempt, classified as any
+/// other `UNAVAILABLE`.
 #[derive(Debug)]
 pub(crate) struct FailedDial {
     error: io::Error,
-    counted: AtomicBool,
     /// When the dial failed, so that a call failing at once in the
     /// backoff says how old the error is.
     at: Instant,
@@ -411,15 +410,8 @@ impl FailedDial {
     fn new(error: io::Error) -> FailedDial {
         FailedDial {
             error,
-            counted: AtomicBool::new(false),
             at: Instant::now(),
         }
-    }
-
-    /// Whether this is the first call to `claim`: the attempt that claims
-    /// the dial first counts it in the breaker, the others count nothing.
-    pub(crate) fn claim(&self) -> bool {
-        !self.counted.swap(true, Ordering::AcqRel)
     }
 }
 
@@ -451,27 +443,6 @@ impl StdError for BackingOff {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         Some(&*self.0)
     }
-}
-
-/// How an attempt's failure came of the connection's dial, if it did
-/// ([`dial_failure`]).
-pub(crate) enum DialFailure<'a> {
-    /// The dial the attempt waited for failed.
-    Failed(&'a FailedDial),
-    /// The attempt failed at once: the connection backs off after a
-    /// failed dial.
-    BackingOff,
-}
-
-/// Whether `status` is a failed dial's ([`dial_status`]) or the connection
-/// backoff's ([`backing_off_status`]): read from its own source, which only
-/// those two set to these types.
-pub(crate) fn dial_failure(status: &Status) -> Option<DialFailure<'_>> {
-    let source = status.source()?;
-    if let Some(dial) = source.downcast_ref::<FailedDial>() {
-        return Some(DialFailure::Failed(dial));
-    }
-    source.is::<BackingOff>().then_some(DialFailure::BackingOff)
 }
 
 /// The status of a call whose connection could not be dialled.

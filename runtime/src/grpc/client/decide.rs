@@ -19,23 +19,16 @@ use crate::retry::{Decision, Verdict};
 pub enum Ended<'a> {
     /// The circuit breaker rejected the attempt: nothing was sent.
     Rejected,
-    /// The attempt failed at once, with nothing sent and no dial made:
-    /// the connection is backing off after a failed dial, and its next
-    /// dial is not due yet.
-    BackingOff,
-    /// The dial the attempt waited for failed (refused, unreachable, a
-    /// failed TLS or HTTP/2 handshake, a server whose first bytes are no
-    /// HTTP/2 settings, or none within the connect timeout): nothing was
-    /// sent. Every attempt that waited for the same dial gets its error.
-    DialFailed {
-        /// This attempt is the first, of all those that waited for that
-        /// dial, to be classified: the one that counts the dial in the
-        /// breaker. The attempt loop claims it from the dial itself, once.
-        first: bool,
-    },
     /// A unary attempt, or an attempt to open a stream, ended with
     /// `status` (`None` for OK) and `trailer` (empty for an open nothing
-    /// came back from; a trailers-only status's own metadata).
+    /// came back from; a trailers-only status's own metadata). An attempt
+    /// whose connection could not be had is one too: a failed dial
+    /// (refused, unreachable, a failed TLS or HTTP/2 handshake, a server
+    /// whose first bytes are no HTTP/2 settings, or none within the
+    /// connect timeout), or a connection backing off after one, ends it
+    /// `UNAVAILABLE` with nothing sent, its message starting `dial
+    /// <addr>: ` (and saying `the connection is backing off` for the
+    /// latter), and the dial's `io::Error` among its sources.
     Attempt {
         /// The attempt's status; `None` for OK.
         status: Option<&'a Status>,
@@ -75,10 +68,7 @@ pub struct CallState {
 /// | how the attempt ended | breaker |
 /// |---|---|
 /// | [`Ended::Rejected`]: the breaker rejected it | Ignored (there is no ticket to settle) |
-/// | [`Ended::BackingOff`]: the connection backs off after a failed dial, nothing was sent | Ignored |
 /// | an error after the caller gave up ([`CallState::cancelled`]) | Ignored |
-/// | [`Ended::DialFailed`], the first attempt to be classified of those that waited for the dial | Failure |
-/// | [`Ended::DialFailed`], any other attempt that waited for the same dial | Ignored |
 /// | an error once the deadline passed ([`CallState::deadline_passed`]) | Failure |
 /// | [`Ended::Stream`] with Unavailable: its server or connection went away | Ignored |
 /// | a per-attempt layer shed the attempt (tower's `Overloaded`, [`LayerError::is_shed`]): nothing was sent | Ignored |
@@ -97,27 +87,19 @@ pub struct CallState {
 /// retry budget, the backoff and the call's deadline, unless the method
 /// is never sent twice.
 ///
-/// The connection, not the call, decides when a dependency whose dial
-/// failed is tried again: after a failed dial it backs off (1 s, then 1.6
-/// times longer each time, ±20 %, up to
-/// [`Settings::connect_backoff_max`](super::Settings::connect_backoff_max),
-/// 120 s by default), and an attempt made
-/// meanwhile fails at once without dialling. Such an attempt tells nothing
-/// new of the dependency (its failed dial already counted), so it counts
-/// nothing, and it frees the probe slot it held for a real probe; a retry
-/// of it within the call would land in the same backoff, so there is none
-/// (and, being a Stop, it takes no retry-budget token: the budget counts
-/// the dependency's answers, and this is none). A failed dial is one
-/// answer of the dependency, however many attempts were waiting for it: it
-/// counts once, as a Failure; and the attempts that waited for it are not
-/// retried either, since their retries would land in the backoff that
-/// dial started. So a dependency that refuses connections opens the
-/// breaker (5 failures in a row, by default) after 5 failed dials in a
-/// row, about 9.3 s (7.6 to 10.9 s) after the first if calls keep coming,
-/// rather than within the first call's retries; a restart that costs one
-/// refused dial costs one Failure and the calls of one backoff (1 s).
-/// A call whose deadline passes while it waits for a dial that hangs is
-/// the deadline's, as any other (it waited).
+/// A failed open is not among these rules: an attempt whose dial failed
+/// (every attempt that waited for that dial), or that found the
+/// connection backing off after a failed dial (it fails at once, without
+/// dialling: the next dial is not due yet), ends `UNAVAILABLE` with
+/// nothing sent, and is classified as any other attempt's `UNAVAILABLE`
+/// (by default: Retry, and a breaker Failure). Its retries are bounded as
+/// any other's, by `max_attempts` and the retry budget, and a dependency
+/// that is down opens the breaker after five such results in a row with
+/// the default policy, as one that hangs does. The status says what
+/// happened: its message starts `dial <addr>: ` with the dial's error,
+/// and for the backoff adds how old that error is and when the next dial
+/// is due (`the connection is backing off`); the dial's `io::Error` is
+/// among its sources.
 ///
 /// Whatever the classifiers say, a stream that opened is never retried: a
 /// Retry for an [`Ended::Stream`] becomes Stop, with no `retry_after`. (A
@@ -133,13 +115,9 @@ pub struct CallState {
 /// How the loop uses the result:
 ///
 /// - a unary attempt, or a failed open (a trailers-only status at the
-///   open included): settle the breaker's ticket with
+///   open, a failed dial and the connection's backoff included): settle the breaker's ticket with
 ///   `breaker`, then call [`retry::decide`](crate::retry::decide) with
 ///   `retry` and `retry_after`, and record its decision;
-/// - [`Ended::BackingOff`] and [`Ended::DialFailed`] (the attempt's status
-///   came of the connection's dial, which the loop reads from its source):
-///   the same, and [`retry::decide`](crate::retry::decide) gives
-///   [`Next::Stopped`](crate::retry::Next::Stopped), taking no token;
 /// - [`Ended::Rejected`]: no ticket; [`retry::decide`](crate::retry::decide)
 ///   gives [`Next::Stopped`](crate::retry::Next::Stopped) (its `Stop`);
 /// - a stream that opened: [`Next::Succeeded`](crate::retry::Next::Succeeded)
@@ -159,15 +137,7 @@ pub fn classify_attempt(
     call: CallState,
 ) -> Classification {
     let (status, trailer, stream) = match ended {
-        Ended::Rejected | Ended::BackingOff => return Classification::stop(Outcome::Ignored),
-        Ended::DialFailed { first } => {
-            let counted = first && !call.cancelled;
-            return Classification::stop(if counted {
-                Outcome::Failure
-            } else {
-                Outcome::Ignored
-            });
-        }
+        Ended::Rejected => return Classification::stop(Outcome::Ignored),
         Ended::Attempt { status, trailer } => (status, trailer, false),
         Ended::Stream { status, trailer } => (status, trailer, true),
     };

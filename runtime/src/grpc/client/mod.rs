@@ -116,14 +116,14 @@
 //! default), and a dial that succeeds starts it over. Meanwhile calls do
 //! not dial and do not wait: each attempt fails at once `Unavailable`,
 //! with the last dial's error, how long ago it failed, and when the next
-//! dial is due. The client classifies these itself ([`classify_attempt`]): an
-//! attempt in the backoff is not retried and counts nothing in the
-//! breaker, and a failed dial counts once, as a failure, however many
-//! attempts waited for it, none of them retried. So a dependency that
-//! refuses connections costs it a dial per backoff, however many calls
-//! are made, opens the breaker at its fifth failed dial in a row (about
-//! 9.3 s on, by default), and one that comes back is reached by the first
-//! call after the backoff. The readiness check ([`Client::connected`]) dials on its
+//! dial is due. Each such attempt, and each that waited for a dial that
+//! failed, is a failed attempt classified as any other `Unavailable`
+//! ([`classify_attempt`]): by default retried within `max_attempts` and
+//! the retry budget, and a breaker failure. So a dependency that refuses
+//! connections costs it a dial per backoff, however many calls are made,
+//! opens the breaker after five such failures in a row (within its first
+//! two calls, by default), as one that hangs does, and one that comes back
+//! is reached by the first call (or half-open probe) after the backoff. The readiness check ([`Client::connected`]) dials on its
 //! own schedule, whatever the calls' backoff.
 //!
 //! # What the server's answer means
