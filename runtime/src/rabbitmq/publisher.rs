@@ -477,15 +477,14 @@ impl Inner {
     /// what its confirm comes through.
     async fn send(
         &self,
-        destination: &Arc<str>,
+        call: &PublishCall<'_>,
         exchange: &Arc<str>,
         routing_key: &Arc<str>,
         properties: BasicProperties,
         body: Vec<u8>,
         sent: &mut bool,
     ) -> Result<(oneshot::Receiver<Confirm>, PendingGuard), PublishError> {
-        let lost =
-            |detail: String| PublishError::new(PublishErrorKind::Connection, destination, detail);
+        let lost = |detail: String| call.error(PublishErrorKind::Connection, detail);
         let mut link = self.link.lock().await;
         if link
             .session
@@ -516,11 +515,7 @@ impl Inner {
         }
         if link.session.is_none() {
             if *self.closed.borrow() {
-                return Err(PublishError::new(
-                    PublishErrorKind::Closed,
-                    destination,
-                    "the publisher is closed",
-                ));
+                return Err(call.error(PublishErrorKind::Closed, "the publisher is closed"));
             }
             if let Some(at) = link.next_dial {
                 let now = Instant::now();
@@ -768,9 +763,6 @@ struct PublishCall<'a> {
     deadline: Option<Instant>,
     exchange: Arc<str>,
     routing_key: Arc<str>,
-    /// `exchange:routing key`, what every error names.
-    destination: Arc<str>,
-    point: String,
     properties: BasicProperties,
     /// The body; the last attempt takes it (a copy is sent while another
     /// may follow).
@@ -793,11 +785,6 @@ impl<'a> PublishCall<'a> {
             (Some(own), Some(inherited)) => Some(own.min(inherited)),
             (own, inherited) => own.or(inherited),
         };
-        let point = Publisher::point(&exchange, &routing_key);
-        let destination = match point.strip_prefix("rabbitmq:") {
-            Some(d) => Arc::from(d),
-            None => Arc::from("the default exchange"),
-        };
         PublishCall {
             inner,
             cx,
@@ -805,21 +792,28 @@ impl<'a> PublishCall<'a> {
             deadline,
             exchange: Arc::from(exchange),
             routing_key: Arc::from(routing_key),
-            destination,
-            point,
             properties,
             body: Some(body),
         }
     }
 
     fn error(&self, kind: PublishErrorKind, detail: impl Into<String>) -> PublishError {
-        PublishError::new(kind, &self.destination, detail)
+        // `exchange:routing key`, what every error names (made only for an
+        // error: a publish that is confirmed never needs it).
+        let point = Publisher::point(&self.exchange, &self.routing_key);
+        let destination: Arc<str> = match point.strip_prefix("rabbitmq:") {
+            Some(d) => Arc::from(d),
+            None => Arc::from("the default exchange"),
+        };
+        PublishError::new(kind, &destination, detail)
     }
 
     /// The message's headers for an attempt: the caller's, with the
     /// attempt's trace context and the call's baggage written over the
     /// propagator's fields, the scenario stripped unless `forward_scenario`.
-    fn headers(&self, span: &PublishSpan) -> FieldTable {
+    /// `None` when the message has no headers and nothing is to be
+    /// written (no propagator fields): its properties are sent as given.
+    fn headers(&self, span: &PublishSpan) -> Option<FieldTable> {
         let inner = self.inner;
         let mut headers = self.properties.headers().cloned().unwrap_or_default();
         let propagator = &inner.telemetry.propagator;
@@ -858,7 +852,10 @@ impl<'a> PublishCall<'a> {
                 write_back(&mut headers, &map, [BAGGAGE.as_str()]);
             }
         }
-        headers
+        if headers.as_ref().is_empty() && self.properties.headers().is_none() {
+            return None;
+        }
+        Some(headers)
     }
 }
 
@@ -897,7 +894,8 @@ impl Transport for PublishCall<'_> {
     }
 
     fn point(&self) -> Cow<'static, str> {
-        Cow::Owned(self.point.clone())
+        // Asked only when failure injection is on.
+        Cow::Owned(Publisher::point(&self.exchange, &self.routing_key))
     }
 
     fn is_closed(&self) -> bool {
@@ -964,14 +962,18 @@ impl Transport for PublishCall<'_> {
         body: Vec<u8>,
         span: &'s mut PublishSpan,
     ) -> impl Future<Output = Result<(), PublishError>> + Send + 's {
-        let headers = self.headers(span);
         let mut properties = self.properties.clone();
-        properties.with_headers(headers);
-        async move {
+        if let Some(headers) = self.headers(span) {
+            properties.with_headers(headers);
+        }
+        // Boxed: the send and its confirm's wait (amqprs's publish frame
+        // among them) would otherwise make the call's state several KB,
+        // copied as it is built; one allocation per attempt is cheaper.
+        Box::pin(async move {
             let (rx, _guard) = self
                 .inner
                 .send(
-                    &self.destination,
+                    self,
                     &self.exchange,
                     &self.routing_key,
                     properties,
@@ -1009,7 +1011,7 @@ impl Transport for PublishCall<'_> {
                     ),
                 )),
             }
-        }
+        })
     }
 
     fn classify(

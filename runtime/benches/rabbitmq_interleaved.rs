@@ -1,0 +1,262 @@
+//! The RabbitMQ publisher's overhead, interleaved: one message published
+//! and its confirm awaited through `humus::rabbitmq::Publisher` (default
+//! settings, no telemetry, injection off) against the same on bare amqprs
+//! with the same channel settings (one connection, one channel in confirm
+//! mode, `mandatory`, a channel callback that hands each confirm to its
+//! publisher by delivery tag), and a control, `amqprs-2` (the same bare
+//! code on a second connection), on one broker (Debian's rabbitmq-server,
+//! started as the tests start it), to the default exchange and a queue
+//! that keeps its last 1000 messages. The peers take turns, publish by
+//! publish (one at a time) and batch by batch (64 at once), the order
+//! rotating every round, so a machine whose load changes during the run
+//! slows them all alike.
+//!
+//! It prints the median latency of one publish, the median time of a batch
+//! of 64 and the throughput it gives, each with its ratio to bare amqprs.
+//!
+//! ```text
+//! HUMUS_INTEROP=1 cargo bench -p humus --bench rabbitmq_interleaved
+//! ```
+//!
+//! Without rabbitmq-server installed it prints one line and exits.
+//! `HUMUS_RABBITMQ_BENCH_PROFILE=humus` (or `amqprs`) publishes 20 000
+//! messages one at a time through that peer only and prints nothing else,
+//! for a profiler.
+
+#[path = "../tests/rabbitmq_support/mod.rs"]
+mod rabbitmq_support;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use amqprs::callbacks::{ChannelCallback, DefaultConnectionCallback};
+use amqprs::channel::{BasicPublishArguments, Channel, ConfirmSelectArguments};
+use amqprs::connection::{Connection, OpenConnectionArguments};
+use amqprs::{Ack, BasicProperties, Cancel, CloseChannel, FieldTable, FieldValue, Nack, Return};
+use futures_util::future::join_all;
+use humus::rabbitmq::{Publisher, PublisherSettings};
+use rabbitmq_support::Broker;
+use tokio::sync::oneshot;
+
+const ROUNDS: usize = 3_000;
+const BATCH_ROUNDS: usize = 300;
+const WARM_UP: usize = 300;
+const CONCURRENCY: usize = 64;
+const QUEUE: &str = "bench";
+const PEERS: [&str; 4] = ["amqprs", "humus", "amqprs-2", "amqprs+timer"];
+
+/// The bare client's confirms: each publish's sender, by delivery tag.
+type Waiting = Arc<Mutex<BTreeMap<u64, oneshot::Sender<bool>>>>;
+
+struct Confirms(Waiting);
+
+impl Confirms {
+    fn settle(&self, tag: u64, multiple: bool, ack: bool) {
+        let mut waiting = self.0.lock().unwrap();
+        let tags: Vec<u64> = if multiple {
+            waiting.range(..=tag).map(|(t, _)| *t).collect()
+        } else {
+            vec![tag]
+        };
+        for t in tags {
+            if let Some(tx) = waiting.remove(&t) {
+                let _ = tx.send(ack);
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ChannelCallback for Confirms {
+    async fn close(&mut self, _: &Channel, _: CloseChannel) -> Result<(), amqprs::error::Error> {
+        Ok(())
+    }
+    async fn cancel(&mut self, _: &Channel, _: Cancel) -> Result<(), amqprs::error::Error> {
+        Ok(())
+    }
+    async fn flow(&mut self, _: &Channel, active: bool) -> Result<bool, amqprs::error::Error> {
+        Ok(active)
+    }
+    async fn publish_ack(&mut self, _: &Channel, ack: Ack) {
+        self.settle(ack.delivery_tag(), ack.mutiple(), true);
+    }
+    async fn publish_nack(&mut self, _: &Channel, nack: Nack) {
+        self.settle(nack.delivery_tag(), nack.multiple(), false);
+    }
+    async fn publish_return(&mut self, _: &Channel, _: Return, _: BasicProperties, _: Vec<u8>) {}
+}
+
+/// Bare amqprs: a channel in confirm mode, its publishes numbered in the
+/// order they are sent.
+struct Bare {
+    _connection: Connection,
+    channel: Channel,
+    waiting: Waiting,
+    next_tag: tokio::sync::Mutex<u64>,
+}
+
+impl Bare {
+    async fn open(port: u16) -> Bare {
+        let args = OpenConnectionArguments::new("127.0.0.1", port, "guest", "guest");
+        let connection = Connection::open(&args).await.unwrap();
+        connection
+            .register_callback(DefaultConnectionCallback)
+            .await
+            .unwrap();
+        let channel = connection.open_channel(None).await.unwrap();
+        let waiting = Waiting::default();
+        channel
+            .register_callback(Confirms(Arc::clone(&waiting)))
+            .await
+            .unwrap();
+        channel
+            .confirm_select(ConfirmSelectArguments::default())
+            .await
+            .unwrap();
+        Bare {
+            _connection: connection,
+            channel,
+            waiting,
+            next_tag: tokio::sync::Mutex::new(1),
+        }
+    }
+
+    async fn publish(&self, body: Vec<u8>, timer: bool) {
+        let rx = {
+            let mut tag = self.next_tag.lock().await;
+            let (tx, rx) = oneshot::channel();
+            self.waiting.lock().unwrap().insert(*tag, tx);
+            self.channel
+                .basic_publish(
+                    BasicProperties::default(),
+                    body,
+                    BasicPublishArguments::new("", QUEUE)
+                        .mandatory(true)
+                        .finish(),
+                )
+                .await
+                .unwrap();
+            *tag += 1;
+            rx
+        };
+        let acked = if timer {
+            tokio::time::timeout(Duration::from_secs(5), rx)
+                .await
+                .expect("in time")
+        } else {
+            rx.await
+        };
+        assert!(acked.unwrap(), "acked");
+    }
+}
+
+enum Peer {
+    Bare(Bare, bool),
+    Humus(Publisher),
+}
+
+impl Peer {
+    async fn publish(&self) {
+        let body = b"{\"order\":42}".to_vec();
+        match self {
+            Peer::Bare(bare, timer) => bare.publish(body, *timer).await,
+            Peer::Humus(publisher) => publisher
+                .publish("", QUEUE, BasicProperties::default(), body)
+                .await
+                .expect("confirmed"),
+        }
+    }
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let Some(broker) = Broker::get() else { return };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (_admin, channel) = broker.open(&broker.uri()).await;
+        let mut arguments = FieldTable::new();
+        arguments.insert("x-max-length".try_into().unwrap(), FieldValue::l(1000));
+        Broker::queue(&channel, QUEUE, arguments).await;
+        let setup = humus::Setup::new();
+        let humus = Publisher::new(
+            &setup,
+            PublisherSettings {
+                uri: broker.uri(),
+                ..PublisherSettings::default()
+            },
+        )
+        .unwrap();
+        let peers = [
+            Peer::Bare(Bare::open(broker.port).await, false),
+            Peer::Humus(humus),
+            Peer::Bare(Bare::open(broker.port).await, false),
+            Peer::Bare(Bare::open(broker.port).await, true),
+        ];
+        if let Ok(profile) = std::env::var("HUMUS_RABBITMQ_BENCH_PROFILE") {
+            let peer = &peers[if profile == "humus" { 1 } else { 0 }];
+            for _ in 0..20_000 {
+                peer.publish().await;
+            }
+            return;
+        }
+        for peer in &peers {
+            for _ in 0..WARM_UP {
+                peer.publish().await;
+            }
+        }
+
+        let mut one: Vec<Vec<Duration>> = vec![Vec::with_capacity(ROUNDS); PEERS.len()];
+        for round in 0..ROUNDS {
+            for k in 0..PEERS.len() {
+                let i = (round + k) % PEERS.len();
+                let started = Instant::now();
+                peers[i].publish().await;
+                one[i].push(started.elapsed());
+            }
+        }
+        let mut batch: Vec<Vec<Duration>> = vec![Vec::with_capacity(BATCH_ROUNDS); PEERS.len()];
+        for round in 0..BATCH_ROUNDS {
+            for k in 0..PEERS.len() {
+                let i = (round + k) % PEERS.len();
+                let started = Instant::now();
+                join_all((0..CONCURRENCY).map(|_| peers[i].publish())).await;
+                batch[i].push(started.elapsed());
+            }
+        }
+
+        let one: Vec<Duration> = one.into_iter().map(median).collect();
+        let batch: Vec<Duration> = batch.into_iter().map(median).collect();
+        println!(
+            "rabbitmq publish + confirm, interleaved ({ROUNDS} rounds one at a time, {BATCH_ROUNDS} rounds of {CONCURRENCY} at once)"
+        );
+        println!(
+            "{:<10} {:>14} {:>8} {:>16} {:>14} {:>8}",
+            "peer", "latency p50", "ratio", "batch of 64 p50", "msg/s", "ratio"
+        );
+        let base_rate = CONCURRENCY as f64 / batch[0].as_secs_f64();
+        for (i, name) in PEERS.iter().enumerate() {
+            let rate = CONCURRENCY as f64 / batch[i].as_secs_f64();
+            println!(
+                "{name:<10} {:>14.1?} {:>8.3} {:>16.1?} {:>14.0} {:>8.3}",
+                one[i],
+                one[i].as_secs_f64() / one[0].as_secs_f64(),
+                batch[i],
+                rate,
+                rate / base_rate
+            );
+        }
+        setup.stop().await;
+    });
+}
