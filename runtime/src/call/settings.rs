@@ -8,7 +8,6 @@
 //! The public checks are re-exported where a user looks for them, beside
 //! each client's settings ([`grpc::client`](crate::grpc::client)).
 
-use std::fmt;
 use std::time::Duration;
 
 use crate::{circuit, retry};
@@ -432,10 +431,11 @@ pub(crate) fn breaker_checks(
 
 /// Writes the bad fields of a settings error as each of them lists them:
 /// `field problem; field problem`.
+#[cfg(feature = "kafka")]
 pub(crate) fn write_problems(
-    f: &mut fmt::Formatter<'_>,
+    f: &mut std::fmt::Formatter<'_>,
     problems: &[(&'static str, String)],
-) -> fmt::Result {
+) -> std::fmt::Result {
     for (i, (field, problem)) in problems.iter().enumerate() {
         if i > 0 {
             f.write_str("; ")?;

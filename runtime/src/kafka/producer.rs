@@ -535,7 +535,7 @@ impl Producer {
 
     /// Produces `records` as one call, in the current OpenTelemetry
     /// context: [`produce_in`](Producer::produce_in) with
-    /// [`Context::current`], read when this is called.
+    /// [`Context::current`](opentelemetry::Context::current), read when this is called.
     ///
     /// # Errors
     ///

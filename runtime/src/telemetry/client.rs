@@ -527,6 +527,7 @@ impl ClientRecorder {
     /// (outcome `rejected`), for a client that records the rejection's span
     /// itself (the RabbitMQ publisher's PRODUCER span, the Kafka producer's
     /// one per record).
+    #[cfg(any(feature = "kafka", feature = "rabbitmq"))]
     pub(crate) fn record_rejected_call(&self) {
         if let Some(instruments) = &self.inner.kit.instruments {
             instruments
