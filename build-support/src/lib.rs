@@ -309,7 +309,9 @@ impl Builder {
 
     /// Also writes the compiled `FileDescriptorSet` (imports, source
     /// information and extension options included) to `path`, e.g. for
-    /// gRPC server reflection.
+    /// gRPC server reflection, or for a stock tonic stub's channel
+    /// (`humus::grpc::client::Methods::from_file_descriptor_set`, which
+    /// reads each method's kind and `humus.v1.policy` from it).
     pub fn file_descriptor_set_path(mut self, path: impl AsRef<Path>) -> Self {
         self.file_descriptor_set_path = Some(path.as_ref().to_path_buf());
         self
