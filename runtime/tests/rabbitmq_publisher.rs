@@ -16,6 +16,7 @@ use http_support::{KEY, abort_at, attr, calls, context, events, setup, spans_of_
 use humus::app::{ErrorKind, check_rabbitmq_publisher};
 use humus::circuit::{self, Policy};
 use humus::fault;
+use humus::http::server::ContextLayer;
 use humus::rabbitmq::{
     Consumer, ConsumerSettings, Delivery, PublishErrorKind, Publisher, PublisherSettings,
 };
@@ -30,9 +31,12 @@ use humus::testing::Telemetry;
 use opentelemetry::Context;
 use opentelemetry::baggage::BaggageExt as _;
 use opentelemetry::propagation::Extractor as _;
-use opentelemetry::trace::{SpanKind, TraceContextExt as _, Tracer as _, TracerProvider as _};
+use opentelemetry::trace::{SpanKind, TraceContextExt as _};
 use rabbitmq_support::Broker;
 use tokio::sync::mpsc;
+
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const PARENT_ID: &str = "00f067aa0ba902b7";
 
 fn publisher_settings(uri: String) -> PublisherSettings {
     PublisherSettings {
@@ -155,20 +159,45 @@ async fn published_in_a_served_context_is_consumed_with_its_trace_and_baggage() 
     let (connection, channel) = broker.open(&broker.uri()).await;
     bound(&channel, "traced", "traced-q", "created").await;
     let publisher = Publisher::new(&setup, publisher_settings(broker.uri())).unwrap();
-    // The context a served RPC's handler runs in: the server's span, and
-    // the caller's baggage with a scenario (for another point) in it.
-    let tracer = telemetry.tracer_provider().tracer("server");
-    let served = context(Some(&abort_at("grpc:*")));
-    let served = served.with_span(tracer.start_with_context("served", &served));
-    let trace_id = served.span().span_context().trace_id();
-    let properties = BasicProperties::default().with_message_id("m-7").finish();
-    {
-        let _attached = served.clone().attach();
-        publisher
-            .publish("traced", "created", properties, b"order 7".to_vec())
-            .await
-            .unwrap();
-    }
+    // A served request: humus's HTTP server layer gives its handler the
+    // caller's context (trusting its scenario, which the publisher strips).
+    let handler = move |_: axum::extract::Request| {
+        let publisher = publisher.clone();
+        async move {
+            let properties = BasicProperties::default().with_message_id("m-7").finish();
+            match publisher
+                .publish("traced", "created", properties, b"order 7".to_vec())
+                .await
+            {
+                Ok(()) => "published".to_owned(),
+                Err(e) => e.to_string(),
+            }
+        }
+    };
+    let router = axum::Router::new()
+        .fallback(handler)
+        .layer(ContextLayer::new(&setup).trust_scenario(|_| true));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/orders", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let mut baggage = http::HeaderMap::new();
+    opentelemetry::propagation::TextMapPropagator::inject_context(
+        &opentelemetry_sdk::propagation::BaggagePropagator::new(),
+        &context(Some(&abort_at("grpc:*"))),
+        &mut humus::telemetry::HeaderInjector(&mut baggage),
+    );
+    let answer = http_support::bare_reqwest()
+        .post(url)
+        .header("traceparent", format!("00-{TRACE_ID}-{PARENT_ID}-01"))
+        .header("baggage", baggage["baggage"].to_str().unwrap())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(answer, "published");
+    let trace_id = opentelemetry::trace::TraceId::from_hex(TRACE_ID).unwrap();
 
     let (tx, mut rx) = mpsc::unbounded_channel();
     let _consumer = Consumer::start(
@@ -208,7 +237,11 @@ async fn published_in_a_served_context_is_consumed_with_its_trace_and_baggage() 
     assert_eq!(producers.len(), 1, "{producers:?}");
     let span = &producers[0];
     assert_eq!(span.name, "publish traced");
-    assert_eq!(span.parent_span_id, served.span().span_context().span_id());
+    assert_eq!(
+        span.parent_span_id,
+        opentelemetry::trace::SpanId::from_hex(PARENT_ID).unwrap()
+    );
+    assert_eq!(span.span_context.trace_id(), trace_id);
     assert_eq!(attr(span, MESSAGING_SYSTEM).as_deref(), Some("rabbitmq"));
     assert_eq!(
         attr(span, MESSAGING_OPERATION_NAME).as_deref(),
