@@ -20,7 +20,6 @@ use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
 use rdkafka::util::Timeout;
 use tokio::time::Instant;
 
-use super::headers::inject_context;
 use super::settings::{ProducerSettings, SettingsError};
 use crate::call::{Classification, Core, Transport};
 use crate::circuit::{Outcome, Rejected};
@@ -32,7 +31,7 @@ use crate::telemetry::names::{
     MESSAGING_KAFKA_OFFSET, MESSAGING_OPERATION_NAME, MESSAGING_OPERATION_TYPE, MESSAGING_SYSTEM,
     MESSAGING_SYSTEM_KAFKA, SERVER_ADDRESS, SERVER_PORT,
 };
-use crate::telemetry::{DURATION_BOUNDARIES, scope};
+use crate::telemetry::{DURATION_BOUNDARIES, HeaderInjector, scope};
 use crate::{Setup, circuit, retry, telemetry};
 
 /// The `error.type` of a record the producer's call ended unsent because
@@ -373,12 +372,19 @@ struct Inner {
     recorder: telemetry::ClientRecorder,
     _registration: telemetry::BreakerRegistration,
     faults: crate::fault::Injector,
-    tracer: opentelemetry::global::BoxedTracer,
+    /// `None` without a tracer provider: no span is made.
+    tracer: Option<opentelemetry::global::BoxedTracer>,
     propagator: Arc<dyn TextMapPropagator + Send + Sync>,
     /// The headers the producer writes: `baggage` and the propagator's.
     fields: Vec<HeaderName>,
     /// `server.address` and `server.port` of the first broker.
     server: Vec<KeyValue>,
+    /// `None` without a meter provider, or with the no-op one.
+    instruments: Option<Messaging>,
+}
+
+/// The producer's messaging instruments.
+struct Messaging {
     duration: Histogram<f64>,
     sent: Counter<u64>,
 }
@@ -467,7 +473,27 @@ impl Producer {
                 fields.push(name);
             }
         }
-        let meter = telemetry.meter(scope(KAFKA_SCOPE));
+        let instruments = (telemetry.has_meter_provider() && !telemetry.is_noop_meter_provider())
+            .then(|| {
+                let meter = telemetry.meter(scope(KAFKA_SCOPE));
+                Messaging {
+                    duration: meter
+                        .f64_histogram(MESSAGING_CLIENT_OPERATION_DURATION)
+                        .with_unit("s")
+                        .with_description(
+                            "Duration of messaging operation initiated by a producer or consumer client.",
+                        )
+                        .with_boundaries(DURATION_BOUNDARIES.to_vec())
+                        .build(),
+                    sent: meter
+                        .u64_counter(MESSAGING_CLIENT_SENT_MESSAGES)
+                        .with_unit("{message}")
+                        .with_description(
+                            "Number of messages producer attempted to send to the broker.",
+                        )
+                        .build(),
+                }
+            });
         let inner = Arc::new(Inner {
             kafka,
             breaker,
@@ -478,23 +504,13 @@ impl Producer {
             recorder,
             _registration: registration,
             faults: setup.faults().clone(),
-            tracer: telemetry.tracer(scope(KAFKA_SCOPE)),
+            tracer: telemetry
+                .has_tracer_provider()
+                .then(|| telemetry.tracer(scope(KAFKA_SCOPE))),
             propagator: telemetry.shared_propagator(),
             fields,
             server,
-            duration: meter
-                .f64_histogram(MESSAGING_CLIENT_OPERATION_DURATION)
-                .with_unit("s")
-                .with_description(
-                    "Duration of messaging operation initiated by a producer or consumer client.",
-                )
-                .with_boundaries(DURATION_BOUNDARIES.to_vec())
-                .build(),
-            sent: meter
-                .u64_counter(MESSAGING_CLIENT_SENT_MESSAGES)
-                .with_unit("{message}")
-                .with_description("Number of messages producer attempted to send to the broker.")
-                .build(),
+            instruments,
             settings,
         });
         let flushing = Arc::downgrade(&inner);
@@ -640,15 +656,16 @@ impl KafkaCall<'_> {
     /// A record's span, started now: `send <topic>`, a child of the span
     /// in the call's context, which keeps the call's baggage.
     fn record_span(&self, topic: &str) -> Context {
+        let Some(tracer) = &self.inner.tracer else {
+            return self.cx.clone();
+        };
         let mut attributes = self.attributes(topic);
         attributes.push(KeyValue::new(MESSAGING_OPERATION_TYPE, "send"));
-        let span = self
-            .inner
-            .tracer
+        let span = tracer
             .span_builder(format!("send {topic}"))
             .with_kind(SpanKind::Producer)
             .with_attributes(attributes)
-            .start_with_context(&self.inner.tracer, &self.cx);
+            .start_with_context(tracer, &self.cx);
         if span.span_context().is_valid() {
             self.cx.with_span(span)
         } else {
@@ -757,6 +774,9 @@ impl Transport for KafkaCall<'_> {
     /// was reached.
     fn end(&self, spans: Spans, result: Result<&Vec<Delivery>, &Error>) {
         let inner = self.inner;
+        if inner.tracer.is_none() && inner.instruments.is_none() {
+            return;
+        }
         let elapsed = spans.started.elapsed().as_secs_f64();
         let sent = !matches!(result, Err(e) if e.injected().is_some());
         for (i, (record, cx)) in self.records.iter().zip(&spans.records).enumerate() {
@@ -788,9 +808,9 @@ impl Transport for KafkaCall<'_> {
                 None => {}
             }
             span.end();
-            if sent {
-                inner.duration.record(elapsed, &points);
-                inner.sent.add(1, &points);
+            if let Some(instruments) = inner.instruments.as_ref().filter(|_| sent) {
+                instruments.duration.record(elapsed, &points);
+                instruments.sent.add(1, &points);
             }
         }
     }
@@ -815,10 +835,24 @@ impl Transport for KafkaCall<'_> {
         let mut sends = Vec::with_capacity(self.records.len());
         for (record, cx) in self.records.iter().zip(&spans.records) {
             let stripped = if strip { inner.faults.strip(cx) } else { None };
-            let headers = own_headers(record.headers.as_ref(), &inner.fields);
-            let headers =
-                inject_context(&*inner.propagator, stripped.as_ref().unwrap_or(cx), headers);
-            let mut kafka = FutureRecord::<[u8], [u8]>::to(&record.topic).headers(headers);
+            let mut written = http::HeaderMap::new();
+            inner.propagator.inject_context(
+                stripped.as_ref().unwrap_or(cx),
+                &mut HeaderInjector(&mut written),
+            );
+            let mut kafka = FutureRecord::<[u8], [u8]>::to(&record.topic);
+            // No header at all when there is none to write: librdkafka
+            // copies what it is given.
+            if record.headers.is_some() || !written.is_empty() {
+                let mut headers = own_headers(record.headers.as_ref(), &inner.fields);
+                for (name, value) in &written {
+                    headers = headers.insert(Header {
+                        key: name.as_str(),
+                        value: Some(value.as_bytes()),
+                    });
+                }
+                kafka = kafka.headers(headers);
+            }
             if let Some(key) = &record.key {
                 kafka = kafka.key(key.as_slice());
             }
@@ -828,53 +862,24 @@ impl Transport for KafkaCall<'_> {
             sends.push(inner.kafka.send(kafka, Timeout::After(queue)));
         }
         async move {
-            let results = join_all(sends).await;
-            let mut deliveries = Vec::with_capacity(results.len());
-            let mut records = Vec::with_capacity(results.len());
-            let mut first: Option<KafkaError> = None;
-            let mut kind = None;
-            for result in results {
-                match result {
-                    Ok(d) => {
-                        let d = Delivery {
-                            partition: d.partition,
-                            offset: d.offset,
-                        };
-                        deliveries.push(d);
-                        records.push(RecordResult::Stored(d));
-                    }
-                    Err((e, _)) => {
-                        let this = match e.rdkafka_error_code() {
-                            Some(code) if is_timeout(code) => Kind::Timeout,
-                            Some(code) if is_callers(code) => Kind::Record,
-                            _ => Kind::Transport,
-                        };
-                        // The cluster's failure wins over the caller's.
-                        kind = match (kind, this) {
-                            (None, this) | (Some(Kind::Record), this) => Some(this),
-                            (kept, _) => kept,
-                        };
-                        first.get_or_insert_with(|| e.clone());
-                        records.push(RecordResult::Failed(e));
-                    }
-                }
-            }
-            match (kind, first) {
-                (Some(kind), Some(e)) => {
-                    let failed = records
-                        .iter()
-                        .filter(|r| matches!(r, RecordResult::Failed(_)))
-                        .count();
-                    Err(Error {
-                        kind,
-                        message: format!("{failed} of {} records: {e}", records.len()),
-                        injected: None,
-                        kafka: Some(e),
-                        records,
+            // One record, the usual call: no join's allocation.
+            let results = if sends.len() == 1 {
+                let send = sends.pop().expect("one send");
+                vec![send.await]
+            } else {
+                join_all(sends).await
+            };
+            if results.iter().all(Result::is_ok) {
+                return Ok(results
+                    .into_iter()
+                    .flatten()
+                    .map(|d| Delivery {
+                        partition: d.partition,
+                        offset: d.offset,
                     })
-                }
-                _ => Ok(deliveries),
+                    .collect());
             }
+            Err(failed(results))
         }
     }
 
@@ -911,7 +916,7 @@ impl Transport for KafkaCall<'_> {
     /// instrument: nothing was sent).
     fn rejected(&self, _attempt: u32, rejected: Rejected) -> Error {
         let error = self.unsent(Error::new(Kind::Rejected, rejected.to_string()));
-        for record in &self.records {
+        for record in self.records.iter().filter(|_| self.inner.tracer.is_some()) {
             let cx = self.record_span(&record.topic);
             let span = cx.span();
             span.set_attribute(KeyValue::new(ERROR_TYPE, error.error_type()));
@@ -958,6 +963,49 @@ impl Transport for KafkaCall<'_> {
 
     fn closing(&self) -> Error {
         self.unsent(Error::new(Kind::Stopped, "the producer was stopped"))
+    }
+}
+
+/// The error of a call some of whose records librdkafka failed: its kind
+/// the worst of theirs (the cluster's failure wins over the caller's).
+fn failed(results: Vec<rdkafka::producer::future_producer::OwnedDeliveryResult>) -> Error {
+    let mut records = Vec::with_capacity(results.len());
+    let mut first: Option<KafkaError> = None;
+    let mut kind = Kind::Record;
+    for result in results {
+        match result {
+            Ok(d) => records.push(RecordResult::Stored(Delivery {
+                partition: d.partition,
+                offset: d.offset,
+            })),
+            Err((e, _)) => {
+                let this = match e.rdkafka_error_code() {
+                    Some(code) if is_timeout(code) => Kind::Timeout,
+                    Some(code) if is_callers(code) => Kind::Record,
+                    _ => Kind::Transport,
+                };
+                if first.is_none() || kind == Kind::Record {
+                    kind = this;
+                }
+                first.get_or_insert_with(|| e.clone());
+                records.push(RecordResult::Failed(e));
+            }
+        }
+    }
+    let failed = records
+        .iter()
+        .filter(|r| matches!(r, RecordResult::Failed(_)))
+        .count();
+    let message = match &first {
+        Some(e) => format!("{failed} of {} records: {e}", records.len()),
+        None => "no record failed".to_owned(),
+    };
+    Error {
+        kind,
+        message,
+        injected: None,
+        kafka: first,
+        records,
     }
 }
 
