@@ -120,16 +120,20 @@
 //! [`reqwest::Response`]: https://docs.rs/reqwest/0.13/reqwest/struct.Response.html
 //! [`reqwest::ClientBuilder`]: https://docs.rs/reqwest/0.13/reqwest/struct.ClientBuilder.html
 
+mod builder;
+mod call;
 mod classify;
 #[allow(clippy::module_inception)]
 mod client;
 mod error;
+mod path;
 mod settings;
 
+pub use builder::RequestBuilder;
 pub use classify::{AttemptResult, Classify, classify_status, default_classify};
 #[cfg(feature = "rabbitmq")]
 pub(crate) use client::default_tls;
-pub use client::{CallOptions, Client, RequestBuilder, is_idempotent};
+pub use client::{CallOptions, Client, is_idempotent};
 pub use error::{Error, Kind};
 pub use settings::{NewError, Settings, check_attempt_timeout, check_base_url};
 
