@@ -20,12 +20,13 @@ use std::time::Duration;
 
 use http_support::{KEY, abort_at, attr, calls, context, delay_at, events, setup};
 use humus::app::{BoxError, ErrorKind, check_kafka_producer};
-use humus::circuit::{Policy, State};
+use humus::circuit::{Outcome, Policy, State};
 use humus::fault::names as fit;
 use humus::fault::{Fault, Rule, Scenario};
+use humus::grpc::client::Classification;
 use humus::kafka::{
-    Consumer, Kind, NewError, OwnedMessage, Producer, ProducerSettings, Record, RecordResult,
-    TrustScenario,
+    Classify, Consumer, Kind, NewError, OwnedMessage, Producer, ProducerSettings, Record,
+    RecordResult, TrustScenario,
 };
 use humus::telemetry::names::*;
 use humus::testing::Telemetry;
@@ -369,6 +370,44 @@ async fn a_record_over_the_size_limit_fails_without_counting_against_the_cluster
         attr(send, ERROR_TYPE).as_deref(),
         Some("MessageSizeTooLarge")
     );
+
+    // The classification is the settings' own: one that counts the
+    // caller's errors too.
+    let strict = Producer::new(
+        &setup,
+        ProducerSettings {
+            classify: Classify::new(|result| match result {
+                Ok(_) => Classification::stop(Outcome::Success),
+                Err(_) => Classification::stop(Outcome::Failure),
+            }),
+            ..settings(&cluster)
+        },
+    )
+    .unwrap();
+    strict
+        .produce([Record::to("orders").value(vec![0u8; 2_000_000])])
+        .await
+        .unwrap_err();
+    assert_eq!(calls(&telemetry, "failure"), 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_its_caller_drops_counts_nothing() {
+    let cluster = Cluster::new(&["orders"]);
+    let telemetry = Telemetry::new();
+    let setup = setup(&telemetry, false);
+    let producer = Producer::new(&setup, settings(&cluster)).unwrap();
+    cluster.broker_down();
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(200),
+        producer.produce([Record::to("orders").value("v")]),
+    )
+    .await;
+    assert!(dropped.is_err(), "the call was still waiting");
+    for outcome in ["success", "failure", "ignored", "rejected"] {
+        assert_eq!(calls(&telemetry, outcome), 0.0, "{outcome}");
+    }
+    assert_eq!(producer.breaker_state(), State::Closed);
 }
 
 #[tokio::test]
