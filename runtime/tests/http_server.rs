@@ -74,7 +74,7 @@ async fn front(
                 .push(cx.baggage().get(KEY).map(|v| v.as_str().to_owned()));
             match client.get("/charge").send().await {
                 Ok(response) => response.status().as_u16().to_string(),
-                Err(e) => format!("error: {e}"),
+                Err(e) => format!("error: {}", e.chain()),
             }
         }
     };
