@@ -12,6 +12,7 @@
 //! ```text
 //! cargo bench -p humus-tests --bench memory
 //! HUMUS_MEMORY_SIZES=1 cargo bench -p humus-tests --bench memory   # and what a call in flight holds, by block size
+//! HUMUS_MEMORY_TRACE=1 cargo bench -p humus-tests --bench memory   # and where a typed call's allocations come from
 //! ```
 //!
 //! Figures in `BENCHMARKS.md`. Source: the project's memory target (per idle client, per call in flight).
@@ -40,6 +41,82 @@ static ALLOCS: AtomicUsize = AtomicUsize::new(0);
 static BY_SIZE: [AtomicIsize; SIZES + 1] = [const { AtomicIsize::new(0) }; SIZES + 1];
 static COUNT_SIZES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 const SIZES: usize = 8192;
+
+/// With `HUMUS_MEMORY_TRACE=1`: each allocation's size and backtrace,
+/// while [`TRACED`] typed calls run, to say where a call's allocations
+/// come from.
+static TRACE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static TRACES: std::sync::Mutex<Vec<(usize, std::backtrace::Backtrace)>> =
+    std::sync::Mutex::new(Vec::new());
+/// Typed calls traced with `HUMUS_MEMORY_TRACE=1`.
+const TRACED: usize = 10;
+/// Frames printed of each allocation's backtrace (the allocator's own
+/// skipped).
+const FRAMES: usize = 14;
+
+thread_local! {
+    /// This thread is recording an allocation (whose own allocations are
+    /// not recorded).
+    static IN_TRACE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Records an allocation of `size` bytes, if tracing.
+fn trace(size: usize) {
+    if !TRACE.load(Ordering::Relaxed) || IN_TRACE.with(std::cell::Cell::get) {
+        return;
+    }
+    IN_TRACE.with(|t| t.set(true));
+    let backtrace = std::backtrace::Backtrace::force_capture();
+    TRACES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push((size, backtrace));
+    IN_TRACE.with(|t| t.set(false));
+}
+
+/// Prints the allocations recorded, grouped by call site (the first
+/// [`FRAMES`] frames below the allocator), with how many each call made
+/// and their bytes.
+fn print_traces(calls: usize) {
+    let traces = std::mem::take(
+        &mut *TRACES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    let mut sites: std::collections::BTreeMap<String, (usize, usize)> = Default::default();
+    for (size, backtrace) in traces {
+        let text = backtrace.to_string();
+        let frames: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.starts_with("at "))
+            .map(|l| l.split_once(": ").map_or(l, |(_, name)| name))
+            .filter(|name| {
+                !(name.contains("memory::trace")
+                    || name.contains("backtrace")
+                    || name.starts_with("__rust")
+                    || name.starts_with("alloc::alloc")
+                    || name.contains("GlobalAlloc"))
+            })
+            .take(FRAMES)
+            .collect();
+        let site = sites.entry(frames.join("\n    ")).or_default();
+        site.0 += 1;
+        site.1 += size;
+    }
+    let total: usize = sites.values().map(|(n, _)| n).sum();
+    println!(
+        "humus typed client: {:.1} allocations per call, by call site",
+        total as f64 / calls as f64
+    );
+    for (site, (n, bytes)) in sites {
+        println!(
+            "{:.1} per call, {} B each on average\n    {site}",
+            n as f64 / calls as f64,
+            bytes / n
+        );
+    }
+}
 
 fn count_size(size: usize, n: isize) {
     if COUNT_SIZES.load(Ordering::Relaxed) {
@@ -78,6 +155,7 @@ unsafe impl GlobalAlloc for Counting {
             LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
             ALLOCS.fetch_add(1, Ordering::Relaxed);
             count_size(layout.size(), 1);
+            trace(layout.size());
         }
         ptr
     }
@@ -89,6 +167,7 @@ unsafe impl GlobalAlloc for Counting {
             LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
             ALLOCS.fetch_add(1, Ordering::Relaxed);
             count_size(layout.size(), 1);
+            trace(layout.size());
         }
         ptr
     }
@@ -109,6 +188,7 @@ unsafe impl GlobalAlloc for Counting {
                 Ordering::Relaxed,
             );
             ALLOCS.fetch_add(1, Ordering::Relaxed);
+            trace(new_size);
             count_size(layout.size(), -1);
             count_size(new_size, 1);
         }
@@ -298,6 +378,16 @@ fn main() {
         }
     });
     let humus_allocs = (allocs() - before) as f64 / SEQUENTIAL as f64;
+    if std::env::var_os("HUMUS_MEMORY_TRACE").is_some_and(|v| v == "1") {
+        TRACE.store(true, Ordering::SeqCst);
+        rt.block_on(async {
+            for _ in 0..TRACED {
+                humus.empty_call(Empty {}).await.expect("OK");
+            }
+        });
+        TRACE.store(false, Ordering::SeqCst);
+        print_traces(TRACED);
+    }
     drop(humus);
     // The same with one trivial per-attempt layer: a no-op interceptor.
     let intercepted = support::humus_client(
