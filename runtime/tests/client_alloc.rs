@@ -103,6 +103,14 @@ const WITHOUT_GRPC: usize = 7;
 /// with each lock file. Not humus's code.
 const DEPENDENCIES: usize = 2;
 
+/// What a typed unary call saves since its send holds hyper's response
+/// future in the call's state, not in a box of its own, and its response's
+/// one data chunk is kept without a vector: the client's two allocations
+/// that h2 0.4.21 added (it sizes a response's header map to the recent
+/// blocks' field count, so merging the trailer into it regrows it), won
+/// back in humus's code (58 allocations per call before, 56 after).
+const UNBOXED_SEND_AND_CHUNK: usize = 2;
+
 #[tokio::test(start_paused = true)]
 async fn no_layer_allocates_what_a_call_did_before_and_one_layer_a_few_more() {
     let host = Host::new();
@@ -115,8 +123,9 @@ async fn no_layer_allocates_what_a_call_did_before_and_one_layer_a_few_more() {
         "allocations per call: no layer {direct}, identity layer {layered}, no-op interceptor {intercepted}"
     );
     assert!(
-        direct <= BEFORE_LAYERS + BOXED_TASKS - WITHOUT_GRPC + DEPENDENCIES,
-        "no layer: {direct}, before layers: {BEFORE_LAYERS} (+{BOXED_TASKS}, boxed tasks, -{WITHOUT_GRPC} without tonic's Grpc, +{DEPENDENCIES} the dependencies' update)"
+        direct
+            <= BEFORE_LAYERS + BOXED_TASKS - WITHOUT_GRPC + DEPENDENCIES - UNBOXED_SEND_AND_CHUNK,
+        "no layer: {direct}, before layers: {BEFORE_LAYERS} (+{BOXED_TASKS}, boxed tasks, -{WITHOUT_GRPC} without tonic's Grpc, +{DEPENDENCIES} the dependencies' update, -{UNBOXED_SEND_AND_CHUNK} the send unboxed and the chunk kept in place)"
     );
     assert!(layered > direct);
     assert!(layered <= direct + 10, "one identity layer: {layered}");

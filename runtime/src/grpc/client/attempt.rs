@@ -712,7 +712,7 @@ where
             call.timeout(),
             frame.clone(),
         );
-        let result = match tower_service::Service::call(&mut sender, request).await {
+        let result = match sender.send(request).await {
             Ok(response) => {
                 super::unary::read::<Resp, _>(
                     response,

@@ -126,12 +126,12 @@ where
     if parts.headers.contains_key(&GRPC_ENCODING) || parts.headers.contains_key(&GRPC_STATUS) {
         return Box::pin(by_tonic(
             parts,
-            Replayed::new(Vec::new(), None, body),
+            Replayed::new(Chunks::default(), None, body),
             limit,
         ))
         .await;
     }
-    let mut chunks: Vec<Bytes> = Vec::new();
+    let mut chunks = Chunks::default();
     let mut len = 0usize;
     let mut head = [0u8; FRAME_HEAD];
     let stop = loop {
@@ -190,13 +190,41 @@ where
     Box::pin(by_tonic(parts, Replayed::new(chunks, held, body), limit)).await
 }
 
+/// The data chunks of a response read so far, in order: the first held
+/// in place, the others in a vector, so that an answer whose frame comes
+/// in one chunk (most) allocates no vector for it.
+#[derive(Default)]
+struct Chunks {
+    first: Option<Bytes>,
+    more: Vec<Bytes>,
+}
+
+impl Chunks {
+    /// Keeps `chunk`, after those kept before it.
+    fn push(&mut self, chunk: Bytes) {
+        if self.first.is_none() {
+            self.first = Some(chunk);
+        } else {
+            self.more.push(chunk);
+        }
+    }
+
+    /// The chunks, in order.
+    fn iter(&self) -> impl Iterator<Item = &Bytes> {
+        self.first.iter().chain(&self.more)
+    }
+}
+
 /// The message of the one frame `chunks` hold, as prost decodes it.
-fn decode<Resp: prost::Message + Default>(chunks: &[Bytes]) -> Result<Resp, prost::DecodeError> {
+fn decode<Resp: prost::Message + Default>(chunks: &Chunks) -> Result<Resp, prost::DecodeError> {
     match chunks {
-        [one] => Resp::decode(one.slice(FRAME_HEAD..)),
+        Chunks {
+            first: Some(one),
+            more,
+        } if more.is_empty() => Resp::decode(one.slice(FRAME_HEAD..)),
         _ => {
             let mut whole = BytesMut::with_capacity(chunks.iter().map(Bytes::len).sum());
-            for chunk in chunks {
+            for chunk in chunks.iter() {
                 whole.extend_from_slice(chunk);
             }
             Resp::decode(whole.freeze().slice(FRAME_HEAD..))
@@ -256,7 +284,8 @@ pin_project_lite::pin_project! {
     /// A response body read this far, again: the data chunks read, then
     /// the last thing polled (if any), then the rest of the body.
     struct Replayed<B: Body> {
-        chunks: std::vec::IntoIter<Bytes>,
+        first: Option<Bytes>,
+        more: std::vec::IntoIter<Bytes>,
         held: Option<Option<Result<Frame<Bytes>, B::Error>>>,
         #[pin]
         rest: B,
@@ -264,13 +293,10 @@ pin_project_lite::pin_project! {
 }
 
 impl<B: Body> Replayed<B> {
-    fn new(
-        chunks: Vec<Bytes>,
-        held: Option<Option<Result<Frame<Bytes>, B::Error>>>,
-        rest: B,
-    ) -> Self {
+    fn new(chunks: Chunks, held: Option<Option<Result<Frame<Bytes>, B::Error>>>, rest: B) -> Self {
         Replayed {
-            chunks: chunks.into_iter(),
+            first: chunks.first,
+            more: chunks.more.into_iter(),
             held,
             rest,
         }
@@ -289,7 +315,7 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let this = self.project();
-        if let Some(chunk) = this.chunks.next() {
+        if let Some(chunk) = this.first.take().or_else(|| this.more.next()) {
             return Poll::Ready(Some(Ok(Frame::data(chunk))));
         }
         if let Some(held) = this.held.take() {
@@ -299,7 +325,8 @@ where
     }
 
     fn is_end_stream(&self) -> bool {
-        self.chunks.len() == 0
+        self.first.is_none()
+            && self.more.len() == 0
             && match &self.held {
                 Some(held) => held.is_none(),
                 None => self.rest.is_end_stream(),
