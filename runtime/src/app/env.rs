@@ -531,7 +531,10 @@ fn is_not(unexp: de::Unexpected<'_>, exp: &dyn de::Expected) -> String {
     };
     let exp = exp.to_string();
     if exp == "a duration" {
-        format!("{value} is not a duration {}", super::DURATION_EXAMPLES)
+        format!(
+            "{value} is not a duration {}",
+            super::settings::DURATION_EXAMPLES
+        )
     } else {
         format!("{value} is not {exp}")
     }

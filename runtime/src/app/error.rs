@@ -1,0 +1,235 @@
+//! How an [`App`](super::App) ends: its [`Error`], the error's
+//! [`ErrorKind`] and exit code, and the [`Exit`] `main` returns.
+
+use std::fmt;
+use std::process::{ExitCode, Termination};
+
+use crate::grpc::client;
+use crate::grpc::server::{ServeError, SettingsError};
+
+/// A boxed error of the user's.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The exit code of a settings error: 78, `EX_CONFIG` of BSD's
+/// `sysexits.h`.
+pub const EXIT_CONFIG: u8 = 78;
+
+/// The exit code of any other error: 1.
+pub const EXIT_FAILURE: u8 = 1;
+
+/// The exit code of a stop forced by a second stop signal while the App
+/// was stopping: 130, what a shell reports for a program ended by Ctrl-C
+/// (128 + SIGINT), whichever signal the second one was.
+pub const EXIT_FORCED: u8 = 130;
+
+/// What kind of error ended an [`App`](super::App), which decides its exit code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// A bad setting: exit [`EXIT_CONFIG`] (78).
+    Settings,
+    /// Anything else, a fault in the code among them: exit
+    /// [`EXIT_FAILURE`] (1).
+    Other,
+    /// A stop forced by a second stop signal, which ended the calls still
+    /// in flight with `UNAVAILABLE` (while the servers stopped) and skipped
+    /// what was left of the stop: exit [`EXIT_FORCED`] (130). Only the App
+    /// makes it.
+    Forced,
+}
+
+/// An error of a step of the [`App`](super::App): of the user's telemetry, failure
+/// injection or init function, or of a server.
+///
+/// [`Error::settings`] marks a bad setting (exit 78): a configuration
+/// loader's error that names the variable or the field's path, or the
+/// error of a check run on settings once they are read ([`check_client`](super::check_client),
+/// [`check_server`](super::check_server), which name every bad field). Every other error is
+/// [`Error::other`] (exit 1), and so is a constructor's refusal with `?`
+/// ([`client::NewError`] of `Client::new`, [`SettingsError`] of
+/// `Server::new`): they run the checks again, and settings that reach them
+/// unchecked, or built in code, or a pair of values that no one field's
+/// check sees together (a backoff ceiling below its base), are a fault in
+/// the code.
+pub struct Error {
+    kind: ErrorKind,
+    source: BoxError,
+}
+
+impl Error {
+    /// A settings error (exit 78).
+    pub fn settings(source: impl Into<BoxError>) -> Error {
+        Error {
+            kind: ErrorKind::Settings,
+            source: source.into(),
+        }
+    }
+
+    /// Any other error (exit 1).
+    pub fn other(source: impl Into<BoxError>) -> Error {
+        Error {
+            kind: ErrorKind::Other,
+            source: source.into(),
+        }
+    }
+
+    /// Its kind.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The exit code it ends the App with: 78, 1, or 130 for a forced
+    /// stop.
+    pub fn exit_code(&self) -> u8 {
+        match self.kind {
+            ErrorKind::Settings => EXIT_CONFIG,
+            ErrorKind::Other => EXIT_FAILURE,
+            ErrorKind::Forced => EXIT_FORCED,
+        }
+    }
+
+    /// The error of a stop forced by a second stop signal (exit 130):
+    /// while the servers stopped (`calls_ended`), or while the on-stop
+    /// hooks ran.
+    pub(super) fn forced(calls_ended: bool) -> Error {
+        let what = if calls_ended {
+            "calls still in flight were ended with UNAVAILABLE"
+        } else {
+            "the on-stop hooks not yet run, and the telemetry's flush, were skipped"
+        };
+        Error {
+            kind: ErrorKind::Forced,
+            source: format!("stopped at once by a second stop signal: {what}").into(),
+        }
+    }
+
+    /// The error it wraps.
+    pub fn get_ref(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.source
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Error")
+            .field("kind", &self.kind)
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.source, f)
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.source)
+    }
+}
+
+impl From<SettingsError> for Error {
+    fn from(e: SettingsError) -> Error {
+        Error::other(e)
+    }
+}
+
+impl From<client::NewError> for Error {
+    fn from(e: client::NewError) -> Error {
+        Error::other(e)
+    }
+}
+
+/// A [`Methods`](client::Methods) registry refused with `?` (two services'
+/// descriptors for one method path): exit 1, a fault in the code that
+/// builds it.
+impl From<client::DuplicateMethod> for Error {
+    fn from(e: client::DuplicateMethod) -> Error {
+        Error::other(e)
+    }
+}
+
+/// A refusal of the HTTP client's constructor
+/// ([`http::client::Client::new`](crate::http::client::Client::new)) with
+/// `?`: exit 1, as for the gRPC client's ([`check_http_client`](super::check_http_client) run
+/// first makes a bad value exit 78).
+impl From<crate::http::client::NewError> for Error {
+    fn from(e: crate::http::client::NewError) -> Error {
+        Error::other(e)
+    }
+}
+
+impl From<ServeError> for Error {
+    /// A settings error (exit 78) for an address the machine does not
+    /// have, which only the settings can mend; any other error is
+    /// [`Error::other`] (an address in use, say, is another process's).
+    fn from(e: ServeError) -> Error {
+        match &e {
+            ServeError::Listen { source, .. }
+                if source.kind() == std::io::ErrorKind::AddrNotAvailable =>
+            {
+                Error::settings(e)
+            }
+            _ => Error::other(e),
+        }
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Error {
+        Error::other(e)
+    }
+}
+
+impl From<BoxError> for Error {
+    fn from(e: BoxError) -> Error {
+        Error::other(e)
+    }
+}
+
+/// How an [`App`](super::App) ended: its exit code and, unless it is 0, the error.
+///
+/// It is a [`Termination`], so `main` can return it: it prints the error
+/// to standard error and exits with the code.
+#[derive(Debug)]
+pub struct Exit {
+    pub(super) code: u8,
+    pub(super) error: Option<Error>,
+}
+
+impl Exit {
+    /// The exit code: 0, [`EXIT_CONFIG`], [`EXIT_FAILURE`] or
+    /// [`EXIT_FORCED`].
+    pub fn code(&self) -> u8 {
+        self.code
+    }
+
+    /// The error that ended the App, if it did not stop cleanly.
+    pub fn error(&self) -> Option<&Error> {
+        self.error.as_ref()
+    }
+
+    pub(super) fn clean() -> Exit {
+        Exit {
+            code: 0,
+            error: None,
+        }
+    }
+
+    pub(super) fn failed(error: Error) -> Exit {
+        Exit {
+            code: error.exit_code(),
+            error: Some(error),
+        }
+    }
+}
+
+impl Termination for Exit {
+    fn report(self) -> ExitCode {
+        if let Some(error) = &self.error {
+            eprintln!("error: {error}");
+        }
+        ExitCode::from(self.code)
+    }
+}
