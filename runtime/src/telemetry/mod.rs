@@ -173,6 +173,7 @@
 
 #[cfg(feature = "rabbitmq")]
 mod amqp;
+mod attempt;
 mod client;
 mod headers;
 mod http;
@@ -188,9 +189,10 @@ pub use self::http::{HTTP_CANCELED_ERROR_TYPE, HttpAttempt, http_method_name};
 pub use amqp::{FieldTableExtractor, FieldTableInjector};
 #[cfg(feature = "rabbitmq")]
 pub(crate) use amqp::{to_header_map, write_back};
+pub use attempt::Attempt;
 #[cfg(any(feature = "kafka", feature = "rabbitmq"))]
 pub(crate) use client::scope;
-pub use client::{Attempt, BreakerRegistration, ClientRecorder, code_name};
+pub use client::{BreakerRegistration, ClientRecorder, code_name};
 pub(crate) use client::{DURATION_BOUNDARIES, HeldBreakers};
 pub(crate) use headers::join_repeated;
 pub use headers::{HeaderExtractor, HeaderInjector};
