@@ -24,6 +24,17 @@
 //! - One humus HTTP client of the exchange-rate service, when `RATES_URL`
 //!   is set ([`crate::rates`]): `Quote` calls it, with its own retry budget
 //!   and breaker, in the trace of the wallet's RPC.
+//! - One humus Kafka producer, when [`ENV_EVENTS_BROKERS`] is set: each
+//!   payment the ledger applied is a "transfer applied" record on
+//!   [`TRANSFERS_TOPIC`] ([`transfer_applied`]), produced in the payment's
+//!   RPC context (its trace, and its baggage's failure scenario, which
+//!   can abort that payment's record alone at `kafka:wallet.transfers`).
+//!   A record that fails does not fail its payment: the ledger applied
+//!   the transfer, and answering an error would tell the caller it had
+//!   not. The failure is the record's PRODUCER span's error and a Failure
+//!   in the producer's breaker (`humus.circuit.calls`); a service that must
+//!   not lose an event writes it to an outbox in the ledger's transaction
+//!   instead.
 //! - It serves plain-text HTTP/2, and says so ([`ENV_PLAINTEXT`]): it runs
 //!   where a mesh sidecar or a local proxy terminates TLS, or where only
 //!   loopback reaches it.
@@ -46,6 +57,7 @@ use humus::fault::{self, Injector, jsonscenario};
 use humus::grpc::client::{self, Client};
 use humus::grpc::deadline::Inherited;
 use humus::grpc::server::{self, Health, Server, TrustScenario};
+use humus::kafka::{self, Producer, ProducerSettings, Record};
 use humus::telemetry::Telemetry;
 use humus::{App, Setup};
 use opentelemetry::propagation::TextMapCompositePropagator;
@@ -56,6 +68,14 @@ use tonic::{Code, Request, Response, Status};
 use crate::config::{self, ConfigError, Env, Failure, parse};
 use crate::pb::ledger::v1 as ledger;
 use crate::pb::wallet::v1 as pb;
+
+/// `WALLET_EVENTS_BROKERS`: the Kafka brokers the wallet produces its
+/// "transfer applied" records to, `host:port` separated by commas (unset:
+/// it produces none; checked by
+/// [`kafka::check_brokers`](../../humus/kafka/fn.check_brokers.html)).
+pub const ENV_EVENTS_BROKERS: &str = "WALLET_EVENTS_BROKERS";
+/// The topic of the wallet's "transfer applied" records.
+pub const TRANSFERS_TOPIC: &str = "wallet.transfers";
 
 /// `WALLET_LISTEN_ADDR`: the address the wallet listens on (an IP address
 /// and port; default [`DEFAULT_LISTEN_ADDR`]).
@@ -124,6 +144,9 @@ pub struct Settings {
     /// The exchange-rate client's settings, if `RATES_URL` is set
     /// ([`crate::rates::settings`]).
     pub rates: Option<humus::http::client::Settings>,
+    /// The Kafka producer's settings of the "transfer applied" records,
+    /// if [`ENV_EVENTS_BROKERS`] is set.
+    pub events: Option<ProducerSettings>,
     /// Whether failure injection is on.
     pub fault_injection: bool,
     /// The gateway's secret that makes a caller's scenario trusted
@@ -147,7 +170,7 @@ impl Settings {
     /// [`ENV_LEDGER_TIMEOUT`], [`ENV_LEDGER_MAX_ATTEMPTS`],
     /// [`ENV_LEDGER_BACKOFF_BASE`], [`ENV_LEDGER_BACKOFF_MAX`],
     /// [`ENV_LEDGER_BREAKER_OPEN_FOR`], [`ENV_FAULT_INJECTION`],
-    /// [`ENV_PLAINTEXT`], [`ENV_SCENARIO_TOKEN`], and the exchange-rate
+    /// [`ENV_PLAINTEXT`], [`ENV_SCENARIO_TOKEN`], [`ENV_EVENTS_BROKERS`], and the exchange-rate
     /// client's ([`crate::rates::settings`]).
     ///
     /// # Errors
@@ -196,11 +219,21 @@ impl Settings {
                 }
                 Ok(Some(Secret(raw.to_owned())))
             });
+            let events = vars.or(ENV_EVENTS_BROKERS, None, |raw| {
+                let brokers: Vec<String> = raw.split(',').map(|b| b.trim().to_owned()).collect();
+                kafka::check_brokers(&brokers).map_err(|e| e.to_string())?;
+                Ok(Some(ProducerSettings {
+                    brokers,
+                    client_id: "wallet".to_owned(),
+                    ..ProducerSettings::default()
+                }))
+            });
             let rates = crate::rates::settings(vars);
             Settings {
                 listen_addr,
                 ledger,
                 rates,
+                events,
                 fault_injection,
                 scenario_token,
             }
@@ -252,6 +285,7 @@ pub trait Ledger {
 pub struct Wallet {
     ledger: LedgerHumusClient,
     rates: Option<humus::http::client::Client>,
+    events: Option<Producer>,
 }
 
 impl Wallet {
@@ -260,6 +294,16 @@ impl Wallet {
         Wallet {
             ledger: LedgerHumusClient::new(ledger),
             rates: None,
+            events: None,
+        }
+    }
+
+    /// The same handlers, whose `Send` produces a "transfer applied" record
+    /// through `events` for each payment the ledger applied.
+    pub fn with_events(self, events: Producer) -> Wallet {
+        Wallet {
+            events: Some(events),
+            ..self
         }
     }
 
@@ -271,6 +315,29 @@ impl Wallet {
             ..self
         }
     }
+}
+
+/// The "transfer applied" record of a payment the ledger applied: on
+/// [`TRANSFERS_TOPIC`], keyed by the payment's request id, its value a JSON
+/// object (`event`, `request_id`, `transfer_id`, `from`, `to`, `cents`).
+pub fn transfer_applied(
+    request_id: &str,
+    transfer_id: &str,
+    from: &str,
+    to: &str,
+    cents: i64,
+) -> Record {
+    let value = serde_json::json!({
+        "event": "transfer applied",
+        "request_id": request_id,
+        "transfer_id": transfer_id,
+        "from": from,
+        "to": to,
+        "cents": cents,
+    });
+    Record::to(TRANSFERS_TOPIC)
+        .key(request_id)
+        .value(value.to_string())
 }
 
 /// The wallet's answer for the ledger's `status`.
@@ -353,14 +420,28 @@ impl pb::wallet_server::Wallet for Wallet {
             let receipt = self
                 .ledger
                 .transfer(ledger::TransferRequest {
-                    request_id,
-                    from: req.from,
-                    to: req.to,
+                    request_id: request_id.clone(),
+                    from: req.from.clone(),
+                    to: req.to.clone(),
                     cents: req.cents,
                 })
                 .await
                 .map_err(from_ledger)?
                 .into_inner();
+            if let Some(events) = &self.events {
+                // In this RPC's context: its trace, and its scenario. The
+                // payment is applied whatever becomes of its record: the
+                // failure is the record's span's and the breaker's.
+                let _stored = events
+                    .produce([transfer_applied(
+                        &request_id,
+                        &receipt.transfer_id,
+                        &req.from,
+                        &req.to,
+                        req.cents,
+                    )])
+                    .await;
+            }
             Ok(Response::new(pb::SendResponse {
                 payment_id: receipt.transfer_id,
                 balance: receipt.from_balance,
@@ -499,6 +580,13 @@ pub fn server(setup: &Setup, settings: &Settings) -> Result<Server, humus::app::
         Some(rates) => Some(humus::http::client::Client::new(setup, rates.clone())?),
         None => None,
     };
+    // Its settings were checked where they were read: a refusal is exit 1.
+    let events = match &settings.events {
+        Some(events) => {
+            Some(Producer::new(setup, events.clone()).map_err(humus::app::Error::other)?)
+        }
+        None => None,
+    };
     let health = Health::new()
         .readiness(ledger.connected())
         .interval(READINESS_INTERVAL)
@@ -520,9 +608,15 @@ pub fn server(setup: &Setup, settings: &Settings) -> Result<Server, humus::app::
         ..server::Settings::default()
     };
     Ok(Server::new(setup, server_settings)?
-        .add_service(pb::wallet_server::WalletServer::new(match rates {
-            Some(rates) => Wallet::new(ledger).with_rates(rates),
-            None => Wallet::new(ledger),
+        .add_service(pb::wallet_server::WalletServer::new({
+            let wallet = match rates {
+                Some(rates) => Wallet::new(ledger).with_rates(rates),
+                None => Wallet::new(ledger),
+            };
+            match events {
+                Some(events) => wallet.with_events(events),
+                None => wallet,
+            }
         }))
         .health(health))
 }
@@ -734,6 +828,30 @@ mod tests {
                 ENV_SCENARIO_TOKEN,
             ]
         );
+    }
+
+    #[test]
+    fn the_events_brokers_come_from_the_environment_and_a_bad_one_is_named() {
+        let base = [(ENV_LEDGER_ADDR, "ledger:9090"), (ENV_PLAINTEXT, "on")];
+        let s = Settings::from_env(&Env::from_pairs(base)).unwrap();
+        assert!(s.events.is_none(), "unset: no producer");
+
+        let env = Env::from_pairs(
+            base.into_iter()
+                .chain([(ENV_EVENTS_BROKERS, "kafka-1:9092, kafka-2:9092")]),
+        );
+        let events = Settings::from_env(&env).unwrap().events.unwrap();
+        assert_eq!(events.brokers, ["kafka-1:9092", "kafka-2:9092"]);
+        assert_eq!(events.client_id, "wallet");
+
+        let env = Env::from_pairs(
+            base.into_iter()
+                .chain([(ENV_EVENTS_BROKERS, "kafka://kafka-1:9092")]),
+        );
+        let err = Settings::from_env(&env).unwrap_err();
+        let names: Vec<&str> = err.vars().iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, [ENV_EVENTS_BROKERS]);
+        assert!(err.to_string().contains("scheme"), "{err}");
     }
 
     #[test]

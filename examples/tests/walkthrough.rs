@@ -1,4 +1,4 @@
-//! The walkthrough's nine phases, run as `cargo run --bin walkthrough`
+//! The walkthrough's ten phases, run as `cargo run --bin walkthrough`
 //! runs them (real TCP on loopback, real time), so CI keeps the README's
 //! first command working. Every check is on counts and states, never on
 //! durations.
@@ -41,7 +41,8 @@ async fn every_phase_behaves_as_it_says() {
             "recovery",
             "rollout",
             "fault scenario",
-            "rates outage (http)"
+            "rates outage (http)",
+            "events (kafka)"
         ]
     );
     assert!(report.passed());

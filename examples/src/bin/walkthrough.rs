@@ -1,7 +1,7 @@
 //! The wallet walkthrough: `cargo run -p humus-examples --bin walkthrough`.
 //!
 //! Starts the ledger, the exchange-rate service and the wallet on loopback,
-//! drives nine scripted phases, prints a table per phase read from the OpenTelemetry data it
+//! drives ten scripted phases, prints a table per phase read from the OpenTelemetry data it
 //! collected, writes an SVG timeline, and exits 0 only if every phase
 //! behaved as it says.
 
@@ -34,11 +34,12 @@ async fn main() -> ExitCode {
     println!();
     println!("What each phase did, read from the OpenTelemetry data: calls and attempts are the");
     println!(
-        "wallet's to the ledger, in phase 9 to the exchange-rate service over HTTP (a call the"
+        "wallet's to the ledger, in phase 9 to the exchange-rate service over HTTP, in phase 10"
     );
     println!(
-        "breaker rejects makes no attempt); p50 and p99 are the latencies of the wallet's own"
+        "the Kafka producer's (a call the breaker rejects, or a record a fault aborts, makes no"
     );
+    println!("attempt); p50 and p99 are the latencies of the wallet's own");
     println!("answers, from its server spans.");
     println!();
     print!("{}", report.table());

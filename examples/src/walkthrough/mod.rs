@@ -1,5 +1,5 @@
 //! The wallet walkthrough: the services on loopback, scripted traffic
-//! through nine phases, and what the OpenTelemetry data says happened.
+//! through ten phases, and what the OpenTelemetry data says happened.
 //!
 //! [`run`] starts the ledger and the wallet in this process, on real TCP
 //! ports of 127.0.0.1 that the system picks, and drives the wallet as its
@@ -39,7 +39,7 @@
 //!   `humus::app::Env::http_client`'s example, would read the base URL from `RATES_BASE_URL`);
 //!
 //! then calls the wallet as its callers would, with tonic's own client, in
-//! nine phases. It prints each phase as it goes, each check it makes of the
+//! ten phases. It prints each phase as it goes, each check it makes of the
 //! phase with ✓ or ✗, then a table:
 //!
 //! ```text
@@ -54,6 +54,7 @@
 //! 7 rollout                121       121        0          0         0  -                              2.3ms  8.1ms  ok
 //! 8 fault scenario          10        12        2          0         0  -                              8.7ms   10ms  ok
 //! 9 rates outage (http)     15        12        3          1         6  open 1, half-open 1, closed 1  1.6ms   33ms  ok
+//! 10 events (kafka)         10         9        0          0         0  -                              6.4ms  9.9ms  ok
 //!
 //! Timeline of the breakers' states and the attempts per second: …/target/walkthrough/timeline.svg
 //! Every phase behaved as it says (6.8s).
@@ -63,7 +64,9 @@
 //! recorded, not from counters of the walkthrough's own: **calls** and
 //! **retries**, **throttled** (retries the retry budget refused) from
 //! `humus.retry.decisions`; **attempts** from `rpc.client.call.duration`
-//! (and, for the HTTP client of phase 9, `http.client.request.duration`; a
+//! (and, for the HTTP client of phase 9, `http.client.request.duration`;
+//! for the Kafka producer of phase 10, `messaging.client.sent.messages`,
+//! its calls those its breaker counted, as it makes no retry decision; a
 //! call the breaker rejects makes none); **rejected** from
 //! `humus.circuit.calls`; **breaker transitions** from
 //! `humus.circuit.transitions`, by the state entered; **p50/p99** are the
@@ -152,11 +155,25 @@
 //!    the trace of the wallet's RPC that made it, as `ContextLayer` extracted
 //!    it.
 //!
+//! 10. **events (kafka)**: the wallet produces a "transfer applied" record
+//!     ([`wallet::transfer_applied`]) for each payment the ledger applied,
+//!     through its humus Kafka producer, to librdkafka's mock cluster,
+//!     started in this process; an audit consumer (a `humus::kafka::Consumer`
+//!     of its own group) reads them. Ten concurrent payments, one of which
+//!     carries the scenario `kafka:wallet.transfers` aborts, vouched for as
+//!     in phase 8: every payment succeeds and is applied (a payment does not
+//!     fail for its event), that payment's record alone is never sent (its
+//!     PRODUCER span ends with the injected fault's `error.type`, a failed
+//!     attempt in the timeline), the producer's breaker counts nine
+//!     successes and one failure and stays closed, and the audit consumer
+//!     reads the nine others.
+//!
 //! The process exits 0 only if every check of every phase held. The SVG
 //! timeline shows the phases, each client's breaker's state (the ledger's
 //! and the exchange-rate service's, from their transition log records) and
-//! the attempts per second of both, split into succeeded, failed and
-//! rejected (from the attempts' spans).
+//! the attempts per second of the clients, split into succeeded, failed and
+//! rejected (from the attempts' spans, and the Kafka records' PRODUCER
+//! spans: phase 10's aborted record is a failed one).
 //!
 //! # Each service alone
 //!
@@ -179,12 +196,17 @@ pub mod timeline;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use humus::Setup;
 use humus::fault::{self, Fault, Rule, Scenario, jsonscenario};
+use humus::kafka::{Consumer, ConsumerSettings, Message as _, OwnedMessage};
 use opentelemetry::Context;
 use opentelemetry::propagation::TextMapPropagator;
-use opentelemetry::trace::{Span as _, TraceContextExt, Tracer, TracerProvider as _};
+use opentelemetry::trace::{Span as _, SpanKind, TraceContextExt, Tracer, TracerProvider as _};
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::DefaultProducerContext;
 use tokio::net::TcpListener;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
@@ -403,6 +425,7 @@ pub async fn run(options: Options) -> Result<Report, Failure> {
     run.rollout().await?;
     run.fault_scenario().await;
     run.rates_outage().await?;
+    run.events().await;
     run.finish(&options).await
 }
 
@@ -430,14 +453,32 @@ struct Run {
     bounds: Vec<(String, Duration, Duration)>,
     /// The current phase's start: its metrics, its span count, its time.
     phase: Option<(Metrics, usize, Duration)>,
+    /// librdkafka's in-process mock cluster, the wallet's "transfer
+    /// applied" records' ([`wallet::TRANSFERS_TOPIC`]).
+    _kafka: MockCluster<'static, DefaultProducerContext>,
+    /// The mock cluster's broker's port: the producer's `server.port`.
+    kafka_port: u16,
+    /// The audit consumer of the wallet's records, until the end.
+    audit: Option<Consumer>,
+    /// The keys (request ids) of the records the audit consumer read.
+    audited: Arc<Mutex<Vec<String>>>,
 }
+
+/// The audit consumer's group.
+const AUDIT_GROUP: &str = "walkthrough-audit";
+
+/// The longest the walkthrough waits for the audit consumer to read a
+/// phase's records: generous, for a loaded machine (a record goes through
+/// the mock cluster in milliseconds, a consumer joins its group in about a
+/// second).
+const AUDIT_PATIENCE: Duration = Duration::from_secs(60);
 
 /// The pause after each call of a phase that calls one at a time, so its
 /// traffic spreads over time in the timeline as a caller's would.
 const PACE: Duration = Duration::from_millis(20);
 
 /// How many phases the walkthrough runs.
-const PHASES: usize = 9;
+const PHASES: usize = 10;
 
 /// What a call to the wallet answered: its code and message.
 type Answer = Result<(), Status>;
@@ -475,10 +516,33 @@ impl Run {
         let rates = Rates::new();
         let rates_serving = rates::serve(&rates).await?;
         let rates_port = rates_serving.local_addr().port();
+
+        // The wallet's Kafka cluster: librdkafka's mock, in this process.
+        let kafka = MockCluster::new(1).map_err(|e| {
+            Failure::software(format!("could not start the mock Kafka cluster: {e}"))
+        })?;
+        kafka
+            .create_topic(wallet::TRANSFERS_TOPIC, 1, 1)
+            .map_err(|e| {
+                Failure::software(format!(
+                    "could not create the topic {}: {e}",
+                    wallet::TRANSFERS_TOPIC
+                ))
+            })?;
+        let brokers = kafka.bootstrap_servers();
+        let kafka_port = brokers
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .ok_or_else(|| {
+                Failure::software(format!("the mock cluster's broker {brokers:?} has no port"))
+            })?;
+
         let env = Env::from_pairs(
             wallet_env(ledger_addr, options.open_for)
                 .iter()
-                .chain(rates_env(&rates_serving.base_url(), options.open_for).iter()),
+                .chain(rates_env(&rates_serving.base_url(), options.open_for).iter())
+                .chain([(wallet::ENV_EVENTS_BROKERS, brokers.as_str())]),
         );
         let settings = wallet::Settings::from_env(&env)?;
         let telemetry = humus::telemetry::Telemetry::builder()
@@ -487,7 +551,33 @@ impl Run {
             .logger_provider(recording.logger_provider().clone())
             .propagator(wallet::propagator())
             .build();
-        let wallet_serving = wallet::start(telemetry, &settings).await?;
+        let wallet_serving = wallet::start(telemetry.clone(), &settings).await?;
+
+        // The audit consumer reads the wallet's records from the start (a
+        // new group reads from each partition's first record), with the
+        // same telemetry: its spans continue the payments' traces.
+        let audited: Arc<Mutex<Vec<String>>> = Arc::default();
+        let audit = Consumer::start(
+            &Setup::new().with_telemetry(telemetry),
+            ConsumerSettings {
+                brokers: vec![brokers.clone()],
+                group: AUDIT_GROUP.to_owned(),
+                topics: vec![wallet::TRANSFERS_TOPIC.to_owned()],
+                commit_interval: Duration::from_millis(200),
+                shutdown_grace: Duration::from_secs(1),
+                ..ConsumerSettings::default()
+            },
+            {
+                let audited = Arc::clone(&audited);
+                move |record: OwnedMessage| {
+                    let key =
+                        String::from_utf8_lossy(record.key().unwrap_or_default()).into_owned();
+                    audited.lock().expect("no reader panics").push(key);
+                    std::future::ready(Ok::<_, humus::app::BoxError>(()))
+                }
+            },
+        )
+        .map_err(Failure::software)?;
         let wallet_addr = wallet_serving.local_addr();
         let channel = Channel::from_shared(format!("http://{wallet_addr}"))
             .map_err(Failure::software)?
@@ -512,6 +602,10 @@ impl Run {
             phases: Vec::new(),
             bounds: Vec::new(),
             phase: None,
+            _kafka: kafka,
+            kafka_port,
+            audit: Some(audit),
+            audited,
         };
         run.say("humus wallet walkthrough: a wallet whose handlers call its ledger through a humus client");
         run.say(&format!(
@@ -519,6 +613,10 @@ impl Run {
         ));
         run.say(&format!(
             "  rates   127.0.0.1:{rates_port}  (the exchange-rate service: HTTP/1.1, axum behind humus's ContextLayer)"
+        ));
+        run.say(&format!(
+            "  kafka   {brokers}  (librdkafka's mock cluster, in this process; the wallet produces to {}, an audit consumer reads it)",
+            wallet::TRANSFERS_TOPIC
         ));
         run.say(&format!("  wallet  {wallet_addr}  with the settings:"));
         let vars: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -1341,6 +1439,150 @@ impl Run {
         });
     }
 
+    /// How many keys the audit consumer has read that start with `prefix`.
+    fn audited(&self, prefix: &str) -> Vec<String> {
+        self.audited
+            .lock()
+            .expect("no reader panics")
+            .iter()
+            .filter(|k| k.starts_with(prefix))
+            .cloned()
+            .collect()
+    }
+
+    async fn events(&mut self) {
+        const NAME: &str = "events (kafka)";
+        const SAYS: &str = "each payment produces a \"transfer applied\" record; one request's scenario aborts its record alone";
+        const PAYMENTS: usize = 10;
+        self.begin(NAME, SAYS);
+        let point = format!("kafka:{}", wallet::TRANSFERS_TOPIC);
+        let codec = jsonscenario::Codec::new(wallet::SCENARIO_KEY).expect("a valid key");
+        let scenario = Scenario::new([Rule::new(
+            point.as_str(),
+            Fault {
+                delay: Duration::ZERO,
+                abort: true,
+            },
+        )]);
+        let tracer = self
+            .recording
+            .tracer_provider()
+            .tracer("humus-examples/walkthrough");
+        let root = tracer.start("walkthrough kafka scenario request");
+        let trace_id = root.span_context().trace_id();
+        let cx = Context::new().with_span(root);
+        let cx = fault::with_scenario(&cx, &codec, &scenario).expect("a small scenario encodes");
+        let faulted = "event-4";
+
+        let calls = (1..=PAYMENTS).map(|i| {
+            let id = format!("event-{i}");
+            let mut request = self.request(pb::SendRequest {
+                request_id: id.clone(),
+                from: "alice".into(),
+                to: "bob".into(),
+                cents: 5,
+            });
+            if id == faulted {
+                wallet::propagator()
+                    .inject_context(&cx, &mut MetadataInjector(request.metadata_mut()));
+                request.metadata_mut().insert(
+                    wallet::SCENARIO_TOKEN_HEADER,
+                    GATEWAY_TOKEN.parse().expect("a valid header value"),
+                );
+            }
+            let mut wallet = self.wallet.clone();
+            async move { (id, wallet.send(request).await.map(|_| ())) }
+        });
+        let answers: Vec<(String, Answer)> = futures_util::future::join_all(calls).await;
+        cx.span().end();
+        let failed: Vec<&str> = answers
+            .iter()
+            .filter(|(_, a)| a.is_err())
+            .map(|(id, _)| id.as_str())
+            .collect();
+        let applied = answers
+            .iter()
+            .filter(|(id, _)| self.ledger.received(id) >= 1)
+            .count();
+
+        // The records go through in milliseconds; the wait is bounded,
+        // and generous.
+        let deadline = Instant::now() + AUDIT_PATIENCE;
+        while self.audited("event-").len() < PAYMENTS - 1 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut audited = self.audited("event-");
+        audited.sort();
+        audited.dedup();
+
+        let spans = self.recording.spans();
+        let sends: Vec<_> = spans
+            .iter()
+            .filter(|s| {
+                s.span_kind == SpanKind::Producer
+                    && s.instrumentation_scope.name() == names::KAFKA_SCOPE
+                    && span_attribute(s, "messaging.destination.name").as_deref()
+                        == Some(wallet::TRANSFERS_TOPIC)
+            })
+            .collect();
+        let failed_sends: Vec<(bool, Option<String>)> = sends
+            .iter()
+            .filter(|s| span_attribute(s, names::ERROR_TYPE).is_some())
+            .map(|s| {
+                (
+                    s.span_context.trace_id() == trace_id,
+                    span_attribute(s, names::ERROR_TYPE),
+                )
+            })
+            .collect();
+        self.say(&format!(
+            "      {PAYMENTS} concurrent payments, {faulted} with {}={}: failed {failed:?}; the ledger applied {applied}; the audit consumer read {} records{}",
+            wallet::SCENARIO_KEY,
+            scenario_text(&point),
+            audited.len(),
+            if audited.iter().any(|k| k == faulted) {
+                format!(", {faulted}'s among them")
+            } else {
+                format!(", not {faulted}'s")
+            }
+        ));
+        let port = self.kafka_port;
+        let read = audited.len();
+        let faulted_read = audited.iter().any(|k| k == faulted);
+        self.end_of(port, NAME, SAYS, |s| {
+            let success = s.outcomes.get("success").copied().unwrap_or(0);
+            let failure = s.outcomes.get("failure").copied().unwrap_or(0);
+            vec![
+                check(
+                    "every payment succeeded and was applied once, the one whose event failed too",
+                    failed.is_empty() && applied == PAYMENTS,
+                    format!("failed {failed:?}, applied {applied} of {PAYMENTS}"),
+                ),
+                check(
+                    format!("the audit consumer read {} records, not {faulted}'s", PAYMENTS - 1),
+                    read == PAYMENTS - 1 && !faulted_read,
+                    format!("{read} records, {faulted}'s among them: {faulted_read}"),
+                ),
+                check(
+                    format!(
+                        "the producer's breaker counted {} stored calls and one failure, and stayed closed",
+                        PAYMENTS - 1
+                    ),
+                    success == (PAYMENTS - 1) as u64
+                        && failure == 1
+                        && s.rejected == 0
+                        && s.transitions.is_empty(),
+                    format!("{:?}, transitions {}", s.outcomes, s.transitions_text()),
+                ),
+                check(
+                    "the one failed record's span is the injected fault's, in the faulted request's trace",
+                    failed_sends == [(true, Some(fault::ERROR_TYPE.to_owned()))],
+                    format!("{failed_sends:?}"),
+                ),
+            ]
+        });
+    }
+
     async fn quote(&self, currency: &str, cents: i64) -> Result<(i64, String), Status> {
         let request = self.request(pb::QuoteRequest {
             cents,
@@ -1510,6 +1752,9 @@ impl Run {
         if let Some(wallet) = self.wallet_serving.take() {
             wallet.stop().await?;
         }
+        if let Some(audit) = self.audit.take() {
+            audit.stop().await;
+        }
         self.stop_ledger().await?;
         if let Some(rates) = self.rates_serving.take() {
             rates.stop().await?;
@@ -1548,6 +1793,12 @@ impl Run {
                 // An HTTP attempt failed when it has an `error.type` (no
                 // response, or a status from 400).
                 names::HTTP_SCOPE => {
+                    let ok = span_attribute(&span, names::ERROR_TYPE).is_none();
+                    attempts.push((since(span.start_time), ok));
+                }
+                // A produced record's span: failed when it has an
+                // `error.type` (not stored, or aborted by a fault).
+                names::KAFKA_SCOPE if span.span_kind == SpanKind::Producer => {
                     let ok = span_attribute(&span, names::ERROR_TYPE).is_none();
                     attempts.push((since(span.start_time), ok));
                 }

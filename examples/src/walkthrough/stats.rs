@@ -25,7 +25,7 @@ pub mod names {
     #[doc(no_inline)]
     pub use humus::telemetry::names::{
         ERROR_TYPE, HTTP_CLIENT_REQUEST_DURATION, HTTP_RESPONSE_STATUS_CODE, HTTP_SCOPE,
-        SERVER_PORT,
+        KAFKA_SCOPE, MESSAGING_CLIENT_SENT_MESSAGES, SERVER_PORT,
     };
 }
 
@@ -38,10 +38,14 @@ pub const WALLET_SCOPE: &str = humus::telemetry::names::RPC_SERVER_SCOPE;
 pub struct PhaseStats {
     /// Calls the wallet made to the dependency (the ledger, or the
     /// exchange-rate service): every call ends with one retry decision that
-    /// is not `retried`.
+    /// is not `retried`. A client that never retries (the Kafka producer,
+    /// whose retries are librdkafka's) makes no retry decision: its calls
+    /// are those its breaker counted, `humus.circuit.calls`.
     pub calls: u64,
     /// Attempts that reached the transport: `rpc.client.call.duration`'s
-    /// count, and `http.client.request.duration`'s.
+    /// count, `http.client.request.duration`'s, and the records handed to
+    /// librdkafka, `messaging.client.sent.messages` (a record an injected
+    /// fault aborted is in none).
     pub attempts: u64,
     /// Attempts followed by another: `humus.retry.decisions{retried}`.
     pub retries: u64,
@@ -113,6 +117,11 @@ impl PhaseStats {
                     names::HTTP_CLIENT_REQUEST_DURATION,
                     &filter,
                 )
+                + m.sum(
+                    names::KAFKA_SCOPE,
+                    names::MESSAGING_CLIENT_SENT_MESSAGES,
+                    &filter,
+                )
         };
         let attempts = (count(after) - count(before)).round().max(0.0) as u64;
         let ours = |span: &SpanData| {
@@ -143,7 +152,11 @@ impl PhaseStats {
         latencies.sort();
 
         PhaseStats {
-            calls: decisions.values().sum::<u64>() - get(&decisions, "retried"),
+            calls: if decisions.is_empty() {
+                outcomes.values().sum()
+            } else {
+                decisions.values().sum::<u64>() - get(&decisions, "retried")
+            },
             attempts,
             retries: get(&decisions, "retried"),
             throttled: get(&decisions, "throttled"),
@@ -283,6 +296,38 @@ mod tests {
         assert_eq!(stats.rejected, 2);
         assert_eq!(stats.transitions_text(), "open 1, half-open 1");
         assert_eq!(stats.p50, None);
+    }
+
+    #[test]
+    fn a_producers_calls_are_its_breakers_and_its_attempts_the_records_sent() {
+        let before = Metrics { points: vec![] };
+        let after = Metrics {
+            points: vec![
+                point(
+                    names::CLIENT_SCOPE,
+                    names::CIRCUIT_CALLS,
+                    &[(names::OUTCOME, "success")],
+                    9.0,
+                ),
+                point(
+                    names::CLIENT_SCOPE,
+                    names::CIRCUIT_CALLS,
+                    &[(names::OUTCOME, "failure")],
+                    1.0,
+                ),
+                point(
+                    names::KAFKA_SCOPE,
+                    names::MESSAGING_CLIENT_SENT_MESSAGES,
+                    &[("messaging.destination.name", "wallet.transfers")],
+                    9.0,
+                ),
+            ],
+        };
+        let stats = PhaseStats::new(&before, &after, &[]);
+        assert_eq!(stats.calls, 10);
+        assert_eq!(stats.attempts, 9);
+        assert_eq!(stats.retries, 0);
+        assert_eq!(stats.rejected, 0);
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //! started: the phases, the ledger client's breaker's state (closed, open,
 //! half-open, from its transition log records), the exchange-rate (HTTP)
 //! client's breaker's state, and a bar per tenth of a second of the
-//! attempts both clients sent (succeeded or failed, from the attempts'
-//! spans) and the calls their breakers rejected (from the rejected calls'
+//! attempts the clients sent (succeeded or failed, from the attempts'
+//! spans; the Kafka producer's records, from their PRODUCER spans, a
+//! record a fault aborted drawn as failed) and the calls their breakers rejected (from the rejected calls'
 //! spans), scaled to attempts per second.
 
 use std::fmt::Write as _;
