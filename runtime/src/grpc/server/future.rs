@@ -2,4 +2,5 @@
 //! which are those of every RPC humus's [`Server`](super::Server) serves:
 //! the handler's, with its panic answered `INTERNAL`.
 
-pub use super::rpc::{ResponseBody, ResponseFuture};
+pub use super::body::ResponseBody;
+pub use super::rpc::ResponseFuture;

@@ -149,6 +149,7 @@
 //! only when the caller is trusted; adding the strip layer first
 //! (outermost) is the cheaper order.
 
+mod body;
 pub mod future;
 mod health;
 mod inherit;

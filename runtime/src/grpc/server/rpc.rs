@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue};
-use http_body::{Body, Frame, SizeHint};
+use http_body::Body;
 use opentelemetry::global::BoxedTracer;
 use opentelemetry::metrics::Histogram;
 use opentelemetry::trace::{Span as _, SpanKind, Status as SpanStatus, TraceContextExt, Tracer};
@@ -30,6 +30,7 @@ use tokio::time::{Instant, Sleep};
 use tonic::Code;
 use tower_service::Service;
 
+use super::body::{GOING_AWAY, ResponseBody};
 use super::inherit::{self, Scoped};
 use super::server::ConnInfo;
 use super::service::Shared;
@@ -167,7 +168,7 @@ impl StreamsEnd {
     }
 
     /// Whether the signal is raised; if not, `waker` is woken when it is.
-    fn poll_ended(&self, id: u64, waker: &Waker) -> bool {
+    pub(super) fn poll_ended(&self, id: u64, waker: &Waker) -> bool {
         if self.is_ended() {
             return true;
         }
@@ -177,12 +178,12 @@ impl StreamsEnd {
         self.is_ended()
     }
 
-    fn forget(&self, id: u64) {
+    pub(super) fn forget(&self, id: u64) {
         self.lock().remove(&id);
     }
 
     /// The message the calls it ends are answered with.
-    fn message(&self) -> &'static str {
+    pub(super) fn message(&self) -> &'static str {
         self.message.get().copied().unwrap_or(GOING_AWAY)
     }
 
@@ -539,7 +540,7 @@ pub(super) const PANICKED: &str = "the handler panicked";
 /// as received, so that the server's span and the caller both tell a
 /// caller's short budget from a slow handler (`timeout` is `None` only for
 /// a deadline with no timeout, which the server never sets).
-fn deadline_passed(timeout: Option<Duration>) -> String {
+pub(super) fn deadline_passed(timeout: Option<Duration>) -> String {
     const PASSED: &str = "the deadline passed";
     match timeout {
         Some(d) => format!("{PASSED}: the caller's timeout (grpc-timeout), {d:?}"),
@@ -557,7 +558,7 @@ fn panicked_response<B>() -> http::Response<ResponseBody<B>> {
 
 /// The trailers that end a stream whose handler panicked after its
 /// headers went out.
-fn panicked_trailers() -> HeaderMap {
+pub(super) fn panicked_trailers() -> HeaderMap {
     let mut trailers = HeaderMap::with_capacity(2);
     trailers.insert("grpc-status", HeaderValue::from_static("13"));
     trailers.insert(
@@ -630,7 +631,7 @@ fn is_server_error(code: Code) -> bool {
 impl Record {
     /// Ends the RPC as `INTERNAL` for a handler's panic, with an
     /// `exception` event that holds the payload (when it is a string).
-    fn panicked(&mut self, payload: &(dyn Any + Send)) {
+    pub(super) fn panicked(&mut self, payload: &(dyn Any + Send)) {
         if self.done {
             return;
         }
@@ -644,7 +645,7 @@ impl Record {
         self.finish(Code::Internal, PANICKED);
     }
 
-    fn finish(&mut self, code: Code, message: &str) {
+    pub(super) fn finish(&mut self, code: Code, message: &str) {
         if std::mem::replace(&mut self.done, true) {
             return;
         }
@@ -685,13 +686,13 @@ impl Drop for Record {
     }
 }
 
-fn status_code(headers: &HeaderMap) -> Option<Code> {
+pub(super) fn status_code(headers: &HeaderMap) -> Option<Code> {
     let value = headers.get("grpc-status")?;
     let n: i32 = std::str::from_utf8(value.as_bytes()).ok()?.parse().ok()?;
     Some(Code::from_i32(n))
 }
 
-fn message(headers: &HeaderMap) -> String {
+pub(super) fn message(headers: &HeaderMap) -> String {
     tonic::Status::from_header_map(headers)
         .map(|s| s.message().to_owned())
         .unwrap_or_default()
@@ -699,7 +700,7 @@ fn message(headers: &HeaderMap) -> String {
 
 /// The trailers that end a stream the server cuts short with `code` and
 /// `message` (its `grpc-message` percent-encoded as tonic encodes it).
-fn ending_trailers(code: Code, message: &str) -> HeaderMap {
+pub(super) fn ending_trailers(code: Code, message: &str) -> HeaderMap {
     let mut trailers = HeaderMap::with_capacity(2);
     if tonic::Status::new(code, message)
         .add_header(&mut trailers)
@@ -709,188 +710,6 @@ fn ending_trailers(code: Code, message: &str) -> HeaderMap {
         trailers.insert("grpc-status", HeaderValue::from(code as i32));
     }
     trailers
-}
-
-/// The message an open stream ends with when its server stops.
-pub(super) const GOING_AWAY: &str = "the server is going away: call again on a new connection";
-
-/// The message an open stream ends with when its connection reached its
-/// maximum age and the age's grace is over.
-pub(super) const STREAM_AGED: &str =
-    "the connection reached its maximum age: call again on a new connection";
-
-pin_project_lite::pin_project! {
-    /// The response body of every RPC a [`Server`](super::Server) serves,
-    /// and of [`StripScenario`](super::StripScenario)'s: the service's own,
-    /// frame for frame, except that a panic while it is polled (a
-    /// handler's stream that panics after its headers went out) ends it
-    /// with `INTERNAL` ("the handler panicked") in its trailers. On a
-    /// [`Server`](super::Server), it also records the RPC's status when it
-    /// ends, and ends with `UNAVAILABLE` when its connection's streams are
-    /// told to end while it waits for its next message.
-    pub struct ResponseBody<B> {
-        #[pin]
-        inner: Option<B>,
-        record: Option<Record>,
-        streams_end: Option<Arc<StreamsEnd>>,
-        id: u64,
-        ended: bool,
-        // The handler's deadline and context: the body is polled inside
-        // them, and ends at the deadline.
-        scope: Option<Inherited>,
-        deadline: Option<Pin<Box<Sleep>>>,
-        timeout: Option<Duration>,
-    }
-
-    impl<B> PinnedDrop for ResponseBody<B> {
-        fn drop(this: Pin<&mut Self>) {
-            let this = this.project();
-            if let Some(streams_end) = this.streams_end.as_ref() {
-                streams_end.forget(*this.id);
-            }
-        }
-    }
-}
-
-impl<B> std::fmt::Debug for ResponseBody<B> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ResponseBody")
-            .field("ended", &self.ended)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<B> ResponseBody<B> {
-    fn empty() -> ResponseBody<B> {
-        ResponseBody {
-            inner: None,
-            record: None,
-            streams_end: None,
-            id: 0,
-            ended: true,
-            scope: None,
-            deadline: None,
-            timeout: None,
-        }
-    }
-}
-
-impl<B> Body for ResponseBody<B>
-where
-    B: Body<Data = Bytes>,
-{
-    type Data = Bytes;
-    type Error = B::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut TaskContext<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        let mut this = self.project();
-        if *this.ended {
-            return Poll::Ready(None);
-        }
-        let Some(inner) = this.inner.as_mut().as_pin_mut() else {
-            return Poll::Ready(None);
-        };
-        let scope = this.scope.as_ref();
-        let polled = match catch_unwind(AssertUnwindSafe(|| match scope {
-            Some(scope) => scope.clone().sync_scope(|| inner.poll_frame(cx)),
-            None => inner.poll_frame(cx),
-        })) {
-            Ok(polled) => polled,
-            Err(payload) => {
-                // The handler's stream panicked after the headers went out:
-                // the stream ends with INTERNAL in its trailers.
-                *this.ended = true;
-                let mut inner = this.inner;
-                let _ = catch_unwind(AssertUnwindSafe(move || inner.set(None)));
-                if let Some(record) = this.record.as_mut() {
-                    record.panicked(&*payload);
-                }
-                return Poll::Ready(Some(Ok(Frame::trailers(panicked_trailers()))));
-            }
-        };
-        match polled {
-            Poll::Ready(Some(Ok(frame))) => {
-                if let Some(trailers) = frame.trailers_ref()
-                    && let Some(record) = this.record.as_mut()
-                {
-                    let code = status_code(trailers).unwrap_or(Code::Unknown);
-                    let message = if code == Code::Ok {
-                        String::new()
-                    } else {
-                        message(trailers)
-                    };
-                    record.finish(code, &message);
-                }
-                Poll::Ready(Some(Ok(frame)))
-            }
-            Poll::Ready(Some(Err(e))) => {
-                if let Some(record) = this.record.as_mut() {
-                    record.finish(Code::Internal, "the response body failed");
-                }
-                *this.ended = true;
-                Poll::Ready(Some(Err(e)))
-            }
-            Poll::Ready(None) => {
-                *this.ended = true;
-                Poll::Ready(None)
-            }
-            Poll::Pending => {
-                let expired = this
-                    .deadline
-                    .as_mut()
-                    .is_some_and(|d| d.as_mut().poll(cx).is_ready());
-                if expired {
-                    // The RPC's deadline passed while the body (a stream)
-                    // was still being written: it ends, its handler's
-                    // stream dropped, with DEADLINE_EXCEEDED, as a
-                    // handler that had not answered yet is.
-                    *this.ended = true;
-                    this.inner.set(None);
-                    let message = deadline_passed(*this.timeout);
-                    if let Some(record) = this.record.as_mut() {
-                        record.finish(Code::DeadlineExceeded, &message);
-                    }
-                    let trailers = ending_trailers(Code::DeadlineExceeded, &message);
-                    return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
-                }
-                let ended = this
-                    .streams_end
-                    .as_ref()
-                    .is_some_and(|s| s.poll_ended(*this.id, cx.waker()));
-                if !ended {
-                    return Poll::Pending;
-                }
-                // The connection is going away: end the stream now, with
-                // UNAVAILABLE, so the caller opens it again elsewhere, and
-                // say why (the server stops, or the connection's age).
-                *this.ended = true;
-                this.inner.set(None);
-                let message = this
-                    .streams_end
-                    .as_ref()
-                    .map_or(GOING_AWAY, |s| s.message());
-                if let Some(record) = this.record.as_mut() {
-                    record.finish(Code::Unavailable, message);
-                }
-                let trailers = ending_trailers(Code::Unavailable, message);
-                Poll::Ready(Some(Ok(Frame::trailers(trailers))))
-            }
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.ended || self.inner.as_ref().is_none_or(Body::is_end_stream)
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match &self.inner {
-            Some(inner) if !self.ended => inner.size_hint(),
-            _ => SizeHint::with_exact(0),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -22,8 +22,9 @@ use tonic::transport::server::TcpConnectInfo;
 use tonic_health::ServingStatus;
 use tower_service::Service;
 
+use super::body::{GOING_AWAY, STREAM_AGED};
 use super::health::{Health, LIVENESS, READINESS};
-use super::rpc::{AGED, GOING_AWAY, Rpc, RpcShared, STOPPED, STREAM_AGED, StreamsEnd};
+use super::rpc::{AGED, Rpc, RpcShared, STOPPED, StreamsEnd};
 use super::service::{PeerCertificates, Shared};
 use super::settings::{Settings, SettingsError};
 use crate::Setup;

@@ -16,7 +16,8 @@ use opentelemetry::trace::TraceContextExt;
 use rustls_pki_types::CertificateDer;
 use tower_service::Service;
 
-use super::rpc::{Payload, Record, ResponseBody, ResponseFuture, call_caught};
+use super::body::ResponseBody;
+use super::rpc::{Payload, Record, ResponseFuture, call_caught};
 use crate::fault::strip::{BAGGAGE, Gate, Panicked, Vetted};
 use crate::fault::{Injector, baggage_without};
 use crate::grpc::deadline::{Inherited, MaybeScoped, ScenarioVetted, Withheld};
