@@ -223,16 +223,15 @@
 //!   trace; the same event is on its span.
 
 mod consumer;
+mod delivery;
 mod headers;
 mod producer;
 mod settings;
 
 pub use consumer::{Consumer, STOPPED_ERROR_TYPE, StartError};
+pub use delivery::{CallResult, Classify, Delivery, Error, Kind, RecordResult, default_classify};
 pub use headers::{extract_context, inject_context};
-pub use producer::{
-    CallResult, Classify, Delivery, Error, Kind, NewError, Producer, Record, RecordResult,
-    default_classify,
-};
+pub use producer::{NewError, Producer, Record};
 // Not inlined: rdkafka's own docs link to its other items, which are not
 // this crate's (they would render as text here).
 #[doc(no_inline)]
