@@ -1,7 +1,6 @@
 //! `Publisher`: publishes with confirms, each publish a call of the shared
 //! attempt loop ([`crate::call`]).
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::future::Future;
@@ -12,12 +11,12 @@ use amqprs::callbacks::{ChannelCallback, DefaultConnectionCallback};
 use amqprs::channel::{BasicPublishArguments, Channel, ConfirmSelectArguments};
 use amqprs::connection::{Connection, OpenConnectionArguments};
 use amqprs::tls::TlsAdaptor;
-use amqprs::{Ack, BasicProperties, Cancel, CloseChannel, FieldTable, Nack, Return};
+use amqprs::{Ack, BasicProperties, Cancel, CloseChannel, Nack, Return};
 use opentelemetry::global::BoxedTracer;
 use opentelemetry::logs::Severity;
 use opentelemetry::metrics::{Counter, Histogram};
 use opentelemetry::propagation::TextMapPropagator;
-use opentelemetry::trace::{SpanBuilder, SpanKind, Status, TraceContextExt as _, Tracer as _};
+use opentelemetry::trace::{SpanBuilder, SpanKind, Status, TraceContextExt as _};
 use opentelemetry::{Context, KeyValue};
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
@@ -25,10 +24,6 @@ use tokio::time::Instant;
 use super::error::{PublishError, PublishErrorKind};
 use super::publisher_settings::PublisherSettings;
 use super::uri::AmqpUri;
-use crate::call::{Attempt, Classification, Core, Transport};
-use crate::circuit::Rejected;
-use crate::fault::InjectedError;
-use crate::fault::strip::BAGGAGE;
 use crate::grpc::deadline::Inherited;
 use crate::grpc::server::SettingsError;
 use crate::telemetry::names::{
@@ -38,10 +33,11 @@ use crate::telemetry::names::{
     MESSAGING_OPERATION_TYPE_SEND, MESSAGING_RABBITMQ_ROUTING_KEY, MESSAGING_SYSTEM,
     MESSAGING_SYSTEM_RABBITMQ, RABBITMQ_SCOPE, SERVER_ADDRESS, SERVER_PORT,
 };
-use crate::telemetry::{
-    BoxedLogger, ClientRecorder, FieldTableInjector, scope, to_header_map, write_back,
-};
+use crate::telemetry::{BoxedLogger, ClientRecorder, scope};
 use crate::{Setup, circuit, fault, grpc, retry, telemetry};
+
+mod call;
+use call::PublishCall;
 
 /// A resilient publisher to one RabbitMQ broker: every publish waits for
 /// the broker's confirm, runs on the shared attempt loop (the breaker, the
@@ -752,356 +748,5 @@ impl Drop for PublishSpan {
                 "the publish was dropped before it ended".to_owned(),
             )));
         }
-    }
-}
-
-/// One publish, the transport of the attempt loop ([`crate::call`]).
-struct PublishCall<'a> {
-    inner: &'a Inner,
-    cx: Context,
-    started: Instant,
-    deadline: Option<Instant>,
-    exchange: Arc<str>,
-    routing_key: Arc<str>,
-    properties: BasicProperties,
-    /// The body; the last attempt takes it (a copy is sent while another
-    /// may follow).
-    body: Option<Vec<u8>>,
-}
-
-impl<'a> PublishCall<'a> {
-    fn new(
-        inner: &'a Inner,
-        cx: Context,
-        inherited: Option<Instant>,
-        exchange: String,
-        routing_key: String,
-        properties: BasicProperties,
-        body: Vec<u8>,
-    ) -> PublishCall<'a> {
-        let started = Instant::now();
-        let own = started.checked_add(inner.settings.timeout);
-        let deadline = match (own, inherited) {
-            (Some(own), Some(inherited)) => Some(own.min(inherited)),
-            (own, inherited) => own.or(inherited),
-        };
-        PublishCall {
-            inner,
-            cx,
-            started,
-            deadline,
-            exchange: Arc::from(exchange),
-            routing_key: Arc::from(routing_key),
-            properties,
-            body: Some(body),
-        }
-    }
-
-    fn error(&self, kind: PublishErrorKind, detail: impl Into<String>) -> PublishError {
-        // `exchange:routing key`, what every error names (made only for an
-        // error: a publish that is confirmed never needs it).
-        let point = Publisher::point(&self.exchange, &self.routing_key);
-        let destination: Arc<str> = match point.strip_prefix("rabbitmq:") {
-            Some(d) => Arc::from(d),
-            None => Arc::from("the default exchange"),
-        };
-        PublishError::new(kind, &destination, detail)
-    }
-
-    /// The message's headers for an attempt: the caller's, with the
-    /// attempt's trace context and the call's baggage written over the
-    /// propagator's fields, the scenario stripped unless `forward_scenario`.
-    /// `None` when the message has no headers and nothing is to be
-    /// written (no propagator fields): its properties are sent as given.
-    fn headers(&self, span: &PublishSpan) -> Option<FieldTable> {
-        let inner = self.inner;
-        let mut headers = self.properties.headers().cloned().unwrap_or_default();
-        let propagator = &inner.telemetry.propagator;
-        for field in propagator.fields() {
-            if let Ok(name) = amqprs::FieldName::try_from(field) {
-                headers.remove(&name);
-            }
-        }
-        let stripped = if inner.faults.reads_scenarios() && !inner.settings.forward_scenario {
-            inner.faults.strip(&span.cx)
-        } else {
-            None
-        };
-        let mut injector = FieldTableInjector(&mut headers);
-        match stripped {
-            Some(cx) if span.traced => {
-                let span_context = span.cx.span().span_context().clone();
-                propagator
-                    .inject_context(&cx.with_remote_span_context(span_context), &mut injector);
-            }
-            Some(cx) => propagator.inject_context(&cx, &mut injector),
-            None => propagator.inject_context(&span.cx, &mut injector),
-        }
-        // A `baggage` header the caller wrote (kept where the propagator
-        // writes none) is stripped as a server strips it.
-        if inner.faults.reads_scenarios()
-            && !inner.settings.forward_scenario
-            && headers
-                .as_ref()
-                .keys()
-                .any(|k| k.as_ref().as_str().eq_ignore_ascii_case(BAGGAGE.as_str()))
-        {
-            let (mut map, _) = to_header_map(&headers);
-            if let Some(stripped) = inner.faults.strip_headers(&mut map) {
-                stripped.record(&span.cx.span());
-                write_back(&mut headers, &map, [BAGGAGE.as_str()]);
-            }
-        }
-        if headers.as_ref().is_empty() && self.properties.headers().is_none() {
-            return None;
-        }
-        Some(headers)
-    }
-}
-
-impl Transport for PublishCall<'_> {
-    type Output = ();
-    type Error = PublishError;
-    type Span = PublishSpan;
-    type Prepared = Vec<u8>;
-
-    fn core(&self) -> Core<'_> {
-        let inner = self.inner;
-        Core {
-            budget: &inner.budget,
-            backoff: &inner.backoff,
-            recorder: &inner.recorder,
-            faults: &inner.faults,
-            max_attempts: inner.settings.max_attempts,
-            backoff_max: inner.settings.backoff_max,
-        }
-    }
-
-    fn context(&self) -> &Context {
-        &self.cx
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        self.deadline
-    }
-
-    fn started(&self) -> Option<Instant> {
-        Some(self.started)
-    }
-
-    fn attempt_timeout(&self) -> Option<Duration> {
-        Some(self.inner.settings.attempt_timeout)
-    }
-
-    fn point(&self) -> Cow<'static, str> {
-        // Asked only when failure injection is on.
-        Cow::Owned(Publisher::point(&self.exchange, &self.routing_key))
-    }
-
-    fn is_closed(&self) -> bool {
-        *self.inner.closed.borrow()
-    }
-
-    fn closed(&self) -> impl Future<Output = ()> + Send + '_ {
-        let mut closed = self.inner.closed.subscribe();
-        async move {
-            let _ = closed.wait_for(|c| *c).await;
-        }
-    }
-
-    fn start(&self, _attempt: u32) -> PublishSpan {
-        let instruments = &self.inner.telemetry;
-        let (cx, traced) = match &instruments.tracer {
-            Some(tracer) => {
-                let builder = instruments.span_builder(
-                    &self.exchange,
-                    &self.routing_key,
-                    self.properties.message_id().map(String::as_str),
-                );
-                let span = tracer.build_with_context(builder, &self.cx);
-                (self.cx.with_span(span), true)
-            }
-            None => (self.cx.clone(), false),
-        };
-        PublishSpan {
-            instruments: Arc::clone(instruments),
-            cx,
-            traced,
-            exchange: Arc::clone(&self.exchange),
-            started: instruments.duration.as_ref().map(|_| Instant::now()),
-            sent: false,
-            ended: false,
-        }
-    }
-
-    fn span_context(span: &PublishSpan) -> &Context {
-        &span.cx
-    }
-
-    fn end(&self, mut span: PublishSpan, result: Result<&(), &PublishError>) {
-        match result {
-            Ok(()) => span.finish(None),
-            Err(e) => span.finish(Some((e.error_type(), e.to_string()))),
-        }
-    }
-
-    /// A copy of the body while another attempt may follow; else the body
-    /// itself.
-    fn prepare(&mut self, attempt: Attempt) -> Vec<u8> {
-        if attempt.n >= self.inner.settings.max_attempts
-            && let Some(body) = self.body.take()
-        {
-            return body;
-        }
-        self.body.clone().unwrap_or_default()
-    }
-
-    fn send<'s>(
-        &'s self,
-        _attempt: Attempt,
-        body: Vec<u8>,
-        span: &'s mut PublishSpan,
-    ) -> impl Future<Output = Result<(), PublishError>> + Send + 's {
-        let mut properties = self.properties.clone();
-        if let Some(headers) = self.headers(span) {
-            properties.with_headers(headers);
-        }
-        // Boxed: the send and its confirm's wait (amqprs's publish frame
-        // among them) would otherwise make the call's state several KB,
-        // copied as it is built; one allocation per attempt is cheaper.
-        Box::pin(async move {
-            let (rx, _guard) = self
-                .inner
-                .send(
-                    self,
-                    &self.exchange,
-                    &self.routing_key,
-                    properties,
-                    body,
-                    &mut span.sent,
-                )
-                .await?;
-            match rx.await {
-                Ok(Confirm::Ack) => Ok(()),
-                Ok(Confirm::Nack) => Err(self.error(
-                    PublishErrorKind::Nacked,
-                    "the broker nacked the message",
-                )),
-                Ok(Confirm::Returned { code, text }) => Err(self
-                    .error(
-                        PublishErrorKind::Unroutable,
-                        format!("the broker returned the message as unroutable ({code} {text}): no queue is bound for it"),
-                    )
-                    .with_reply_code(code)),
-                Ok(Confirm::Closed { code, text }) => {
-                    let kind = if matches!(code, 403 | 404 | 406) {
-                        PublishErrorKind::Refused
-                    } else {
-                        PublishErrorKind::Connection
-                    };
-                    Err(self
-                        .error(kind, format!("the broker closed the channel: {code} {text}"))
-                        .with_reply_code(code))
-                }
-                Err(_) => Err(self.error(
-                    PublishErrorKind::Connection,
-                    format!(
-                        "the connection to {} was lost before the confirm",
-                        self.inner.addr
-                    ),
-                )),
-            }
-        })
-    }
-
-    fn classify(
-        &self,
-        result: Result<&(), &PublishError>,
-        deadline_passed: bool,
-    ) -> Classification {
-        match result {
-            Err(_) if deadline_passed => Classification::stop(circuit::Outcome::Failure),
-            Ok(()) => self.inner.settings.classify.classify(Ok(())),
-            Err(e) => self.inner.settings.classify.classify(Err(e)),
-        }
-    }
-
-    fn is_resendable(&self) -> bool {
-        true
-    }
-
-    fn finish(
-        &self,
-        result: Result<(), PublishError>,
-        _decision: retry::Decision,
-        deadline_passed: bool,
-    ) -> Result<(), PublishError> {
-        match result {
-            Err(e)
-                if deadline_passed
-                    && !matches!(
-                        e.kind(),
-                        PublishErrorKind::Timeout
-                            | PublishErrorKind::Unroutable
-                            | PublishErrorKind::Refused
-                    ) =>
-            {
-                Err(self.error(
-                    PublishErrorKind::Timeout,
-                    format!("no confirm within the call's deadline; the last attempt: {e}"),
-                ))
-            }
-            result => result,
-        }
-    }
-
-    fn rejected(&self, _attempt: u32, rejected: Rejected) -> PublishError {
-        let error = self.error(PublishErrorKind::Rejected, rejected.to_string());
-        let mut span = self.start(0);
-        span.finish(Some((error.error_type(), error.to_string())));
-        self.inner.recorder.record_rejected_call();
-        error
-    }
-
-    fn expired(&self) -> PublishError {
-        self.error(
-            PublishErrorKind::Timeout,
-            "the call's deadline had passed before its first attempt: nothing was sent",
-        )
-    }
-
-    fn deadline_exceeded(&self) -> PublishError {
-        self.error(
-            PublishErrorKind::Timeout,
-            "no confirm within the call's deadline",
-        )
-    }
-
-    fn attempt_timed_out(&self, after: Duration, injected: Option<InjectedError>) -> PublishError {
-        let e = self.error(
-            PublishErrorKind::AttemptTimeout,
-            format!("no confirm within attempt_timeout {after:?}"),
-        );
-        match injected {
-            Some(injected) => e.with_injected(injected),
-            None => e,
-        }
-    }
-
-    /// An abort is marked as a lost connection (nothing was sent), so both
-    /// classifiers decide it the same; a delay cut short is the deadline's
-    /// or the close's.
-    fn injected(&self, injected: InjectedError) -> PublishError {
-        let kind = match injected.cause() {
-            None => PublishErrorKind::Connection,
-            Some(fault::Cause::DeadlineExceeded) => PublishErrorKind::Timeout,
-            Some(fault::Cause::Canceled) => PublishErrorKind::Closed,
-        };
-        self.error(kind, format!("fit: {injected}"))
-            .with_injected(injected)
-    }
-
-    fn closing(&self) -> PublishError {
-        self.error(PublishErrorKind::Closed, "the publisher is closed")
     }
 }
