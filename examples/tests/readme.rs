@@ -133,9 +133,9 @@ mod bin {
     async fn main() -> Exit {
         humus::App::new()
             .run(|setup| async move {
-                // LEDGER_ADDR=ledger:50051 GRPC_ADDR=0.0.0.0:50051 GRPC_PLAINTEXT=true
+                // LEDGER_ADDR=ledger:50051 WALLET_ADDR=0.0.0.0:50051 WALLET_PLAINTEXT=true
                 let (ledger, api) =
-                    app::from_env(|env| (env.client("LEDGER_"), env.server("GRPC_")))?;
+                    app::from_env(|env| (env.client("LEDGER_"), env.server("WALLET_")))?;
                 let client = Client::new(&setup, ledger)?; // dials nothing yet
                 let health = Health::new().readiness(client.connected());
                 let wallet = Wallet {

@@ -230,8 +230,16 @@ fn a_misspelled_variable_of_a_group_is_named() {
     let message = err.to_string();
     assert!(
         message.contains(
-            "LEDGER_TIMOUT: is set, but no setting of the LEDGER_ group has this name: check its spelling"
+            "LEDGER_TIMOUT: is set, but no setting of the LEDGER_ group has this name: did you mean LEDGER_TIMEOUT?"
         ),
+        "{message}"
+    );
+    assert!(
+        message.contains("LEDGER_BREAKER_OPENFOR: is set, but no setting of the LEDGER_ group has this name: did you mean LEDGER_BREAKER_OPEN_FOR?"),
+        "{message}"
+    );
+    assert!(
+        message.contains("give the group a prefix of the service's own"),
         "{message}"
     );
 

@@ -63,6 +63,8 @@ pub struct Env {
     prefixes: BTreeSet<String>,
     /// The variables read so far, by a group or by [`Env::get`].
     used: RefCell<BTreeSet<String>>,
+    /// The variables of the fields of the groups read so far.
+    known: BTreeSet<String>,
 }
 
 impl Env {
@@ -89,6 +91,7 @@ impl Env {
             bad: Vec::new(),
             prefixes: BTreeSet::new(),
             used: RefCell::default(),
+            known: BTreeSet::new(),
         }
     }
 
@@ -225,10 +228,14 @@ impl Env {
                     .iter()
                     .filter(|p| !p.is_empty() && name.starts_with(p.as_str()))
                     .max_by_key(|p| p.len())?;
+                let hint = match nearest(name, self.known.iter().filter(|k| k.starts_with(prefix.as_str()))) {
+                    Some(near) => format!("did you mean {near}?"),
+                    None => "check its spelling (a section's field is the section's name, '_', then the field's)".to_owned(),
+                };
                 Some(VarError {
                     name: name.clone(),
                     problem: format!(
-                        "is set, but no setting of the {prefix} group has this name: check its spelling (a section's field is the section's name, '_', then the field's: {prefix}BREAKER_OPEN_FOR), or unset it"
+                        "is set, but no setting of the {prefix} group has this name: {hint}; or unset it, or, if another program sets it, give the group a prefix of the service's own"
                     ),
                 })
             })
@@ -247,7 +254,12 @@ impl Env {
         check: impl FnOnce(&mut T) -> Vec<(&'static str, String)>,
     ) -> T {
         self.prefixes.insert(prefix.to_owned());
-        let (read, mut bad) = read_group::<T>(&self.vars, prefix, &mut self.used.borrow_mut());
+        let (read, mut bad) = read_group::<T>(
+            &self.vars,
+            prefix,
+            &mut self.used.borrow_mut(),
+            &mut self.known,
+        );
         let Some(mut read) = read else {
             self.bad.append(&mut bad);
             return T::default();
@@ -327,6 +339,35 @@ impl fmt::Display for EnvError {
 
 impl std::error::Error for EnvError {}
 
+/// The name among `known` nearest to `name`, if it is near enough to be
+/// a misspelling of it: at most 2 edits, or a quarter of its length.
+fn nearest<'k>(name: &str, known: impl Iterator<Item = &'k String>) -> Option<&'k str> {
+    let most = (name.len() / 4).max(2);
+    known
+        .map(|k| (edits(name, k), k))
+        .filter(|(d, _)| *d <= most)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k.as_str())
+}
+
+/// The Levenshtein distance between `a` and `b`, by bytes.
+fn edits(a: &str, b: &str) -> usize {
+    let b = b.as_bytes();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, &ca) in a.as_bytes().iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (diagonal + usize::from(ca != cb))
+                .min(row[j] + 1)
+                .min(above + 1);
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
 /// The variable of a field (or a section) under `prefix`.
 fn var_name(prefix: &str, field: &str) -> String {
     format!("{prefix}{}", field.to_ascii_uppercase())
@@ -345,12 +386,14 @@ fn read_group<T: DeserializeOwned>(
     vars: &BTreeMap<String, String>,
     prefix: &str,
     used: &mut BTreeSet<String>,
+    known: &mut BTreeSet<String>,
 ) -> (Option<T>, Vec<VarError>) {
     let mut pass = Pass {
         vars,
         skip: BTreeSet::new(),
         stand_in: BTreeSet::new(),
         used: RefCell::default(),
+        known: RefCell::default(),
     };
     let mut bad: Vec<VarError> = Vec::new();
     loop {
@@ -364,6 +407,7 @@ fn read_group<T: DeserializeOwned>(
         match T::deserialize(top) {
             Ok(read) => {
                 used.extend(pass.used.take());
+                known.extend(pass.known.take());
                 return (Some(read), bad);
             }
             Err(DeError::Var {
@@ -384,6 +428,7 @@ fn read_group<T: DeserializeOwned>(
                 };
                 if !next {
                     used.extend(pass.used.take());
+                    known.extend(pass.known.take());
                     return (None, bad);
                 }
             }
@@ -393,6 +438,7 @@ fn read_group<T: DeserializeOwned>(
                     problem: "not set".to_owned(),
                 });
                 used.extend(pass.used.take());
+                known.extend(pass.known.take());
                 return (None, bad);
             }
             Err(DeError::Other(problem)) => {
@@ -403,6 +449,7 @@ fn read_group<T: DeserializeOwned>(
                     problem,
                 });
                 used.extend(pass.used.take());
+                known.extend(pass.known.take());
                 return (None, bad);
             }
         }
@@ -417,6 +464,9 @@ struct Pass<'a> {
     stand_in: BTreeSet<String>,
     /// The variables read, set or found bad.
     used: RefCell<BTreeSet<String>>,
+    /// The variable of every field of the structs read: the names a
+    /// misspelled variable is compared with.
+    known: RefCell<BTreeSet<String>>,
 }
 
 impl Pass<'_> {
@@ -437,6 +487,7 @@ impl Pass<'_> {
     /// if the struct has that field, else `breaker`'s).
     fn present(&self, prefix: &str, fields: &'static [&'static str]) -> Vec<&'static str> {
         let names: Vec<String> = fields.iter().map(|f| var_name(prefix, f)).collect();
+        self.known.borrow_mut().extend(names.iter().cloned());
         let mut present = vec![false; fields.len()];
         for (i, name) in names.iter().enumerate() {
             if self.stand_in.contains(name) {

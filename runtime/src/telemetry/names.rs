@@ -184,7 +184,7 @@ pub const OTHER_ERROR_TYPE: &str = "_OTHER";
 /// [`MESSAGING_PROCESS_DURATION`], and of the publisher's PRODUCER spans,
 /// [`MESSAGING_CLIENT_OPERATION_DURATION`] and
 /// [`MESSAGING_CLIENT_SENT_MESSAGES`]: the messaging semantic-convention
-/// instrumentation of [`rabbitmq`](crate::rabbitmq) (feature `rabbitmq`).
+/// instrumentation of `humus::rabbitmq` (feature `rabbitmq`).
 pub const RABBITMQ_SCOPE: &str = "humus::rabbitmq::otel";
 /// `messaging.system`: the messaging system, such as
 /// [`MESSAGING_SYSTEM_RABBITMQ`].
@@ -193,8 +193,8 @@ pub const MESSAGING_SYSTEM: &str = "messaging.system";
 pub const MESSAGING_SYSTEM_RABBITMQ: &str = "rabbitmq";
 /// The instrumentation scope of each Kafka record's CONSUMER span, of
 /// [`MESSAGING_PROCESS_DURATION`] and of the consumer's log records: the
-/// messaging semantic-convention instrumentation of
-/// [`kafka`](crate::kafka).
+/// messaging semantic-convention instrumentation of `humus::kafka`
+/// (feature `kafka`).
 pub const KAFKA_SCOPE: &str = "humus::kafka::otel";
 /// The [`MESSAGING_SYSTEM`] of Kafka: `kafka`.
 pub const MESSAGING_SYSTEM_KAFKA: &str = "kafka";
