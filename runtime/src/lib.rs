@@ -113,9 +113,10 @@
 //! | `kafka` | `humus::kafka` | C and C++ compilers and make: librdkafka is built from rdkafka's bundled source (a few minutes the first time) |
 //! | `rabbitmq` | `humus::rabbitmq` | nothing more (amqprs is pure Rust) |
 //!
-//! None is on by default. docs.rs documents every feature and marks each
-//! gated item with its feature; locally, `cargo doc --open --features
-//! humus/testing` (or `--all-features` in this repository).
+//! None is on by default. To read the docs of a feature's items, `cargo
+//! doc --open --features humus/testing` (or `--all-features` in this
+//! repository); built with `--cfg docsrs`, each gated item is marked with
+//! its feature.
 //!
 //! # Where to read next
 //!
