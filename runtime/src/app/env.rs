@@ -396,7 +396,7 @@ fn read_group<T: DeserializeOwned>(
         known: RefCell::default(),
     };
     let mut bad: Vec<VarError> = Vec::new();
-    loop {
+    let read = loop {
         let top = Field {
             pass: &pass,
             name: format!("{prefix}*"),
@@ -406,9 +406,7 @@ fn read_group<T: DeserializeOwned>(
         };
         match T::deserialize(top) {
             Ok(read) => {
-                used.extend(pass.used.take());
-                known.extend(pass.known.take());
-                return (Some(read), bad);
+                break Some(read);
             }
             Err(DeError::Var {
                 name,
@@ -427,9 +425,7 @@ fn read_group<T: DeserializeOwned>(
                     !pass.stand_in.contains(&name) && pass.skip.insert(name)
                 };
                 if !next {
-                    used.extend(pass.used.take());
-                    known.extend(pass.known.take());
-                    return (None, bad);
+                    break None;
                 }
             }
             Err(DeError::Missing(field)) => {
@@ -437,9 +433,7 @@ fn read_group<T: DeserializeOwned>(
                     name: var_name(prefix, field),
                     problem: "not set".to_owned(),
                 });
-                used.extend(pass.used.take());
-                known.extend(pass.known.take());
-                return (None, bad);
+                break None;
             }
             Err(DeError::Other(problem)) => {
                 // Refused as a whole (a check of the struct's own across
@@ -448,12 +442,13 @@ fn read_group<T: DeserializeOwned>(
                     name: format!("{prefix}*"),
                     problem,
                 });
-                used.extend(pass.used.take());
-                known.extend(pass.known.take());
-                return (None, bad);
+                break None;
             }
         }
-    }
+    };
+    used.extend(pass.used.take());
+    known.extend(pass.known.take());
+    (read, bad)
 }
 
 /// One pass over the variables: those found bad are skipped, and those

@@ -430,8 +430,7 @@ pub(crate) fn breaker_checks(
 }
 
 /// Writes the bad fields of a settings error as each of them lists them:
-/// `field problem; field problem`.
-#[cfg(feature = "kafka")]
+/// `field problem; field problem`: every transport's settings error.
 pub(crate) fn write_problems(
     f: &mut std::fmt::Formatter<'_>,
     problems: &[(&'static str, String)],

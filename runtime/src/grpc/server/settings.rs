@@ -466,13 +466,7 @@ impl fmt::Display for SettingsError {
         } else {
             write!(f, "invalid {} settings of {}: ", self.of, self.addr)?;
         }
-        for (i, (field, problem)) in self.problems.iter().enumerate() {
-            if i > 0 {
-                f.write_str("; ")?;
-            }
-            write!(f, "{field} {problem}")?;
-        }
-        Ok(())
+        crate::call::settings::write_problems(f, &self.problems)
     }
 }
 

@@ -273,13 +273,7 @@ impl fmt::Display for NewError {
             write!(f, " of {addr}")?;
         }
         f.write_str(": ")?;
-        for (i, (field, problem)) in self.problems.iter().enumerate() {
-            if i > 0 {
-                f.write_str("; ")?;
-            }
-            write!(f, "{field} {problem}")?;
-        }
-        Ok(())
+        crate::call::settings::write_problems(f, &self.problems)
     }
 }
 
