@@ -204,7 +204,9 @@ use humus::fault::{self, Fault, Rule, Scenario, jsonscenario};
 use humus::kafka::{Consumer, ConsumerSettings, Message as _, OwnedMessage};
 use opentelemetry::Context;
 use opentelemetry::propagation::TextMapPropagator;
-use opentelemetry::trace::{Span as _, SpanKind, TraceContextExt, Tracer, TracerProvider as _};
+use opentelemetry::trace::{
+    Span as _, SpanKind, TraceContextExt, TraceId, Tracer, TracerProvider as _,
+};
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::DefaultProducerContext;
 use tokio::net::TcpListener;
@@ -1337,12 +1339,20 @@ impl Run {
         Ok(())
     }
 
-    async fn fault_scenario(&mut self) {
-        const NAME: &str = "fault scenario";
-        const SAYS: &str =
-            "one request carries a failure scenario in its baggage: only that request fails";
-        self.begin(NAME, SAYS);
-        let point = "grpc:ledger.v1.Ledger/Transfer";
+    /// Sends `n` payments of `cents` at once, `{prefix}-1` to `{prefix}-{n}`;
+    /// payment number `faulted` carries, vouched for by the gateway's token,
+    /// a scenario aborting `point`, in a trace of its own whose root span is
+    /// `span`. Each payment's id and answer, the faulted one's id, and its
+    /// trace.
+    async fn pay_with_one_aborted(
+        &self,
+        prefix: &str,
+        n: usize,
+        cents: i64,
+        faulted: usize,
+        point: &str,
+        span: &'static str,
+    ) -> (Vec<(String, Answer)>, String, TraceId) {
         let codec = jsonscenario::Codec::new(wallet::SCENARIO_KEY).expect("a valid key");
         let scenario = Scenario::new([Rule::new(
             point,
@@ -1351,25 +1361,22 @@ impl Run {
                 abort: true,
             },
         )]);
-        // The faulted request is its own trace, so its spans can be told
-        // apart from the others'.
         let tracer = self
             .recording
             .tracer_provider()
             .tracer("humus-examples/walkthrough");
-        let root = tracer.start("walkthrough fault scenario request");
+        let root = tracer.start(span);
         let trace_id = root.span_context().trace_id();
         let cx = Context::new().with_span(root);
         let cx = fault::with_scenario(&cx, &codec, &scenario).expect("a small scenario encodes");
-        let faulted = "fault-5";
-
-        let calls = (1..=10).map(|i| {
-            let id = format!("fault-{i}");
+        let faulted = format!("{prefix}-{faulted}");
+        let calls = (1..=n).map(|i| {
+            let id = format!("{prefix}-{i}");
             let mut request = self.request(pb::SendRequest {
                 request_id: id.clone(),
                 from: "alice".into(),
                 to: "bob".into(),
-                cents: 10,
+                cents,
             });
             if id == faulted {
                 wallet::propagator()
@@ -1385,6 +1392,28 @@ impl Run {
         });
         let answers: Vec<(String, Answer)> = futures_util::future::join_all(calls).await;
         cx.span().end();
+        (answers, faulted, trace_id)
+    }
+
+    async fn fault_scenario(&mut self) {
+        const NAME: &str = "fault scenario";
+        const SAYS: &str =
+            "one request carries a failure scenario in its baggage: only that request fails";
+        self.begin(NAME, SAYS);
+        let point = "grpc:ledger.v1.Ledger/Transfer";
+        // The faulted request is its own trace, so its spans can be told
+        // apart from the others'.
+        let (answers, faulted, trace_id) = self
+            .pay_with_one_aborted(
+                "fault",
+                10,
+                10,
+                5,
+                point,
+                "walkthrough fault scenario request",
+            )
+            .await;
+        let faulted = faulted.as_str();
         let failed: Vec<&str> = answers
             .iter()
             .filter(|(_, a)| a.is_err())
@@ -1456,45 +1485,17 @@ impl Run {
         const PAYMENTS: usize = 10;
         self.begin(NAME, SAYS);
         let point = format!("kafka:{}", wallet::TRANSFERS_TOPIC);
-        let codec = jsonscenario::Codec::new(wallet::SCENARIO_KEY).expect("a valid key");
-        let scenario = Scenario::new([Rule::new(
-            point.as_str(),
-            Fault {
-                delay: Duration::ZERO,
-                abort: true,
-            },
-        )]);
-        let tracer = self
-            .recording
-            .tracer_provider()
-            .tracer("humus-examples/walkthrough");
-        let root = tracer.start("walkthrough kafka scenario request");
-        let trace_id = root.span_context().trace_id();
-        let cx = Context::new().with_span(root);
-        let cx = fault::with_scenario(&cx, &codec, &scenario).expect("a small scenario encodes");
-        let faulted = "event-4";
-
-        let calls = (1..=PAYMENTS).map(|i| {
-            let id = format!("event-{i}");
-            let mut request = self.request(pb::SendRequest {
-                request_id: id.clone(),
-                from: "alice".into(),
-                to: "bob".into(),
-                cents: 5,
-            });
-            if id == faulted {
-                wallet::propagator()
-                    .inject_context(&cx, &mut MetadataInjector(request.metadata_mut()));
-                request.metadata_mut().insert(
-                    wallet::SCENARIO_TOKEN_HEADER,
-                    GATEWAY_TOKEN.parse().expect("a valid header value"),
-                );
-            }
-            let mut wallet = self.wallet.clone();
-            async move { (id, wallet.send(request).await.map(|_| ())) }
-        });
-        let answers: Vec<(String, Answer)> = futures_util::future::join_all(calls).await;
-        cx.span().end();
+        let (answers, faulted, trace_id) = self
+            .pay_with_one_aborted(
+                "event",
+                PAYMENTS,
+                5,
+                4,
+                &point,
+                "walkthrough kafka scenario request",
+            )
+            .await;
+        let faulted = faulted.as_str();
         let failed: Vec<&str> = answers
             .iter()
             .filter(|(_, a)| a.is_err())
