@@ -332,7 +332,7 @@ impl Client {
             let message = match stream.message().await {
                 Ok(Some(message)) => message,
                 // Counted as INTERNAL by the stream's end: see `Streaming`.
-                Ok(None) => return Err(super::stream::missing_response()),
+                Ok(None) => return Err(super::stream_end::missing_response()),
                 Err(status) => return Err(status),
             };
             let mut metadata = headers.into_headers();

@@ -197,6 +197,7 @@ pub(crate) use crate::call::settings::{
     BreakerSection, BudgetSection, breaker_of, budget_of, section_checks,
 };
 mod stream;
+mod stream_end;
 mod unary;
 
 pub use channel::{

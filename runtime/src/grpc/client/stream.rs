@@ -3,35 +3,17 @@
 //! by a retried open as long as nothing has read it ([design](crate::design::client#streams)).
 
 use std::fmt;
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use futures_util::{FutureExt, Stream};
-use tokio::time::{Instant, Sleep};
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 
-use super::connection::{ClosedFlag, closing, transport_status};
-use crate::grpc::deadline::{Bound, Deadline};
-
-/// How a stream that opened ended, as its settle function is told.
-pub(super) enum End<'a> {
-    /// The stream's clean end (or a client-streaming call's one response),
-    /// with its trailer.
-    Finished(&'a MetadataMap),
-    /// The stream ended with this error, after it opened.
-    Failed(&'a Status),
-    /// The stream's deadline passed before it ended.
-    DeadlinePassed,
-    /// The client's connection was closed (`Setup::stop`).
-    Closed,
-}
-
-/// Counts a stream's end: called at most once, when the stream ends. A
-/// stream dropped before its end never calls it, and counts nothing.
-pub(super) type Settle = Box<dyn for<'a> FnOnce(End<'a>) + Send>;
+use super::connection::ClosedFlag;
+use super::stream_end::{Settle, StreamEnd};
+use crate::grpc::deadline::Deadline;
 
 /// A stream of responses from a server- or bidirectional-streaming call.
 ///
@@ -81,31 +63,16 @@ pub(super) type Settle = Box<dyn for<'a> FnOnce(End<'a>) + Send>;
 ///
 /// Design: [streams](crate::design::client#streams).
 pub struct Streaming<T> {
-    /// Dropped (which cancels the HTTP/2 stream) once it ends at its
-    /// deadline.
-    inner: Option<tonic::Streaming<T>>,
-    settle: Option<Settle>,
-    deadline: Option<Pin<Box<Sleep>>>,
-    /// The deadline: which bound it is (its status names it), and how
-    /// early a drop is still its.
-    limit: Option<Deadline>,
-    /// The client's connection's close: it fails the IO under the stream,
-    /// which wakes it, and the flag tells that error from a broken
-    /// connection's.
-    closed: ClosedFlag,
+    /// The stream on the wire and its end, settled once.
+    end: StreamEnd<tonic::Streaming<T>>,
     trailers: Option<MetadataMap>,
-    ended: bool,
-    /// A client-streaming call's: its stream must carry one message.
-    one_response: bool,
-    /// Whether a message has arrived.
-    received: bool,
 }
 
 impl<T> fmt::Debug for Streaming<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Streaming")
-            .field("ended", &self.ended)
-            .field("deadline", &self.deadline.as_ref().map(|d| d.deadline()))
+            .field("ended", &self.end.is_ended())
+            .field("deadline", &self.end.deadline())
             .finish_non_exhaustive()
     }
 }
@@ -118,45 +85,16 @@ impl<T> Streaming<T> {
         closed: ClosedFlag,
     ) -> Streaming<T> {
         Streaming {
-            inner: Some(inner),
-            settle: Some(settle),
-            deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d.at))),
-            limit: deadline,
-            closed,
+            end: StreamEnd::new(inner, settle, deadline, closed),
             trailers: None,
-            ended: false,
-            one_response: false,
-            received: false,
         }
     }
 
     /// Makes it the stream of a client-streaming call (`one`): a clean
     /// end with no message is the server's error, `INTERNAL`.
     pub(super) fn one_response(mut self, one: bool) -> Streaming<T> {
-        self.one_response = one;
+        self.end.one_response(one);
         self
-    }
-
-    fn end(&mut self, how: End<'_>) {
-        self.ended = true;
-        if let Some(settle) = self.settle.take() {
-            settle(how);
-        }
-    }
-
-    /// Whether the stream's deadline has passed.
-    fn deadline_passed(&self) -> bool {
-        self.deadline
-            .as_ref()
-            .is_some_and(|d| Instant::now() >= d.deadline())
-    }
-
-    /// Ends the stream at its deadline: counts it a failure, and cancels
-    /// the HTTP/2 stream (the server sees the call cancelled).
-    fn end_at_deadline(&mut self) -> Status {
-        self.end(End::DeadlinePassed);
-        self.inner = None;
-        deadline_exceeded(self.limit.map(|d| d.bound), self.closed.addr())
     }
 
     /// The next message, `None` at the end of the stream.
@@ -189,36 +127,14 @@ impl<T> Stream for Streaming<T> {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
-        if this.ended {
-            return Poll::Ready(None);
-        }
-        let Some(inner) = this.inner.as_mut() else {
+        let Some(inner) = this.end.wire() else {
             return Poll::Ready(None);
         };
         match Pin::new(&mut *inner).poll_next(cx) {
             Poll::Ready(Some(Ok(message))) => {
-                // A stream whose messages keep coming is never idle: its
-                // deadline is read with each of them.
-                if this.deadline_passed() {
-                    return Poll::Ready(Some(Err(this.end_at_deadline())));
-                }
-                this.received = true;
-                return Poll::Ready(Some(Ok(message)));
+                Poll::Ready(Some(this.end.message(true).map(|()| message)))
             }
-            Poll::Ready(Some(Err(status))) => {
-                // A close fails the connection's IO under the stream: that
-                // error is the close's.
-                if this.closed.is_closed() {
-                    this.end(End::Closed);
-                    return Poll::Ready(Some(Err(closing())));
-                }
-                let status = transport_status(status);
-                if this.deadline_passed() {
-                    return Poll::Ready(Some(Err(this.end_at_deadline())));
-                }
-                this.end(End::Failed(&status));
-                return Poll::Ready(Some(Err(status)));
-            }
+            Poll::Ready(Some(Err(status))) => Poll::Ready(Some(Err(this.end.failed(status)))),
             Poll::Ready(None) => {
                 // The stream has ended, so its trailer is already read:
                 // taking it completes at once.
@@ -228,81 +144,13 @@ impl<T> Stream for Streaming<T> {
                     .and_then(Result::ok)
                     .flatten()
                     .unwrap_or_default();
-                if this.one_response && !this.received {
-                    // A client-streaming call answered OK with no message:
-                    // the server broke the call, and it counts as the
-                    // INTERNAL the caller gets.
-                    let mut status = missing_response();
-                    *status.metadata_mut() = trailers.clone();
-                    this.end(End::Failed(&status));
-                    this.trailers = Some(trailers);
-                    return Poll::Ready(Some(Err(status)));
-                }
-                this.end(End::Finished(&trailers));
+                let end = this.end.finished(&trailers);
                 this.trailers = Some(trailers);
-                return Poll::Ready(None);
+                Poll::Ready(end.err().map(Err))
             }
-            Poll::Pending => {}
-        }
-        if let Some(deadline) = this.deadline.as_mut()
-            && deadline.as_mut().poll(cx).is_ready()
-        {
-            return Poll::Ready(Some(Err(this.end_at_deadline())));
-        }
-        if !this.closed.is_closed() {
-            return Poll::Pending;
-        }
-        this.end(End::Closed);
-        Poll::Ready(Some(Err(closing())))
-    }
-}
-
-impl<T> Drop for Streaming<T> {
-    /// A stream dropped before its end: at or after its deadline (within
-    /// [`DEADLINE_SLACK`](super::DEADLINE_SLACK)), such as one a served
-    /// RPC's handler holds when the server drops it at its deadline, it
-    /// ended by the deadline and counts as a failure; before, its caller
-    /// gave up, and it counts nothing.
-    fn drop(&mut self) {
-        if self.ended || self.settle.is_none() {
-            return;
-        }
-        let at_deadline = self
-            .limit
-            .is_some_and(|d| super::attempt::at_deadline(&d, Instant::now()));
-        if at_deadline {
-            self.end(End::DeadlinePassed);
+            Poll::Pending => this.end.poll_idle(cx).map(|status| Some(Err(status))),
         }
     }
-}
-
-/// The status of a client-streaming call whose server ended it OK without
-/// its one response message (tonic's message for it).
-pub(super) fn missing_response() -> Status {
-    Status::internal("Missing response message.")
-}
-
-/// The `DEADLINE_EXCEEDED` status of a call (or a stream) to the
-/// dependency at `addr` that the client ended at its deadline, naming the
-/// dependency and which bound the deadline was: `carts:9090: the call's
-/// deadline passed: the client's timeout setting, 10s`, `...: the
-/// request's own timeout (grpc-timeout), 500ms`, `...: the deadline
-/// inherited from the RPC being served (300ms left when the call was
-/// made), not the client's timeout setting`
-/// (the wording of the HTTP client's timeout error). Written only here,
-/// when the status is made; a call with a deadline always knows its bound
-/// (`None` writes the message alone).
-pub(super) fn deadline_exceeded(bound: Option<Bound>, addr: &str) -> Status {
-    const PASSED: &str = "the call's deadline passed";
-    Status::deadline_exceeded(match bound {
-        // The header's name too: it is what the caller set, directly or
-        // with tonic's `Request::set_timeout`.
-        Some(Bound::Request(d)) => {
-            format!("{addr}: {PASSED}: the request's own timeout (grpc-timeout), {d:?}")
-        }
-        Some(bound) => format!("{addr}: {PASSED}: {bound}"),
-        None => format!("{addr}: {PASSED}"),
-    })
 }
 
 /// Holds a call's request stream between the attempts to open it: each

@@ -26,7 +26,7 @@ use super::client::{GRPC_TIMEOUT, GRPC_TIMEOUT_HEADER, Inner};
 use super::connection::{Sender, closing};
 use super::decide::{StillConnecting, with_decision};
 use super::hooks::{AttemptSpan, Hooks};
-use super::stream::deadline_exceeded;
+use super::stream_end::deadline_exceeded;
 use super::{AttemptTimeout, CallState, DEADLINE_SLACK, Ended, Method, RpcKind, classify_attempt};
 use crate::call::{Call, Classification};
 use crate::circuit::Rejected;

@@ -19,7 +19,8 @@ use crate::grpc::client::client::{Inner, deadline, own_timeout};
 use crate::grpc::client::codec::PreEncoded;
 use crate::grpc::client::connection::{closing, never_processed, transport_status};
 use crate::grpc::client::hooks::{AttemptSpan, Hooks, call_context};
-use crate::grpc::client::stream::{End, Holder, Settle, Streaming, deadline_exceeded};
+use crate::grpc::client::stream::{Holder, Streaming};
+use crate::grpc::client::stream_end::{End, Settle, deadline_exceeded};
 use crate::grpc::client::{CallState, Ended, Method, classify_attempt};
 use crate::grpc::deadline::Deadline;
 

@@ -3,24 +3,21 @@
 //! breaker once, at its end ([`Live`]).
 
 use std::fmt;
-use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::HeaderMap;
 use http_body::{Body as _, Frame};
-use tokio::time::{Instant, Sleep};
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 
 use super::WireBody;
 use super::replay::Chunks;
 use super::trailer::end_status;
-use crate::grpc::client::attempt::at_deadline;
-use crate::grpc::client::connection::{ClosedFlag, closing, transport_status};
+use crate::grpc::client::connection::ClosedFlag;
 use crate::grpc::client::limit::Limited;
-use crate::grpc::client::stream::{End, Settle, deadline_exceeded, missing_response};
+use crate::grpc::client::stream_end::{Settle, StreamEnd};
 use crate::grpc::deadline::Deadline;
 
 /// The response body of a [`Channel`](super::Channel)'s call, as tonic's decoder reads
@@ -100,31 +97,20 @@ impl http_body::Body for ChannelBody {
     fn is_end_stream(&self) -> bool {
         match &self.kind {
             Kind::Read { trailers, .. } => trailers.is_none(),
-            Kind::Live(live) => live.ended,
+            Kind::Live(live) => live.end.is_ended(),
         }
     }
 }
 
 /// A stream's response body that settles its ticket once, at its end.
 pub(super) struct Live {
-    /// Dropped (which cancels the HTTP/2 stream) once it ends at its
-    /// deadline. A message over the client's decoding limit fails it
-    /// `ResourceExhausted`.
-    inner: Option<Limited<WireBody>>,
-    settle: Option<Settle>,
-    deadline: Option<Pin<Box<Sleep>>>,
-    /// The deadline: which bound it is (its status names it), and how
-    /// early a drop is still its.
-    limit: Option<Deadline>,
-    closed: ClosedFlag,
+    /// The body on the wire, and its end. A message over the client's
+    /// decoding limit fails it `ResourceExhausted`.
+    end: StreamEnd<Limited<WireBody>>,
     /// The HTTP status, for a trailer without `grpc-status`.
     http: http::StatusCode,
     /// A trailers-only OK: the status of the stream's end.
     trailers_only: Option<MetadataMap>,
-    ended: bool,
-    /// A client-streaming call's: its stream must carry one message.
-    one_response: bool,
-    received: bool,
 }
 
 impl Live {
@@ -140,129 +126,58 @@ impl Live {
             .contains_key("grpc-status")
             .then(|| MetadataMap::from_headers(parts.headers.clone()));
         Live {
-            inner: Some(inner),
-            settle: Some(settle),
-            deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d.at))),
-            limit: deadline,
-            closed,
+            end: StreamEnd::new(inner, settle, deadline, closed),
             http: parts.status,
             trailers_only,
-            ended: false,
-            one_response: false,
-            received: false,
         }
     }
 
     pub(super) fn one_response(mut self, one: bool) -> Live {
-        self.one_response = one;
+        self.end.one_response(one);
         self
-    }
-
-    fn end(&mut self, how: End<'_>) {
-        self.ended = true;
-        if let Some(settle) = self.settle.take() {
-            settle(how);
-        }
-    }
-
-    fn deadline_passed(&self) -> bool {
-        self.deadline
-            .as_ref()
-            .is_some_and(|d| Instant::now() >= d.deadline())
-    }
-
-    fn end_at_deadline(&mut self) -> Status {
-        self.end(End::DeadlinePassed);
-        self.inner = None;
-        deadline_exceeded(self.limit.map(|d| d.bound), self.closed.addr())
     }
 
     /// Counts the stream's clean end with `trailer` (its `grpc-status`,
     /// as tonic reads it).
     fn finish(&mut self, trailer: Option<&HeaderMap>) {
         match end_status(trailer, self.http) {
-            Ok(()) if self.one_response && !self.received => {
-                let mut status = missing_response();
-                if let Some(trailer) = trailer {
-                    *status.metadata_mut() = MetadataMap::from_headers(trailer.clone());
-                }
-                self.end(End::Failed(&status));
-            }
             Ok(()) => {
-                let empty = MetadataMap::new();
                 let trailer = trailer.map(|t| MetadataMap::from_headers(t.clone()));
-                self.end(End::Finished(trailer.as_ref().unwrap_or(&empty)));
+                // A missing response's status is tonic's decoder's to give
+                // the caller: here it is only counted.
+                let _ = self.end.finished(&trailer.unwrap_or_default());
             }
-            Err(status) => self.end(End::Failed(&status)),
+            Err(status) => self.end.ended_with(&status),
         }
     }
 
     fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        if self.ended {
-            return Poll::Ready(None);
-        }
-        let Some(inner) = self.inner.as_mut() else {
+        let Some(inner) = self.end.wire() else {
             return Poll::Ready(None);
         };
         match Pin::new(&mut *inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
-                    // A stream whose messages keep coming is never idle:
-                    // its deadline is read with each of them.
-                    if self.deadline_passed() {
-                        return Poll::Ready(Some(Err(self.end_at_deadline())));
+                    if let Err(status) = self.end.message(!data.is_empty()) {
+                        return Poll::Ready(Some(Err(status)));
                     }
-                    self.received |= !data.is_empty();
                 } else if let Some(trailer) = frame.trailers_ref() {
                     let trailer = trailer.clone();
                     self.finish(Some(&trailer));
                 }
-                return Poll::Ready(Some(Ok(frame)));
+                Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(err))) => {
-                if self.closed.is_closed() {
-                    self.end(End::Closed);
-                    return Poll::Ready(Some(Err(closing())));
-                }
-                let status = transport_status(Status::from_error(err));
-                if self.deadline_passed() {
-                    return Poll::Ready(Some(Err(self.end_at_deadline())));
-                }
-                self.end(End::Failed(&status));
-                return Poll::Ready(Some(Err(status)));
+                Poll::Ready(Some(Err(self.end.failed(Status::from_error(err)))))
             }
             Poll::Ready(None) => {
                 // The end with no trailer: a trailers-only answer's (its
                 // status was in the headers), else a missing status.
                 let trailer = self.trailers_only.take().map(MetadataMap::into_headers);
                 self.finish(trailer.as_ref());
-                return Poll::Ready(None);
+                Poll::Ready(None)
             }
-            Poll::Pending => {}
-        }
-        if let Some(deadline) = self.deadline.as_mut()
-            && deadline.as_mut().poll(cx).is_ready()
-        {
-            return Poll::Ready(Some(Err(self.end_at_deadline())));
-        }
-        if !self.closed.is_closed() {
-            return Poll::Pending;
-        }
-        self.end(End::Closed);
-        Poll::Ready(Some(Err(closing())))
-    }
-}
-
-impl Drop for Live {
-    /// As a typed [`Streaming`](crate::grpc::client::Streaming) dropped before its end:
-    /// at its deadline it counts as the deadline, before it nothing.
-    fn drop(&mut self) {
-        if self.ended || self.settle.is_none() {
-            return;
-        }
-        let at = self.limit.is_some_and(|d| at_deadline(&d, Instant::now()));
-        if at {
-            self.end(End::DeadlinePassed);
+            Poll::Pending => self.end.poll_idle(cx).map(|status| Some(Err(status))),
         }
     }
 }
