@@ -21,6 +21,7 @@ use std::time::Duration;
 use http_support::{KEY, abort_at, attr, calls, context, delay_at, events, setup};
 use humus::app::{BoxError, ErrorKind, check_kafka_producer};
 use humus::circuit::{Outcome, Policy, State};
+use humus::deadline::Inherited;
 use humus::fault::names as fit;
 use humus::fault::{Fault, Rule, Scenario};
 use humus::grpc::client::Classification;
@@ -37,6 +38,7 @@ use opentelemetry::trace::{
     Span as _, SpanKind, TraceContextExt as _, Tracer as _, TracerProvider as _,
 };
 use opentelemetry_sdk::trace::SpanData;
+use tokio::time::Instant;
 
 /// The baggage members each record's processor saw.
 type Seen = Arc<Mutex<Vec<Vec<(String, String)>>>>;
@@ -297,6 +299,90 @@ async fn a_delay_waits_the_longest_of_the_calls_records_and_past_delivery_timeou
     assert!(e.injected().is_some());
     assert_eq!(calls(&telemetry, "failure"), 1.0);
     assert_eq!(cluster.stored("orders").await, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_ends_at_the_deadline_it_inherits_a_failure_with_its_records_in_flight() {
+    let cluster = Cluster::new(&["orders"]);
+    let telemetry = Telemetry::new();
+    let setup = setup(&telemetry, false);
+    let producer = Producer::new(&setup, settings(&cluster)).unwrap();
+    // Connected first, so the timed call waits for nothing else.
+    producer
+        .produce_in(context(None), [Record::to("orders").value("first")])
+        .await
+        .unwrap();
+    cluster.broker_down();
+
+    // Made in a served RPC's scope with 200 ms left: the call ends then,
+    // not at the delivery timeout of 10 s; its record still in flight.
+    let served = Duration::from_millis(200);
+    let started = Instant::now();
+    let e = Inherited::new(Some(started + served), context(None))
+        .scope(async { producer.produce([Record::to("orders").value("late")]).await })
+        .await
+        .unwrap_err();
+    assert_eq!(started.elapsed(), served);
+    assert_eq!(e.kind(), Kind::Timeout, "{e}");
+    assert!(
+        e.to_string().contains(
+            "by the deadline inherited from the RPC being served (200ms left when the call was made), not the delivery timeout of 10s"
+        ),
+        "{e}"
+    );
+    assert!(matches!(e.records(), [RecordResult::InFlight]), "{e:?}");
+    assert_eq!(producer.in_flight(), 1);
+    // A Failure, as the gRPC and HTTP clients count a call their
+    // inherited deadline ends; the record's span ends with it, and the
+    // record was sent.
+    assert_eq!(calls(&telemetry, "failure"), 1.0);
+    let late = producer_spans(&telemetry)
+        .into_iter()
+        .find(|s| attr(s, ERROR_TYPE).is_some())
+        .expect("the late record's span");
+    assert_eq!(attr(&late, ERROR_TYPE).as_deref(), Some("timeout"));
+    assert_eq!(messaging(&telemetry, MESSAGING_CLIENT_SENT_MESSAGES), 2.0);
+
+    // Made once the inherited deadline has passed: nothing sent, nothing
+    // counted.
+    let e = Inherited::new(Some(Instant::now()), context(None))
+        .scope(async {
+            producer
+                .produce([Record::to("orders").value("spent")])
+                .await
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), Kind::Timeout, "{e}");
+    assert!(matches!(e.records(), [RecordResult::Unsent]), "{e:?}");
+    assert_eq!(producer.in_flight(), 1);
+    assert_eq!(calls(&telemetry, "failure"), 1.0);
+    assert_eq!(messaging(&telemetry, MESSAGING_CLIENT_SENT_MESSAGES), 2.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_stored_before_the_inherited_deadline_end_the_call_as_usual() {
+    let cluster = Cluster::new(&["orders", "audit"]);
+    let telemetry = Telemetry::new();
+    let setup = setup(&telemetry, false);
+    let producer = Producer::new(&setup, settings(&cluster)).unwrap();
+    // An inherited deadline earlier than the delivery timeout (10 s), far
+    // enough for a loaded machine.
+    let stored = Inherited::new(Some(Instant::now() + Duration::from_secs(8)), context(None))
+        .scope(async {
+            producer
+                .produce([
+                    Record::to("orders").value("o"),
+                    Record::to("audit").value("a"),
+                    Record::to("orders").value("p"),
+                ])
+                .await
+        })
+        .await
+        .unwrap();
+    let offsets: Vec<_> = stored.iter().map(|d| d.offset).collect();
+    assert_eq!(offsets, [0, 0, 1]);
+    assert_eq!(calls(&telemetry, "success"), 1.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -37,6 +37,11 @@ pub enum RecordResult {
     /// It was never handed to librdkafka: the breaker rejected the call,
     /// failure injection aborted it, or the producer was stopped.
     Unsent,
+    /// librdkafka had not reported on it when the call's deadline ended the
+    /// call (the deadline inherited from the RPC being served, earlier than
+    /// `delivery_timeout`): librdkafka still holds it, and may yet store it
+    /// within `delivery_timeout`.
+    InFlight,
 }
 
 /// What kind of failure ended a [`Producer::produce`](super::Producer::produce) call.
@@ -45,8 +50,9 @@ pub enum RecordResult {
 pub enum Kind {
     /// The breaker rejected the call: nothing was sent.
     Rejected,
-    /// A record was not stored within `delivery_timeout` (an injected
-    /// delay that reached it too).
+    /// A record was not stored within the call's deadline:
+    /// `delivery_timeout`, or the deadline inherited from the RPC being
+    /// served when earlier (an injected delay that reached it too).
     Timeout,
     /// The cluster failed a record (a broker that cannot be reached, its
     /// transport errors), or failure injection aborted the call.
@@ -96,9 +102,11 @@ impl Error {
         self.kafka.as_ref()
     }
 
-    /// What became of each record, in the order given; empty when the
-    /// call ended before knowing (its deadline passed with records in
-    /// flight): none of them counts as stored then.
+    /// What became of each record, in the order given. A call its
+    /// deadline ended says which records were stored by then, which
+    /// librdkafka failed, and which were still
+    /// [`InFlight`](RecordResult::InFlight) (librdkafka may yet store
+    /// them).
     pub fn records(&self) -> &[RecordResult] {
         &self.records
     }

@@ -78,7 +78,13 @@
 //!
 //! Each [`Producer::produce`] of one or more records is **one call** of
 //! humus's call engine, with one attempt (librdkafka's retries are the
-//! only ones):
+//! only ones). Its deadline is the earlier of `delivery_timeout` and the
+//! deadline of the RPC being served, when the call is made in one
+//! ([`Inherited`](crate::deadline::Inherited), read when `produce` is
+//! called, as every humus client reads it): a produce in a handler whose
+//! caller gave it 200 ms waits 200 ms at most, not `delivery_timeout`.
+//! A call made once that deadline has passed fails at once
+//! ([`Kind::Timeout`]): nothing is sent or counted.
 //!
 //! 1. The breaker admits the call once; a rejected call sends nothing and
 //!    fails at once ([`Kind::Rejected`]).
@@ -90,7 +96,7 @@
 //!    call aborts: every record fails unsent with that point's
 //!    [`InjectedError`](crate::fault::InjectedError), librdkafka is never
 //!    reached, and the call is a breaker Failure. A delay waits the longest
-//!    of the records' delays, inside `delivery_timeout`; cut short by it,
+//!    of the records' delays, inside the call's deadline; cut short by it,
 //!    the call is a Failure ([`Kind::Timeout`]).
 //! 4. Each record carries the trace context of its span and the call's
 //!    baggage, written with the Setup's propagator (W3C by default), the
@@ -100,7 +106,13 @@
 //! 5. The records go to librdkafka in the order given, and the call ends
 //!    once each is stored, or failed: where each went
 //!    ([`Delivery`]), or an [`Error`] saying what became of each
-//!    ([`Error::records`]).
+//!    ([`Error::records`]). librdkafka fails a record not stored within
+//!    `delivery_timeout`; an inherited deadline that comes first ends the
+//!    call's wait then ([`Kind::Timeout`], its message naming that
+//!    deadline, not `delivery_timeout`, as the one to raise), each record
+//!    stored by then [`Stored`](RecordResult::Stored), the others
+//!    [`InFlight`](RecordResult::InFlight): librdkafka keeps them and may
+//!    still store them within `delivery_timeout`.
 //!
 //! What counts, by [`default_classify`] (override it with
 //! [`ProducerSettings::classify`]): every record stored is a Success; a
@@ -108,8 +120,17 @@
 //! reached), a broker's transport error, or an injected fault is a
 //! Failure; the caller's own errors ([`Kind::Record`]: a record over the
 //! size limit, an unknown or unauthorised topic) are Ignored: they do not
-//! count against the cluster. A call its caller drops counts nothing
-//! (librdkafka still stores the records handed to it).
+//! count against the cluster. A call its deadline ended is a Failure
+//! without asking the classify, whichever the deadline was: a record not
+//! stored by the deadline inherited from the RPC being served counts as
+//! the gRPC and HTTP clients count a call that deadline ends (a
+//! dependency too slow for its callers' deadlines fails them), and its
+//! span ends with `error.type` `timeout`; it was handed to librdkafka, so
+//! it is in the messaging instruments. A call its caller drops counts
+//! nothing (librdkafka still stores the records handed to it), unless it
+//! is dropped at its deadline (within
+//! [`DEADLINE_SLACK`](crate::grpc::client::DEADLINE_SLACK)), as a server drops a
+//! handler at the served RPC's deadline: a Failure, as the deadline's.
 //!
 //! On the App's stop (an on-stop hook of the Setup's), the producer
 //! flushes the records in flight: librdkafka sends them at once and the

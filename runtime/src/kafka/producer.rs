@@ -4,10 +4,12 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use futures_util::StreamExt as _;
 use futures_util::future::join_all;
+use futures_util::stream::FuturesUnordered;
 use http::HeaderName;
 use opentelemetry::metrics::{Counter, Histogram};
 use opentelemetry::propagation::TextMapPropagator;
@@ -16,6 +18,7 @@ use opentelemetry::{Context, KeyValue};
 use rdkafka::ClientConfig;
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Header, Headers as _, OwnedHeaders};
+use rdkafka::producer::future_producer::OwnedDeliveryResult;
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
 use rdkafka::util::Timeout;
 use tokio::time::Instant;
@@ -24,6 +27,7 @@ use super::delivery::{Delivery, Error, Kind, RecordResult, failed, kafka_error_t
 use super::settings::{ProducerSettings, SettingsError};
 use crate::call::{Classification, Core, Transport};
 use crate::circuit::{Outcome, Rejected};
+use crate::deadline::{Bound, Deadline, Inherited};
 use crate::fault::strip::BAGGAGE;
 use crate::fault::{Fault, InjectedError};
 use crate::telemetry::names::{
@@ -341,10 +345,12 @@ impl Producer {
     /// context and baggage headers (the scenario stripped unless
     /// [`forward_scenario`](ProducerSettings::forward_scenario)); the call
     /// ends when each is stored or failed, within
-    /// [`delivery_timeout`](ProducerSettings::delivery_timeout), and is
-    /// classified once ([`ProducerSettings::classify`]). Dropped before
-    /// that, it counts nothing (librdkafka still stores the records
-    /// handed to it).
+    /// [`delivery_timeout`](ProducerSettings::delivery_timeout) or, when
+    /// earlier, the deadline of the RPC being served
+    /// ([`Inherited`](crate::deadline::Inherited), read when this is
+    /// called), and is classified once ([`ProducerSettings::classify`]).
+    /// Dropped before that, it counts nothing (librdkafka still stores
+    /// the records handed to it).
     ///
     /// # Errors
     ///
@@ -352,7 +358,9 @@ impl Producer {
     /// (nothing sent); [`Kind::Transport`] with
     /// [`injected`](Error::injected) when a record's fault aborts (every
     /// record unsent); [`Kind::Timeout`] for a record not stored within
-    /// `delivery_timeout` (an injected delay that reaches it too);
+    /// `delivery_timeout` or by the inherited deadline (an injected delay
+    /// that reaches it too; at once, nothing sent, for an inherited
+    /// deadline already passed);
     /// [`Kind::Transport`] for another failure of the cluster's;
     /// [`Kind::Record`] for the caller's own (a record too large, an
     /// unknown topic). [`Error::records`] says what became of each.
@@ -370,6 +378,9 @@ impl Producer {
         I: IntoIterator<Item = Record>,
     {
         let records: Vec<Record> = records.into_iter().collect();
+        // Read now, before the future moves to another task: the deadline
+        // of the RPC being served, as every humus client reads it.
+        let inherited = Inherited::current_deadline();
         let producer = self.clone();
         async move {
             if records.is_empty() {
@@ -377,12 +388,22 @@ impl Producer {
             }
             let inner = &*producer.inner;
             let started = Instant::now();
+            let delivery_timeout = inner.settings.delivery_timeout;
+            let (deadline, bound) =
+                match Deadline::earliest(started, Some(delivery_timeout), None, inherited) {
+                    Some(d) => (Some(d.at), d.bound),
+                    // A delivery timeout too long for the clock, nothing
+                    // inherited.
+                    None => (None, Bound::Setting(delivery_timeout)),
+                };
             let call = KafkaCall {
                 inner,
-                deadline: started.checked_add(inner.settings.delivery_timeout),
+                deadline,
+                bound,
                 started,
                 records,
                 cx,
+                reports: OnceLock::new(),
             };
             crate::call::Call::new(&inner.breaker, call).run().await
         }
@@ -395,7 +416,16 @@ struct KafkaCall<'a> {
     records: Vec<Record>,
     cx: Context,
     started: Instant,
+    /// The earlier of `delivery_timeout` from `started` and the deadline
+    /// inherited from the RPC being served.
     deadline: Option<Instant>,
+    /// Which of the two `deadline` is (its timeout error names it).
+    bound: Bound,
+    /// What became of each record, once known, for the error of a call
+    /// its deadline ended ([`Transport::deadline_exceeded`]): set by the
+    /// send when librdkafka failed a record, or when the inherited
+    /// deadline cut its wait short.
+    reports: OnceLock<Vec<RecordResult>>,
 }
 
 /// The PRODUCER spans of a call's records, one per record, in order.
@@ -624,13 +654,27 @@ impl Transport for KafkaCall<'_> {
             }
             sends.push(inner.kafka.send(kafka, Timeout::After(queue)));
         }
+        // librdkafka's `message.timeout.ms` ends each record's wait at
+        // `delivery_timeout`; an inherited deadline earlier than it ends the
+        // wait itself.
+        let cut_at = self
+            .deadline
+            .filter(|_| matches!(self.bound, Bound::Inherited(_)));
         async move {
-            // One record, the usual call: no join's allocation.
-            let results = if sends.len() == 1 {
-                let send = sends.pop().expect("one send");
-                vec![send.await]
-            } else {
-                join_all(sends).await
+            let results = match cut_at {
+                // One record, the usual call: no join's allocation.
+                None if sends.len() == 1 => {
+                    let send = sends.pop().expect("one send");
+                    vec![send.await]
+                }
+                None => join_all(sends).await,
+                Some(at) => match until(at, sends).await {
+                    Ok(results) => results,
+                    Err(records) => {
+                        let _ = self.reports.set(records);
+                        return Err(self.deadline_exceeded());
+                    }
+                },
             };
             if results.iter().all(Result::is_ok) {
                 return Ok(results
@@ -642,7 +686,11 @@ impl Transport for KafkaCall<'_> {
                     })
                     .collect());
             }
-            Err(failed(results))
+            let error = failed(results);
+            // The loop returns its deadline's error for a failure that
+            // comes at or after the deadline: it says what became of each.
+            let _ = self.reports.set(error.records.clone());
+            Err(error)
         }
     }
 
@@ -690,21 +738,38 @@ impl Transport for KafkaCall<'_> {
         error
     }
 
+    /// Only an inherited deadline can have passed when the call is made
+    /// (`delivery_timeout` is never zero).
     fn expired(&self) -> Error {
         self.unsent(Error::new(
             Kind::Timeout,
-            "the delivery timeout had passed before the call: nothing was sent",
+            "the deadline inherited from the RPC being served had passed before the call: nothing was sent",
         ))
     }
 
+    /// Names the bound that ended the call: `delivery_timeout`, or the
+    /// deadline inherited from the RPC being served; each record
+    /// [`Stored`](RecordResult::Stored), [`Failed`](RecordResult::Failed)
+    /// or still [`InFlight`](RecordResult::InFlight).
     fn deadline_exceeded(&self) -> Error {
-        Error::new(
-            Kind::Timeout,
-            format!(
-                "not every record was stored within the delivery timeout of {:?}",
-                self.inner.settings.delivery_timeout
+        let delivery_timeout = self.inner.settings.delivery_timeout;
+        let message = match self.bound {
+            Bound::Inherited(left) if left.is_zero() => format!(
+                "not every record was stored by the deadline inherited from the RPC being served, not the delivery timeout of {delivery_timeout:?}"
             ),
-        )
+            Bound::Inherited(left) => format!(
+                "not every record was stored by the deadline inherited from the RPC being served ({left:?} left when the call was made), not the delivery timeout of {delivery_timeout:?}"
+            ),
+            Bound::Setting(_) | Bound::Request(_) => format!(
+                "not every record was stored within the delivery timeout of {delivery_timeout:?}"
+            ),
+        };
+        let mut error = Error::new(Kind::Timeout, message);
+        error.records = match self.reports.get() {
+            Some(records) => records.clone(),
+            None => vec![RecordResult::InFlight; self.records.len()],
+        };
+        error
     }
 
     fn attempt_timed_out(&self, _after: Duration, injected: Option<InjectedError>) -> Error {
@@ -727,6 +792,44 @@ impl Transport for KafkaCall<'_> {
     fn closing(&self) -> Error {
         self.unsent(Error::new(Kind::Stopped, "the producer was stopped"))
     }
+}
+
+/// The delivery reports of `sends`, in their order, unless `at` comes
+/// first: then what became of each by then (`Stored`, `Failed`, or still
+/// `InFlight`).
+async fn until<F>(at: Instant, sends: Vec<F>) -> Result<Vec<OwnedDeliveryResult>, Vec<RecordResult>>
+where
+    F: Future<Output = OwnedDeliveryResult>,
+{
+    let mut reports: Vec<Option<OwnedDeliveryResult>> = sends.iter().map(|_| None).collect();
+    let mut pending: FuturesUnordered<_> = sends
+        .into_iter()
+        .enumerate()
+        .map(|(i, send)| async move { (i, send.await) })
+        .collect();
+    let cut = tokio::time::sleep_until(at);
+    tokio::pin!(cut);
+    loop {
+        tokio::select! {
+            biased;
+            report = pending.next() => match report {
+                Some((i, report)) => reports[i] = Some(report),
+                None => return Ok(reports.into_iter().flatten().collect()),
+            },
+            () = &mut cut => break,
+        }
+    }
+    Err(reports
+        .into_iter()
+        .map(|report| match report {
+            Some(Ok(d)) => RecordResult::Stored(Delivery {
+                partition: d.partition,
+                offset: d.offset,
+            }),
+            Some(Err((e, _))) => RecordResult::Failed(e),
+            None => RecordResult::InFlight,
+        })
+        .collect())
 }
 
 /// A record's own headers without those the producer writes (`baggage`
