@@ -210,18 +210,39 @@ impl Exit {
         self.error.as_ref()
     }
 
-    pub(super) fn clean() -> Exit {
+    /// The exit of a clean stop: code 0, no error. For a `main` that ends
+    /// before or without [`App::run`](crate::App::run) the way it does.
+    pub fn clean() -> Exit {
         Exit {
             code: 0,
             error: None,
         }
     }
 
-    pub(super) fn failed(error: Error) -> Exit {
+    /// The exit for `error`: its [`Error::exit_code`] (78 for a bad
+    /// setting, 1 otherwise), the error written on standard error when
+    /// `main` returns it. For a `main` that fails before [`App::run`](crate::App::run)
+    /// (`Exit::failed(e.into())`, or `Exit::from(e)`).
+    ///
+    /// ```
+    /// use humus::app::{Error, Exit};
+    ///
+    /// let exit = Exit::failed(Error::settings("LEDGER_ADDR: not set"));
+    /// assert_eq!(exit.code(), 78);
+    /// assert_eq!(Exit::from(Error::settings("x")).code(), 78);
+    /// assert_eq!(Exit::clean().code(), 0);
+    /// ```
+    pub fn failed(error: Error) -> Exit {
         Exit {
             code: error.exit_code(),
             error: Some(error),
         }
+    }
+}
+
+impl From<Error> for Exit {
+    fn from(error: Error) -> Exit {
+        Exit::failed(error)
     }
 }
 
