@@ -492,6 +492,11 @@ fn code_of(answer: &Answer) -> Code {
     }
 }
 
+/// `n` and the word for it: `1 attempt`, `2 attempts`, `0 attempts`.
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 fn check(what: impl Into<String>, passed: bool, seen: impl Into<String>) -> Check {
     Check {
         what: what.into(),
@@ -847,7 +852,10 @@ impl Run {
                 check(
                     "readiness made no call: no attempt, nothing reached the ledger",
                     s.attempts == 0 && seen == ledger::Seen::default(),
-                    format!("{} attempts, the ledger saw {seen:?}", s.attempts),
+                    format!(
+                        "{}, the ledger saw {seen:?}",
+                        count(s.attempts, "attempt", "attempts")
+                    ),
                 ),
             ]
         });
@@ -919,10 +927,10 @@ impl Run {
                         && s.rejected == 0
                         && s.transitions.is_empty(),
                     format!(
-                        "{} calls, {} attempts, {} retries, {} rejected, transitions {}",
-                        s.calls,
-                        s.attempts,
-                        s.retries,
+                        "{}, {}, {}, {} rejected, transitions {}",
+                        count(s.calls, "call", "calls"),
+                        count(s.attempts, "attempt", "attempts"),
+                        count(s.retries, "retry", "retries"),
                         s.rejected,
                         s.transitions_text()
                     ),
@@ -969,10 +977,16 @@ impl Run {
                 ),
                 check(
                     "5 calls, 9 attempts: 3 ABORTED and 1 UNAVAILABLE attempts each retried once",
-                    s.calls == 5 && s.attempts == 9 && s.retries == 4 && aborted == 3 && unavailable == 1,
+                    s.calls == 5
+                        && s.attempts == 9
+                        && s.retries == 4
+                        && aborted == 3
+                        && unavailable == 1,
                     format!(
-                        "{} calls, {} attempts, {} retries, {aborted} ABORTED, {unavailable} UNAVAILABLE",
-                        s.calls, s.attempts, s.retries
+                        "{}, {}, {}, {aborted} ABORTED, {unavailable} UNAVAILABLE",
+                        count(s.calls, "call", "calls"),
+                        count(s.attempts, "attempt", "attempts"),
+                        count(s.retries, "retry", "retries")
                     ),
                 ),
                 check(
@@ -1021,8 +1035,10 @@ impl Run {
                     "3 calls, 3 attempts, no retry: the ledger saw each charge once",
                     s.calls == 3 && s.attempts == 3 && s.retries == 0 && charges == 3,
                     format!(
-                        "{} calls, {} attempts, {} retries, the ledger saw {charges}",
-                        s.calls, s.attempts, s.retries
+                        "{}, {}, {}, the ledger saw {charges}",
+                        count(s.calls, "call", "calls"),
+                        count(s.attempts, "attempt", "attempts"),
+                        count(s.retries, "retry", "retries")
                     ),
                 ),
                 check(
@@ -1142,7 +1158,11 @@ impl Run {
                 check(
                     "the retry budget and the breaker kept the attempts below 3 per call",
                     s.attempts < 3 * s.calls,
-                    format!("{} attempts for {} calls", s.attempts, s.calls),
+                    format!(
+                        "{} for {}",
+                        count(s.attempts, "attempt", "attempts"),
+                        count(s.calls, "call", "calls")
+                    ),
                 ),
                 check(
                     "readiness stayed true: Connected latches",
@@ -1719,7 +1739,10 @@ impl Run {
                 check(
                     "each attempt the client recorded reached the service, and no rejected call did",
                     s.attempts == reached,
-                    format!("{} attempts, the service received {reached}", s.attempts),
+                    format!(
+                        "{}, the service received {reached}",
+                        count(s.attempts, "attempt", "attempts")
+                    ),
                 ),
                 check(
                     "after open_for the breaker read half-open before any call, and good probes closed it",
