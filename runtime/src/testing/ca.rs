@@ -79,21 +79,7 @@ impl Ca {
     ///
     /// If `name` is neither a DNS name nor an IP address: a test's bug.
     pub fn issue(&self, name: &str) -> Issued {
-        let key = KeyPair::generate().expect("rcgen generates a key");
-        let mut params = CertificateParams::new(vec![name.to_owned()])
-            .unwrap_or_else(|err| panic!("testing::Ca: cannot issue for {name:?}: {err}"));
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        params.use_authority_key_identifier_extension = true;
-        let cert = params
-            .signed_by(&key, &self.issuer)
-            .expect("rcgen signs the certificate");
-        Issued {
-            chain: vec![cert.der().clone(), self.root.clone()],
-            chain_pem: format!("{}{}", cert.pem(), self.root_pem),
-            key: key.serialize_der(),
-            key_pem: key.serialize_pem(),
-        }
+        self.issue_for(name, ExtendedKeyUsagePurpose::ServerAuth)
     }
 
     /// Issues a client certificate for `name` (for mutual TLS: a server
@@ -104,11 +90,16 @@ impl Ca {
     ///
     /// If `name` is neither a DNS name nor an IP address: a test's bug.
     pub fn issue_client(&self, name: &str) -> Issued {
+        self.issue_for(name, ExtendedKeyUsagePurpose::ClientAuth)
+    }
+
+    /// A certificate for `name` whose extended key usage is `usage`.
+    fn issue_for(&self, name: &str, usage: ExtendedKeyUsagePurpose) -> Issued {
         let key = KeyPair::generate().expect("rcgen generates a key");
         let mut params = CertificateParams::new(vec![name.to_owned()])
             .unwrap_or_else(|err| panic!("testing::Ca: cannot issue for {name:?}: {err}"));
         params.distinguished_name.push(DnType::CommonName, name);
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.extended_key_usages = vec![usage];
         params.use_authority_key_identifier_extension = true;
         let cert = params
             .signed_by(&key, &self.issuer)
