@@ -5,7 +5,9 @@
 //! `delivery_timeout` is a Failure; a broker that is down opens the
 //! breaker and probes close it once it is back; a record over the size
 //! limit does not count against the cluster; bad settings name their
-//! field.
+//! field; a call made in a served RPC's scope ends at its inherited
+//! deadline, a Failure; the App's stop flushes what is in flight and
+//! closes the producer.
 //!
 //! librdkafka runs its own threads on real time: the tests that wait for
 //! it use real time with bounded waits; only those whose waits are
@@ -18,6 +20,7 @@ mod kafka_support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures_util::FutureExt as _;
 use http_support::{KEY, abort_at, attr, calls, context, delay_at, events, setup};
 use humus::app::{BoxError, ErrorKind, check_kafka_producer};
 use humus::circuit::{Outcome, Policy, State};
@@ -569,7 +572,7 @@ async fn bad_settings_each_name_their_field() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_apps_stop_flushes_what_is_in_flight() {
+async fn the_apps_stop_flushes_what_is_in_flight_and_closes_the_producer() {
     let cluster = Cluster::new(&["orders"]);
     let telemetry = Telemetry::new();
     let setup = setup(&telemetry, false);
@@ -589,5 +592,26 @@ async fn the_apps_stop_flushes_what_is_in_flight() {
     setup.stop().await;
     assert_eq!(producer.in_flight(), 0);
     call.await.unwrap().unwrap();
+    assert_eq!(cluster.stored("orders").await, 1);
+
+    // Closed: a produce fails at once (its first poll), saying so, and
+    // nothing is sent or counted.
+    let e = producer
+        .produce([Record::to("orders").value("after")])
+        .now_or_never()
+        .expect("a produce after the stop fails at once")
+        .unwrap_err();
+    assert_eq!(e.kind(), Kind::Stopped, "{e}");
+    assert_eq!(
+        e.to_string(),
+        "kafka produce stopped: the producer is closed: nothing was sent"
+    );
+    assert!(matches!(e.records(), [RecordResult::Unsent]), "{e:?}");
+    assert_eq!(producer.in_flight(), 0);
+    assert_eq!(calls(&telemetry, "success"), 1.0);
+    for outcome in ["failure", "ignored", "rejected"] {
+        assert_eq!(calls(&telemetry, outcome), 0.0, "{outcome}");
+    }
+    assert_eq!(producer_spans(&telemetry).len(), 1);
     assert_eq!(cluster.stored("orders").await, 1);
 }

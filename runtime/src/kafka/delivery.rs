@@ -35,7 +35,7 @@ pub enum RecordResult {
     /// by librdkafka itself (a record over `message.max.bytes`).
     Failed(KafkaError),
     /// It was never handed to librdkafka: the breaker rejected the call,
-    /// failure injection aborted it, or the producer was stopped.
+    /// failure injection aborted it, or the producer is closed.
     Unsent,
     /// librdkafka had not reported on it when the call's deadline ended the
     /// call (the deadline inherited from the RPC being served, earlier than
@@ -60,7 +60,8 @@ pub enum Kind {
     /// The caller's own: a record over the size limit, an unknown or
     /// unauthorised topic. It does not count against the cluster.
     Record,
-    /// The producer was stopped.
+    /// The producer is closed ([`Producer::close`](super::Producer::close),
+    /// the App's stop): nothing was sent.
     Stopped,
 }
 

@@ -132,10 +132,15 @@
 //! [`DEADLINE_SLACK`](crate::grpc::client::DEADLINE_SLACK)), as a server drops a
 //! handler at the served RPC's deadline: a Failure, as the deadline's.
 //!
-//! On the App's stop (an on-stop hook of the Setup's), the producer
+//! On the App's stop (an on-stop hook of the Setup's, after the servers
+//! stopped), the producer is closed ([`Producer::close`]): a produce made
+//! after it fails at once with [`Kind::Stopped`] ("the producer is
+//! closed"), nothing sent or counted (`stopped` in
+//! `humus.retry.decisions`), as the RabbitMQ publisher's does; and it
 //! flushes the records in flight: librdkafka sends them at once and the
 //! hook waits until each is stored or failed, within `delivery_timeout`
-//! and the App's stop timeout.
+//! and the App's stop timeout. A call made before the stop ends as it
+//! would have, its records flushed.
 //!
 //! # The consumer's settings
 //!

@@ -21,6 +21,7 @@ use rdkafka::message::{Header, Headers as _, OwnedHeaders};
 use rdkafka::producer::future_producer::OwnedDeliveryResult;
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
 use rdkafka::util::Timeout;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::delivery::{Delivery, Error, Kind, RecordResult, failed, kafka_error_type};
@@ -148,6 +149,8 @@ struct Inner {
     server: Vec<KeyValue>,
     /// `None` without a meter provider, or with the no-op one.
     instruments: Option<Messaging>,
+    /// Set by [`Producer::close`]: no call is admitted after it.
+    closed: watch::Sender<bool>,
 }
 
 /// The producer's messaging instruments.
@@ -167,9 +170,9 @@ impl fmt::Debug for Producer {
 impl Producer {
     /// Builds the producer of the cluster `settings` name, for `setup`: it
     /// records with `setup`'s telemetry, evaluates its failure injector,
-    /// and registers a flush of the records in flight with `setup`'s
-    /// on-stop hooks ([`Setup::on_stop`]), bounded by the App's stop
-    /// timeout. Connects nothing yet (librdkafka connects in the
+    /// and registers [`close`](Producer::close) (which flushes the records
+    /// in flight) with `setup`'s on-stop hooks ([`Setup::on_stop`]),
+    /// bounded by the App's stop timeout. Connects nothing yet (librdkafka connects in the
     /// background).
     ///
     /// # Errors
@@ -279,25 +282,40 @@ impl Producer {
             server,
             instruments,
             settings,
+            closed: watch::Sender::new(false),
         });
-        let flushing = Arc::downgrade(&inner);
+        let closing = Arc::downgrade(&inner);
         setup.on_stop_named(
-            format!("flushing the kafka producer of {brokers}"),
+            format!("closing the kafka producer of {brokers}"),
             move || async move {
-                let Some(inner) = flushing.upgrade() else {
-                    return;
-                };
-                // librdkafka's flush blocks: a record in flight is stored
-                // or failed within delivery_timeout, so that bounds it
-                // (and the App's stop timeout bounds the hook).
-                let _ = tokio::task::spawn_blocking(move || {
-                    let timeout = inner.settings.delivery_timeout;
-                    let _ = inner.kafka.flush(Timeout::After(timeout));
-                })
-                .await;
+                if let Some(inner) = closing.upgrade() {
+                    Producer { inner }.close().await;
+                }
             },
         );
         Ok(Producer { inner })
+    }
+
+    /// Closes the producer: no call is admitted after it (a produce fails
+    /// at once, [`Kind::Stopped`], nothing sent or counted), and the
+    /// records in flight are flushed: librdkafka sends them at once, and
+    /// this waits until each is stored or failed, within
+    /// [`delivery_timeout`](ProducerSettings::delivery_timeout). A call
+    /// made before it ends as it would have (its records flushed). The
+    /// Setup's on-stop hook calls it, so the App's stop timeout bounds it
+    /// there. A second call returns at once.
+    pub async fn close(&self) {
+        if self.inner.closed.send_replace(true) {
+            return;
+        }
+        // librdkafka's flush blocks: a record in flight is stored or failed
+        // within delivery_timeout, so that bounds it.
+        let inner = Arc::clone(&self.inner);
+        let _ = tokio::task::spawn_blocking(move || {
+            let timeout = inner.settings.delivery_timeout;
+            let _ = inner.kafka.flush(Timeout::After(timeout));
+        })
+        .await;
     }
 
     /// The producer's settings, as given to [`Producer::new`].
@@ -363,7 +381,9 @@ impl Producer {
     /// deadline already passed);
     /// [`Kind::Transport`] for another failure of the cluster's;
     /// [`Kind::Record`] for the caller's own (a record too large, an
-    /// unknown topic). [`Error::records`] says what became of each.
+    /// unknown topic); [`Kind::Stopped`] at once, nothing sent, once the
+    /// producer is closed ([`close`](Producer::close)). [`Error::records`]
+    /// says what became of each.
     ///
     /// # Panics
     ///
@@ -404,6 +424,7 @@ impl Producer {
                 records,
                 cx,
                 reports: OnceLock::new(),
+                closed: *inner.closed.borrow(),
             };
             crate::call::Call::new(&inner.breaker, call).run().await
         }
@@ -426,6 +447,10 @@ struct KafkaCall<'a> {
     /// send when librdkafka failed a record, or when the inherited
     /// deadline cut its wait short.
     reports: OnceLock<Vec<RecordResult>>,
+    /// Whether the producer was closed when the call was made: then it is
+    /// not admitted. (A call made before the close ends as it would have:
+    /// the close flushes its records.)
+    closed: bool,
 }
 
 /// The PRODUCER spans of a call's records, one per record, in order.
@@ -506,6 +531,10 @@ impl Transport for KafkaCall<'_> {
 
     fn started(&self) -> Option<Instant> {
         Some(self.started)
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed
     }
 
     fn attempt_timeout(&self) -> Option<Duration> {
@@ -790,7 +819,10 @@ impl Transport for KafkaCall<'_> {
     }
 
     fn closing(&self) -> Error {
-        self.unsent(Error::new(Kind::Stopped, "the producer was stopped"))
+        self.unsent(Error::new(
+            Kind::Stopped,
+            "the producer is closed: nothing was sent",
+        ))
     }
 }
 
