@@ -30,21 +30,27 @@ use humus::fault::{Fault, Rule, Scenario};
 use humus::grpc::client::Classification;
 use humus::kafka::{
     Classify, Consumer, Kind, NewError, OwnedMessage, Producer, ProducerSettings, Record,
-    RecordResult, TrustScenario,
+    RecordResult, TrustScenario, inject_context,
 };
 use humus::telemetry::names::*;
 use humus::testing::Telemetry;
 use kafka_support::{Cluster, eventually};
-use opentelemetry::Context;
 use opentelemetry::baggage::BaggageExt as _;
 use opentelemetry::trace::{
     Span as _, SpanKind, TraceContextExt as _, Tracer as _, TracerProvider as _,
 };
+use opentelemetry::{Context, KeyValue};
+use opentelemetry_sdk::propagation::BaggagePropagator;
 use opentelemetry_sdk::trace::SpanData;
+use rdkafka::message::{Headers as _, Message as _, OwnedHeaders};
 use tokio::time::Instant;
 
 /// The baggage members each record's processor saw.
 type Seen = Arc<Mutex<Vec<Vec<(String, String)>>>>;
+
+/// The `baggage` headers of each record a processor was handed, and the
+/// tenant its context's baggage had.
+type SeenHeaders = Arc<Mutex<Vec<(Vec<String>, Option<String>)>>>;
 
 /// Producer settings of `cluster`: a short delivery timeout, no linger.
 fn settings(cluster: &Cluster) -> ProducerSettings {
@@ -171,6 +177,102 @@ async fn the_consumer_continues_the_producers_trace_with_the_baggage_but_the_sce
             1.0
         );
         assert_eq!(calls(&telemetry, "success"), 1.0);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_records_own_baggage_header_is_kept_its_scenario_stripped_unless_forwarded() {
+    for forward in [false, true] {
+        let cluster = Cluster::new(&["orders"]);
+        let telemetry = Telemetry::new();
+        let setup = setup(&telemetry, true);
+        let producer = Producer::new(
+            &setup,
+            ProducerSettings {
+                forward_scenario: forward,
+                ..settings(&cluster)
+            },
+        )
+        .unwrap();
+        // The caller's own `baggage` header: a tenant and a scenario.
+        let scenario = context(Some(&abort_at("grpc:elsewhere")));
+        let member = scenario.baggage().get(KEY).unwrap().to_string();
+        let own = Context::new().with_baggage([
+            KeyValue::new("tenant", "globex"),
+            KeyValue::new(KEY, member),
+        ]);
+        let headers = inject_context(&BaggagePropagator::new(), &own, OwnedHeaders::new());
+        let record = Record {
+            headers: Some(headers),
+            ..Record::to("orders").value("own")
+        };
+        // Produced in a context with no baggage: the record's own header is
+        // the only one.
+        producer.produce_in(Context::new(), [record]).await.unwrap();
+        // Produced in a context whose baggage has tenant=acme: both go, the
+        // record's own after, so a reader sees its tenant.
+        producer
+            .produce_in(
+                context(None),
+                [Record::to("orders")
+                    .value("both")
+                    .header("baggage", "tenant=globex")],
+            )
+            .await
+            .unwrap();
+
+        let seen: SeenHeaders = Arc::default();
+        let mut consumer_settings = cluster.settings(&format!("own-{forward}"), "orders");
+        // Trusted: the processor sees the headers as they were sent.
+        consumer_settings.trust_scenario = Some(TrustScenario::topics(["orders"]));
+        let consumer = Consumer::start(&setup, consumer_settings, {
+            let seen = Arc::clone(&seen);
+            move |m: OwnedMessage| {
+                let baggage = m
+                    .headers()
+                    .map(|h| {
+                        h.iter()
+                            .filter(|h| h.key == "baggage")
+                            .map(|h| String::from_utf8_lossy(h.value.unwrap()).into_owned())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let tenant = Context::current()
+                    .baggage()
+                    .get("tenant")
+                    .map(|v| v.to_string());
+                seen.lock().unwrap().push((baggage, tenant));
+                std::future::ready(Ok::<_, BoxError>(()))
+            }
+        })
+        .unwrap();
+        eventually("both records are processed", || async {
+            seen.lock().unwrap().len() == 2
+        })
+        .await;
+        consumer.stop().await;
+
+        let seen = seen.lock().unwrap().clone();
+        let (sent, tenant) = &seen[0];
+        assert_eq!(sent.len(), 1, "{sent:?}");
+        assert!(sent[0].contains("tenant=globex"), "{sent:?}");
+        assert_eq!(
+            sent[0].contains(KEY),
+            forward,
+            "forward_scenario {forward}: {sent:?}"
+        );
+        if !forward {
+            assert_eq!(sent[0], "tenant=globex");
+        }
+        assert_eq!(tenant.as_deref(), Some("globex"));
+        let (sent, tenant) = &seen[1];
+        assert_eq!(sent, &["tenant=acme", "tenant=globex"]);
+        assert_eq!(tenant.as_deref(), Some("globex"));
+        // The strip of the record's own header, on its span, unless
+        // forwarded.
+        let spans = producer_spans(&telemetry);
+        assert_eq!(events(&spans[0], fit::STRIP).len(), usize::from(!forward));
+        assert_eq!(events(&spans[1], fit::STRIP).len(), 0);
     }
 }
 

@@ -102,7 +102,15 @@
 //!    baggage, written with the Setup's propagator (W3C by default), the
 //!    failure scenario stripped unless `forward_scenario` (every other
 //!    member, a tenant, kept; a `humus.fit.strip` event on the record's
-//!    span). A record's own headers of those names are replaced.
+//!    span). A record's own trace context headers (`traceparent`,
+//!    `tracestate`) are replaced. A record's own `baggage` header is kept,
+//!    written after the call's (a reader that joins them, as the
+//!    consumer does, sees the record's own member where both carry one),
+//!    under the same trust rule as a caller's own header in the gRPC and
+//!    HTTP clients: unless `forward_scenario`, it is stripped as a server
+//!    strips one (its scenario's members removed, every other member kept,
+//!    a value that cannot be read whole dropped; a `humus.fit.strip`
+//!    event on the record's span).
 //! 5. The records go to librdkafka in the order given, and the call ends
 //!    once each is stored, or failed: where each went
 //!    ([`Delivery`]), or an [`Error`] saying what became of each

@@ -25,6 +25,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::delivery::{Delivery, Error, Kind, RecordResult, failed, kafka_error_type};
+use super::headers::header_map;
 use super::settings::{ProducerSettings, SettingsError};
 use crate::call::{Classification, Core, Transport};
 use crate::circuit::{Outcome, Rejected};
@@ -58,9 +59,12 @@ pub struct Record {
     pub key: Option<Vec<u8>>,
     /// The value; `None` is a tombstone.
     pub value: Option<Vec<u8>>,
-    /// The record's own headers. Those the Setup's propagator writes
-    /// (`traceparent`, `tracestate`, `baggage`) are the producer's: a
-    /// record's own are replaced.
+    /// The record's own headers. Those of the trace context the Setup's
+    /// propagator writes (`traceparent`, `tracestate`) are the producer's:
+    /// a record's own are replaced. A record's own `baggage` is kept, sent
+    /// after the call's, its failure scenario stripped unless
+    /// [`forward_scenario`](ProducerSettings::forward_scenario) (see the
+    /// [module](super) docs).
     pub headers: Option<OwnedHeaders>,
 }
 
@@ -673,6 +677,10 @@ impl Transport for KafkaCall<'_> {
                         value: Some(value.as_bytes()),
                     });
                 }
+                if let Some(own) = &record.headers {
+                    let faults = strip.then_some(&inner.faults);
+                    headers = with_own_baggage(headers, own, faults, cx);
+                }
                 kafka = kafka.headers(headers);
             }
             if let Some(key) = &record.key {
@@ -864,8 +872,48 @@ where
         .collect())
 }
 
+/// `headers` with the record's `own` `baggage` headers added after them
+/// (after the call's baggage the producer wrote: a reader that joins them,
+/// as the consumer does, sees the record's own member where both carry
+/// one): as they came, or with `faults`, stripped as a server strips a
+/// caller's `baggage` header ([`Injector::strip_headers`](crate::fault::Injector),
+/// the gRPC and HTTP clients' strip of what their caller set): joined
+/// into one, the scenario's members removed (every other kept), a value
+/// that cannot be read whole dropped, the strip recorded on the record's
+/// span in `cx`.
+fn with_own_baggage(
+    mut headers: OwnedHeaders,
+    own: &OwnedHeaders,
+    faults: Option<&crate::fault::Injector>,
+    cx: &Context,
+) -> OwnedHeaders {
+    let baggage = |key: &str| key.eq_ignore_ascii_case(BAGGAGE.as_str());
+    if !own.iter().any(|h| baggage(h.key)) {
+        return headers;
+    }
+    let Some(faults) = faults else {
+        for header in own.iter().filter(|h| baggage(h.key)) {
+            headers = headers.insert(header);
+        }
+        return headers;
+    };
+    let mut map = header_map(own);
+    map.retain(|name, _| *name == BAGGAGE);
+    if let Some(stripped) = faults.strip_headers(&mut map) {
+        stripped.record(&cx.span());
+    }
+    for value in map.get_all(BAGGAGE) {
+        headers = headers.insert(Header {
+            key: BAGGAGE.as_str(),
+            value: Some(value.as_bytes()),
+        });
+    }
+    headers
+}
+
 /// A record's own headers without those the producer writes (`baggage`
-/// and the propagator's, compared as header names are, without case).
+/// and the propagator's, compared as header names are, without case): its
+/// own `baggage` is added back after the producer's ([`with_own_baggage`]).
 fn own_headers(headers: Option<&OwnedHeaders>, fields: &[HeaderName]) -> OwnedHeaders {
     let Some(headers) = headers else {
         return OwnedHeaders::new_with_capacity(fields.len());
