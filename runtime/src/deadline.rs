@@ -72,11 +72,12 @@ use tokio::task::futures::TaskLocalFuture;
 use tokio::time::Instant;
 
 mod bound;
+mod grpc_timeout;
 mod layer;
 
-pub(crate) use bound::{
-    Bound, Deadline, GRPC_TIMEOUT, GRPC_TIMEOUT_HEADER, encoding_step, parse_grpc_timeout,
-    served_deadline, to_millis,
+pub(crate) use bound::{Bound, Deadline, encoding_step, served_deadline, to_millis};
+pub(crate) use grpc_timeout::{
+    GRPC_TIMEOUT, GRPC_TIMEOUT_HEADER, grpc_timeout, parse_grpc_timeout,
 };
 pub use layer::{Inherit, InheritBody, InheritFuture, InheritLayer};
 pub(crate) use layer::{ScenarioVetted, Withheld};

@@ -83,6 +83,7 @@
 //! |---|---|
 //! | [`grpc::client`] | the gRPC client: settings (units, defaults, checks), typed calls and streams, the channel for stock tonic stubs, per-attempt layers, readiness |
 //! | [`grpc::server`] | the gRPC server: serving, the scenario strip, health, graceful shutdown |
+//! | `grpc::wire` | (crate-private) gRPC's wire details, for client and server alike: `grpc-status`, `grpc-message` and trailers-only responses, the content-type, `grpc-timeout` |
 //! | [`deadline`] | the deadline and context a served request (gRPC, HTTP, a consumed message) hands the calls its handler makes, whatever their transport (also at `grpc::deadline`) |
 //! | [`http`] | the HTTP client (on reqwest) and the HTTP server's context and scenario layer (axum, hyper) |
 //! | `kafka` | (feature `kafka`) Kafka on rdkafka: the producer (on the call engine), the consumer, the context in record headers |

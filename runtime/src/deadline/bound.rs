@@ -1,5 +1,5 @@
 //! A call's deadline and which bound it is ([`Deadline`], [`Bound`]), and
-//! the `grpc-timeout` header's encoding.
+//! the deadline a served request's `grpc-timeout` sets.
 
 use std::fmt;
 use std::time::Duration;
@@ -7,14 +7,7 @@ use std::time::Duration;
 use http::HeaderMap;
 use tokio::time::Instant;
 
-/// The metadata key of a call's deadline, the time left (gRPC over HTTP/2,
-/// "Timeout").
-pub(crate) const GRPC_TIMEOUT: &str = "grpc-timeout";
-
-/// [`GRPC_TIMEOUT`] as a header name: inserted, read or removed without
-/// parsing a string.
-pub(crate) const GRPC_TIMEOUT_HEADER: http::HeaderName =
-    http::HeaderName::from_static(GRPC_TIMEOUT);
+use super::grpc_timeout::{GRPC_TIMEOUT, parse_grpc_timeout};
 
 /// The deadline a served request's `grpc-timeout` sets, counted from
 /// `received`, and that timeout; `None` without one that parses, or one
@@ -43,25 +36,6 @@ pub(crate) fn encoding_step(timeout: Duration) -> Duration {
 /// rounded.
 pub(crate) fn to_millis(d: Duration) -> Duration {
     Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// Parses a `grpc-timeout` value: 1 to 8 digits and a unit (`H`, `M`,
-/// `S`, `m`, `u`, `n`).
-pub(crate) fn parse_grpc_timeout(value: &[u8]) -> Option<Duration> {
-    let (unit, digits) = value.split_last()?;
-    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let n: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
-    Some(match unit {
-        b'H' => Duration::from_secs(n * 3600),
-        b'M' => Duration::from_secs(n * 60),
-        b'S' => Duration::from_secs(n),
-        b'm' => Duration::from_millis(n),
-        b'u' => Duration::from_micros(n),
-        b'n' => Duration::from_nanos(n),
-        _ => return None,
-    })
 }
 
 /// Which bound a call's deadline is, of the three a humus client takes the
@@ -290,21 +264,5 @@ mod tests {
             Bound::Inherited(Duration::from_millis(300)).to_string(),
             "the deadline inherited from the RPC being served (300ms left when the call was made), not the client's timeout setting"
         );
-    }
-
-    #[test]
-    fn grpc_timeouts() {
-        assert_eq!(parse_grpc_timeout(b"1H"), Some(Duration::from_secs(3600)));
-        assert_eq!(parse_grpc_timeout(b"2M"), Some(Duration::from_secs(120)));
-        assert_eq!(parse_grpc_timeout(b"3S"), Some(Duration::from_secs(3)));
-        assert_eq!(parse_grpc_timeout(b"40m"), Some(Duration::from_millis(40)));
-        assert_eq!(parse_grpc_timeout(b"5u"), Some(Duration::from_micros(5)));
-        assert_eq!(
-            parse_grpc_timeout(b"99999999n"),
-            Some(Duration::from_nanos(99_999_999))
-        );
-        for bad in [&b""[..], b"S", b"123456789S", b"1x", b"-1S", b"1.5S"] {
-            assert_eq!(parse_grpc_timeout(bad), None, "{bad:?}");
-        }
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod client;
 pub mod server;
+pub(crate) mod wire;
 
 pub(crate) use crate::addr;
 /// The inherited deadline and context, shared by every transport:

@@ -419,7 +419,7 @@ pub(super) fn own_timeout(metadata: &tonic::metadata::MetadataMap) -> Option<Dur
         .and_then(|v| parse_grpc_timeout(v.as_bytes()))
 }
 
-pub(super) use crate::grpc::deadline::{GRPC_TIMEOUT, GRPC_TIMEOUT_HEADER, parse_grpc_timeout};
+use crate::grpc::wire::{GRPC_TIMEOUT, parse_grpc_timeout};
 
 #[cfg(test)]
 mod tests {

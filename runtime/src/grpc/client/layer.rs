@@ -23,8 +23,9 @@ use tower::util::BoxCloneSyncService;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::connection::{AttemptBody, GRPC_STATUS, SendRequest, mapped_error, send_on};
+use super::connection::{AttemptBody, SendRequest, mapped_error, send_on};
 use super::{AttemptTimeout, Settings};
+use crate::grpc::wire::is_trailers_only;
 
 /// An error of any type, as tower's middleware returns them.
 pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
@@ -326,7 +327,7 @@ impl Service<http::Request<Body>> for Wire {
         };
         Box::pin(send_on(&mut send, request).map(|sent| match sent {
             Ok(mut response) => {
-                if response.headers().contains_key(GRPC_STATUS) {
+                if is_trailers_only(response.headers()) {
                     response.extensions_mut().insert(FromWire);
                 }
                 Ok(response.map(Body::new))
@@ -382,7 +383,7 @@ fn answered(response: http::Response<Body>) -> Result<http::Response<AttemptBody
     // A proxy's page the connection mapped (its `HttpAnswer` mark, kept
     // through the layers): the attempt's error, as without layers.
     let response = mapped_error(response)?;
-    if response.headers().contains_key(GRPC_STATUS)
+    if is_trailers_only(response.headers())
         && response.extensions().get::<FromWire>().is_none()
         && let Some(mut status) = Status::from_header_map(response.headers())
         && status.code() != tonic::Code::Ok

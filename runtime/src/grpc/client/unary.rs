@@ -12,28 +12,20 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::{BufMut, Bytes, BytesMut};
+use http::Uri;
 use http::header::{CONTENT_TYPE, HeaderValue, TE};
 use http::uri::PathAndQuery;
-use http::{HeaderName, Uri};
 use http_body::{Body, Frame};
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 
-use super::channel::{GRPC_STATUS, Whole, is_ok};
+use super::channel::Whole;
 use super::layer::BoxError;
 use super::limit::{FRAME_HEAD, Limited, message_len, read_head, too_large};
-
-/// What tonic takes out of the caller's metadata before sending it
-/// (`MetadataMap::into_sanitized_headers`).
-const RESERVED: [HeaderName; 5] = [
-    HeaderName::from_static("te"),
-    HeaderName::from_static("content-type"),
-    HeaderName::from_static("grpc-message"),
-    HeaderName::from_static("grpc-message-type"),
-    HeaderName::from_static("grpc-status"),
-];
-
-const GRPC_ENCODING: HeaderName = HeaderName::from_static("grpc-encoding");
+use crate::grpc::wire::{
+    CONTENT_TYPE_GRPC, GRPC_ENCODING, GRPC_TIMEOUT_HEADER, RESERVED, TE_TRAILERS, is_ok,
+    is_trailers_only,
+};
 
 /// `message` as one uncompressed gRPC frame (its head, then the message),
 /// encoded once, for every attempt of a call to send.
@@ -76,10 +68,10 @@ pub(super) fn request(
             headers.remove(name);
         }
     }
-    headers.insert(TE, HeaderValue::from_static("trailers"));
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    headers.insert(TE, TE_TRAILERS);
+    headers.insert(CONTENT_TYPE, CONTENT_TYPE_GRPC);
     if let Some(timeout) = timeout {
-        headers.insert(super::client::GRPC_TIMEOUT_HEADER, timeout);
+        headers.insert(GRPC_TIMEOUT_HEADER, timeout);
     }
     let mut uri = origin.clone().into_parts();
     uri.path_and_query = Some(PathAndQuery::from_static(path));
@@ -123,7 +115,7 @@ where
     B: Body<Data = Bytes, Error = BoxError> + Send + Unpin + 'static,
 {
     let (parts, mut body) = response.into_parts();
-    if parts.headers.contains_key(&GRPC_ENCODING) || parts.headers.contains_key(&GRPC_STATUS) {
+    if parts.headers.contains_key(&GRPC_ENCODING) || is_trailers_only(&parts.headers) {
         return Box::pin(by_tonic(
             parts,
             Replayed::new(Chunks::default(), None, body),
@@ -383,7 +375,7 @@ pub(super) mod tests {
         let mut map = http::HeaderMap::new();
         for (name, value) in pairs {
             map.append(
-                HeaderName::from_static(name),
+                http::HeaderName::from_static(name),
                 HeaderValue::from_bytes(value).expect("a header value"),
             );
         }

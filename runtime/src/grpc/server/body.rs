@@ -14,10 +14,9 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::time::Sleep;
 use tonic::Code;
 
-use super::rpc::{
-    Record, StreamsEnd, deadline_passed, ending_trailers, message, panicked_trailers, status_code,
-};
+use super::rpc::{Record, StreamsEnd, deadline_passed, panicked_trailers};
 use crate::grpc::deadline::Inherited;
+use crate::grpc::wire::{ending_trailers, status_code, status_message};
 
 /// The message an open stream ends with when its server stops.
 pub(super) const GOING_AWAY: &str = "the server is going away: call again on a new connection";
@@ -128,7 +127,7 @@ where
                     let message = if code == Code::Ok {
                         String::new()
                     } else {
-                        message(trailers)
+                        status_message(trailers)
                     };
                     record.finish(code, &message);
                 }

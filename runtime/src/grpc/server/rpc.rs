@@ -35,6 +35,7 @@ use super::inherit::{self, Scoped};
 use super::server::ConnInfo;
 use super::service::Shared;
 use crate::grpc::deadline::Inherited;
+use crate::grpc::wire::{GRPC_MESSAGE, GRPC_STATUS, status_code, status_message};
 use crate::telemetry::names::{
     ERROR_TYPE, EXCEPTION_EVENT, EXCEPTION_MESSAGE, EXCEPTION_TYPE, EXCEPTION_TYPE_PANIC,
     RPC_METHOD, RPC_METHOD_OTHER, RPC_RESPONSE_STATUS_CODE, RPC_SERVER_CALL_DURATION,
@@ -507,7 +508,7 @@ where
         if let Some(code) = status_code(&parts.headers)
             && let Some(r) = record.as_mut()
         {
-            let message = message(&parts.headers);
+            let message = status_message(&parts.headers);
             r.finish(code, &message);
         }
         let id = this.streams_end.as_ref().map_or(0, |s| s.id());
@@ -560,9 +561,9 @@ fn panicked_response<B>() -> http::Response<ResponseBody<B>> {
 /// headers went out.
 pub(super) fn panicked_trailers() -> HeaderMap {
     let mut trailers = HeaderMap::with_capacity(2);
-    trailers.insert("grpc-status", HeaderValue::from_static("13"));
+    trailers.insert(GRPC_STATUS, HeaderValue::from_static("13"));
     trailers.insert(
-        "grpc-message",
+        GRPC_MESSAGE,
         HeaderValue::from_static("the%20handler%20panicked"),
     );
     trailers
@@ -684,32 +685,6 @@ impl Drop for Record {
         // (RST_STREAM), or the connection closed.
         self.finish(Code::Cancelled, "the call was cancelled");
     }
-}
-
-pub(super) fn status_code(headers: &HeaderMap) -> Option<Code> {
-    let value = headers.get("grpc-status")?;
-    let n: i32 = std::str::from_utf8(value.as_bytes()).ok()?.parse().ok()?;
-    Some(Code::from_i32(n))
-}
-
-pub(super) fn message(headers: &HeaderMap) -> String {
-    tonic::Status::from_header_map(headers)
-        .map(|s| s.message().to_owned())
-        .unwrap_or_default()
-}
-
-/// The trailers that end a stream the server cuts short with `code` and
-/// `message` (its `grpc-message` percent-encoded as tonic encodes it).
-pub(super) fn ending_trailers(code: Code, message: &str) -> HeaderMap {
-    let mut trailers = HeaderMap::with_capacity(2);
-    if tonic::Status::new(code, message)
-        .add_header(&mut trailers)
-        .is_err()
-    {
-        // A message no header can hold: the code alone.
-        trailers.insert("grpc-status", HeaderValue::from(code as i32));
-    }
-    trailers
 }
 
 #[cfg(test)]

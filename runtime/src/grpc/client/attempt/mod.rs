@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 
-use super::client::{GRPC_TIMEOUT, GRPC_TIMEOUT_HEADER, Inner};
+use super::client::Inner;
 use super::connection::{Sender, closing};
 use super::decide::{StillConnecting, with_decision};
 use super::hooks::{AttemptSpan, Hooks};
@@ -32,8 +32,9 @@ use crate::call::{Call, Classification};
 use crate::circuit::Rejected;
 use crate::fault::InjectedError;
 use crate::grpc::deadline::Deadline;
+use crate::grpc::wire::{GRPC_TIMEOUT, GRPC_TIMEOUT_HEADER, grpc_timeout};
 use crate::retry::Decision;
-use timeout::{Timed, grpc_timeout};
+use timeout::Timed;
 pub(super) use typed_open::{Opened, Outbound, open, run_open};
 pub(super) use typed_unary::{run_unary, unary};
 

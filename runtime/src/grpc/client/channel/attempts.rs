@@ -15,6 +15,7 @@ use super::replay::{Replay, lock};
 use crate::grpc::client::attempt::{CallCtx, Open, Sends, TRANSPARENT_RETRIES, Unary};
 use crate::grpc::client::connection::{never_processed, transport_status};
 use crate::grpc::client::hooks::AttemptSpan;
+use crate::grpc::wire::{CONTENT_TYPE_GRPC, TE_TRAILERS};
 
 /// What each attempt of a call through the channel sends.
 pub(super) struct Attempts {
@@ -34,9 +35,6 @@ fn tonic_headers(capacity: usize) -> HeaderMap {
     headers.insert(http::header::CONTENT_TYPE, CONTENT_TYPE_GRPC);
     headers
 }
-
-const TE_TRAILERS: http::HeaderValue = http::HeaderValue::from_static("trailers");
-const CONTENT_TYPE_GRPC: http::HeaderValue = http::HeaderValue::from_static("application/grpc");
 
 /// Whether `headers` are [`tonic_headers`]' two, in either order, told
 /// without hashing a name.

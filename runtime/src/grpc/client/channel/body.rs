@@ -14,11 +14,11 @@ use tonic::metadata::MetadataMap;
 
 use super::WireBody;
 use super::replay::Chunks;
-use super::trailer::end_status;
 use crate::grpc::client::connection::ClosedFlag;
 use crate::grpc::client::limit::Limited;
 use crate::grpc::client::stream_end::{Settle, StreamEnd};
 use crate::grpc::deadline::Deadline;
+use crate::grpc::wire::{end_status, is_trailers_only};
 
 /// The response body of a [`Channel`](super::Channel)'s call, as tonic's decoder reads
 /// it: a unary call's, read whole before it was classified; or a
@@ -121,9 +121,7 @@ impl Live {
         deadline: Option<Deadline>,
         closed: ClosedFlag,
     ) -> Live {
-        let trailers_only = parts
-            .headers
-            .contains_key("grpc-status")
+        let trailers_only = is_trailers_only(&parts.headers)
             .then(|| MetadataMap::from_headers(parts.headers.clone()));
         Live {
             end: StreamEnd::new(inner, settle, deadline, closed),

@@ -41,7 +41,6 @@ mod body;
 mod methods;
 mod read;
 mod replay;
-mod trailer;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -59,9 +58,10 @@ use tonic::Status;
 use tower_service::Service;
 
 use super::attempt::{Opened, run_open, run_unary};
-use super::client::{GRPC_TIMEOUT_HEADER, Inner, deadline, parse_grpc_timeout};
+use super::client::{Inner, deadline};
 use super::limit::Limited;
 use super::{Method, RpcKind};
+use crate::grpc::wire::{GRPC_TIMEOUT_HEADER, parse_grpc_timeout};
 use attempts::{Attempts, SendHeaders, is_tonic_headers};
 pub use body::ChannelBody;
 use body::Live;
@@ -71,7 +71,6 @@ pub use methods::{DuplicateMethod, MAX_UNLISTED_PATHS, Methods};
 pub use replay::RETRY_BUFFER;
 use replay::Replay;
 pub(super) use replay::Whole;
-pub(super) use trailer::{GRPC_STATUS, is_ok};
 
 /// The body of what the connection's send answers.
 type WireBody = super::connection::AttemptBody;

@@ -9,9 +9,9 @@ use tonic::{Code, Status};
 
 use super::body::{ChannelBody, Kind};
 use super::replay::Chunks;
-use super::trailer::{GRPC_STATUS, end_status};
 use crate::grpc::client::connection::transport_status;
 use crate::grpc::client::limit::{FRAME_HEAD, Frames, message_len, too_large, too_long};
+use crate::grpc::wire::{end_status, is_trailers_only};
 
 /// A unary call's response, read whole: the head, the body's bytes as
 /// they came (the framed message, handed on without a copy) and the
@@ -57,9 +57,7 @@ where
     // A `grpc-status` in the head: a trailers-only status, or an `OK`
     // after which tonic reads the body's message and nothing of its
     // trailer (`Streaming::new_empty`).
-    let ok_in_head = match parts
-        .headers
-        .contains_key(&GRPC_STATUS)
+    let ok_in_head = match is_trailers_only(&parts.headers)
         .then(|| Status::from_header_map(&parts.headers))
         .flatten()
     {

@@ -57,10 +57,7 @@ use link::{BACKOFF_BASE, Dial, Landing, Link, LinkState};
 pub(crate) use link::backoff_after;
 pub(crate) use sender::{AttemptBody, Sender, send_on};
 pub use status::HttpAnswer;
-pub(super) use status::http_to_grpc;
-pub(crate) use status::{
-    GRPC_STATUS, mapped_error, mapped_http_status, never_processed, transport_status,
-};
+pub(crate) use status::{mapped_error, mapped_http_status, never_processed, transport_status};
 
 /// The message of every call made after the connection was closed.
 pub(crate) const CLOSING: &str = "the client connection is closing";

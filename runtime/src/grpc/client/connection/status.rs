@@ -13,6 +13,10 @@ use tonic::Status;
 use crate::grpc::client::classify::PUSHBACK_KEY;
 use crate::grpc::client::layer::{BoxError, LayerError};
 use crate::grpc::deadline::to_millis;
+use crate::grpc::wire::{
+    GRPC_MESSAGE, GRPC_MESSAGE_ESCAPED, GRPC_STATUS, http_to_grpc, is_grpc_content_type,
+    is_trailers_only,
+};
 use crate::retry::{RetryAfter, retry_after};
 
 /// `response` as tonic reads it: a gRPC response, or a non-gRPC one (a
@@ -48,7 +52,7 @@ use crate::retry::{RetryAfter, retry_after};
 /// (`PROTOCOL-HTTP2.md`, "Responses").
 pub(super) fn grpc_response<B>(mut response: http::Response<B>) -> http::Response<B> {
     let headers = response.headers();
-    if headers.contains_key(GRPC_STATUS) {
+    if is_trailers_only(headers) {
         return response;
     }
     let content_type = headers.get(CONTENT_TYPE);
@@ -135,9 +139,6 @@ pub(crate) fn mapped_error<B>(response: http::Response<B>) -> Result<http::Respo
     Err(Box::new(status))
 }
 
-pub(crate) const GRPC_STATUS: &str = "grpc-status";
-const GRPC_MESSAGE: &str = "grpc-message";
-
 /// How the message of a status [`grpc_response`] mapped from a non-gRPC
 /// answer starts (for the reader: the client tells such a status by its
 /// source, an [`HttpAnswer`], never by this text).
@@ -190,32 +191,6 @@ pub(crate) fn http_answer(status: &tonic::Status) -> Option<&HttpAnswer> {
 pub(crate) fn mapped_http_status(status: &tonic::Status) -> Option<http::StatusCode> {
     let http = http_answer(status)?.status();
     (http_to_grpc(http) == status.code()).then_some(http)
-}
-
-/// What a `grpc-message` percent-encodes: every byte outside visible ASCII
-/// and space, and `%` (gRPC over HTTP/2, "Responses").
-const GRPC_MESSAGE_ESCAPED: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS.add(b'%');
-
-/// Whether `content_type` is gRPC's: `application/grpc`, alone or followed
-/// by `+` (a message format) or `;` (parameters), in any case.
-fn is_grpc_content_type(content_type: &[u8]) -> bool {
-    const GRPC: &[u8] = b"application/grpc";
-    content_type.len() >= GRPC.len()
-        && content_type[..GRPC.len()].eq_ignore_ascii_case(GRPC)
-        && matches!(content_type.get(GRPC.len()), None | Some(b'+' | b';'))
-}
-
-/// gRPC's mapping of an HTTP status with no gRPC status.
-pub(in crate::grpc::client) fn http_to_grpc(status: http::StatusCode) -> tonic::Code {
-    use tonic::Code;
-    match status.as_u16() {
-        400 => Code::Internal,
-        401 => Code::Unauthenticated,
-        403 => Code::PermissionDenied,
-        404 => Code::Unimplemented,
-        429 | 502 | 503 | 504 => Code::Unavailable,
-        _ => Code::Unknown,
-    }
 }
 
 /// A status tonic made of a failed connection becomes `Unavailable`, as
