@@ -24,23 +24,49 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures_util::Stream;
+use humus::app::{Env, Error};
 use humus::grpc::server::{self, Health, Server};
 use humus::{App, Setup};
 use tokio::sync::{broadcast, mpsc};
 use tonic::{Request, Response, Status};
 
-use crate::config::Failure;
-
 use crate::pb::ledger::v1 as pb;
 use pb::ledger_server::LedgerServer;
 
-/// The environment variable the standalone ledger reads its listening
-/// address from (`host:port`; default [`DEFAULT_LISTEN_ADDR`]).
-pub const ENV_LISTEN_ADDR: &str = "LEDGER_LISTEN_ADDR";
+/// The prefix of the standalone ledger's server settings: every field of
+/// [`server::Settings`](../../humus/grpc/server/struct.Settings.html),
+/// read with [`Env::server`](../../humus/app/struct.Env.html#method.server)
+/// ([`env()`]).
+pub const PREFIX: &str = "LEDGER_";
 
-/// The standalone ledger's listening address when [`ENV_LISTEN_ADDR`] is
-/// not set.
-pub const DEFAULT_LISTEN_ADDR: &str = "127.0.0.1:50051";
+/// `LEDGER_ADDR`: the address the standalone ledger listens on, the
+/// server's `addr` (`host:port`; default [`DEFAULT_ADDR`]). The wallet
+/// dials the same variable.
+pub const ENV_ADDR: &str = "LEDGER_ADDR";
+
+/// `LEDGER_PLAINTEXT`: the server's `plaintext`, `true` by default in the
+/// standalone ledger ([`env()`]), which has no certificate: it runs on
+/// loopback, or where a mesh sidecar terminates TLS.
+pub const ENV_PLAINTEXT: &str = "LEDGER_PLAINTEXT";
+
+/// The standalone ledger's listening address when [`ENV_ADDR`] is not
+/// set.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:50051";
+
+/// The standalone ledger's environment: the process's, over
+/// [`ENV_ADDR`]`=`[`DEFAULT_ADDR`] and [`ENV_PLAINTEXT`]`=true`.
+pub fn env() -> Env {
+    over_defaults(&Env::process())
+}
+
+/// `env`'s variables over the standalone ledger's defaults.
+fn over_defaults(env: &Env) -> Env {
+    Env::from_pairs(
+        [(ENV_ADDR, DEFAULT_ADDR), (ENV_PLAINTEXT, "true")]
+            .into_iter()
+            .chain(env.iter()),
+    )
+}
 
 /// The ledger's book and knobs: cheap to clone, every clone the same
 /// ledger, safe to use from many tasks at once.
@@ -483,12 +509,12 @@ impl humus::Host for OnSocket {
 ///
 /// # Errors
 ///
-/// [`Failure`] when it cannot start (the socket is closed).
+/// [`humus::app::Error`](../../humus/app/struct.Error.html) when it cannot start (the socket is closed).
 pub async fn serve_on(
     ledger: &Ledger,
     settings: server::Settings,
     socket: &Socket,
-) -> Result<Serving, Failure> {
+) -> Result<Serving, Error> {
     let ledger = ledger.clone();
     let app = App::new().host(OnSocket(Arc::downgrade(&socket.0)));
     crate::running::start(app, move |setup| async move {
@@ -502,11 +528,51 @@ pub async fn serve_on(
 ///
 /// # Errors
 ///
-/// [`Failure`] when it cannot start (its address is taken).
-pub async fn serve(ledger: &Ledger, settings: server::Settings) -> Result<Serving, Failure> {
+/// [`humus::app::Error`](../../humus/app/struct.Error.html) when it cannot start (its address is taken).
+pub async fn serve(ledger: &Ledger, settings: server::Settings) -> Result<Serving, Error> {
     let ledger = ledger.clone();
     crate::running::start(App::new(), move |setup| async move {
         server(&setup, settings, &ledger)
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_standalone_ledger_reads_its_server_over_its_defaults() {
+        let settings = over_defaults(&Env::default())
+            .read_all(|env| env.server(PREFIX))
+            .unwrap();
+        assert_eq!(settings.addr, DEFAULT_ADDR);
+        assert!(settings.plaintext);
+
+        let settings = over_defaults(&Env::from_pairs([
+            (ENV_ADDR, "127.0.0.1:0"),
+            ("LEDGER_SHUTDOWN_GRACE", "2s"),
+        ]))
+        .read_all(|env| env.server(PREFIX))
+        .unwrap();
+        assert_eq!(settings.addr, "127.0.0.1:0");
+        assert_eq!(settings.shutdown_grace, std::time::Duration::from_secs(2));
+
+        let err = over_defaults(&Env::from_pairs([
+            (ENV_ADDR, "ledger"),
+            (ENV_PLAINTEXT, "yes"),
+            ("LEDGER_LISTEN_ADDR", "127.0.0.1:1"),
+        ]))
+        .read_all(|env| env.server(PREFIX))
+        .unwrap_err();
+        assert_eq!(err.exit_code(), 78);
+        let err = err.to_string();
+        for var in [
+            "LEDGER_ADDR: ",
+            "LEDGER_PLAINTEXT: ",
+            "LEDGER_LISTEN_ADDR: ",
+        ] {
+            assert!(err.contains(var), "{var:?} not in {err}");
+        }
+    }
 }

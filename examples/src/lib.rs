@@ -5,10 +5,16 @@
 //! Run it with `cargo run -p humus-examples --bin walkthrough`; each
 //! service also runs alone (`--bin ledger`, `--bin wallet`).
 //!
+//! Each reads its settings from environment variables with humus's
+//! [`app::Env`](humus::app::Env), as the README's quick start does: a
+//! group of settings per prefix (`env.client("LEDGER_")`,
+//! `env.server("WALLET_")`, `env.http_client("RATES_")`), and the
+//! service's own with `env.read`, every bad, missing or misspelled
+//! variable named at once, exit 78 ([`wallet::Settings::read`]).
+//!
 //! | module | what it holds |
 //! |---|---|
 //! | [`pb`] | the code `humus-build` generates from `proto/`: messages, tonic stubs, typed humus clients |
-//! | [`config`] | settings from environment variables, checked; exit codes 78 and 1 |
 //! | [`ledger`] | the ledger service: the dependency, with knobs that make it misbehave, on a humus server |
 //! | [`wallet`] | the wallet service: its ledger client, its handlers, its readiness |
 //! | [`rates`] | the exchange-rate service (HTTP, axum, humus's `ContextLayer`) and the wallet's humus HTTP client of it |
@@ -16,7 +22,6 @@
 //! | [`running`] | a service's App run in a task of this process, stopped on demand |
 //! | [`walkthrough`] | the phases, the table and the timeline |
 
-pub mod config;
 pub mod ledger;
 pub mod rates;
 pub mod recording;

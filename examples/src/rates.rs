@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use humus::Setup;
+use humus::app::{Env, Error};
 use humus::http::client::{self as http_client, Kind};
 use humus::http::server::ContextLayer;
 use humus::telemetry::Telemetry;
@@ -33,13 +34,15 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tonic::Status;
 
-use crate::config::{Failure, Vars, parse};
-
-/// `RATES_URL`: the exchange-rate service's base URL, such as
-/// `http://127.0.0.1:8080/v1` (optional: without it the wallet quotes
-/// nothing; checked by
+/// The prefix of the exchange-rate client's settings: every field of
+/// [`http::client::Settings`](../../humus/http/client/struct.Settings.html),
+/// such as `RATES_BREAKER_OPEN_FOR` for `breaker.open_for`.
+pub const PREFIX: &str = "RATES_";
+/// `RATES_BASE_URL`: the exchange-rate service's base URL, such as
+/// `http://127.0.0.1:8080/v1` (optional: with no variable under
+/// [`PREFIX`] set the wallet quotes nothing; checked by
 /// [`http::client::check_base_url`](../../humus/http/client/fn.check_base_url.html)).
-pub const ENV_RATES_URL: &str = "RATES_URL";
+pub const ENV_RATES_BASE_URL: &str = "RATES_BASE_URL";
 /// `RATES_ATTEMPT_TIMEOUT`: how long one attempt may take (default: the
 /// client's, 5s; checked by
 /// [`check_attempt_timeout`](../../humus/http/client/fn.check_attempt_timeout.html)).
@@ -55,44 +58,16 @@ pub const ENV_RATES_BREAKER_OPEN_FOR: &str = "RATES_BREAKER_OPEN_FOR";
 /// The rates the service quotes, per unit of the wallet's currency.
 pub const RATES: [(&str, &str); 3] = [("EUR", "0.92"), ("GBP", "0.79"), ("JPY", "155.2")];
 
-/// The exchange-rate client's settings, read from `vars`, each variable
-/// through its field's check: `None` when [`ENV_RATES_URL`] is not set.
-pub fn settings(vars: &mut Vars<'_>) -> Option<http_client::Settings> {
-    let d = http_client::Settings::default();
-    let base_url: Option<String> = vars.or(ENV_RATES_URL, None, |raw| {
-        parse::checked(raw.to_owned(), |u| http_client::check_base_url(u)).map(Some)
-    });
-    let attempt_timeout = vars.or(ENV_RATES_ATTEMPT_TIMEOUT, d.attempt_timeout, |raw| {
-        parse::checked(parse::duration(raw)?, |t| {
-            http_client::check_attempt_timeout(*t)
-        })
-    });
-    let backoff_base = vars.or(ENV_RATES_BACKOFF_BASE, d.backoff_base, |raw| {
-        parse::checked(parse::duration(raw)?, |t| {
-            http_client::check_backoff_base(*t)
-        })
-    });
-    let backoff_max = vars.or(ENV_RATES_BACKOFF_MAX, d.backoff_max, |raw| {
-        parse::checked(parse::duration(raw)?, |t| {
-            http_client::check_backoff_max(*t)
-        })
-    });
-    let open_for = vars.or(ENV_RATES_BREAKER_OPEN_FOR, d.breaker.open_for, |raw| {
-        parse::checked(parse::duration(raw)?, |t| {
-            humus::grpc::client::check_open_for(*t)
-        })
-    });
-    Some(http_client::Settings {
-        base_url: base_url?,
-        attempt_timeout,
-        backoff_base,
-        backoff_max,
-        breaker: humus::circuit::Config {
-            open_for,
-            ..d.breaker
-        },
-        ..d
-    })
+/// The exchange-rate client's settings, read from `env` under [`PREFIX`]
+/// with [`Env::http_client`](../../humus/app/struct.Env.html#method.http_client),
+/// each variable through its field's check; a bad one is recorded in
+/// `env`, for its `read_all`. `None` when no variable under [`PREFIX`] is
+/// set; one alone is enough to read them all, so `RATES_TIMEOUT` without
+/// [`ENV_RATES_BASE_URL`] is refused (`RATES_BASE_URL: not set`) rather
+/// than ignored.
+pub fn settings(env: &mut Env) -> Option<http_client::Settings> {
+    let wanted = env.iter().any(|(name, _)| name.starts_with(PREFIX));
+    wanted.then(|| env.http_client(PREFIX))
 }
 
 /// The wallet's answer to `Quote`: `cents` in `currency`, at the rate
@@ -244,16 +219,16 @@ impl Serving {
     ///
     /// # Errors
     ///
-    /// [`Failure`] when it failed, or did not stop in time.
-    pub async fn stop(mut self) -> Result<(), Failure> {
+    /// [`humus::app::Error`](../../humus/app/struct.Error.html) when it failed, or did not stop in time.
+    pub async fn stop(mut self) -> Result<(), Error> {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
         match tokio::time::timeout(Duration::from_secs(5), &mut self.task).await {
             Ok(Ok(Ok(()))) => Ok(()),
-            Ok(Ok(Err(e))) => Err(Failure::software(e)),
-            Ok(Err(e)) => Err(Failure::software(e)),
-            Err(_) => Err(Failure::software(
+            Ok(Ok(Err(e))) => Err(Error::other(e)),
+            Ok(Err(e)) => Err(Error::other(e)),
+            Err(_) => Err(Error::other(
                 "the exchange-rate service did not stop within 5s",
             )),
         }
@@ -266,12 +241,12 @@ impl Serving {
 ///
 /// # Errors
 ///
-/// [`Failure`] when no port can be bound.
-pub async fn serve(rates: &Rates) -> Result<Serving, Failure> {
+/// [`humus::app::Error`](../../humus/app/struct.Error.html) when no port can be bound.
+pub async fn serve(rates: &Rates) -> Result<Serving, Error> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
-        .map_err(Failure::software)?;
-    let addr = listener.local_addr().map_err(Failure::software)?;
+        .map_err(Error::other)?;
+    let addr = listener.local_addr().map_err(Error::other)?;
     let setup = Setup::new().with_telemetry(
         Telemetry::builder()
             .propagator(crate::wallet::propagator())
@@ -307,50 +282,76 @@ pub async fn serve(rates: &Rates) -> Result<Serving, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Env, read};
+
+    /// The names of the variables `env` is refused for, and the error.
+    fn refused(env: Env) -> (Vec<String>, String) {
+        let err = env.read_all(settings).unwrap_err();
+        assert_eq!(err.exit_code(), 78, "{err}");
+        let vars = err
+            .get_ref()
+            .downcast_ref::<humus::app::EnvError>()
+            .expect("an EnvError")
+            .vars()
+            .iter()
+            .map(|v| v.name().to_owned())
+            .collect();
+        (vars, err.to_string())
+    }
 
     #[test]
     fn settings_come_from_the_environment_and_are_optional() {
         let env = Env::from_pairs([
-            (ENV_RATES_URL, "http://127.0.0.1:8080/v1"),
+            (ENV_RATES_BASE_URL, "http://127.0.0.1:8080/v1"),
             (ENV_RATES_ATTEMPT_TIMEOUT, "300ms"),
             (ENV_RATES_BACKOFF_BASE, "5ms"),
             (ENV_RATES_BACKOFF_MAX, "50ms"),
             (ENV_RATES_BREAKER_OPEN_FOR, "500ms"),
+            // Any setting of the client's, not only those the walkthrough sets.
+            ("RATES_MAX_ATTEMPTS", "4"),
         ]);
-        let s = read(&env, settings).unwrap().unwrap();
+        let s = env.read_all(settings).unwrap().unwrap();
         assert_eq!(s.base_url, "http://127.0.0.1:8080/v1");
         assert_eq!(s.attempt_timeout, Duration::from_millis(300));
         assert_eq!(s.backoff_base, Duration::from_millis(5));
         assert_eq!(s.backoff_max, Duration::from_millis(50));
         assert_eq!(s.breaker.open_for, Duration::from_millis(500));
+        assert_eq!(s.max_attempts, 4);
         assert!(humus::app::check_http_client(&s).is_ok());
 
-        assert!(read(&Env::default(), settings).unwrap().is_none());
+        assert!(Env::default().read_all(settings).unwrap().is_none());
     }
 
     #[test]
     fn every_bad_variable_is_named() {
-        let env = Env::from_pairs([
-            (ENV_RATES_URL, "http:///v1"),
+        let (vars, err) = refused(Env::from_pairs([
+            (ENV_RATES_BASE_URL, "http:///v1"),
             (ENV_RATES_ATTEMPT_TIMEOUT, "0s"),
             (ENV_RATES_BREAKER_OPEN_FOR, "soon"),
-        ]);
-        let err = read(&env, settings).unwrap_err();
-        let names: Vec<&str> = err.vars().iter().map(|v| v.name.as_str()).collect();
+        ]));
         assert_eq!(
-            names,
+            vars,
             [
-                ENV_RATES_URL,
+                ENV_RATES_BREAKER_OPEN_FOR,
+                ENV_RATES_BASE_URL,
                 ENV_RATES_ATTEMPT_TIMEOUT,
-                ENV_RATES_BREAKER_OPEN_FOR
-            ]
-        );
-        assert!(
-            err.to_string()
-                .contains("RATES_URL: \"http:///v1\" has no host"),
+            ],
             "{err}"
         );
+        assert!(
+            err.contains("RATES_BASE_URL: \"http:///v1\" has no host"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn one_variable_reads_the_group_and_a_missing_base_url_is_named() {
+        let (vars, err) = refused(Env::from_pairs([(ENV_RATES_BACKOFF_MAX, "1s")]));
+        assert_eq!(vars, [ENV_RATES_BASE_URL], "{err}");
+        let (vars, err) = refused(Env::from_pairs([
+            (ENV_RATES_BASE_URL, "http://rates:8080"),
+            ("RATES_URL", "http://rates:8080"),
+        ]));
+        assert_eq!(vars, ["RATES_URL"], "{err}");
     }
 
     #[tokio::test]

@@ -5,13 +5,11 @@
 use std::future::Future;
 use std::net::SocketAddr;
 
-use humus::app::{Error, Exit};
+use humus::app::{Error, ErrorKind, Exit};
 use humus::grpc::server::Server;
 use humus::{App, Setup};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-
-use crate::config::Failure;
 
 /// A service's App running in a task, until [`stop`](Running::stop).
 #[derive(Debug)]
@@ -26,10 +24,10 @@ pub struct Running {
 ///
 /// # Errors
 ///
-/// [`Failure`] when the App ends before it listens (its init failed, or
-/// its address is taken), with the App's exit code: 78 for a settings
-/// error, 1 for the rest.
-pub async fn start<F, Fut>(app: App, build: F) -> Result<Running, Failure>
+/// [`Error`](../../humus/app/struct.Error.html) when the App ends before
+/// it listens (its init failed, or its address is taken), of the App's
+/// error's kind: a settings error (exit 78), or another (exit 1).
+pub async fn start<F, Fut>(app: App, build: F) -> Result<Running, Error>
 where
     F: FnOnce(Setup) -> Fut + Send + 'static,
     Fut: Future<Output = Result<Server, Error>> + Send,
@@ -51,7 +49,7 @@ where
             stop,
             app: task,
         }),
-        Ok(None) => Err(Failure::software("the server listens on no socket address")),
+        Ok(None) => Err(Error::other("the server listens on no socket address")),
         Err(_) => Err(failure(joined(task).await)),
     }
 }
@@ -64,12 +62,17 @@ async fn joined(task: JoinHandle<Exit>) -> Exit {
     }
 }
 
-fn failure(exit: Exit) -> Failure {
+/// The error of an App that did not exit 0, of its error's kind.
+fn failure(exit: Exit) -> Error {
     let message = exit
         .error()
         .map(ToString::to_string)
         .unwrap_or_else(|| format!("exited {}", exit.code()));
-    Failure::software(format!("exit {}: {message}", exit.code()))
+    let message = format!("exit {}: {message}", exit.code());
+    match exit.error().map(Error::kind) {
+        Some(ErrorKind::Settings) => Error::settings(message),
+        _ => Error::other(message),
+    }
 }
 
 impl Running {
@@ -83,8 +86,9 @@ impl Running {
     ///
     /// # Errors
     ///
-    /// [`Failure`] when the App did not exit 0.
-    pub async fn stop(self) -> Result<(), Failure> {
+    /// [`Error`](../../humus/app/struct.Error.html) when the App did not
+    /// exit 0.
+    pub async fn stop(self) -> Result<(), Error> {
         let _ = self.stop.send(());
         let exit = joined(self.app).await;
         if exit.code() == 0 {

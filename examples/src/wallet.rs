@@ -1,9 +1,14 @@
 //! The wallet service (`wallet.v1.Wallet`): a production-ready service that
 //! calls another ([design](humus::design::client)).
 //!
-//! - Its settings come from environment variables, each through the
-//!   project's check for its field ([`Settings::from_env`]): a bad value
-//!   fails startup naming the variable (exit 78).
+//! - Its settings come from environment variables, read with humus's
+//!   [`app::Env`](../../humus/app/struct.Env.html) as any humus service
+//!   reads them ([`Settings::read`]): the ledger client's under `LEDGER_`
+//!   (`LEDGER_ADDR`, `LEDGER_BREAKER_OPEN_FOR`, ...), the server's and
+//!   the wallet's own under `WALLET_` (`WALLET_ADDR`, `WALLET_PLAINTEXT`,
+//!   `WALLET_FAULT_INJECTION`, ...), the exchange-rate client's under
+//!   `RATES_`. Every bad, missing or misspelled variable is named at once,
+//!   and fails startup with exit 78.
 //! - One humus client of the ledger, built once at startup and shared by
 //!   every handler ([`start`]): every call is retried as the method's
 //!   policy says (`Transfer` is safe to retry, and a write race's
@@ -21,8 +26,8 @@
 //!   ([`app`]): each RPC is a SERVER span in the trace its caller sent,
 //!   the parent of the ledger client's attempts, and a graceful shutdown
 //!   lets the calls in flight finish.
-//! - One humus HTTP client of the exchange-rate service, when `RATES_URL`
-//!   is set ([`crate::rates`]): `Quote` calls it, with its own retry budget
+//! - One humus HTTP client of the exchange-rate service, when
+//!   `RATES_BASE_URL` is set ([`crate::rates`]): `Quote` calls it, with its own retry budget
 //!   and breaker, in the trace of the wallet's RPC.
 //! - One humus Kafka producer, when [`ENV_EVENTS_BROKERS`] is set: each
 //!   payment the ledger applied is a "transfer applied" record on
@@ -48,10 +53,9 @@
 //!   proxy every caller is loopback). A service that serves mTLS trusts
 //!   by the caller's certificate instead (`Caller::peer_certificates`).
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use humus::app::Providers;
+use humus::app::{Env, Error, Providers};
 use humus::circuit;
 use humus::fault::{self, Injector, jsonscenario};
 use humus::grpc::client::{self, Client};
@@ -62,12 +66,22 @@ use humus::telemetry::Telemetry;
 use humus::{App, Setup};
 use opentelemetry::propagation::TextMapCompositePropagator;
 use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
+use serde::Deserialize;
 use tokio::sync::mpsc;
 use tonic::{Code, Request, Response, Status};
 
-use crate::config::{self, ConfigError, Env, Failure, parse};
 use crate::pb::ledger::v1 as ledger;
 use crate::pb::wallet::v1 as pb;
+
+/// The prefix of the wallet's server's settings and of its own
+/// (`WALLET_ADDR`, `WALLET_PLAINTEXT`, `WALLET_FAULT_INJECTION`, ...):
+/// both groups are read under it, and a variable under it that neither
+/// reads is refused, naming the nearest setting.
+pub const PREFIX: &str = "WALLET_";
+/// The prefix of the ledger client's settings: every field of
+/// [`client::Settings`](../../humus/grpc/client/struct.Settings.html),
+/// such as `LEDGER_BREAKER_OPEN_FOR` for `breaker.open_for`.
+pub const LEDGER_PREFIX: &str = "LEDGER_";
 
 /// `WALLET_EVENTS_BROKERS`: the Kafka brokers the wallet produces its
 /// "transfer applied" records to, `host:port` separated by commas (unset:
@@ -77,9 +91,10 @@ pub const ENV_EVENTS_BROKERS: &str = "WALLET_EVENTS_BROKERS";
 /// The topic of the wallet's "transfer applied" records.
 pub const TRANSFERS_TOPIC: &str = "wallet.transfers";
 
-/// `WALLET_LISTEN_ADDR`: the address the wallet listens on (an IP address
-/// and port; default [`DEFAULT_LISTEN_ADDR`]).
-pub const ENV_LISTEN_ADDR: &str = "WALLET_LISTEN_ADDR";
+/// `WALLET_ADDR`: the address the wallet's server listens on, the
+/// server's `addr` (default [`DEFAULT_ADDR`] in the standalone wallet,
+/// [`env()`]).
+pub const ENV_ADDR: &str = "WALLET_ADDR";
 /// `LEDGER_ADDR`: the ledger's address, `host:port` (required; checked by
 /// [`client::check_addr`](../../humus/grpc/client/fn.check_addr.html)).
 pub const ENV_LEDGER_ADDR: &str = "LEDGER_ADDR";
@@ -100,29 +115,31 @@ pub const ENV_LEDGER_BACKOFF_MAX: &str = "LEDGER_BACKOFF_MAX";
 /// open (default: the client's, 10s; checked by
 /// [`client::check_open_for`](../../humus/grpc/client/fn.check_open_for.html)).
 pub const ENV_LEDGER_BREAKER_OPEN_FOR: &str = "LEDGER_BREAKER_OPEN_FOR";
-/// `WALLET_FAULT_INJECTION`: `on` to carry out the failure scenarios that
-/// trusted callers ([`ENV_SCENARIO_TOKEN`]) put in their baggage (default
-/// `off`).
+/// `WALLET_FAULT_INJECTION`: `true` to carry out the failure scenarios
+/// that trusted callers ([`ENV_SCENARIO_TOKEN`]) put in their baggage
+/// (default `false`).
 pub const ENV_FAULT_INJECTION: &str = "WALLET_FAULT_INJECTION";
 
-/// `WALLET_PLAINTEXT`: must be `on`. The wallet has no certificate
-/// settings of its own, and a humus server serves plain text only when its
-/// settings say so: where a mesh sidecar or a local proxy terminates TLS,
-/// or where only loopback reaches the wallet. Unset or `off` fails
-/// startup, exit 78.
+/// `WALLET_PLAINTEXT`: must be `true`, the server's `plaintext`. The
+/// wallet has no certificate settings of its own, and a humus server
+/// serves plain text only when its settings say so: where a mesh sidecar
+/// or a local proxy terminates TLS, or where only loopback reaches the
+/// wallet. Unset or `false` fails startup, exit 78.
 pub const ENV_PLAINTEXT: &str = "WALLET_PLAINTEXT";
 
 /// `WALLET_SCENARIO_TOKEN`: the secret the gateway puts in
 /// [`SCENARIO_TOKEN_HEADER`] of the requests whose failure scenarios the
 /// wallet is to trust (the gateway removes the header from every request
-/// it did not vouch for). Unset: the wallet trusts no caller's scenario.
+/// it did not vouch for), at least 16 characters. Unset: the wallet
+/// trusts no caller's scenario.
 pub const ENV_SCENARIO_TOKEN: &str = "WALLET_SCENARIO_TOKEN";
 
 /// The request header that carries the gateway's [`ENV_SCENARIO_TOKEN`].
 pub const SCENARIO_TOKEN_HEADER: &str = "x-scenario-token";
 
-/// The wallet's listening address when [`ENV_LISTEN_ADDR`] is not set.
-pub const DEFAULT_LISTEN_ADDR: &str = "127.0.0.1:50052";
+/// The standalone wallet's listening address when [`ENV_ADDR`] is not
+/// set ([`env()`]).
+pub const DEFAULT_ADDR: &str = "127.0.0.1:50052";
 
 /// The baggage member a failure scenario travels in, as JSON
 /// ([`jsonscenario`](../../humus/fault/jsonscenario/index.html)).
@@ -134,29 +151,60 @@ pub const READINESS_INTERVAL: Duration = Duration::from_millis(100);
 /// How long one readiness check may wait for the ledger client to connect.
 pub const READINESS_CHECK_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// The standalone wallet's environment: the process's, over
+/// [`ENV_ADDR`]`=`[`DEFAULT_ADDR`].
+pub fn env() -> Env {
+    over_defaults(&Env::process())
+}
+
+/// `env`'s variables over the standalone wallet's defaults.
+fn over_defaults(env: &Env) -> Env {
+    Env::from_pairs([(ENV_ADDR, DEFAULT_ADDR)].into_iter().chain(env.iter()))
+}
+
 /// The wallet's settings.
 #[derive(Clone, Debug)]
 pub struct Settings {
-    /// Where the wallet listens.
-    pub listen_addr: SocketAddr,
-    /// The ledger client's settings.
+    /// The wallet's server's settings, from the variables under [`PREFIX`]
+    /// ([`ENV_ADDR`], [`ENV_PLAINTEXT`], and every other server setting,
+    /// such as `WALLET_SHUTDOWN_GRACE`); its `trust_scenario` is set in
+    /// code ([`server()`]).
+    pub server: server::Settings,
+    /// The ledger client's settings, from the variables under
+    /// [`LEDGER_PREFIX`].
     pub ledger: client::Settings,
-    /// The exchange-rate client's settings, if `RATES_URL` is set
-    /// ([`crate::rates::settings`]).
+    /// The exchange-rate client's settings, if any variable under
+    /// [`crate::rates::PREFIX`] is set ([`crate::rates::settings`]).
     pub rates: Option<humus::http::client::Settings>,
     /// The Kafka producer's settings of the "transfer applied" records,
     /// if [`ENV_EVENTS_BROKERS`] is set.
     pub events: Option<ProducerSettings>,
-    /// Whether failure injection is on.
+    /// Whether failure injection is on ([`ENV_FAULT_INJECTION`]).
     pub fault_injection: bool,
     /// The gateway's secret that makes a caller's scenario trusted
     /// ([`ENV_SCENARIO_TOKEN`]); `None` trusts no caller.
     pub scenario_token: Option<Secret>,
 }
 
-/// A secret: its `Debug` does not show it.
-#[derive(Clone)]
+/// A secret: its `Debug` does not show it. Read from a variable, it must
+/// be at least 16 characters: a secret a caller could guess trusts every
+/// caller.
+#[derive(Clone, Deserialize)]
+#[serde(try_from = "String")]
 pub struct Secret(pub String);
+
+impl TryFrom<String> for Secret {
+    type Error = &'static str;
+
+    fn try_from(secret: String) -> Result<Secret, &'static str> {
+        if secret.chars().count() < 16 {
+            return Err(
+                "is shorter than 16 characters: a secret a caller could guess trusts every caller",
+            );
+        }
+        Ok(Secret(secret))
+    }
+}
 
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -164,80 +212,69 @@ impl std::fmt::Debug for Secret {
     }
 }
 
+/// Kafka brokers read from a variable: `host:port` separated by commas,
+/// checked by [`kafka::check_brokers`](../../humus/kafka/fn.check_brokers.html).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(try_from = "Vec<String>")]
+struct Brokers(Vec<String>);
+
+impl TryFrom<Vec<String>> for Brokers {
+    type Error = String;
+
+    fn try_from(brokers: Vec<String>) -> Result<Brokers, String> {
+        kafka::check_brokers(&brokers).map_err(|e| e.to_string())?;
+        Ok(Brokers(brokers))
+    }
+}
+
+/// The wallet's own settings, beside its server's under [`PREFIX`]: each
+/// field is the variable `WALLET_` and its name in capitals.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Own {
+    fault_injection: bool,
+    scenario_token: Option<Secret>,
+    events_brokers: Option<Brokers>,
+}
+
 impl Settings {
-    /// Reads the settings from `env`, each variable through its field's
-    /// check: [`ENV_LISTEN_ADDR`], [`ENV_LEDGER_ADDR`],
-    /// [`ENV_LEDGER_TIMEOUT`], [`ENV_LEDGER_MAX_ATTEMPTS`],
-    /// [`ENV_LEDGER_BACKOFF_BASE`], [`ENV_LEDGER_BACKOFF_MAX`],
-    /// [`ENV_LEDGER_BREAKER_OPEN_FOR`], [`ENV_FAULT_INJECTION`],
-    /// [`ENV_PLAINTEXT`], [`ENV_SCENARIO_TOKEN`], [`ENV_EVENTS_BROKERS`], and the exchange-rate
-    /// client's ([`crate::rates::settings`]).
+    /// Reads the settings from `env`, as a service reads its groups
+    /// inside [`humus::app::from_env`](../../humus/app/fn.from_env.html):
+    /// the ledger client's under [`LEDGER_PREFIX`] (`env.client`), the
+    /// server's under [`PREFIX`] (`env.server`), the wallet's own under
+    /// the same prefix (`env.read`: [`ENV_FAULT_INJECTION`],
+    /// [`ENV_SCENARIO_TOKEN`], [`ENV_EVENTS_BROKERS`]), and the
+    /// exchange-rate client's ([`crate::rates::settings`]). A bad variable
+    /// is recorded in `env`, for its `read_all`.
+    pub fn read(env: &mut Env) -> Settings {
+        let ledger = env.client(LEDGER_PREFIX);
+        let server = env.server(PREFIX);
+        let own: Own = env.read(PREFIX);
+        let rates = crate::rates::settings(env);
+        Settings {
+            server,
+            ledger,
+            rates,
+            events: own.events_brokers.map(|Brokers(brokers)| ProducerSettings {
+                brokers,
+                client_id: "wallet".to_owned(),
+                ..ProducerSettings::default()
+            }),
+            fault_injection: own.fault_injection,
+            scenario_token: own.scenario_token,
+        }
+    }
+
+    /// The settings read from `env` ([`Settings::read`]), when every
+    /// variable was good.
     ///
     /// # Errors
     ///
-    /// [`ConfigError`] naming every bad variable.
-    pub fn from_env(env: &Env) -> Result<Settings, ConfigError> {
-        let d = client::Settings::default();
-        config::read(env, |vars| {
-            let listen_addr = vars.or(
-                ENV_LISTEN_ADDR,
-                DEFAULT_LISTEN_ADDR.parse().expect("a valid default"),
-                parse::listen_addr,
-            );
-            let mut ledger = d.clone();
-            ledger.addr = vars.required(ENV_LEDGER_ADDR, |raw| {
-                parse::checked(raw.to_owned(), |a| client::check_addr(a))
-            });
-            ledger.timeout = vars.or(ENV_LEDGER_TIMEOUT, d.timeout, |raw| {
-                parse::checked(parse::duration(raw)?, |t| client::check_timeout(*t))
-            });
-            ledger.max_attempts = vars.or(ENV_LEDGER_MAX_ATTEMPTS, d.max_attempts, |raw| {
-                parse::checked(parse::u32(raw)?, |n| client::check_max_attempts(*n))
-            });
-            ledger.backoff_base = vars.or(ENV_LEDGER_BACKOFF_BASE, d.backoff_base, |raw| {
-                parse::checked(parse::duration(raw)?, |t| client::check_backoff_base(*t))
-            });
-            ledger.backoff_max = vars.or(ENV_LEDGER_BACKOFF_MAX, d.backoff_max, |raw| {
-                parse::checked(parse::duration(raw)?, |t| client::check_backoff_max(*t))
-            });
-            ledger.breaker.open_for =
-                vars.or(ENV_LEDGER_BREAKER_OPEN_FOR, d.breaker.open_for, |raw| {
-                    parse::checked(parse::duration(raw)?, |t| client::check_open_for(*t))
-                });
-            let fault_injection = vars.or(ENV_FAULT_INJECTION, false, parse::on_off);
-            match vars.or(ENV_PLAINTEXT, Ok(false), |raw| Ok(parse::on_off(raw))) {
-                Ok(true) => {}
-                Ok(false) => vars.refuse(
-                    ENV_PLAINTEXT,
-                    "is not on: the wallet has no certificate settings, and a server serves plain text only when its settings say so; set WALLET_PLAINTEXT=on where a mesh sidecar or a local proxy terminates TLS, or where only loopback reaches the wallet".to_owned(),
-                ),
-                Err(problem) => vars.refuse(ENV_PLAINTEXT, problem),
-            }
-            let scenario_token = vars.or(ENV_SCENARIO_TOKEN, None, |raw| {
-                if raw.len() < 16 {
-                    return Err("is shorter than 16 characters: a secret a caller could guess trusts every caller".to_owned());
-                }
-                Ok(Some(Secret(raw.to_owned())))
-            });
-            let events = vars.or(ENV_EVENTS_BROKERS, None, |raw| {
-                let brokers: Vec<String> = raw.split(',').map(|b| b.trim().to_owned()).collect();
-                kafka::check_brokers(&brokers).map_err(|e| e.to_string())?;
-                Ok(Some(ProducerSettings {
-                    brokers,
-                    client_id: "wallet".to_owned(),
-                    ..ProducerSettings::default()
-                }))
-            });
-            let rates = crate::rates::settings(vars);
-            Settings {
-                listen_addr,
-                ledger,
-                rates,
-                events,
-                fault_injection,
-                scenario_token,
-            }
-        })
+    /// A settings [`Error`] (exit 78) naming every bad or missing
+    /// variable, and every variable under [`PREFIX`], [`LEDGER_PREFIX`] or
+    /// [`crate::rates::PREFIX`] that no setting reads.
+    pub fn from_env(env: Env) -> Result<Settings, Error> {
+        env.read_all(Settings::read)
     }
 }
 
@@ -502,7 +539,7 @@ impl pb::wallet_server::Wallet for Wallet {
         check_amount(req.cents)?;
         let Some(rates) = &self.rates else {
             return Err(Status::unavailable(
-                "the wallet has no exchange-rate service (RATES_URL is not set)",
+                "the wallet has no exchange-rate service (RATES_BASE_URL is not set)",
             ));
         };
         let (cents, rate) = crate::rates::quote(rates, req.cents, &req.currency).await?;
@@ -593,9 +630,6 @@ pub fn server(setup: &Setup, settings: &Settings) -> Result<Server, humus::app::
         .check_timeout(READINESS_CHECK_TIMEOUT);
     let token = settings.scenario_token.clone();
     let server_settings = server::Settings {
-        addr: settings.listen_addr.to_string(),
-        // Read from WALLET_PLAINTEXT, which must be on.
-        plaintext: true,
         // Who the caller is, never where it connects from: behind a
         // sidecar or a local proxy every caller is loopback.
         trust_scenario: Some(TrustScenario::new(move |caller| {
@@ -605,7 +639,9 @@ pub fn server(setup: &Setup, settings: &Settings) -> Result<Server, humus::app::
                 _ => false,
             }
         })),
-        ..server::Settings::default()
+        // Read from WALLET_ADDR, WALLET_PLAINTEXT (which must be true:
+        // the wallet has no certificate) and the rest under WALLET_.
+        ..settings.server.clone()
     };
     Ok(Server::new(setup, server_settings)?
         .add_service(pb::wallet_server::WalletServer::new({
@@ -647,9 +683,9 @@ pub fn app(telemetry: Telemetry, settings: &Settings) -> App {
 ///
 /// # Errors
 ///
-/// [`Failure`] when it cannot start: the client refuses its settings, or
-/// the address is taken.
-pub async fn start(telemetry: Telemetry, settings: &Settings) -> Result<Serving, Failure> {
+/// [`humus::app::Error`](../../humus/app/struct.Error.html) when it cannot
+/// start: the client refuses its settings, or the address is taken.
+pub async fn start(telemetry: Telemetry, settings: &Settings) -> Result<Serving, Error> {
     let settings = settings.clone();
     crate::running::start(app(telemetry, &settings), move |setup| async move {
         server(&setup, &settings)
@@ -765,6 +801,21 @@ mod tests {
         assert!(!rejected_by_breaker(&Status::unavailable("refused")));
     }
 
+    /// The names of the variables `env` is refused for, in order.
+    fn refused(env: Env) -> (Vec<String>, String) {
+        let err = Settings::from_env(env).unwrap_err();
+        assert_eq!(err.exit_code(), 78, "{err}");
+        let vars = err
+            .get_ref()
+            .downcast_ref::<humus::app::EnvError>()
+            .expect("an EnvError")
+            .vars()
+            .iter()
+            .map(|v| v.name().to_owned())
+            .collect();
+        (vars, err.to_string())
+    }
+
     #[test]
     fn settings_come_from_the_environment() {
         let env = Env::from_pairs([
@@ -774,12 +825,17 @@ mod tests {
             (ENV_LEDGER_BACKOFF_BASE, "10ms"),
             (ENV_LEDGER_BACKOFF_MAX, "100ms"),
             (ENV_LEDGER_BREAKER_OPEN_FOR, "1500ms"),
-            (ENV_FAULT_INJECTION, "on"),
-            (ENV_LISTEN_ADDR, "127.0.0.1:0"),
-            (ENV_PLAINTEXT, "on"),
+            // Any client setting, not only those the walkthrough sets.
+            ("LEDGER_ATTEMPT_TIMEOUT", "300ms"),
+            ("LEDGER_RETRY_BUDGET_MAX_TOKENS", "20"),
+            (ENV_FAULT_INJECTION, "true"),
+            (ENV_ADDR, "127.0.0.1:0"),
+            (ENV_PLAINTEXT, "true"),
+            // Any server setting too.
+            ("WALLET_SHUTDOWN_GRACE", "3s"),
             (ENV_SCENARIO_TOKEN, "a-secret-of-16-chars"),
         ]);
-        let s = Settings::from_env(&env).unwrap();
+        let s = Settings::from_env(env).unwrap();
         assert_eq!(
             s.scenario_token.as_ref().map(|t| t.0.as_str()),
             Some("a-secret-of-16-chars")
@@ -791,77 +847,139 @@ mod tests {
         assert_eq!(s.ledger.backoff_base, Duration::from_millis(10));
         assert_eq!(s.ledger.backoff_max, Duration::from_millis(100));
         assert_eq!(s.ledger.breaker.open_for, Duration::from_millis(1500));
+        assert_eq!(s.ledger.attempt_timeout, Some(Duration::from_millis(300)));
+        assert_eq!(s.ledger.retry_budget.max_tokens, 20);
         assert!(s.fault_injection);
-        assert_eq!(s.listen_addr, "127.0.0.1:0".parse().unwrap());
+        assert_eq!(s.server.addr, "127.0.0.1:0");
+        assert!(s.server.plaintext);
+        assert_eq!(s.server.shutdown_grace, Duration::from_secs(3));
+        assert!(s.rates.is_none(), "no RATES_ variable: no client");
 
         let d = client::Settings::default();
-        let s = Settings::from_env(&Env::from_pairs([
+        let s = Settings::from_env(Env::from_pairs([
             (ENV_LEDGER_ADDR, "ledger:1"),
-            (ENV_PLAINTEXT, "on"),
+            (ENV_ADDR, "127.0.0.1:0"),
+            (ENV_PLAINTEXT, "true"),
         ]))
         .unwrap();
         assert!(s.scenario_token.is_none(), "trusts no caller");
         assert_eq!(s.ledger.timeout, d.timeout);
         assert_eq!(s.ledger.breaker.open_for, d.breaker.open_for);
         assert!(!s.fault_injection);
+        assert!(s.events.is_none());
     }
 
     #[test]
-    fn every_bad_variable_is_named() {
-        let env = Env::from_pairs([
-            (ENV_LEDGER_ADDR, "ledger"),
-            (ENV_LEDGER_TIMEOUT, "0"),
-            (ENV_LEDGER_BREAKER_OPEN_FOR, "0s"),
-            (ENV_LISTEN_ADDR, "anywhere"),
-            (ENV_SCENARIO_TOKEN, "guessable"),
-        ]);
-        let err = Settings::from_env(&env).unwrap_err();
-        let names: Vec<&str> = err.vars().iter().map(|v| v.name.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                ENV_LISTEN_ADDR,
-                ENV_LEDGER_ADDR,
-                ENV_LEDGER_TIMEOUT,
-                ENV_LEDGER_BREAKER_OPEN_FOR,
-                ENV_PLAINTEXT,
-                ENV_SCENARIO_TOKEN,
-            ]
+    fn the_servers_and_the_wallets_own_variables_share_their_prefix() {
+        // Each variable under WALLET_ is read by one of the two groups:
+        // none is refused as unread.
+        let base = [
+            (ENV_LEDGER_ADDR, "ledger:1"),
+            (ENV_ADDR, "127.0.0.1:0"),
+            (ENV_PLAINTEXT, "true"),
+            ("WALLET_SHUTDOWN_GRACE", "1s"),
+            (ENV_FAULT_INJECTION, "false"),
+            (ENV_SCENARIO_TOKEN, "a-secret-of-16-chars"),
+            (ENV_EVENTS_BROKERS, "kafka-1:9092"),
+        ];
+        Settings::from_env(Env::from_pairs(base)).unwrap();
+
+        // A misspelled one of either group is refused, naming the nearest.
+        for (typo, meant) in [
+            ("WALLET_FAULT_INJECTON", ENV_FAULT_INJECTION),
+            ("WALLET_SHUTDOWN_GRAC", "WALLET_SHUTDOWN_GRACE"),
+        ] {
+            let (vars, err) = refused(Env::from_pairs(base.into_iter().chain([(typo, "1s")])));
+            assert_eq!(vars, [typo], "{err}");
+            assert!(err.contains(&format!("did you mean {meant}?")), "{err}");
+        }
+        // So is a misspelled one of the ledger client's.
+        let (vars, err) = refused(Env::from_pairs(
+            base.into_iter().chain([("LEDGER_BREAKER_OPENFOR", "2s")]),
+        ));
+        assert_eq!(vars, ["LEDGER_BREAKER_OPENFOR"], "{err}");
+        assert!(
+            err.contains("did you mean LEDGER_BREAKER_OPEN_FOR?"),
+            "{err}"
         );
     }
 
     #[test]
+    fn every_bad_variable_is_named() {
+        let (vars, err) = refused(Env::from_pairs([
+            (ENV_LEDGER_ADDR, "ledger"),
+            (ENV_LEDGER_TIMEOUT, "0"),
+            (ENV_LEDGER_BREAKER_OPEN_FOR, "0s"),
+            (ENV_ADDR, "anywhere"),
+            (ENV_FAULT_INJECTION, "on"),
+            (ENV_SCENARIO_TOKEN, "guessable"),
+        ]));
+        assert_eq!(
+            vars,
+            [
+                ENV_LEDGER_ADDR,
+                ENV_LEDGER_TIMEOUT,
+                ENV_LEDGER_BREAKER_OPEN_FOR,
+                ENV_ADDR,
+                ENV_PLAINTEXT,
+                ENV_FAULT_INJECTION,
+                ENV_SCENARIO_TOKEN,
+            ],
+            "{err}"
+        );
+        for problem in [
+            "WALLET_FAULT_INJECTION: \"on\" is not true or false",
+            "WALLET_SCENARIO_TOKEN: is shorter than 16 characters",
+            "WALLET_PLAINTEXT: is not set",
+        ] {
+            assert!(err.contains(problem), "{problem:?} not in {err}");
+        }
+    }
+
+    #[test]
+    fn the_standalone_wallet_listens_on_its_default_address_unless_told() {
+        let env = over_defaults(&Env::from_pairs([(ENV_LEDGER_ADDR, "ledger:1")]));
+        assert_eq!(env.get(ENV_ADDR), Some(DEFAULT_ADDR));
+        assert_eq!(env.get(ENV_LEDGER_ADDR), Some("ledger:1"));
+        let env = over_defaults(&Env::from_pairs([(ENV_ADDR, "127.0.0.1:0")]));
+        assert_eq!(env.get(ENV_ADDR), Some("127.0.0.1:0"));
+    }
+
+    #[test]
     fn the_events_brokers_come_from_the_environment_and_a_bad_one_is_named() {
-        let base = [(ENV_LEDGER_ADDR, "ledger:9090"), (ENV_PLAINTEXT, "on")];
-        let s = Settings::from_env(&Env::from_pairs(base)).unwrap();
+        let base = [
+            (ENV_LEDGER_ADDR, "ledger:9090"),
+            (ENV_ADDR, "127.0.0.1:0"),
+            (ENV_PLAINTEXT, "true"),
+        ];
+        let s = Settings::from_env(Env::from_pairs(base)).unwrap();
         assert!(s.events.is_none(), "unset: no producer");
 
         let env = Env::from_pairs(
             base.into_iter()
                 .chain([(ENV_EVENTS_BROKERS, "kafka-1:9092, kafka-2:9092")]),
         );
-        let events = Settings::from_env(&env).unwrap().events.unwrap();
+        let events = Settings::from_env(env).unwrap().events.unwrap();
         assert_eq!(events.brokers, ["kafka-1:9092", "kafka-2:9092"]);
         assert_eq!(events.client_id, "wallet");
 
-        let env = Env::from_pairs(
+        let (vars, err) = refused(Env::from_pairs(
             base.into_iter()
                 .chain([(ENV_EVENTS_BROKERS, "kafka://kafka-1:9092")]),
-        );
-        let err = Settings::from_env(&env).unwrap_err();
-        let names: Vec<&str> = err.vars().iter().map(|v| v.name.as_str()).collect();
-        assert_eq!(names, [ENV_EVENTS_BROKERS]);
-        assert!(err.to_string().contains("scheme"), "{err}");
+        ));
+        assert_eq!(vars, [ENV_EVENTS_BROKERS]);
+        assert!(err.contains("scheme"), "{err}");
     }
 
     #[test]
     fn a_bad_breaker_open_for_names_its_variable_only() {
-        let env = Env::from_pairs([
+        let (vars, err) = refused(Env::from_pairs([
             (ENV_LEDGER_ADDR, "ledger:9090"),
             (ENV_LEDGER_BREAKER_OPEN_FOR, "0s"),
-            (ENV_PLAINTEXT, "on"),
-        ]);
-        let err = Settings::from_env(&env).unwrap_err().to_string();
+            (ENV_ADDR, "127.0.0.1:0"),
+            (ENV_PLAINTEXT, "true"),
+        ]));
+        assert_eq!(vars, [ENV_LEDGER_BREAKER_OPEN_FOR]);
         assert!(
             err.contains("LEDGER_BREAKER_OPEN_FOR: is zero, want a duration more than zero"),
             "{err}"

@@ -1,6 +1,6 @@
-//! The standalone binaries' exit codes: 78 for a bad setting, naming every
-//! bad variable; 1 for settings that each pass their check but that the
-//! ledger client refuses together (a fault in the code).
+//! The standalone binaries' exit codes: 78 for a bad, missing or
+//! misspelled variable (read with humus's `app::Env`), naming every one; 1
+//! for a server that cannot listen (its address taken).
 
 use std::process::{Command, Output};
 
@@ -24,7 +24,9 @@ fn the_wallet_names_every_bad_variable_and_exits_78() {
         &[
             ("LEDGER_TIMEOUT", "soon"),
             ("LEDGER_MAX_ATTEMPTS", "0"),
-            ("WALLET_FAULT_INJECTION", "maybe"),
+            ("WALLET_FAULT_INJECTION", "on"),
+            // Misspelled: refused, not ignored.
+            ("LEDGER_BREAKER_OPENFOR", "2s"),
         ],
     );
     assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
@@ -33,8 +35,9 @@ fn the_wallet_names_every_bad_variable_and_exits_78() {
         "LEDGER_ADDR: not set",
         "LEDGER_TIMEOUT: \"soon\" is not a duration",
         "LEDGER_MAX_ATTEMPTS:",
-        "WALLET_FAULT_INJECTION: \"maybe\" is neither on nor off",
-        "WALLET_PLAINTEXT: is not on",
+        "WALLET_FAULT_INJECTION: \"on\" is not true or false",
+        "WALLET_PLAINTEXT: is not set",
+        "LEDGER_BREAKER_OPENFOR: is set, but no setting of the LEDGER_ group has this name: did you mean LEDGER_BREAKER_OPEN_FOR?",
     ] {
         assert!(err.contains(var), "{var:?} not in {err:?}");
     }
@@ -44,40 +47,73 @@ fn the_wallet_names_every_bad_variable_and_exits_78() {
 fn the_wallet_checks_the_ledger_address_with_the_clients_check() {
     let out = run(
         env!("CARGO_BIN_EXE_wallet"),
-        &[("LEDGER_ADDR", "dns:///ledger:50051")],
+        &[
+            ("LEDGER_ADDR", "dns:///ledger:50051"),
+            ("WALLET_PLAINTEXT", "true"),
+        ],
     );
     assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
-    assert!(stderr(&out).contains("LEDGER_ADDR: "), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("LEDGER_ADDR: "), "{err}");
+    assert!(!err.contains("WALLET_"), "{err}");
 }
 
 #[test]
-fn settings_the_client_refuses_together_exit_1() {
+fn settings_that_no_one_field_sees_wrong_exit_78_too() {
     // Each passes its own check; a ceiling below the base takes both to
-    // see, which only the client's constructor does.
+    // see, which humus's reader checks too, under the ceiling's variable.
     let out = run(
         env!("CARGO_BIN_EXE_wallet"),
         &[
             ("LEDGER_ADDR", "127.0.0.1:9"),
-            ("WALLET_LISTEN_ADDR", "127.0.0.1:0"),
-            ("WALLET_PLAINTEXT", "on"),
+            ("WALLET_ADDR", "127.0.0.1:0"),
+            ("WALLET_PLAINTEXT", "true"),
             ("LEDGER_BACKOFF_BASE", "2s"),
             ("LEDGER_BACKOFF_MAX", "1s"),
         ],
     );
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("backoff_max"), "{}", stderr(&out));
-}
-
-#[test]
-fn the_ledger_names_a_bad_listen_address_and_exits_78() {
-    let out = run(
-        env!("CARGO_BIN_EXE_ledger"),
-        &[("LEDGER_LISTEN_ADDR", "ledger:50051")],
-    );
     assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("LEDGER_LISTEN_ADDR: \"ledger:50051\" is not an IP address and port"),
+        stderr(&out).contains("LEDGER_BACKOFF_MAX: 1s is below backoff_base 2s"),
         "{}",
         stderr(&out)
     );
+}
+
+#[test]
+fn an_address_another_process_holds_exits_1() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = run(
+        env!("CARGO_BIN_EXE_wallet"),
+        &[
+            ("LEDGER_ADDR", "127.0.0.1:9"),
+            ("WALLET_ADDR", &addr),
+            ("WALLET_PLAINTEXT", "true"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains(&addr), "{}", stderr(&out));
+}
+
+#[test]
+fn the_ledger_names_every_bad_variable_and_exits_78() {
+    let out = run(
+        env!("CARGO_BIN_EXE_ledger"),
+        &[
+            ("LEDGER_ADDR", "ledger"),
+            ("LEDGER_PLAINTEXT", "on"),
+            // The name the ledger read before it read humus's.
+            ("LEDGER_LISTEN_ADDR", "127.0.0.1:50051"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
+    let err = stderr(&out);
+    for var in [
+        "LEDGER_ADDR: ",
+        "LEDGER_PLAINTEXT: \"on\" is not true or false",
+        "LEDGER_LISTEN_ADDR: is set, but no setting of the LEDGER_ group has this name",
+    ] {
+        assert!(err.contains(var), "{var:?} not in {err:?}");
+    }
 }

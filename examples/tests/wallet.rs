@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
+use humus::app::Env;
 use humus::fault::{self, Fault, Rule, Scenario, jsonscenario};
 use humus::telemetry::{MetadataInjector, Telemetry};
-use humus_examples::config::Env;
 use humus_examples::ledger::{self, Ledger};
 use humus_examples::pb::wallet::v1 as pb;
 use humus_examples::wallet::{self, Settings};
@@ -29,14 +29,14 @@ struct Wallet {
 const TOKEN: &str = "the-gateways-own-secret";
 
 async fn start_wallet(ledger_addr: std::net::SocketAddr, fault_injection: &str) -> Wallet {
-    let settings = Settings::from_env(&Env::from_pairs([
-        (wallet::ENV_LISTEN_ADDR, "127.0.0.1:0".to_owned()),
+    let settings = Settings::from_env(Env::from_pairs([
+        (wallet::ENV_ADDR, "127.0.0.1:0".to_owned()),
         (wallet::ENV_LEDGER_ADDR, ledger_addr.to_string()),
         (wallet::ENV_LEDGER_TIMEOUT, "2s".to_owned()),
         (wallet::ENV_LEDGER_BACKOFF_BASE, "10ms".to_owned()),
         (wallet::ENV_LEDGER_BACKOFF_MAX, "50ms".to_owned()),
         (wallet::ENV_FAULT_INJECTION, fault_injection.to_owned()),
-        (wallet::ENV_PLAINTEXT, "on".to_owned()),
+        (wallet::ENV_PLAINTEXT, "true".to_owned()),
         (wallet::ENV_SCENARIO_TOKEN, TOKEN.to_owned()),
     ]))
     .unwrap();
@@ -105,7 +105,7 @@ async fn start_ledger(book: &Ledger) -> ledger::Serving {
 async fn the_wallet_answers_with_its_own_codes() {
     let book = Ledger::new();
     let ledger = start_ledger(&book).await;
-    let mut wallet = start_wallet(ledger.local_addr(), "off").await;
+    let mut wallet = start_wallet(ledger.local_addr(), "false").await;
     assert!(wallet.ready_within(Duration::from_secs(10)).await);
 
     let top_up = wallet
@@ -173,7 +173,7 @@ async fn the_wallet_is_not_ready_while_its_ledger_client_has_never_connected() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let mut wallet = start_wallet(addr, "off").await;
+    let mut wallet = start_wallet(addr, "false").await;
     for _ in 0..3 {
         assert_eq!(wallet.status().await, ServingStatus::NotServing);
         tokio::time::sleep(wallet::READINESS_INTERVAL).await;
@@ -216,8 +216,8 @@ fn with_scenario(cx: &Context, id: &str, token: Option<&str>) -> tonic::Request<
 async fn a_scenario_does_nothing_while_fault_injection_is_off() {
     let book = Ledger::new();
     let ledger = start_ledger(&book).await;
-    let mut off = start_wallet(ledger.local_addr(), "off").await;
-    let mut on = start_wallet(ledger.local_addr(), "on").await;
+    let mut off = start_wallet(ledger.local_addr(), "false").await;
+    let mut on = start_wallet(ledger.local_addr(), "true").await;
     off.client
         .top_up(pb::TopUpRequest {
             account: "alice".into(),
@@ -248,7 +248,7 @@ async fn a_scenario_does_nothing_while_fault_injection_is_off() {
 async fn the_wallet_trusts_a_scenario_by_the_gateways_secret_not_by_loopback() {
     let book = Ledger::new();
     let ledger = start_ledger(&book).await;
-    let mut on = start_wallet(ledger.local_addr(), "on").await;
+    let mut on = start_wallet(ledger.local_addr(), "true").await;
     on.client
         .top_up(pb::TopUpRequest {
             account: "alice".into(),

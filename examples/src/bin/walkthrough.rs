@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use humus_examples::config;
+use humus::app::EXIT_FAILURE;
 use humus_examples::walkthrough::{self, Options};
 
 /// The build's target directory: the one this binary was built into
@@ -29,7 +29,10 @@ async fn main() -> ExitCode {
     };
     let report = match walkthrough::run(options).await {
         Ok(report) => report,
-        Err(failure) => return config::exit("walkthrough", Err(failure)),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(e.exit_code());
+        }
     };
     println!();
     println!("What each phase did, read from the OpenTelemetry data: calls and attempts are the");
@@ -68,6 +71,6 @@ async fn main() -> ExitCode {
             "These phases did not behave as they say: {}",
             failed.join(", ")
         );
-        ExitCode::from(config::EXIT_SOFTWARE)
+        ExitCode::from(EXIT_FAILURE)
     }
 }

@@ -34,9 +34,9 @@
 //!   `humus::http::server::ContextLayer`, answering `GET /v1/rates/{currency}`,
 //!   with a knob that makes it answer 503 pages as a gateway does for a
 //!   service that is down. The wallet's `Quote` calls it through a
-//!   `humus::http::client::Client` (`RATES_URL` and the other `RATES_`
-//!   variables, which the wallet reads itself: `from_env`, as in
-//!   `humus::app::Env::http_client`'s example, would read the base URL from `RATES_BASE_URL`);
+//!   `humus::http::client::Client`, whose settings the wallet reads with
+//!   `humus::app::Env::http_client("RATES_")` (`RATES_BASE_URL`,
+//!   `RATES_BREAKER_OPEN_FOR`, ...);
 //!
 //! then calls the wallet as its callers would, with tonic's own client, in
 //! ten phases. It prints each phase as it goes, each check it makes of the
@@ -180,16 +180,23 @@
 //! Each service also runs alone, reading its environment:
 //!
 //! ```sh
-//! cargo run -p humus-examples --bin ledger        # LEDGER_LISTEN_ADDR, default 127.0.0.1:50051
-//! LEDGER_ADDR=127.0.0.1:50051 WALLET_PLAINTEXT=on cargo run -p humus-examples --bin wallet
+//! cargo run -p humus-examples --bin ledger        # LEDGER_ADDR, default 127.0.0.1:50051
+//! LEDGER_ADDR=127.0.0.1:50051 WALLET_PLAINTEXT=true cargo run -p humus-examples --bin wallet
 //! ```
 //!
-//! The variables each reads, their defaults and checks, are the `ENV_`
-//! constants of [`crate::wallet`], [`crate::rates`] and [`crate::ledger`]
-//! (`RATES_URL` is the `base_url` that `humus::app::from_env` would read from
-//! `RATES_BASE_URL`); a bad value exits 78 naming every bad variable, and
-//! settings that each pass their check but that the client refuses together
-//! (a backoff ceiling below its base) exit 1.
+//! Each reads its settings with humus's `humus::app::Env`, as the README's
+//! quick start does: the wallet its ledger client's with
+//! `env.client("LEDGER_")` (every client setting, such as
+//! `LEDGER_BREAKER_OPEN_FOR`), its server's with `env.server("WALLET_")`
+//! (`WALLET_ADDR`, default 127.0.0.1:50052, and `WALLET_PLAINTEXT=true`),
+//! its own (`WALLET_FAULT_INJECTION=true`, `WALLET_SCENARIO_TOKEN`,
+//! `WALLET_EVENTS_BROKERS`) with `env.read("WALLET_")`, and the
+//! exchange-rate client's with `env.http_client("RATES_")`; the ledger its
+//! server's with `env.server("LEDGER_")`. The variables the walkthrough
+//! sets are the `ENV_` constants of [`crate::wallet`], [`crate::rates`] and
+//! [`crate::ledger`]. A bad, missing or misspelled variable (one under a
+//! group's prefix that no setting reads) exits 78 naming every one; a
+//! server that cannot listen (its address taken) exits 1.
 
 pub mod stats;
 pub mod timeline;
@@ -215,12 +222,12 @@ use tonic::{Code, Status};
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
-use crate::config::{Env, Failure};
 use crate::ledger::{self, Ledger};
 use crate::pb::wallet::v1 as pb;
 use crate::rates::{self, Rates};
 use crate::recording::{Metrics, Recording, log_attribute, log_time, span_attribute};
 use crate::wallet;
+use humus::app::{Env, Error};
 use humus::telemetry::MetadataInjector;
 use pb::wallet_client::WalletClient;
 pub use stats::PhaseStats;
@@ -374,7 +381,7 @@ fn latency(d: Option<Duration>) -> String {
 /// stays open for half of `open_for`.
 pub fn rates_env(base_url: &str, open_for: Duration) -> Env {
     Env::from_pairs([
-        (rates::ENV_RATES_URL, base_url.to_owned()),
+        (rates::ENV_RATES_BASE_URL, base_url.to_owned()),
         (rates::ENV_RATES_ATTEMPT_TIMEOUT, "1s".to_owned()),
         (rates::ENV_RATES_BACKOFF_BASE, "10ms".to_owned()),
         (rates::ENV_RATES_BACKOFF_MAX, "100ms".to_owned()),
@@ -389,7 +396,7 @@ pub fn rates_env(base_url: &str, open_for: Duration) -> Env {
 /// standalone wallet would read them from.
 pub fn wallet_env(ledger: SocketAddr, open_for: Duration) -> Env {
     Env::from_pairs([
-        (wallet::ENV_LISTEN_ADDR, "127.0.0.1:0".to_owned()),
+        (wallet::ENV_ADDR, "127.0.0.1:0".to_owned()),
         (wallet::ENV_LEDGER_ADDR, ledger.to_string()),
         (wallet::ENV_LEDGER_TIMEOUT, "2s".to_owned()),
         (wallet::ENV_LEDGER_BACKOFF_BASE, "10ms".to_owned()),
@@ -398,9 +405,9 @@ pub fn wallet_env(ledger: SocketAddr, open_for: Duration) -> Env {
             wallet::ENV_LEDGER_BREAKER_OPEN_FOR,
             format!("{}ms", open_for.as_millis()),
         ),
-        (wallet::ENV_FAULT_INJECTION, "on".to_owned()),
+        (wallet::ENV_FAULT_INJECTION, "true".to_owned()),
         // On loopback: plain text, said.
-        (wallet::ENV_PLAINTEXT, "on".to_owned()),
+        (wallet::ENV_PLAINTEXT, "true".to_owned()),
         (wallet::ENV_SCENARIO_TOKEN, GATEWAY_TOKEN.to_owned()),
     ])
 }
@@ -413,10 +420,10 @@ pub const GATEWAY_TOKEN: &str = "walkthrough-gateway-secret";
 ///
 /// # Errors
 ///
-/// [`Failure`] when a service cannot start (a port cannot be bound, the
+/// [`humus::app::Error`](../../humus/app/struct.Error.html) when a service cannot start (a port cannot be bound, the
 /// wallet's settings are refused). A phase that misbehaves is not an
 /// error: its checks fail, and [`Report::passed`] says so.
-pub async fn run(options: Options) -> Result<Report, Failure> {
+pub async fn run(options: Options) -> Result<Report, Error> {
     let mut run = Run::start(&options).await?;
     run.readiness().await?;
     run.normal().await;
@@ -506,7 +513,7 @@ fn check(what: impl Into<String>, passed: bool, seen: impl Into<String>) -> Chec
 }
 
 impl Run {
-    async fn start(options: &Options) -> Result<Run, Failure> {
+    async fn start(options: &Options) -> Result<Run, Error> {
         let started = SystemTime::now();
         let started_at = Instant::now();
         let recording = Recording::new();
@@ -515,8 +522,8 @@ impl Run {
         // wallet starts first.
         let probe = TcpListener::bind("127.0.0.1:0")
             .await
-            .map_err(Failure::software)?;
-        let ledger_addr = probe.local_addr().map_err(Failure::software)?;
+            .map_err(Error::other)?;
+        let ledger_addr = probe.local_addr().map_err(Error::other)?;
         drop(probe);
 
         // The exchange-rate service listens from the start.
@@ -525,13 +532,12 @@ impl Run {
         let rates_port = rates_serving.local_addr().port();
 
         // The wallet's Kafka cluster: librdkafka's mock, in this process.
-        let kafka = MockCluster::new(1).map_err(|e| {
-            Failure::software(format!("could not start the mock Kafka cluster: {e}"))
-        })?;
+        let kafka = MockCluster::new(1)
+            .map_err(|e| Error::other(format!("could not start the mock Kafka cluster: {e}")))?;
         kafka
             .create_topic(wallet::TRANSFERS_TOPIC, 1, 1)
             .map_err(|e| {
-                Failure::software(format!(
+                Error::other(format!(
                     "could not create the topic {}: {e}",
                     wallet::TRANSFERS_TOPIC
                 ))
@@ -542,7 +548,7 @@ impl Run {
             .next()
             .and_then(|p| p.parse().ok())
             .ok_or_else(|| {
-                Failure::software(format!("the mock cluster's broker {brokers:?} has no port"))
+                Error::other(format!("the mock cluster's broker {brokers:?} has no port"))
             })?;
 
         let env = Env::from_pairs(
@@ -551,7 +557,7 @@ impl Run {
                 .chain(rates_env(&rates_serving.base_url(), options.open_for).iter())
                 .chain([(wallet::ENV_EVENTS_BROKERS, brokers.as_str())]),
         );
-        let settings = wallet::Settings::from_env(&env)?;
+        let settings = wallet::Settings::from_env(env.clone())?;
         let telemetry = humus::telemetry::Telemetry::builder()
             .tracer_provider(recording.tracer_provider().clone())
             .meter_provider(recording.meter_provider().clone())
@@ -584,10 +590,10 @@ impl Run {
                 }
             },
         )
-        .map_err(Failure::software)?;
+        .map_err(Error::other)?;
         let wallet_addr = wallet_serving.local_addr();
         let channel = Channel::from_shared(format!("http://{wallet_addr}"))
-            .map_err(Failure::software)?
+            .map_err(Error::other)?
             .connect_lazy();
 
         let run = Run {
@@ -730,9 +736,9 @@ impl Run {
         ServingStatus::try_from(status).ok()
     }
 
-    async fn serve_ledger(&mut self) -> Result<(), Failure> {
+    async fn serve_ledger(&mut self) -> Result<(), Error> {
         let failed = |e: &dyn std::fmt::Display| {
-            Failure::software(format!(
+            Error::other(format!(
                 "could not serve the ledger on {} again: {e}",
                 self.ledger_addr
             ))
@@ -749,7 +755,7 @@ impl Run {
 
     /// Stops the ledger (gracefully, as SIGTERM would), and closes its
     /// socket: its address refuses dials.
-    async fn stop_ledger(&mut self) -> Result<(), Failure> {
+    async fn stop_ledger(&mut self) -> Result<(), Error> {
         self.ledger_socket = None;
         if let Some(serving) = self.ledger_serving.take() {
             serving.stop().await?;
@@ -810,7 +816,7 @@ impl Run {
         Ok(got)
     }
 
-    async fn readiness(&mut self) -> Result<(), Failure> {
+    async fn readiness(&mut self) -> Result<(), Error> {
         const NAME: &str = "readiness";
         const SAYS: &str = "the wallet is ready only once its ledger client has connected";
         self.begin(NAME, SAYS);
@@ -1050,7 +1056,7 @@ impl Run {
         });
     }
 
-    async fn outage(&mut self) -> Result<(), Failure> {
+    async fn outage(&mut self) -> Result<(), Error> {
         const NAME: &str = "outage";
         const SAYS: &str = "the ledger stops: its refused dial and the attempts in the connection backoff are failed attempts, and after five the breaker opens, calls fail fast with the rejection; back, it fails every call: the half-open probe reaches it and reopens the breaker; readiness stays true";
         self.begin(NAME, SAYS);
@@ -1174,7 +1180,7 @@ impl Run {
         Ok(())
     }
 
-    async fn recovery(&mut self) -> Result<(), Failure> {
+    async fn recovery(&mut self) -> Result<(), Error> {
         const NAME: &str = "recovery";
         const SAYS: &str = "the ledger is well again: after open_for the breaker is half-open, and probes close it";
         self.begin(NAME, SAYS);
@@ -1235,7 +1241,7 @@ impl Run {
         Ok(())
     }
 
-    async fn rollout(&mut self) -> Result<(), Failure> {
+    async fn rollout(&mut self) -> Result<(), Error> {
         const NAME: &str = "rollout";
         const SAYS: &str = "the ledger is rolled, then its connections age: no payment fails";
         /// Payments each of the 4 callers makes, one after the other, while
@@ -1247,7 +1253,7 @@ impl Run {
         let old = self
             .ledger_serving
             .take()
-            .ok_or_else(|| Failure::software("the ledger is not serving"))?;
+            .ok_or_else(|| Error::other("the ledger is not serving"))?;
         let callers = (0..4).map(|w| {
             let wallet = self.wallet.clone();
             let request = move |i: usize| {
@@ -1281,7 +1287,7 @@ impl Run {
         let socket = self
             .ledger_socket
             .clone()
-            .ok_or_else(|| Failure::software("the ledger has no socket"))?;
+            .ok_or_else(|| Error::other("the ledger has no socket"))?;
         let settings = humus::grpc::server::Settings {
             max_connection_age: Some(Duration::from_millis(300)),
             max_connection_age_grace: Some(Duration::from_secs(1)),
@@ -1296,7 +1302,7 @@ impl Run {
         let (answers, (new, stopped)) = tokio::join!(callers, roll);
         let answers: Vec<Answer> = answers.into_iter().flatten().collect();
         let new = new.map_err(|e| {
-            Failure::software(format!(
+            Error::other(format!(
                 "the new ledger could not take over {}: {e}",
                 self.ledger_addr
             ))
@@ -1615,7 +1621,7 @@ impl Run {
         Ok((quoted.cents, quoted.rate))
     }
 
-    async fn rates_outage(&mut self) -> Result<(), Failure> {
+    async fn rates_outage(&mut self) -> Result<(), Error> {
         const NAME: &str = "rates outage (http)";
         const SAYS: &str = "the exchange-rate service (HTTP) answers 503: its breaker opens, quotes fail fast, then it recovers";
         /// Quotes asked while the service is down.
@@ -1771,7 +1777,7 @@ impl Run {
         Ok(())
     }
 
-    async fn finish(mut self, options: &Options) -> Result<Report, Failure> {
+    async fn finish(mut self, options: &Options) -> Result<Report, Error> {
         // Each App shuts down as SIGTERM would stop it, and must exit 0.
         if let Some(wallet) = self.wallet_serving.take() {
             wallet.stop().await?;
@@ -1789,9 +1795,9 @@ impl Run {
             None => None,
             Some(path) => {
                 if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir).map_err(Failure::software)?;
+                    std::fs::create_dir_all(dir).map_err(Error::other)?;
                 }
-                std::fs::write(path, timeline.to_svg()).map_err(Failure::software)?;
+                std::fs::write(path, timeline.to_svg()).map_err(Error::other)?;
                 Some(path.clone())
             }
         };
