@@ -5,11 +5,9 @@
 //! collected, writes an SVG timeline, and exits 0 only if every phase
 //! behaved as it says.
 
-use std::path::PathBuf;
-use std::process::ExitCode;
-
-use humus::app::EXIT_FAILURE;
+use humus::app::{Error, Exit};
 use humus_examples::walkthrough::{self, Options};
+use std::path::PathBuf;
 
 /// The build's target directory: the one this binary was built into
 /// (`<target>/<profile>/walkthrough`), so `CARGO_TARGET_DIR` is followed;
@@ -22,17 +20,14 @@ fn target_dir() -> PathBuf {
 }
 
 #[tokio::main]
-async fn main() -> ExitCode {
+async fn main() -> Exit {
     let options = Options {
         svg: Some(target_dir().join("walkthrough/timeline.svg")),
         ..Options::default()
     };
     let report = match walkthrough::run(options).await {
         Ok(report) => report,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(e.exit_code());
-        }
+        Err(e) => return Exit::failed(e),
     };
     println!();
     println!("What each phase did, read from the OpenTelemetry data: calls and attempts are the");
@@ -65,12 +60,12 @@ async fn main() -> ExitCode {
             "Every phase behaved as it says ({:.1}s).",
             report.took.as_secs_f64()
         );
-        ExitCode::SUCCESS
+        Exit::clean()
     } else {
-        println!(
-            "These phases did not behave as they say: {}",
+        // Exit 1, naming them.
+        Exit::failed(Error::other(format!(
+            "these phases did not behave as they say: {}",
             failed.join(", ")
-        );
-        ExitCode::from(EXIT_FAILURE)
+        )))
     }
 }

@@ -15,21 +15,17 @@
 //! or Ctrl-C, then shuts down gracefully; a second signal while it drains
 //! stops it at once (exit 130).
 
-use std::process::{ExitCode, Termination as _};
-
+use humus::app::Exit;
 use humus_examples::wallet::{self, Settings};
 
 #[tokio::main]
-async fn main() -> ExitCode {
+async fn main() -> Exit {
     // Read before the App: whether failure injection is on decides how
     // the App is built.
     let settings = match Settings::from_env(wallet::env()) {
         Ok(settings) => settings,
-        // Exit 78, naming every bad variable, as the App reports an error.
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(e.exit_code());
-        }
+        // Exit 78, naming every bad variable.
+        Err(e) => return Exit::failed(e),
     };
     // No exporter here: a service in production gives the builder its SDK
     // providers (OTLP, Prometheus). The propagator alone carries its
@@ -51,5 +47,4 @@ async fn main() -> ExitCode {
             Ok(vec![server])
         })
         .await
-        .report()
 }
