@@ -268,3 +268,81 @@ fn an_unset_variable_keeps_its_checks_hint() {
     );
     assert!(message.contains("plaintext = true"), "{message}");
 }
+
+/// The variables Kubernetes sets for a Service named as a group's prefix
+/// (a Service `ledger` beside a client read under `LEDGER_`) are not
+/// refused as misspellings; a name only near their shape still is.
+#[test]
+fn kubernetes_service_links_under_a_prefix_are_left_alone() {
+    let links = [
+        ("LEDGER_SERVICE_HOST", "10.0.0.11"),
+        ("LEDGER_SERVICE_PORT", "50051"),
+        ("LEDGER_SERVICE_PORT_GRPC", "50051"),
+        ("LEDGER_PORT", "tcp://10.0.0.11:50051"),
+        ("LEDGER_PORT_50051_TCP", "tcp://10.0.0.11:50051"),
+        ("LEDGER_PORT_50051_TCP_PROTO", "tcp"),
+        ("LEDGER_PORT_50051_TCP_PORT", "50051"),
+        ("LEDGER_PORT_50051_TCP_ADDR", "10.0.0.11"),
+        ("LEDGER_PORT_53_UDP_ADDR", "10.0.0.11"),
+    ];
+    let read = Env::from_pairs(links.into_iter().chain([("LEDGER_ADDR", "ledger:50051")]))
+        .read_all(|env| env.client("LEDGER_"))
+        .unwrap();
+    assert_eq!(read.addr, "ledger:50051");
+
+    let err = Env::from_pairs([
+        ("LEDGER_ADDR", "ledger:50051"),
+        ("LEDGER_PORTS", "50051"),
+        ("LEDGER_PORT_GRPC_TCP", "tcp://10.0.0.11:50051"),
+        ("LEDGER_PORT_50051_HTTP", "x"),
+        ("LEDGER_PORT_50051_TCP_HOST", "x"),
+    ])
+    .read_all(|env| env.client("LEDGER_"))
+    .unwrap_err();
+    assert_eq!(
+        names(&err),
+        [
+            "LEDGER_PORTS",
+            "LEDGER_PORT_50051_HTTP",
+            "LEDGER_PORT_50051_TCP_HOST",
+            "LEDGER_PORT_GRPC_TCP"
+        ]
+    );
+}
+
+/// A variable named after a setting that is set in code says so, instead
+/// of asking to check its spelling; a client's `PLAINTEXT` says how a
+/// client chooses plain text.
+#[test]
+fn a_variable_for_a_setting_set_in_code_says_so() {
+    let err = Env::from_pairs([
+        ("LEDGER_ADDR", "ledger:50051"),
+        ("LEDGER_TLS", "true"),
+        ("LEDGER_CLASSIFY", "x"),
+        ("LEDGER_PLAINTEXT", "true"),
+    ])
+    .read_all(|env| env.client("LEDGER_"))
+    .unwrap_err();
+    assert_eq!(err.exit_code(), 78);
+    let message = err.to_string();
+    for expected in [
+        "LEDGER_TLS: is set, but `tls` is set in code, never read from a variable: unset it",
+        "LEDGER_CLASSIFY: is set, but `classify` is set in code, never read from a variable: unset it",
+        "LEDGER_PLAINTEXT: is set, but a client has no `plaintext` setting: it dials plain text unless its `tls` is set in code: unset it",
+    ] {
+        assert!(message.contains(expected), "{message}");
+    }
+}
+
+/// A required variable that is not set, but is in other letters' case,
+/// is named with the one that is.
+#[test]
+fn a_variable_set_in_lower_case_is_named() {
+    let err = Env::from_pairs([("ledger_addr", "ledger:50051")])
+        .read_all(|env| env.client("LEDGER_"))
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "LEDGER_ADDR: not set (ledger_addr is: a variable's name is in capitals)"
+    );
+}

@@ -25,7 +25,10 @@ use crate::http::client as http_client;
 /// variable that is not set leaves its field's default. A variable that
 /// starts with a group's prefix but that no group, and no [`Env::get`],
 /// read is refused too (`LEDGER_BREAKER_OPENFOR: is set, but ...`): a
-/// misspelled setting is an error, not a silently kept default.
+/// misspelled setting is an error, not a silently kept default. The
+/// variables Kubernetes sets for a Service named as the prefix
+/// (`LEDGER_SERVICE_HOST`, `LEDGER_PORT`, `LEDGER_PORT_50051_TCP_ADDR`, ...)
+/// are left alone.
 ///
 /// ```
 /// use humus::app::{Env, ErrorKind};
@@ -228,6 +231,16 @@ impl Env {
                     .iter()
                     .filter(|p| !p.is_empty() && name.starts_with(p.as_str()))
                     .max_by_key(|p| p.len())?;
+                let rest = &name[prefix.len()..];
+                if is_service_link(rest) {
+                    return None;
+                }
+                if let Some(why) = set_in_code(rest) {
+                    return Some(VarError {
+                        name: name.clone(),
+                        problem: format!("is set, but {why}: unset it"),
+                    });
+                }
                 let hint = match nearest(name, self.known.iter().filter(|k| k.starts_with(prefix.as_str()))) {
                     Some(near) => format!("did you mean {near}?"),
                     None => "check its spelling (a section's field is the section's name, '_', then the field's)".to_owned(),
@@ -273,6 +286,8 @@ impl Env {
             // its check says more of what not setting it means.
             let problem = if self.vars.contains_key(&name) || problem.starts_with("is not set") {
                 problem
+            } else if let Some(other) = self.vars.keys().find(|k| k.eq_ignore_ascii_case(&name)) {
+                format!("not set ({other} is: a variable's name is in capitals)")
             } else {
                 "not set".to_owned()
             };
@@ -338,6 +353,51 @@ impl fmt::Display for EnvError {
 }
 
 impl std::error::Error for EnvError {}
+
+/// Whether `rest`, a variable's name after a group's prefix, is one of the
+/// variables Kubernetes sets for a Service whose name the prefix also is
+/// (a Service `ledger` gives every pod `LEDGER_SERVICE_HOST`,
+/// `LEDGER_SERVICE_PORT`, `LEDGER_SERVICE_PORT_<port name>`, `LEDGER_PORT`
+/// and `LEDGER_PORT_<port>_<TCP, UDP or SCTP>`, alone or with `_PROTO`,
+/// `_PORT` or `_ADDR`): no humus setting has such a name, so they are left
+/// alone rather than refused as misspellings.
+fn is_service_link(rest: &str) -> bool {
+    if rest == "SERVICE_HOST" || rest == "SERVICE_PORT" || rest == "PORT" {
+        return true;
+    }
+    if let Some(name) = rest.strip_prefix("SERVICE_PORT_") {
+        return !name.is_empty();
+    }
+    let Some(tail) = rest.strip_prefix("PORT_") else {
+        return false;
+    };
+    let Some((port, tail)) = tail.split_once('_') else {
+        return false;
+    };
+    if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
+        return false;
+    }
+    let (protocol, field) = tail.split_once('_').unwrap_or((tail, ""));
+    matches!(protocol, "TCP" | "UDP" | "SCTP") && matches!(field, "" | "PROTO" | "PORT" | "ADDR")
+}
+
+/// Why `rest`, a variable's name after a group's prefix, is not read: a
+/// setting that is set in code (a TLS config, a classify function, a
+/// breaker policy, per-attempt layers), or a client's `PLAINTEXT`, which
+/// is a server's setting.
+fn set_in_code(rest: &str) -> Option<String> {
+    match rest {
+        "TLS" | "CLASSIFY" | "BREAKER_POLICY" | "LAYERS" => Some(format!(
+            "`{}` is set in code, never read from a variable",
+            rest.to_ascii_lowercase()
+        )),
+        "PLAINTEXT" => Some(
+            "a client has no `plaintext` setting: it dials plain text unless its `tls` is set in code"
+                .to_owned(),
+        ),
+        _ => None,
+    }
+}
 
 /// The name among `known` nearest to `name`, if it is near enough to be
 /// a misspelling of it: at most 2 edits, or a quarter of its length.
