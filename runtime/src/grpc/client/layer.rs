@@ -25,7 +25,7 @@ use tower_service::Service;
 
 use super::connection::{AttemptBody, SendRequest, mapped_error, send_on};
 use super::{AttemptTimeout, Settings};
-use crate::grpc::wire::is_trailers_only;
+use crate::grpc::wire::{head_error, is_trailers_only};
 
 /// An error of any type, as tower's middleware returns them.
 pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
@@ -383,10 +383,8 @@ fn answered(response: http::Response<Body>) -> Result<http::Response<AttemptBody
     // A proxy's page the connection mapped (its `HttpAnswer` mark, kept
     // through the layers): the attempt's error, as without layers.
     let response = mapped_error(response)?;
-    if is_trailers_only(response.headers())
-        && response.extensions().get::<FromWire>().is_none()
-        && let Some(mut status) = Status::from_header_map(response.headers())
-        && status.code() != tonic::Code::Ok
+    if response.extensions().get::<FromWire>().is_none()
+        && let Some(mut status) = head_error(response.headers())
     {
         status.set_source(Arc::new(LayerError { error: None }));
         return Err(Box::new(status));

@@ -21,8 +21,8 @@ pub(crate) use crate::deadline::{
     GRPC_TIMEOUT, GRPC_TIMEOUT_HEADER, grpc_timeout, parse_grpc_timeout,
 };
 pub(crate) use status::{
-    GRPC_MESSAGE, GRPC_MESSAGE_ESCAPED, GRPC_STATUS, end_status, ending_trailers, http_to_grpc,
-    is_ok, is_trailers_only, status_code, status_message,
+    GRPC_MESSAGE, GRPC_MESSAGE_ESCAPED, GRPC_STATUS, end_status, ending_trailers, head_error,
+    http_to_grpc, is_ok, is_trailers_only, status_code, status_message,
 };
 
 /// The content-type of a gRPC request and response (its message format

@@ -25,6 +25,17 @@ pub(crate) fn is_trailers_only(headers: &HeaderMap) -> bool {
     headers.contains_key(&GRPC_STATUS)
 }
 
+/// The status in a response's `headers` when it is not `OK`, as tonic
+/// reads it: a trailers-only answer's error (its server's, or a layer's),
+/// which ends the attempt with no body to read; a stream so answered has
+/// not opened (gRFC A6: a call is committed by its response headers).
+pub(crate) fn head_error(headers: &HeaderMap) -> Option<Status> {
+    if !is_trailers_only(headers) {
+        return None;
+    }
+    Status::from_header_map(headers).filter(|status| status.code() != Code::Ok)
+}
+
 /// Whether `trailer` says `OK` as tonic reads it (`Status::from_header_map`
 /// gives `Code::Ok`), told without making the status (which copies the
 /// trailer): `grpc-status: 0`, a `grpc-message`, if any, that decodes (an
@@ -183,6 +194,22 @@ mod tests {
         assert!(!is_trailers_only(&trailer(&[("x-extra", b"1")])));
         assert_eq!(status_code(&trailer(&[("grpc-status", b"x")])), None);
         assert_eq!(status_message(&HeaderMap::new()), "");
+    }
+
+    /// A head's status is an error unless it is `OK` as tonic reads it.
+    #[test]
+    fn a_heads_status_is_an_error_unless_ok() {
+        assert!(head_error(&trailer(&[("content-type", b"application/grpc")])).is_none());
+        assert!(head_error(&trailer(&[("grpc-status", b"0")])).is_none());
+        let status = head_error(&trailer(&[
+            ("grpc-status", b"5"),
+            ("grpc-message", b"gone%21"),
+        ]))
+        .expect("an error");
+        assert_eq!((status.code(), status.message()), (Code::NotFound, "gone!"));
+        // Not UTF-8 once decoded: tonic's status is Unknown.
+        let status = head_error(&trailer(&[("grpc-status", b"0"), ("grpc-message", b"%FF")]));
+        assert_eq!(status.map(|s| s.code()), Some(Code::Unknown));
     }
 
     #[test]

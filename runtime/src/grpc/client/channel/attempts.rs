@@ -5,8 +5,8 @@ use std::future::Future;
 use std::sync::Mutex;
 
 use http::{HeaderMap, Uri};
+use tonic::Status;
 use tonic::metadata::MetadataMap;
-use tonic::{Code, Status};
 use tower_service::Service;
 
 use super::WireBody;
@@ -15,7 +15,7 @@ use super::replay::{Replay, lock};
 use crate::grpc::client::attempt::{CallCtx, Open, Sends, TRANSPARENT_RETRIES, Unary};
 use crate::grpc::client::connection::{never_processed, transport_status};
 use crate::grpc::client::hooks::AttemptSpan;
-use crate::grpc::wire::{CONTENT_TYPE_GRPC, TE_TRAILERS};
+use crate::grpc::wire::{CONTENT_TYPE_GRPC, TE_TRAILERS, head_error};
 
 /// What each attempt of a call through the channel sends.
 pub(super) struct Attempts {
@@ -167,15 +167,15 @@ impl Sends<Open> for Attempts {
         span: &'s mut AttemptSpan,
     ) -> impl Future<Output = Result<Self::Output, Status>> + Send + 's {
         let answered = |response: http::Response<WireBody>| async move {
-            match Status::from_header_map(response.headers()) {
+            match head_error(response.headers()) {
                 // A trailers-only status other than OK (the server's; a
                 // proxy's page is the sender's error already): no response
                 // headers, so the stream has not opened (gRFC A6: a call
                 // is committed by them). The caller has seen nothing but
                 // a status, a unary attempt's answer, whatever the
                 // method's kind, listed or not.
-                Some(status) if status.code() != Code::Ok => Err(status),
-                _ => Ok(response),
+                Some(status) => Err(status),
+                None => Ok(response),
             }
         };
         self.send_with(call, attempt, span, answered)

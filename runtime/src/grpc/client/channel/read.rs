@@ -4,14 +4,14 @@
 use std::pin::Pin;
 
 use bytes::Bytes;
+use tonic::Status;
 use tonic::metadata::MetadataMap;
-use tonic::{Code, Status};
 
 use super::body::{ChannelBody, Kind};
 use super::replay::Chunks;
 use crate::grpc::client::connection::transport_status;
 use crate::grpc::client::limit::{FRAME_HEAD, Frames, message_len, too_large, too_long};
-use crate::grpc::wire::{end_status, is_trailers_only};
+use crate::grpc::wire::{end_status, head_error, is_trailers_only};
 
 /// A unary call's response, read whole: the head, the body's bytes as
 /// they came (the framed message, handed on without a copy) and the
@@ -57,14 +57,10 @@ where
     // A `grpc-status` in the head: a trailers-only status, or an `OK`
     // after which tonic reads the body's message and nothing of its
     // trailer (`Streaming::new_empty`).
-    let ok_in_head = match is_trailers_only(&parts.headers)
-        .then(|| Status::from_header_map(&parts.headers))
-        .flatten()
-    {
-        Some(status) if status.code() != Code::Ok => return Err(status),
-        Some(_) => true,
-        None => false,
-    };
+    if let Some(status) = head_error(&parts.headers) {
+        return Err(status);
+    }
+    let ok_in_head = is_trailers_only(&parts.headers);
     // As tonic's `Grpc::unary` (`Grpc::client_streaming`): a status met
     // before the message has arrived whole carries its own metadata (a
     // trailer's), then the headers, which replace a name both carry
