@@ -161,6 +161,7 @@ mod chain;
 mod setup;
 mod tls;
 pub use app::App;
+pub use call::settings::InvalidSettings;
 pub use setup::{Accepted, BoxIo, DialFuture, Host, Io, ListenFuture, Listener, OsHost, Setup};
 
 #[cfg(feature = "rabbitmq")]

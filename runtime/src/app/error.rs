@@ -4,8 +4,9 @@
 use std::fmt;
 use std::process::{ExitCode, Termination};
 
+use crate::InvalidSettings;
 use crate::grpc::client;
-use crate::grpc::server::{ServeError, SettingsError};
+use crate::grpc::server::ServeError;
 
 /// A boxed error of the user's.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -45,7 +46,7 @@ pub enum ErrorKind {
 /// error of a check run on settings once they are read ([`check_client`](super::check_client),
 /// [`check_server`](super::check_server), which name every bad field). Every other error is
 /// [`Error::other`] (exit 1), and so is a constructor's refusal with `?`
-/// ([`client::NewError`] of `Client::new`, [`SettingsError`] of
+/// ([`client::NewError`] of `Client::new`, [`SettingsError`](crate::grpc::server::SettingsError) of
 /// `Server::new`): they run the checks again, and settings that reach them
 /// unchecked, or built in code, or a pair of values that no one field's
 /// check sees together (a backoff ceiling below its base), are a fault in
@@ -129,14 +130,13 @@ impl std::error::Error for Error {
     }
 }
 
-impl From<SettingsError> for Error {
-    fn from(e: SettingsError) -> Error {
-        Error::other(e)
-    }
-}
-
-impl From<client::NewError> for Error {
-    fn from(e: client::NewError) -> Error {
+/// A constructor's refusal of its settings with `?` (`Client::new`'s
+/// [`client::NewError`], `Server::new`'s [`SettingsError`](crate::grpc::server::SettingsError), the HTTP, Kafka
+/// and RabbitMQ clients' alike): exit 1, a fault in the code, as the
+/// checks run where the settings are read ([`check_client`](super::check_client)
+/// and the others) make a bad value exit 78.
+impl From<InvalidSettings> for Error {
+    fn from(e: InvalidSettings) -> Error {
         Error::other(e)
     }
 }
@@ -146,16 +146,6 @@ impl From<client::NewError> for Error {
 /// builds it.
 impl From<client::DuplicateMethod> for Error {
     fn from(e: client::DuplicateMethod) -> Error {
-        Error::other(e)
-    }
-}
-
-/// A refusal of the HTTP client's constructor
-/// ([`http::client::Client::new`](crate::http::client::Client::new)) with
-/// `?`: exit 1, as for the gRPC client's ([`check_http_client`](super::check_http_client) run
-/// first makes a bad value exit 78).
-impl From<crate::http::client::NewError> for Error {
-    fn from(e: crate::http::client::NewError) -> Error {
         Error::other(e)
     }
 }

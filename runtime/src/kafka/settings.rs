@@ -9,10 +9,7 @@ use std::time::Duration;
 use rdkafka::message::OwnedMessage;
 use serde::Deserialize;
 
-use crate::call::settings::{
-    BreakerSection, InvalidValue, breaker_checks, breaker_of, check_backoff_base,
-    check_backoff_max, check_max_attempts, check_timeout, write_problems,
-};
+use crate::call::settings::{Checks, InvalidValue, check_timeout};
 use crate::circuit;
 use crate::grpc::server::check_grace;
 
@@ -66,15 +63,15 @@ impl fmt::Debug for TrustScenario {
 /// | [`group`](ConsumerSettings::group) | none (empty: refused) | [`check_group`] |
 /// | [`topics`](ConsumerSettings::topics) | none (empty: refused) | [`check_topics`] |
 /// | [`trust_scenario`](ConsumerSettings::trust_scenario) | `None`: trusts no record | none (set in code) |
-/// | [`max_attempts`](ConsumerSettings::max_attempts) | 5 | [`check_max_attempts`] |
-/// | [`backoff_base`](ConsumerSettings::backoff_base) | 100 ms | [`check_backoff_base`] |
-/// | [`backoff_max`](ConsumerSettings::backoff_max) | 10 s | [`check_backoff_max`], at least `backoff_base` |
+/// | [`max_attempts`](ConsumerSettings::max_attempts) | 5 | [`check_max_attempts`](crate::grpc::client::check_max_attempts) |
+/// | [`backoff_base`](ConsumerSettings::backoff_base) | 100 ms | [`check_backoff_base`](crate::grpc::client::check_backoff_base) |
+/// | [`backoff_max`](ConsumerSettings::backoff_max) | 10 s | [`check_backoff_max`](crate::grpc::client::check_backoff_max), at least `backoff_base` |
 /// | [`dead_letter_topic`](ConsumerSettings::dead_letter_topic) | `None`: a failing record holds its partition | [`check_topic`] |
 /// | [`commit_interval`](ConsumerSettings::commit_interval) | 5 s (librdkafka's) | [`check_commit_interval`] |
 /// | [`shutdown_grace`](ConsumerSettings::shutdown_grace) | 10 s | [`check_grace`] |
 /// | [`librdkafka`](ConsumerSettings::librdkafka) | empty | [`check_librdkafka`] |
 #[derive(Clone, Deserialize)]
-#[serde(default)]
+#[serde(try_from = "ConsumerRead")]
 pub struct ConsumerSettings {
     /// The brokers the consumer first connects to (librdkafka's
     /// `bootstrap.servers`), each `host:port` with no scheme
@@ -104,7 +101,6 @@ pub struct ConsumerSettings {
     ///
     /// Default: `None`, which trusts no record: a topic nobody decided
     /// about is a trust boundary.
-    #[serde(skip)]
     pub trust_scenario: Option<TrustScenario>,
 
     /// How many times the processor is run for one record before the record
@@ -119,11 +115,9 @@ pub struct ConsumerSettings {
     /// from zero to `min(backoff_max, backoff_base · 2^(n-1))` (full
     /// jitter, the clients' schedule:
     /// [`retry::Exponential`](crate::retry::Exponential)).
-    #[serde(with = "humantime_serde")]
     pub backoff_base: Duration,
 
     /// The largest backoff ceiling; a held record is retried this often.
-    #[serde(with = "humantime_serde")]
     pub backoff_max: Duration,
 
     /// The topic a record that failed
@@ -141,14 +135,12 @@ pub struct ConsumerSettings {
     /// not committed yet when the consumer dies is processed again by the
     /// group's next consumer: processing is at least once. The consumer's
     /// stop commits at once.
-    #[serde(with = "humantime_serde")]
     pub commit_interval: Duration,
 
     /// How long the consumer's stop lets the record in flight finish. At
     /// its end, a record still processing is dropped, its offset not
     /// committed (the group's next consumer processes it again). Zero is
     /// no grace.
-    #[serde(with = "humantime_serde")]
     pub shutdown_grace: Duration,
 
     /// librdkafka configuration properties humus does not own, passed
@@ -182,20 +174,52 @@ impl Default for ConsumerSettings {
 
 impl fmt::Debug for ConsumerSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ConsumerSettings {
+            brokers,
+            group,
+            topics,
+            trust_scenario,
+            max_attempts,
+            backoff_base,
+            backoff_max,
+            dead_letter_topic,
+            commit_interval,
+            shutdown_grace,
+            librdkafka,
+        } = self;
         // librdkafka's properties may hold passwords: their keys only.
         f.debug_struct("ConsumerSettings")
-            .field("brokers", &self.brokers)
-            .field("group", &self.group)
-            .field("topics", &self.topics)
-            .field("trust_scenario", &self.trust_scenario)
-            .field("max_attempts", &self.max_attempts)
-            .field("backoff_base", &self.backoff_base)
-            .field("backoff_max", &self.backoff_max)
-            .field("dead_letter_topic", &self.dead_letter_topic)
-            .field("commit_interval", &self.commit_interval)
-            .field("shutdown_grace", &self.shutdown_grace)
-            .field("librdkafka", &self.librdkafka.keys().collect::<Vec<_>>())
+            .field("brokers", brokers)
+            .field("group", group)
+            .field("topics", topics)
+            .field("trust_scenario", trust_scenario)
+            .field("max_attempts", max_attempts)
+            .field("backoff_base", backoff_base)
+            .field("backoff_max", backoff_max)
+            .field("dead_letter_topic", dead_letter_topic)
+            .field("commit_interval", commit_interval)
+            .field("shutdown_grace", shutdown_grace)
+            .field("librdkafka", &librdkafka.keys().collect::<Vec<_>>())
             .finish()
+    }
+}
+
+crate::call::settings::settings_read! {
+    /// [`ConsumerSettings`] as read: each field given, or not (then it
+    /// keeps its default), with the shared retry fields.
+    struct ConsumerRead for ConsumerSettings {
+        brokers: Vec<String>,
+        group: String,
+        topics: Vec<String>,
+        in_code trust_scenario,
+        use max_attempts,
+        use backoff,
+        dead_letter_topic: Option<String>,
+        #[serde(default, with = "humantime_serde")]
+        commit_interval: Duration,
+        #[serde(default, with = "humantime_serde")]
+        shutdown_grace: Duration,
+        librdkafka: BTreeMap<String, String>,
     }
 }
 
@@ -366,42 +390,14 @@ fn refuse_owned(
     Ok(())
 }
 
-/// Why a [`Consumer`](super::Consumer) refused its settings: every bad
-/// field, each with what is wrong with it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SettingsError {
-    /// Whose settings: `consumer` or `producer`.
-    client: &'static str,
-    /// The group as set, which names a consumer in the message (unless it
-    /// is itself empty; a producer's is).
-    group: String,
-    problems: Vec<(&'static str, String)>,
-}
-
-impl SettingsError {
-    /// The names of the bad fields, in the order of [`ConsumerSettings`]
-    /// or [`ProducerSettings`] (`"brokers"`, `"backoff_base"`, ...).
-    pub fn fields(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.problems.iter().map(|(field, _)| *field)
-    }
-}
-
-impl fmt::Display for SettingsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.group.trim().is_empty() {
-            write!(f, "invalid kafka {} settings: ", self.client)?;
-        } else {
-            write!(
-                f,
-                "invalid kafka {} settings of group {}: ",
-                self.client, self.group
-            )?;
-        }
-        write_problems(f, &self.problems)
-    }
-}
-
-impl std::error::Error for SettingsError {}
+/// Why a [`Consumer`](super::Consumer) or a [`Producer`](super::Producer)
+/// refused its settings: every bad field, each named by its path in
+/// [`ConsumerSettings`] or [`ProducerSettings`] (`"brokers"`,
+/// `"backoff_base"`, `"breaker.window"`), the message naming a consumer's
+/// group (`invalid kafka consumer settings of group billing: ...`). The
+/// one settings error of every transport,
+/// [`InvalidSettings`](crate::InvalidSettings).
+pub type SettingsError = crate::InvalidSettings;
 
 impl ConsumerSettings {
     /// Runs every field's check, and the checks that take two fields.
@@ -410,31 +406,29 @@ impl ConsumerSettings {
     ///
     /// [`SettingsError`] naming every bad field.
     pub fn check(&self) -> Result<(), SettingsError> {
-        let mut problems = Vec::new();
-        let mut put = |field: &'static str, r: Result<(), InvalidValue>| {
-            if let Err(e) = r {
-                problems.push((field, e.to_string()));
-            }
-        };
-        put("brokers", check_brokers(&self.brokers));
-        put("group", check_group(&self.group));
-        put("topics", check_topics(&self.topics));
-        put("max_attempts", check_max_attempts(self.max_attempts));
-        put("backoff_base", check_backoff_base(self.backoff_base));
-        put("backoff_max", check_backoff_max(self.backoff_max));
-        if !self.backoff_max.is_zero() && self.backoff_max < self.backoff_base {
-            put(
-                "backoff_max",
-                Err(InvalidValue::new(format!(
-                    "{:?} is below backoff_base {:?}",
-                    self.backoff_max, self.backoff_base
-                ))),
-            );
-        }
-        if let Some(topic) = &self.dead_letter_topic {
-            put("dead_letter_topic", check_topic(topic));
-            if self.topics.contains(topic) {
-                put(
+        let ConsumerSettings {
+            brokers,
+            group,
+            topics,
+            trust_scenario: _,
+            max_attempts,
+            backoff_base,
+            backoff_max,
+            dead_letter_topic,
+            commit_interval,
+            shutdown_grace,
+            librdkafka,
+        } = self;
+        let mut checks = Checks::default();
+        checks.put("brokers", check_brokers(brokers));
+        checks.put("group", check_group(group));
+        checks.put("topics", check_topics(topics));
+        checks.max_attempts(*max_attempts);
+        checks.backoff(*backoff_base, *backoff_max);
+        if let Some(topic) = dead_letter_topic {
+            checks.put("dead_letter_topic", check_topic(topic));
+            if topics.contains(topic) {
+                checks.put(
                     "dead_letter_topic",
                     Err(InvalidValue::new(format!(
                         "{topic:?} is one of the topics consumed: a failing record would come back to fail again"
@@ -442,25 +436,16 @@ impl ConsumerSettings {
                 );
             }
         }
-        put(
-            "commit_interval",
-            check_commit_interval(self.commit_interval),
-        );
-        put(
-            "shutdown_grace",
-            // The server's check, of its own error type.
-            check_grace(self.shutdown_grace).map_err(|e| InvalidValue::new(e.to_string())),
-        );
-        put("librdkafka", check_librdkafka(&self.librdkafka));
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(SettingsError {
-                client: "consumer",
-                group: self.group.clone(),
-                problems,
-            })
-        }
+        checks.put("commit_interval", check_commit_interval(*commit_interval));
+        checks.put("shutdown_grace", check_grace(*shutdown_grace));
+        checks.put("librdkafka", check_librdkafka(librdkafka));
+        checks.finish("kafka consumer", || {
+            if group.trim().is_empty() {
+                String::new()
+            } else {
+                format!("group {group}")
+            }
+        })
     }
 }
 
@@ -555,7 +540,6 @@ pub struct ProducerSettings {
     /// `message.timeout.ms`: its idempotent retries happen within it, and
     /// a record not stored by then fails the call (a breaker Failure). An
     /// injected delay waits inside it. At most 2³¹-1 ms (24 days).
-    #[serde(with = "humantime_serde")]
     pub delivery_timeout: Duration,
 
     /// Which acknowledgement stores a record (librdkafka's `acks`).
@@ -567,7 +551,6 @@ pub struct ProducerSettings {
     pub idempotence: bool,
 
     /// How a call's result counts in the breaker. Set in code.
-    #[serde(skip)]
     pub classify: super::Classify,
 
     /// The breaker's settings from configuration: the clients' shared
@@ -575,7 +558,6 @@ pub struct ProducerSettings {
     pub breaker: circuit::Config,
 
     /// When the breaker opens and closes. Set in code.
-    #[serde(skip)]
     pub breaker_policy: circuit::Policy,
 
     /// Whether a failure scenario in a record's baggage is sent on to its
@@ -612,64 +594,50 @@ impl Default for ProducerSettings {
 
 impl fmt::Debug for ProducerSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ProducerSettings {
+            brokers,
+            client_id,
+            delivery_timeout,
+            acks,
+            idempotence,
+            classify,
+            breaker,
+            breaker_policy,
+            forward_scenario,
+            librdkafka,
+        } = self;
         // librdkafka's properties may hold passwords: their keys only.
         f.debug_struct("ProducerSettings")
-            .field("brokers", &self.brokers)
-            .field("client_id", &self.client_id)
-            .field("delivery_timeout", &self.delivery_timeout)
-            .field("acks", &self.acks)
-            .field("idempotence", &self.idempotence)
-            .field("classify", &self.classify)
-            .field("breaker", &self.breaker)
-            .field("breaker_policy", &self.breaker_policy)
-            .field("forward_scenario", &self.forward_scenario)
-            .field("librdkafka", &self.librdkafka.keys().collect::<Vec<_>>())
+            .field("brokers", brokers)
+            .field("client_id", client_id)
+            .field("delivery_timeout", delivery_timeout)
+            .field("acks", acks)
+            .field("idempotence", idempotence)
+            .field("classify", classify)
+            .field("breaker", breaker)
+            .field("breaker_policy", breaker_policy)
+            .field("forward_scenario", forward_scenario)
+            .field("librdkafka", &librdkafka.keys().collect::<Vec<_>>())
             .finish()
     }
 }
 
-/// [`ProducerSettings`] as read: each field given, or not (then it keeps
-/// its default), with the clients' `breaker` section and flat keys.
-#[derive(Deserialize)]
-struct ProducerRead {
-    brokers: Option<Vec<String>>,
-    client_id: Option<String>,
-    #[serde(default, with = "humantime_serde")]
-    delivery_timeout: Option<Duration>,
-    acks: Option<Acks>,
-    idempotence: Option<bool>,
-    breaker: Option<BreakerSection>,
-    breaker_window: Option<usize>,
-    breaker_probes: Option<usize>,
-    #[serde(default, with = "humantime_serde")]
-    breaker_open_for: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
-    breaker_probe_timeout: Option<Duration>,
-    forward_scenario: Option<bool>,
-    librdkafka: Option<BTreeMap<String, String>>,
-}
-
-impl TryFrom<ProducerRead> for ProducerSettings {
-    type Error = String;
-
-    fn try_from(read: ProducerRead) -> Result<ProducerSettings, String> {
-        let d = ProducerSettings::default();
-        Ok(ProducerSettings {
-            brokers: read.brokers.unwrap_or(d.brokers),
-            client_id: read.client_id.unwrap_or(d.client_id),
-            delivery_timeout: read.delivery_timeout.unwrap_or(d.delivery_timeout),
-            acks: read.acks.unwrap_or(d.acks),
-            idempotence: read.idempotence.unwrap_or(d.idempotence),
-            breaker: breaker_of(
-                read.breaker,
-                (read.breaker_window, read.breaker_probes),
-                (read.breaker_open_for, read.breaker_probe_timeout),
-                d.breaker,
-            )?,
-            forward_scenario: read.forward_scenario.unwrap_or(d.forward_scenario),
-            librdkafka: read.librdkafka.unwrap_or(d.librdkafka),
-            ..d
-        })
+crate::call::settings::settings_read! {
+    /// [`ProducerSettings`] as read: each field given, or not (then it
+    /// keeps its default), with the shared `breaker` section and its flat
+    /// keys.
+    struct ProducerRead for ProducerSettings {
+        brokers: Vec<String>,
+        client_id: String,
+        #[serde(default, with = "humantime_serde")]
+        delivery_timeout: Duration,
+        acks: Acks,
+        idempotence: bool,
+        in_code classify,
+        use breaker,
+        in_code breaker_policy,
+        use forward_scenario,
+        librdkafka: BTreeMap<String, String>,
     }
 }
 
@@ -732,39 +700,35 @@ impl ProducerSettings {
     ///
     /// [`SettingsError`] naming every bad field.
     pub fn check(&self) -> Result<(), SettingsError> {
-        let mut problems = Vec::new();
-        let mut put = |field: &'static str, r: Result<(), InvalidValue>| {
-            if let Err(e) = r {
-                problems.push((field, e.to_string()));
-            }
-        };
-        put("brokers", check_brokers(&self.brokers));
-        put("client_id", check_client_id(&self.client_id));
-        put(
+        let ProducerSettings {
+            brokers,
+            client_id,
+            delivery_timeout,
+            acks,
+            idempotence,
+            classify: _,
+            breaker,
+            breaker_policy: _,
+            forward_scenario: _,
+            librdkafka,
+        } = self;
+        let mut checks = Checks::default();
+        checks.put("brokers", check_brokers(brokers));
+        checks.put("client_id", check_client_id(client_id));
+        checks.put(
             "delivery_timeout",
-            check_delivery_timeout(self.delivery_timeout),
+            check_delivery_timeout(*delivery_timeout),
         );
-        if self.idempotence && self.acks != Acks::All {
-            put(
+        if *idempotence && *acks != Acks::All {
+            checks.put(
                 "acks",
                 Err(InvalidValue::new(format!(
-                    "{:?} with idempotence: the idempotent producer needs all (or set idempotence false)",
-                    self.acks
+                    "{acks:?} with idempotence: the idempotent producer needs all (or set idempotence false)"
                 ))),
             );
         }
-        for (field, result) in breaker_checks(&self.breaker) {
-            put(field, result);
-        }
-        put("librdkafka", check_producer_librdkafka(&self.librdkafka));
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(SettingsError {
-                client: "producer",
-                group: String::new(),
-                problems,
-            })
-        }
+        checks.breaker(breaker);
+        checks.put("librdkafka", check_producer_librdkafka(librdkafka));
+        checks.finish("kafka producer", String::new)
     }
 }

@@ -100,8 +100,7 @@ impl Publisher {
         let addr = uri.addr();
         let recorder = ClientRecorder::new(setup.telemetry(), &addr);
         let bad = |field: &'static str, e: String| {
-            SettingsError::of("rabbitmq publisher", addr.clone(), vec![(field, e)])
-                .expect("one problem")
+            SettingsError::one("rabbitmq publisher", addr.clone(), field, e)
         };
         let breaker = circuit::Breaker::new(
             settings.breaker,

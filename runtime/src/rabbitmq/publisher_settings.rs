@@ -7,15 +7,17 @@ use std::time::Duration;
 
 use super::error::{PublishError, PublishErrorKind};
 use super::uri::{self, AmqpUri};
+use crate::call::settings::{Checks, check_timeout, check_tls};
 use crate::circuit::Outcome;
-use crate::grpc::client::{
-    BreakerSection, BudgetSection, Classification, InvalidValue, breaker_of, budget_of,
-    check_attempt_timeout, check_backoff_base, check_backoff_max, check_connect_backoff_max,
-    check_max_attempts, check_timeout, check_tls, section_checks,
-};
+use crate::grpc::client::{Classification, check_connect_backoff_max};
 use crate::grpc::server::SettingsError;
+
 use crate::retry::Verdict;
 use crate::{circuit, retry};
+
+/// Whose settings a [`SettingsError`] of a publisher is about, in its
+/// message.
+const OF: &str = "rabbitmq publisher";
 
 /// What a publish's attempt ended with, as a classify function sees it:
 /// `Ok` once the broker confirmed the message.
@@ -130,11 +132,11 @@ pub fn default_classify(result: PublishResult<'_>) -> Classification {
 /// | [`connect_timeout`](PublisherSettings::connect_timeout) | 10 s | [`check_timeout`] |
 /// | [`connect_backoff_max`](PublisherSettings::connect_backoff_max) | 120 s | [`check_connect_backoff_max`] |
 /// | [`timeout`](PublisherSettings::timeout) | 10 s | [`check_timeout`] |
-/// | [`attempt_timeout`](PublisherSettings::attempt_timeout) | 5 s | [`check_attempt_timeout`] |
-/// | [`max_attempts`](PublisherSettings::max_attempts) | 3 | [`check_max_attempts`] |
+/// | [`attempt_timeout`](PublisherSettings::attempt_timeout) | 5 s | [`check_attempt_timeout`](crate::http::client::check_attempt_timeout) |
+/// | [`max_attempts`](PublisherSettings::max_attempts) | 3 | [`check_max_attempts`](crate::grpc::client::check_max_attempts) |
 /// | [`retry_budget`](PublisherSettings::retry_budget) | 10 tokens, ratio 0.1 | one per field, as the HTTP client's |
-/// | [`backoff_base`](PublisherSettings::backoff_base) | 100 ms | [`check_backoff_base`] |
-/// | [`backoff_max`](PublisherSettings::backoff_max) | 5 s | [`check_backoff_max`], at least `backoff_base` |
+/// | [`backoff_base`](PublisherSettings::backoff_base) | 100 ms | [`check_backoff_base`](crate::grpc::client::check_backoff_base) |
+/// | [`backoff_max`](PublisherSettings::backoff_max) | 5 s | [`check_backoff_max`](crate::grpc::client::check_backoff_max), at least `backoff_base` |
 /// | [`classify`](PublisherSettings::classify) | [`default_classify`] | none (set in code) |
 /// | [`breaker`](PublisherSettings::breaker) | window 20, 1 probe, open 10 s, probe timeout 30 s | one per field, as the HTTP client's |
 /// | [`breaker_policy`](PublisherSettings::breaker_policy) | the gRPC client's | none (set in code) |
@@ -226,85 +228,60 @@ impl Default for PublisherSettings {
 
 impl fmt::Debug for PublisherSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let PublisherSettings {
+            uri,
+            tls,
+            connect_timeout,
+            connect_backoff_max,
+            timeout,
+            attempt_timeout,
+            max_attempts,
+            retry_budget,
+            backoff_base,
+            backoff_max,
+            classify,
+            breaker,
+            breaker_policy,
+            forward_scenario,
+        } = self;
         f.debug_struct("PublisherSettings")
-            .field("uri", &uri::redacted(&self.uri))
-            .field("tls", &self.tls.as_ref().map(|_| "rustls::ClientConfig"))
-            .field("connect_timeout", &self.connect_timeout)
-            .field("connect_backoff_max", &self.connect_backoff_max)
-            .field("timeout", &self.timeout)
-            .field("attempt_timeout", &self.attempt_timeout)
-            .field("max_attempts", &self.max_attempts)
-            .field("retry_budget", &self.retry_budget)
-            .field("backoff_base", &self.backoff_base)
-            .field("backoff_max", &self.backoff_max)
-            .field("classify", &self.classify)
-            .field("breaker", &self.breaker)
-            .field("breaker_policy", &self.breaker_policy)
-            .field("forward_scenario", &self.forward_scenario)
+            .field("uri", &uri::redacted(uri))
+            .field("tls", &tls.as_ref().map(|_| "rustls::ClientConfig"))
+            .field("connect_timeout", connect_timeout)
+            .field("connect_backoff_max", connect_backoff_max)
+            .field("timeout", timeout)
+            .field("attempt_timeout", attempt_timeout)
+            .field("max_attempts", max_attempts)
+            .field("retry_budget", retry_budget)
+            .field("backoff_base", backoff_base)
+            .field("backoff_max", backoff_max)
+            .field("classify", classify)
+            .field("breaker", breaker)
+            .field("breaker_policy", breaker_policy)
+            .field("forward_scenario", forward_scenario)
             .finish()
     }
 }
 
-/// [`PublisherSettings`] as read: each field given, or not (then it keeps
-/// its default), with the clients' sections and flat keys.
-#[derive(serde::Deserialize)]
-struct Read {
-    uri: Option<String>,
-    #[serde(default, with = "humantime_serde")]
-    connect_timeout: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
-    connect_backoff_max: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
-    timeout: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
-    attempt_timeout: Option<Duration>,
-    max_attempts: Option<u32>,
-    retry_budget: Option<BudgetSection>,
-    retry_budget_max_tokens: Option<u32>,
-    retry_budget_token_ratio: Option<f64>,
-    #[serde(default, with = "humantime_serde")]
-    backoff_base: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
-    backoff_max: Option<Duration>,
-    breaker: Option<BreakerSection>,
-    breaker_window: Option<usize>,
-    breaker_probes: Option<usize>,
-    #[serde(default, with = "humantime_serde")]
-    breaker_open_for: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
-    breaker_probe_timeout: Option<Duration>,
-    forward_scenario: Option<bool>,
-}
-
-impl TryFrom<Read> for PublisherSettings {
-    type Error = String;
-
-    fn try_from(read: Read) -> Result<PublisherSettings, String> {
-        let d = PublisherSettings::default();
-        Ok(PublisherSettings {
-            uri: read.uri.unwrap_or(d.uri),
-            connect_timeout: read.connect_timeout.unwrap_or(d.connect_timeout),
-            connect_backoff_max: read.connect_backoff_max.unwrap_or(d.connect_backoff_max),
-            timeout: read.timeout.unwrap_or(d.timeout),
-            attempt_timeout: read.attempt_timeout.unwrap_or(d.attempt_timeout),
-            max_attempts: read.max_attempts.unwrap_or(d.max_attempts),
-            retry_budget: budget_of(
-                read.retry_budget,
-                read.retry_budget_max_tokens,
-                read.retry_budget_token_ratio,
-                d.retry_budget,
-            )?,
-            backoff_base: read.backoff_base.unwrap_or(d.backoff_base),
-            backoff_max: read.backoff_max.unwrap_or(d.backoff_max),
-            breaker: breaker_of(
-                read.breaker,
-                (read.breaker_window, read.breaker_probes),
-                (read.breaker_open_for, read.breaker_probe_timeout),
-                d.breaker,
-            )?,
-            forward_scenario: read.forward_scenario.unwrap_or(d.forward_scenario),
-            ..d
-        })
+crate::call::settings::settings_read! {
+    /// [`PublisherSettings`] as read: each field given, or not (then it
+    /// keeps its default), with the shared sections and their flat keys.
+    struct Read for PublisherSettings {
+        uri: String,
+        in_code tls,
+        #[serde(default, with = "humantime_serde")]
+        connect_timeout: Duration,
+        #[serde(default, with = "humantime_serde")]
+        connect_backoff_max: Duration,
+        use timeout,
+        use attempt_timeout,
+        use max_attempts,
+        use retry_budget,
+        use backoff,
+        in_code classify,
+        use breaker,
+        in_code breaker_policy,
+        use forward_scenario,
     }
 }
 
@@ -312,48 +289,44 @@ impl PublisherSettings {
     /// Runs every field's check, and names every bad field in one error;
     /// the parsed URI.
     pub(crate) fn checked(&self) -> Result<AmqpUri, SettingsError> {
-        let mut problems = Vec::new();
-        let mut put = |field: &'static str, r: Result<(), InvalidValue>| {
-            if let Err(e) = r {
-                problems.push((field, e.to_string()));
-            }
-        };
-        let uri = uri::parse(&self.uri);
-        put("uri", uri.as_ref().map(|_| ()).map_err(Clone::clone));
-        if let Some(tls) = &self.tls {
-            put("tls", check_tls(tls));
+        let PublisherSettings {
+            uri,
+            tls,
+            connect_timeout,
+            connect_backoff_max,
+            timeout,
+            attempt_timeout,
+            max_attempts,
+            retry_budget,
+            backoff_base,
+            backoff_max,
+            classify: _,
+            breaker,
+            breaker_policy: _,
+            forward_scenario: _,
+        } = self;
+        let mut checks = Checks::default();
+        let parsed = uri::parse(uri);
+        checks.put("uri", parsed.as_ref().map(|_| ()).map_err(Clone::clone));
+        if let Some(tls) = tls {
+            checks.put("tls", check_tls(tls));
         }
-        put("connect_timeout", check_timeout(self.connect_timeout));
-        put(
+        checks.put("connect_timeout", check_timeout(*connect_timeout));
+        checks.put(
             "connect_backoff_max",
-            check_connect_backoff_max(self.connect_backoff_max),
+            check_connect_backoff_max(*connect_backoff_max),
         );
-        put("timeout", check_timeout(self.timeout));
-        put(
-            "attempt_timeout",
-            check_attempt_timeout(self.attempt_timeout),
-        );
-        put("max_attempts", check_max_attempts(self.max_attempts));
-        put("backoff_base", check_backoff_base(self.backoff_base));
-        put("backoff_max", check_backoff_max(self.backoff_max));
-        if self.backoff_max < self.backoff_base {
-            put(
-                "backoff_max",
-                Err(InvalidValue::new(format!(
-                    "{:?} is below backoff_base {:?}",
-                    self.backoff_max, self.backoff_base
-                ))),
-            );
-        }
-        for (field, result) in section_checks(&self.retry_budget, &self.breaker) {
-            put(field, result);
-        }
-        let name = uri.as_ref().map(AmqpUri::addr).unwrap_or_default();
-        match (SettingsError::of("rabbitmq publisher", name, problems), uri) {
-            (Some(e), _) => Err(e),
-            (None, Ok(uri)) => Ok(uri),
-            (None, Err(_)) => unreachable!("a bad uri is one of the problems"),
-        }
+        checks.timeout(*timeout);
+        checks.attempt_timeout(*attempt_timeout);
+        checks.max_attempts(*max_attempts);
+        checks.backoff(*backoff_base, *backoff_max);
+        checks.retry_budget(retry_budget);
+        checks.breaker(breaker);
+        checks.finish(OF, || {
+            parsed.as_ref().map(AmqpUri::addr).unwrap_or_default()
+        })?;
+        // (A bad uri is one of the problems: never refused here.)
+        parsed.map_err(|e| SettingsError::one(OF, String::new(), "uri", e))
     }
 
     /// Runs every field's check, and names every bad field in one error.

@@ -9,10 +9,13 @@ use serde::Deserialize;
 
 use super::Delivery;
 use super::uri::{self, AmqpUri};
-use crate::grpc::client::{
-    InvalidValue, check_backoff_base, check_backoff_max, check_timeout, check_tls,
-};
+use crate::call::settings::{Checks, InvalidValue, check_timeout, check_tls};
+use crate::grpc::client::check_connect_backoff_max;
 use crate::grpc::server::{SettingsError, check_grace};
+
+/// Whose settings a [`SettingsError`] of a consumer is about, in its
+/// message.
+const OF: &str = "rabbitmq consumer";
 
 /// Decides whether the failure scenario a delivery carries reaches the
 /// processor: `true` keeps it, `false` strips it. See
@@ -75,14 +78,14 @@ impl fmt::Debug for TrustScenario {
 /// | [`tls`](ConsumerSettings::tls) | `None`: the platform's roots, for `amqps://` | [`check_tls`] |
 /// | [`connect_timeout`](ConsumerSettings::connect_timeout) | 10 s | [`check_timeout`] |
 /// | [`connect_backoff_max`](ConsumerSettings::connect_backoff_max) | 120 s | [`check_connect_backoff_max`](crate::grpc::client::check_connect_backoff_max) |
-/// | [`backoff_base`](ConsumerSettings::backoff_base) | 100 ms | [`check_backoff_base`] |
-/// | [`backoff_max`](ConsumerSettings::backoff_max) | 10 s | [`check_backoff_max`], at least `backoff_base` |
+/// | [`backoff_base`](ConsumerSettings::backoff_base) | 100 ms | [`check_backoff_base`](crate::grpc::client::check_backoff_base) |
+/// | [`backoff_max`](ConsumerSettings::backoff_max) | 10 s | [`check_backoff_max`](crate::grpc::client::check_backoff_max), at least `backoff_base` |
 /// | [`shutdown_grace`](ConsumerSettings::shutdown_grace) | 5 s | [`check_grace`] |
 /// | [`trust_scenario`](ConsumerSettings::trust_scenario) | `None`: trusts no publisher | none (set in code) |
 ///
 /// `tls` and `trust_scenario` are set in code and never deserialised.
 #[derive(Clone, Deserialize)]
-#[serde(default)]
+#[serde(try_from = "Read")]
 pub struct ConsumerSettings {
     /// The broker: `amqp://user:password@host:port/vhost`, or `amqps://`
     /// for TLS ([`check_uri`](super::check_uri) says what each part may
@@ -101,19 +104,16 @@ pub struct ConsumerSettings {
     /// The TLS config an `amqps://` URI connects with; `None` trusts the
     /// platform's roots. Set it for a private CA or a client certificate.
     /// Ignored for `amqp://`.
-    #[serde(skip)]
     pub tls: Option<Arc<rustls::ClientConfig>>,
 
     /// How long a connection may take to open, TCP, TLS and AMQP's
     /// handshake together, before the attempt fails and the next is
     /// made after the connection backoff.
-    #[serde(with = "humantime_serde")]
     pub connect_timeout: Duration,
 
     /// The longest wait between two attempts to connect: after a failed
     /// one, the next is made 1 s later, then 1.6 times longer each time,
     /// ±20 % jitter, up to this (the gRPC client's connection backoff).
-    #[serde(with = "humantime_serde")]
     pub connect_backoff_max: Duration,
 
     /// The first wait before a delivery whose processor failed is handed
@@ -121,18 +121,15 @@ pub struct ConsumerSettings {
     /// the wait (full jitter), up to [`backoff_max`](Self::backoff_max),
     /// and a success resets it. So a processor that keeps failing does not
     /// spin through the queue.
-    #[serde(with = "humantime_serde")]
     pub backoff_base: Duration,
 
     /// The ceiling of the wait before a failed delivery is handed back.
-    #[serde(with = "humantime_serde")]
     pub backoff_max: Duration,
 
     /// How long a stop lets the deliveries being processed finish (each
     /// is acked when its processor succeeds). Those still running at its
     /// end are dropped, unacked, and the broker delivers them again. Zero
     /// is no grace.
-    #[serde(with = "humantime_serde")]
     pub shutdown_grace: Duration,
 
     /// Whether the failure scenario a delivery carries reaches the
@@ -148,7 +145,6 @@ pub struct ConsumerSettings {
     /// [module](super) docs).
     ///
     /// Default: `None`, which trusts no publisher.
-    #[serde(skip)]
     pub trust_scenario: Option<TrustScenario>,
 }
 
@@ -171,18 +167,49 @@ impl Default for ConsumerSettings {
 
 impl fmt::Debug for ConsumerSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ConsumerSettings {
+            uri,
+            queue,
+            prefetch,
+            tls,
+            connect_timeout,
+            connect_backoff_max,
+            backoff_base,
+            backoff_max,
+            shutdown_grace,
+            trust_scenario,
+        } = self;
         f.debug_struct("ConsumerSettings")
-            .field("uri", &uri::redacted(&self.uri))
-            .field("queue", &self.queue)
-            .field("prefetch", &self.prefetch)
-            .field("tls", &self.tls.as_ref().map(|_| "rustls::ClientConfig"))
-            .field("connect_timeout", &self.connect_timeout)
-            .field("connect_backoff_max", &self.connect_backoff_max)
-            .field("backoff_base", &self.backoff_base)
-            .field("backoff_max", &self.backoff_max)
-            .field("shutdown_grace", &self.shutdown_grace)
-            .field("trust_scenario", &self.trust_scenario)
+            .field("uri", &uri::redacted(uri))
+            .field("queue", queue)
+            .field("prefetch", prefetch)
+            .field("tls", &tls.as_ref().map(|_| "rustls::ClientConfig"))
+            .field("connect_timeout", connect_timeout)
+            .field("connect_backoff_max", connect_backoff_max)
+            .field("backoff_base", backoff_base)
+            .field("backoff_max", backoff_max)
+            .field("shutdown_grace", shutdown_grace)
+            .field("trust_scenario", trust_scenario)
             .finish()
+    }
+}
+
+crate::call::settings::settings_read! {
+    /// [`ConsumerSettings`] as read: each field given, or not (then it
+    /// keeps its default), with the shared backoff.
+    struct Read for ConsumerSettings {
+        uri: String,
+        queue: String,
+        prefetch: u16,
+        in_code tls,
+        #[serde(default, with = "humantime_serde")]
+        connect_timeout: Duration,
+        #[serde(default, with = "humantime_serde")]
+        connect_backoff_max: Duration,
+        use backoff,
+        #[serde(default, with = "humantime_serde")]
+        shutdown_grace: Duration,
+        in_code trust_scenario,
     }
 }
 
@@ -222,55 +249,41 @@ impl ConsumerSettings {
     /// Runs every field's check, and names every bad field in one error;
     /// the parsed URI.
     pub(crate) fn checked(&self) -> Result<AmqpUri, SettingsError> {
-        let mut problems = Vec::new();
-        let mut put = |field: &'static str, r: Result<(), String>| {
-            if let Err(e) = r {
-                problems.push((field, e));
-            }
-        };
-        let text = |r: Result<(), InvalidValue>| r.map_err(|e| e.to_string());
-        let uri = uri::parse(&self.uri);
-        put("uri", text(uri.as_ref().map(|_| ()).map_err(Clone::clone)));
-        put("queue", text(check_queue(&self.queue)));
-        put("prefetch", text(check_prefetch(self.prefetch)));
-        if let Some(tls) = &self.tls {
-            put("tls", text(check_tls(tls)));
+        let ConsumerSettings {
+            uri,
+            queue,
+            prefetch,
+            tls,
+            connect_timeout,
+            connect_backoff_max,
+            backoff_base,
+            backoff_max,
+            shutdown_grace,
+            trust_scenario: _,
+        } = self;
+        let mut checks = Checks::default();
+        let parsed = uri::parse(uri);
+        checks.put("uri", parsed.as_ref().map(|_| ()).map_err(Clone::clone));
+        checks.put("queue", check_queue(queue));
+        checks.put("prefetch", check_prefetch(*prefetch));
+        if let Some(tls) = tls {
+            checks.put("tls", check_tls(tls));
         }
-        put("connect_timeout", text(check_timeout(self.connect_timeout)));
-        put(
+        checks.put("connect_timeout", check_timeout(*connect_timeout));
+        checks.put(
             "connect_backoff_max",
-            text(crate::grpc::client::check_connect_backoff_max(
-                self.connect_backoff_max,
-            )),
+            check_connect_backoff_max(*connect_backoff_max),
         );
-        put("backoff_base", text(check_backoff_base(self.backoff_base)));
-        put("backoff_max", text(check_backoff_max(self.backoff_max)));
-        if self.backoff_max < self.backoff_base {
-            put(
-                "backoff_max",
-                Err(format!(
-                    "{:?} is below backoff_base {:?}",
-                    self.backoff_max, self.backoff_base
-                )),
-            );
-        }
-        put(
-            "shutdown_grace",
-            check_grace(self.shutdown_grace).map_err(|e| e.to_string()),
-        );
-        let name = match &uri {
-            Ok(uri) if !self.queue.is_empty() => {
-                format!("queue {:?} on {}", self.queue, uri.addr())
-            }
+        checks.backoff(*backoff_base, *backoff_max);
+        checks.put("shutdown_grace", check_grace(*shutdown_grace));
+        checks.finish(OF, || match &parsed {
+            Ok(uri) if !queue.is_empty() => format!("queue {queue:?} on {}", uri.addr()),
             Ok(uri) => uri.addr(),
-            Err(_) if !self.queue.is_empty() => format!("queue {:?}", self.queue),
+            Err(_) if !queue.is_empty() => format!("queue {queue:?}"),
             Err(_) => String::new(),
-        };
-        match (SettingsError::of("rabbitmq consumer", name, problems), uri) {
-            (Some(e), _) => Err(e),
-            (None, Ok(uri)) => Ok(uri),
-            (None, Err(_)) => unreachable!("a bad uri is one of the problems"),
-        }
+        })?;
+        // (A bad uri is one of the problems: never refused here.)
+        parsed.map_err(|e| SettingsError::one(OF, String::new(), "uri", e))
     }
 
     /// Runs every field's check, and names every bad field in one error.

@@ -90,12 +90,13 @@ impl Client {
             settings.breaker_policy.clone(),
             recorder.transition_observer(),
         )
-        .map_err(NewError::breaker)?;
+        .map_err(super::settings::breaker_refused)?;
         let registration = {
             let breaker = breaker.clone();
             recorder.register_breaker(move || breaker.state())
         };
-        let budget = retry::Budget::new(settings.retry_budget).map_err(NewError::budget)?;
+        let budget =
+            retry::Budget::new(settings.retry_budget).map_err(super::settings::budget_refused)?;
         let backoff = retry::Exponential::new(settings.backoff_base, settings.backoff_max);
         let conn = Arc::new(Connection::new(setup.host().clone(), &settings));
         let closer = conn.closer();

@@ -190,12 +190,6 @@ mod layer;
 mod limit;
 mod method;
 mod settings;
-// What the RabbitMQ publisher's settings import by this path (they are
-// crate::call::settings's, the settings every client shares).
-#[cfg(feature = "rabbitmq")]
-pub(crate) use crate::call::settings::{
-    BreakerSection, BudgetSection, breaker_of, budget_of, section_checks,
-};
 mod stream;
 mod stream_end;
 mod unary;

@@ -191,37 +191,34 @@ impl Default for Settings {
 
 impl fmt::Debug for Settings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Settings {
+            addr,
+            tls,
+            plaintext,
+            trust_scenario,
+            max_connection_age,
+            max_connection_age_grace,
+            shutdown_grace,
+            keepalive_interval,
+            keepalive_timeout,
+            max_header_list_size,
+        } = self;
         f.debug_struct("Settings")
-            .field("addr", &self.addr)
-            .field("tls", &self.tls.as_ref().map(|_| "rustls::ServerConfig"))
-            .field("plaintext", &self.plaintext)
-            .field("trust_scenario", &self.trust_scenario)
-            .field("max_connection_age", &self.max_connection_age)
-            .field("max_connection_age_grace", &self.max_connection_age_grace)
-            .field("shutdown_grace", &self.shutdown_grace)
-            .field("keepalive_interval", &self.keepalive_interval)
-            .field("keepalive_timeout", &self.keepalive_timeout)
-            .field("max_header_list_size", &self.max_header_list_size)
+            .field("addr", addr)
+            .field("tls", &tls.as_ref().map(|_| "rustls::ServerConfig"))
+            .field("plaintext", plaintext)
+            .field("trust_scenario", trust_scenario)
+            .field("max_connection_age", max_connection_age)
+            .field("max_connection_age_grace", max_connection_age_grace)
+            .field("shutdown_grace", shutdown_grace)
+            .field("keepalive_interval", keepalive_interval)
+            .field("keepalive_timeout", keepalive_timeout)
+            .field("max_header_list_size", max_header_list_size)
             .finish()
     }
 }
 
-/// Why a value fails its field's check. The message says what is wrong
-/// with the value and does not name the field, so the caller can put its
-/// own name in front (`GRPC_ADDR: has no port, want host:port`).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{reason}")]
-pub struct InvalidValue {
-    reason: String,
-}
-
-impl InvalidValue {
-    fn new(reason: impl Into<String>) -> InvalidValue {
-        InvalidValue {
-            reason: reason.into(),
-        }
-    }
-}
+pub use crate::call::settings::InvalidValue;
 
 /// Checks a listening address: `host:port` or `:port`, with a numeric
 /// port (0 lets the system pick one).
@@ -418,59 +415,12 @@ pub fn check_grace(grace: Duration) -> Result<(), InvalidValue> {
 }
 
 /// Why [`Server::new`](super::Server::new) refused its settings: every bad
-/// field, each with what is wrong with it. The RabbitMQ consumer's
-/// settings are refused with it too (feature `rabbitmq`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SettingsError {
-    // What the settings are of: "server", "rabbitmq consumer".
-    of: &'static str,
-    // What names the server in the message, its address as set (unless
-    // it is itself empty).
-    addr: String,
-    problems: Vec<(&'static str, String)>,
-}
-
-impl SettingsError {
-    /// The error of the settings of `of` (`"rabbitmq consumer"`), named
-    /// `name` in the message (unless empty), with each bad field and what
-    /// is wrong with it; `None` when there is none.
-    pub(crate) fn of(
-        of: &'static str,
-        name: String,
-        problems: Vec<(&'static str, String)>,
-    ) -> Option<SettingsError> {
-        (!problems.is_empty()).then_some(SettingsError {
-            of,
-            addr: name,
-            problems,
-        })
-    }
-
-    /// The names of the bad fields, in declaration order (`"addr"`,
-    /// `"max_connection_age"`, ...).
-    pub fn fields(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.problems.iter().map(|(field, _)| *field)
-    }
-
-    /// Each bad field's path and what is wrong with it, for
-    /// [`app::Env`](crate::app::Env) to name by its variable.
-    pub(crate) fn problems(&self) -> Vec<(&'static str, String)> {
-        self.problems.clone()
-    }
-}
-
-impl fmt::Display for SettingsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.addr.is_empty() {
-            write!(f, "invalid {} settings: ", self.of)?;
-        } else {
-            write!(f, "invalid {} settings of {}: ", self.of, self.addr)?;
-        }
-        crate::call::settings::write_problems(f, &self.problems)
-    }
-}
-
-impl std::error::Error for SettingsError {}
+/// field, each with what is wrong with it, the message naming the server
+/// by its address as set (`invalid server settings of :8443: ...`). The
+/// RabbitMQ clients' settings are refused with it too (feature
+/// `rabbitmq`). The one settings error of every transport,
+/// [`InvalidSettings`](crate::InvalidSettings).
+pub type SettingsError = crate::InvalidSettings;
 
 impl Settings {
     /// Runs every field's check, and names every bad field in one error.
@@ -479,28 +429,32 @@ impl Settings {
     ///
     /// [`SettingsError`] naming every bad field.
     pub fn check(&self) -> Result<(), SettingsError> {
-        let mut problems = Vec::new();
-        let mut put = |field: &'static str, r: Result<(), InvalidValue>| {
-            if let Err(e) = r {
-                problems.push((field, e.reason));
-            }
-        };
-        put("addr", check_addr(&self.addr));
-        if let Some(tls) = &self.tls {
-            put("tls", check_tls(tls));
+        let Settings {
+            addr,
+            tls,
+            plaintext,
+            trust_scenario: _,
+            max_connection_age,
+            max_connection_age_grace,
+            shutdown_grace,
+            keepalive_interval,
+            keepalive_timeout,
+            max_header_list_size,
+        } = self;
+        let mut checks = crate::call::settings::Checks::default();
+        checks.put("addr", check_addr(addr));
+        if let Some(tls) = tls {
+            checks.put("tls", check_tls(tls));
         }
-        put(
-            "plaintext",
-            check_plaintext(self.plaintext, self.tls.is_some()),
-        );
-        put(
+        checks.put("plaintext", check_plaintext(*plaintext, tls.is_some()));
+        checks.put(
             "max_connection_age",
-            check_max_connection_age(self.max_connection_age),
+            check_max_connection_age(*max_connection_age),
         );
-        if let Some(grace) = self.max_connection_age_grace {
-            put("max_connection_age_grace", check_grace(grace));
-            if self.max_connection_age.is_none() {
-                put(
+        if let Some(grace) = *max_connection_age_grace {
+            checks.put("max_connection_age_grace", check_grace(grace));
+            if max_connection_age.is_none() {
+                checks.put(
                     "max_connection_age_grace",
                     Err(InvalidValue::new(
                         "is set, but max_connection_age is not: the grace follows a connection's age, so it would never apply; set max_connection_age too, or leave max_connection_age_grace unset",
@@ -508,9 +462,9 @@ impl Settings {
                 );
             }
         }
-        put("shutdown_grace", check_grace(self.shutdown_grace));
-        if let Some(interval) = self.keepalive_interval {
-            put(
+        checks.put("shutdown_grace", check_grace(*shutdown_grace));
+        if let Some(interval) = *keepalive_interval {
+            checks.put(
                 "keepalive_interval",
                 check_keepalive(interval).map_err(|e| {
                     if interval.is_zero() {
@@ -521,15 +475,12 @@ impl Settings {
                 }),
             );
         }
-        put("keepalive_timeout", check_keepalive(self.keepalive_timeout));
-        put(
+        checks.put("keepalive_timeout", check_keepalive(*keepalive_timeout));
+        checks.put(
             "max_header_list_size",
-            check_max_header_list_size(self.max_header_list_size),
+            check_max_header_list_size(*max_header_list_size),
         );
-        match SettingsError::of("server", self.addr.clone(), problems) {
-            None => Ok(()),
-            Some(e) => Err(e),
-        }
+        checks.finish("server", || addr.clone())
     }
 }
 

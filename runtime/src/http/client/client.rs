@@ -139,7 +139,8 @@ impl Client {
         let base = settings.check()?;
         let tls = match &settings.tls {
             Some(tls) => (**tls).clone(),
-            None => default_tls().map_err(|e| NewError::one("tls", e))?,
+            None => default_tls()
+                .map_err(|e| NewError::one(super::settings::OF, String::new(), "tls", e))?,
         };
         let mut tls = tls;
         if tls.alpn_protocols.is_empty() {
@@ -154,7 +155,7 @@ impl Client {
             .timeout(settings.attempt_timeout)
             .redirect(same_origin_redirects(&base))
             .build()
-            .map_err(|e| NewError::one("tls", e))?;
+            .map_err(|e| NewError::one(super::settings::OF, String::new(), "tls", e))?;
         let host = base.host_str().unwrap_or_default();
         let port = base.port_or_known_default().unwrap_or(0);
         let point = format!("http:{host}:{port}");
@@ -164,13 +165,13 @@ impl Client {
             settings.breaker_policy.clone(),
             recorder.transition_observer(),
         )
-        .map_err(|e| NewError::one("breaker", e))?;
+        .map_err(|e| NewError::one(super::settings::OF, String::new(), "breaker", e))?;
         let registration = {
             let breaker = breaker.clone();
             recorder.register_breaker(move || breaker.state())
         };
         let budget = retry::Budget::new(settings.retry_budget)
-            .map_err(|e| NewError::one("retry_budget", e))?;
+            .map_err(|e| NewError::one(super::settings::OF, String::new(), "retry_budget", e))?;
         let backoff = retry::Exponential::new(settings.backoff_base, settings.backoff_max);
         Ok(Client {
             inner: Arc::new(Inner {

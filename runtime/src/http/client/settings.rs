@@ -8,10 +8,8 @@ use std::time::Duration;
 use reqwest::Url;
 
 use super::Classify;
-use crate::call::settings::{
-    BreakerSection, BudgetSection, InvalidValue, breaker_of, budget_of, check_backoff_base,
-    check_backoff_max, check_max_attempts, check_timeout, check_tls, section_checks,
-};
+use crate::InvalidSettings;
+use crate::call::settings::{Checks, InvalidValue, check_timeout, check_tls};
 use crate::{circuit, retry};
 
 /// The settings of one HTTP dependency's [`Client`](super::Client): plain
@@ -27,11 +25,11 @@ use crate::{circuit, retry};
 /// | [`base_url`](Settings::base_url) | none (empty: `new` rejects it) | [`check_base_url`] |
 /// | [`tls`](Settings::tls) | `None`: the platform's roots, for an `https` base URL | [`check_tls`] |
 /// | [`timeout`](Settings::timeout) | 10 s | [`check_timeout`] |
-/// | [`attempt_timeout`](Settings::attempt_timeout) | 5 s | [`check_attempt_timeout`] |
-/// | [`max_attempts`](Settings::max_attempts) | 3 | [`check_max_attempts`] |
+/// | [`attempt_timeout`](Settings::attempt_timeout) | 5 s | [`check_attempt_timeout`](super::check_attempt_timeout) |
+/// | [`max_attempts`](Settings::max_attempts) | 3 | [`check_max_attempts`](super::check_max_attempts) |
 /// | [`retry_budget`](Settings::retry_budget) | 10 tokens, ratio 0.1 (gRFC A6) | one per field, as [`retry::check_max_tokens`] and [`retry::check_token_ratio`]; both: [`check_retry_budget`](super::check_retry_budget) |
-/// | [`backoff_base`](Settings::backoff_base) | 100 ms | [`check_backoff_base`] |
-/// | [`backoff_max`](Settings::backoff_max) | 5 s | [`check_backoff_max`] |
+/// | [`backoff_base`](Settings::backoff_base) | 100 ms | [`check_backoff_base`](super::check_backoff_base) |
+/// | [`backoff_max`](Settings::backoff_max) | 5 s | [`check_backoff_max`](super::check_backoff_max) |
 /// | [`classify`](Settings::classify) | [`default_classify`](super::default_classify) | none (set in code) |
 /// | [`breaker`](Settings::breaker) | window 20, 1 probe, open 10 s, probe timeout 30 s | one per field, as [`check_window`](crate::grpc::client::check_window) and the others of [`check_breaker`](super::check_breaker) |
 /// | [`breaker_policy`](Settings::breaker_policy) | open after 5 failures in a row or half of 20 or more; close after 3 good probes | none (set in code) |
@@ -140,19 +138,33 @@ pub struct Settings {
 
 impl fmt::Debug for Settings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Settings {
+            base_url,
+            tls,
+            timeout,
+            attempt_timeout,
+            max_attempts,
+            retry_budget,
+            backoff_base,
+            backoff_max,
+            classify,
+            breaker,
+            breaker_policy,
+            forward_scenario,
+        } = self;
         f.debug_struct("Settings")
-            .field("base_url", &self.base_url)
-            .field("tls", &self.tls.as_ref().map(|_| "rustls::ClientConfig"))
-            .field("timeout", &self.timeout)
-            .field("attempt_timeout", &self.attempt_timeout)
-            .field("max_attempts", &self.max_attempts)
-            .field("retry_budget", &self.retry_budget)
-            .field("backoff_base", &self.backoff_base)
-            .field("backoff_max", &self.backoff_max)
-            .field("classify", &self.classify)
-            .field("breaker", &self.breaker)
-            .field("breaker_policy", &self.breaker_policy)
-            .field("forward_scenario", &self.forward_scenario)
+            .field("base_url", base_url)
+            .field("tls", &tls.as_ref().map(|_| "rustls::ClientConfig"))
+            .field("timeout", timeout)
+            .field("attempt_timeout", attempt_timeout)
+            .field("max_attempts", max_attempts)
+            .field("retry_budget", retry_budget)
+            .field("backoff_base", backoff_base)
+            .field("backoff_max", backoff_max)
+            .field("classify", classify)
+            .field("breaker", breaker)
+            .field("breaker_policy", breaker_policy)
+            .field("forward_scenario", forward_scenario)
             .finish()
     }
 }
@@ -177,60 +189,21 @@ impl Default for Settings {
     }
 }
 
-/// [`Settings`] as read: each field given, or not (then it keeps its
-/// default), with the gRPC client's sections and flat keys.
-#[derive(serde::Deserialize)]
-struct Read {
-    base_url: Option<String>,
-    #[serde(default, with = "humantime_serde")]
-    timeout: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
-    attempt_timeout: Option<Duration>,
-    max_attempts: Option<u32>,
-    retry_budget: Option<BudgetSection>,
-    retry_budget_max_tokens: Option<u32>,
-    retry_budget_token_ratio: Option<f64>,
-    #[serde(default, with = "humantime_serde")]
-    backoff_base: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
-    backoff_max: Option<Duration>,
-    breaker: Option<BreakerSection>,
-    breaker_window: Option<usize>,
-    breaker_probes: Option<usize>,
-    #[serde(default, with = "humantime_serde")]
-    breaker_open_for: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
-    breaker_probe_timeout: Option<Duration>,
-    forward_scenario: Option<bool>,
-}
-
-impl TryFrom<Read> for Settings {
-    type Error = String;
-
-    fn try_from(read: Read) -> Result<Settings, String> {
-        let d = Settings::default();
-        Ok(Settings {
-            base_url: read.base_url.unwrap_or(d.base_url),
-            timeout: read.timeout.unwrap_or(d.timeout),
-            attempt_timeout: read.attempt_timeout.unwrap_or(d.attempt_timeout),
-            max_attempts: read.max_attempts.unwrap_or(d.max_attempts),
-            retry_budget: budget_of(
-                read.retry_budget,
-                read.retry_budget_max_tokens,
-                read.retry_budget_token_ratio,
-                d.retry_budget,
-            )?,
-            backoff_base: read.backoff_base.unwrap_or(d.backoff_base),
-            backoff_max: read.backoff_max.unwrap_or(d.backoff_max),
-            breaker: breaker_of(
-                read.breaker,
-                (read.breaker_window, read.breaker_probes),
-                (read.breaker_open_for, read.breaker_probe_timeout),
-                d.breaker,
-            )?,
-            forward_scenario: read.forward_scenario.unwrap_or(d.forward_scenario),
-            ..d
-        })
+crate::call::settings::settings_read! {
+    /// [`Settings`] as read: each field given, or not (then it keeps its
+    /// default), with the shared sections and their flat keys.
+    struct Read for Settings {
+        base_url: String,
+        use timeout,
+        use attempt_timeout,
+        use max_attempts,
+        use retry_budget,
+        use backoff,
+        use breaker,
+        use forward_scenario,
+        in_code tls,
+        in_code classify,
+        in_code breaker_policy,
     }
 }
 
@@ -462,94 +435,52 @@ pub fn check_attempt_timeout(attempt_timeout: Duration) -> Result<(), InvalidVal
 }
 
 /// Why [`Client::new`](super::Client::new) refused its settings: every bad
-/// field, each named by its [`Settings`] field name. As for the gRPC
-/// client, this is a fault in the code (a service's main exits 1 on it):
-/// each value read from configuration should have passed its check where
-/// it was read.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NewError {
-    problems: Vec<(&'static str, String)>,
-    /// The dependency, `base_url`, when it is valid: the message names it,
-    /// so that a service with several clients tells which one is wrong.
-    dependency: Option<String>,
-}
+/// field, each named by its path in [`Settings`], the message naming the
+/// dependency, `base_url`, when it is valid (`invalid http client
+/// settings of http://rates:8080/v1: ...`). The one settings error of
+/// every transport, [`InvalidSettings`]. As for the gRPC client, this is a
+/// fault in the code (a service's main exits 1 on it): each value read
+/// from configuration should have passed its check where it was read.
+pub type NewError = InvalidSettings;
 
-impl NewError {
-    pub(super) fn one(field: &'static str, problem: impl fmt::Display) -> NewError {
-        NewError {
-            problems: vec![(field, problem.to_string())],
-            dependency: None,
-        }
-    }
-
-    /// The names of the bad fields, in the order of [`Settings`].
-    pub fn fields(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.problems.iter().map(|(field, _)| *field)
-    }
-
-    /// Each bad field's path and what is wrong with it, for
-    /// [`app::Env`](crate::app::Env) to name by its variable.
-    pub(crate) fn problems(&self) -> Vec<(&'static str, String)> {
-        self.problems.clone()
-    }
-}
-
-impl fmt::Display for NewError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("invalid http client settings")?;
-        if let Some(base_url) = &self.dependency {
-            write!(f, " of {base_url}")?;
-        }
-        f.write_str(": ")?;
-        crate::call::settings::write_problems(f, &self.problems)
-    }
-}
-
-impl std::error::Error for NewError {}
+/// Whose settings a [`NewError`] is about, in its message.
+pub(super) const OF: &str = "http client";
 
 impl Settings {
     /// Runs every field's check, and the checks that take two fields; the
     /// parsed base URL.
     pub(crate) fn check(&self) -> Result<Url, NewError> {
-        let mut problems = Vec::new();
-        let mut put = |field: &'static str, r: Result<(), InvalidValue>| {
-            if let Err(e) = r {
-                problems.push((field, e.to_string()));
-            }
-        };
-        let url = parse_base_url(&self.base_url);
-        put("base_url", url.as_ref().map(|_| ()).map_err(Clone::clone));
-        if let Some(tls) = &self.tls {
-            put("tls", check_tls(tls));
+        let Settings {
+            base_url,
+            tls,
+            timeout,
+            attempt_timeout,
+            max_attempts,
+            retry_budget,
+            backoff_base,
+            backoff_max,
+            classify: _,
+            breaker,
+            breaker_policy: _,
+            forward_scenario: _,
+        } = self;
+        let mut checks = Checks::default();
+        let url = parse_base_url(base_url);
+        checks.put("base_url", url.as_ref().map(|_| ()).map_err(Clone::clone));
+        if let Some(tls) = tls {
+            checks.put("tls", check_tls(tls));
         }
-        put("timeout", check_timeout(self.timeout));
-        put(
-            "attempt_timeout",
-            check_attempt_timeout(self.attempt_timeout),
-        );
-        put("max_attempts", check_max_attempts(self.max_attempts));
-        put("backoff_base", check_backoff_base(self.backoff_base));
-        put("backoff_max", check_backoff_max(self.backoff_max));
-        if self.backoff_max < self.backoff_base {
-            put(
-                "backoff_max",
-                Err(InvalidValue::new(format!(
-                    "{:?} is below backoff_base {:?}",
-                    self.backoff_max, self.backoff_base
-                ))),
-            );
-        }
-        for (field, result) in section_checks(&self.retry_budget, &self.breaker) {
-            put(field, result);
-        }
-        match url {
-            Ok(url) if problems.is_empty() => Ok(url),
-            // A valid base URL holds no credentials (they are refused).
-            url => Err(NewError {
-                problems,
-                dependency: url.ok().map(|_| self.base_url.clone()),
-            }),
-        }
+        checks.timeout(*timeout);
+        checks.attempt_timeout(*attempt_timeout);
+        checks.max_attempts(*max_attempts);
+        checks.backoff(*backoff_base, *backoff_max);
+        checks.retry_budget(retry_budget);
+        checks.breaker(breaker);
+        // A valid base URL holds no credentials (they are refused).
+        let name = || url.as_ref().map(|_| base_url.clone()).unwrap_or_default();
+        checks.finish(OF, name)?;
+        // (A bad base URL is one of the problems: never refused here.)
+        url.map_err(|e| InvalidSettings::one(OF, String::new(), "base_url", e))
     }
 }
 

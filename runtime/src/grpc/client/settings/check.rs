@@ -3,16 +3,12 @@
 //! connection backoff's ceiling, the decoding limit), and the check of a
 //! whole [`Settings`], every bad field named in one [`NewError`].
 
-use std::fmt;
 use std::time::Duration;
 
 use rustls_pki_types::ServerName;
 
-use crate::call::settings::{
-    InvalidValue, check_attempt_timeout, check_backoff_base, check_backoff_max, check_max_attempts,
-    check_timeout, check_tls,
-};
-use crate::call::settings::{budget_path, positive_within_a_year, section_checks};
+use crate::InvalidSettings;
+use crate::call::settings::{Checks, InvalidValue, budget_path, check_tls, positive_within_a_year};
 use crate::{circuit, retry};
 
 use super::Settings;
@@ -216,8 +212,12 @@ pub fn check_connect_backoff_max(max: Duration) -> Result<(), InvalidValue> {
     positive_within_a_year(max)
 }
 
-/// Why [`Client::new`](crate::grpc::client::Client::new) refused its settings: every bad
-/// field, each named by its [`Settings`] field name.
+/// Why [`Client::new`](crate::grpc::client::Client::new) refused its
+/// settings: every bad field, each named by its path in [`Settings`]
+/// (`timeout`, `breaker.window`), the message naming the dependency,
+/// `addr`, when it is valid (`invalid client settings of carts:9090:
+/// ...`). The one settings error of every transport,
+/// [`InvalidSettings`](crate::InvalidSettings).
 ///
 /// By the time settings reach `Client::new`, each value sourced from
 /// configuration should have passed its check where it was read (a bad
@@ -228,114 +228,77 @@ pub fn check_connect_backoff_max(max: Duration) -> Result<(), InvalidValue> {
 ///
 /// Design: [the settings](crate::design::client#the-settings) (every bad field in one error
 /// that names each one).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NewError {
-    problems: Vec<(&'static str, String)>,
-    /// The dependency, `addr`, when it is valid: the message names it, so
-    /// that a service with several clients tells which one is wrong.
-    dependency: Option<String>,
+pub type NewError = InvalidSettings;
+
+/// Whose settings a [`NewError`] is about, in its message.
+const OF: &str = "client";
+
+/// A breaker `Client::new` could not make of checked settings.
+pub(in crate::grpc::client) fn breaker_refused(e: circuit::ConfigError) -> NewError {
+    InvalidSettings::one(OF, String::new(), "breaker", e)
 }
 
-impl NewError {
-    pub(in crate::grpc::client) fn breaker(e: circuit::ConfigError) -> NewError {
-        NewError {
-            problems: vec![("breaker", e.to_string())],
-            dependency: None,
-        }
-    }
-
-    pub(in crate::grpc::client) fn budget(e: retry::BudgetError) -> NewError {
-        NewError {
-            problems: vec![(budget_path(&e), e.to_string())],
-            dependency: None,
-        }
-    }
-
-    /// The bad fields, in the order of [`Settings`], each by its path: a
-    /// field's name (`"timeout"`), or a section's and its field's
-    /// (`"breaker.window"`, `"retry_budget.token_ratio"`), as a
-    /// configuration names them.
-    pub fn fields(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.problems.iter().map(|(field, _)| *field)
-    }
-
-    /// Each bad field's path and what is wrong with it, for
-    /// [`app::Env`](crate::app::Env) to name by its variable.
-    pub(crate) fn problems(&self) -> Vec<(&'static str, String)> {
-        self.problems.clone()
-    }
+/// A retry budget `Client::new` could not make of checked settings.
+pub(in crate::grpc::client) fn budget_refused(e: retry::BudgetError) -> NewError {
+    InvalidSettings::one(OF, String::new(), budget_path(&e), e)
 }
-
-impl fmt::Display for NewError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("invalid client settings")?;
-        if let Some(addr) = &self.dependency {
-            write!(f, " of {addr}")?;
-        }
-        f.write_str(": ")?;
-        crate::call::settings::write_problems(f, &self.problems)
-    }
-}
-
-impl std::error::Error for NewError {}
 
 impl Settings {
     /// Runs every field's check, and the checks that take two fields.
     pub(crate) fn check(&self) -> Result<(), NewError> {
-        let mut problems = Vec::new();
-        let mut put = |field: &'static str, r: Result<(), InvalidValue>| {
-            if let Err(e) = r {
-                problems.push((field, e.reason));
-            }
-        };
-        put("addr", check_addr(&self.addr));
-        if let Some(tls) = &self.tls {
-            put("tls", check_tls(tls));
+        let Settings {
+            addr,
+            tls,
+            server_name,
+            authority,
+            timeout,
+            attempt_timeout,
+            max_attempts,
+            retry_budget,
+            backoff_base,
+            backoff_max,
+            connect_backoff_max,
+            classify: _,
+            breaker,
+            breaker_policy: _,
+            forward_scenario: _,
+            max_decoding_message_size,
+            layers: _,
+        } = self;
+        let mut checks = Checks::default();
+        checks.put("addr", check_addr(addr));
+        if let Some(tls) = tls {
+            checks.put("tls", check_tls(tls));
         }
-        if let Some(name) = &self.server_name {
-            put("server_name", check_server_name(name));
-        } else if self.tls.is_some() && check_addr(&self.addr).is_ok() {
-            put("addr", check_tls_host(&self.addr));
+        if let Some(name) = server_name {
+            checks.put("server_name", check_server_name(name));
+        } else if tls.is_some() && check_addr(addr).is_ok() {
+            checks.put("addr", check_tls_host(addr));
         }
-        if let Some(authority) = &self.authority {
-            put("authority", check_authority(authority));
+        if let Some(authority) = authority {
+            checks.put("authority", check_authority(authority));
         }
-        put("timeout", check_timeout(self.timeout));
-        if let Some(attempt_timeout) = self.attempt_timeout {
-            put("attempt_timeout", check_attempt_timeout(attempt_timeout));
-        }
-        put("max_attempts", check_max_attempts(self.max_attempts));
-        put("backoff_base", check_backoff_base(self.backoff_base));
-        put("backoff_max", check_backoff_max(self.backoff_max));
-        if self.backoff_max < self.backoff_base {
-            put(
-                "backoff_max",
-                Err(InvalidValue::new(format!(
-                    "{:?} is below backoff_base {:?}",
-                    self.backoff_max, self.backoff_base
-                ))),
-            );
-        }
-        put(
+        checks.timeout(*timeout);
+        checks.attempt_timeout(*attempt_timeout);
+        checks.max_attempts(*max_attempts);
+        checks.backoff(*backoff_base, *backoff_max);
+        checks.put(
             "connect_backoff_max",
-            check_connect_backoff_max(self.connect_backoff_max),
+            check_connect_backoff_max(*connect_backoff_max),
         );
-        put(
+        checks.put(
             "max_decoding_message_size",
-            check_max_decoding_message_size(self.max_decoding_message_size),
+            check_max_decoding_message_size(*max_decoding_message_size),
         );
-        for (field, result) in section_checks(&self.retry_budget, &self.breaker) {
-            put(field, result);
-        }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            let dependency = check_addr(&self.addr).is_ok().then(|| self.addr.clone());
-            Err(NewError {
-                problems,
-                dependency,
-            })
-        }
+        checks.retry_budget(retry_budget);
+        checks.breaker(breaker);
+        checks.finish(OF, || {
+            if check_addr(addr).is_ok() {
+                addr.clone()
+            } else {
+                String::new()
+            }
+        })
     }
 }
 
@@ -343,8 +306,9 @@ impl Settings {
 mod tests {
     use super::*;
     use crate::grpc::client::{
-        check_breaker, check_open_for, check_probe_timeout, check_probes, check_retry_budget,
-        check_window,
+        check_attempt_timeout, check_backoff_base, check_backoff_max, check_breaker,
+        check_max_attempts, check_open_for, check_probe_timeout, check_probes, check_retry_budget,
+        check_timeout, check_window,
     };
 
     /// Pieces of addresses, right and wrong, for the property below.

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{AttemptLayers, Classify};
-pub(crate) use crate::call::settings::{
-    BreakerSection, BudgetSection, DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_MAX, DEFAULT_BREAKER,
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT, breaker_of, budget_of, default_breaker_policy,
+use crate::call::settings::{
+    DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_MAX, DEFAULT_BREAKER, DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_TIMEOUT, default_breaker_policy,
 };
 pub use crate::call::settings::{
     InvalidValue, check_attempt_timeout, check_backoff_base, check_backoff_max, check_breaker,
@@ -25,6 +25,7 @@ pub use check::{
     NewError, check_addr, check_authority, check_connect_backoff_max,
     check_max_decoding_message_size, check_server_name,
 };
+pub(super) use check::{breaker_refused, budget_refused};
 
 /// The settings of one dependency's [`Client`](super::Client): plain
 /// values, a [`Default`] with the defaults below, and a public check per
@@ -268,24 +269,43 @@ pub struct Settings {
 
 impl fmt::Debug for Settings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Settings {
+            addr,
+            tls,
+            server_name,
+            authority,
+            timeout,
+            attempt_timeout,
+            max_attempts,
+            retry_budget,
+            backoff_base,
+            backoff_max,
+            connect_backoff_max,
+            classify,
+            breaker,
+            breaker_policy,
+            forward_scenario,
+            max_decoding_message_size,
+            layers,
+        } = self;
         f.debug_struct("Settings")
-            .field("addr", &self.addr)
-            .field("tls", &self.tls.as_ref().map(|_| "rustls::ClientConfig"))
-            .field("server_name", &self.server_name)
-            .field("authority", &self.authority)
-            .field("timeout", &self.timeout)
-            .field("attempt_timeout", &self.attempt_timeout)
-            .field("max_attempts", &self.max_attempts)
-            .field("retry_budget", &self.retry_budget)
-            .field("backoff_base", &self.backoff_base)
-            .field("backoff_max", &self.backoff_max)
-            .field("connect_backoff_max", &self.connect_backoff_max)
-            .field("classify", &self.classify)
-            .field("breaker", &self.breaker)
-            .field("breaker_policy", &self.breaker_policy)
-            .field("forward_scenario", &self.forward_scenario)
-            .field("max_decoding_message_size", &self.max_decoding_message_size)
-            .field("layers", &self.layers)
+            .field("addr", addr)
+            .field("tls", &tls.as_ref().map(|_| "rustls::ClientConfig"))
+            .field("server_name", server_name)
+            .field("authority", authority)
+            .field("timeout", timeout)
+            .field("attempt_timeout", attempt_timeout)
+            .field("max_attempts", max_attempts)
+            .field("retry_budget", retry_budget)
+            .field("backoff_base", backoff_base)
+            .field("backoff_max", backoff_max)
+            .field("connect_backoff_max", connect_backoff_max)
+            .field("classify", classify)
+            .field("breaker", breaker)
+            .field("breaker_policy", breaker_policy)
+            .field("forward_scenario", forward_scenario)
+            .field("max_decoding_message_size", max_decoding_message_size)
+            .field("layers", layers)
             .finish()
     }
 }
@@ -314,73 +334,29 @@ impl Default for Settings {
     }
 }
 
-/// [`Settings`] as read: each field given, or not (then it keeps its
-/// default), the sections' fields each on its own, and the sections'
-/// fields also as flat keys (`breaker_window`), which are all `envy` can
-/// read (`CARTS_BREAKER_OPEN_FOR=3s`).
-#[derive(serde::Deserialize)]
-struct Read {
-    addr: Option<String>,
-    server_name: Option<String>,
-    authority: Option<String>,
-    #[serde(default, with = "humantime_serde")]
-    timeout: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
-    attempt_timeout: Option<Duration>,
-    max_attempts: Option<u32>,
-    retry_budget: Option<BudgetSection>,
-    retry_budget_max_tokens: Option<u32>,
-    retry_budget_token_ratio: Option<f64>,
-    #[serde(default, with = "humantime_serde")]
-    backoff_base: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
-    backoff_max: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
-    connect_backoff_max: Option<Duration>,
-    breaker: Option<BreakerSection>,
-    breaker_window: Option<usize>,
-    breaker_probes: Option<usize>,
-    #[serde(default, with = "humantime_serde")]
-    breaker_open_for: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
-    breaker_probe_timeout: Option<Duration>,
-    forward_scenario: Option<bool>,
-    max_decoding_message_size: Option<usize>,
-}
-
-impl TryFrom<Read> for Settings {
-    type Error = String;
-
-    fn try_from(read: Read) -> Result<Settings, String> {
-        let d = Settings::default();
-        Ok(Settings {
-            addr: read.addr.unwrap_or(d.addr),
-            server_name: read.server_name,
-            authority: read.authority,
-            timeout: read.timeout.unwrap_or(d.timeout),
-            attempt_timeout: read.attempt_timeout.or(d.attempt_timeout),
-            max_attempts: read.max_attempts.unwrap_or(d.max_attempts),
-            retry_budget: budget_of(
-                read.retry_budget,
-                read.retry_budget_max_tokens,
-                read.retry_budget_token_ratio,
-                d.retry_budget,
-            )?,
-            backoff_base: read.backoff_base.unwrap_or(d.backoff_base),
-            backoff_max: read.backoff_max.unwrap_or(d.backoff_max),
-            connect_backoff_max: read.connect_backoff_max.unwrap_or(d.connect_backoff_max),
-            breaker: breaker_of(
-                read.breaker,
-                (read.breaker_window, read.breaker_probes),
-                (read.breaker_open_for, read.breaker_probe_timeout),
-                d.breaker,
-            )?,
-            forward_scenario: read.forward_scenario.unwrap_or(d.forward_scenario),
-            max_decoding_message_size: read
-                .max_decoding_message_size
-                .unwrap_or(d.max_decoding_message_size),
-            ..d
-        })
+crate::call::settings::settings_read! {
+    /// [`Settings`] as read: each field given, or not (then it keeps its
+    /// default), with the shared sections and their flat keys
+    /// (`breaker_window`), which are all `envy` can read
+    /// (`CARTS_BREAKER_OPEN_FOR=3s`).
+    struct Read for Settings {
+        addr: String,
+        server_name: Option<String>,
+        authority: Option<String>,
+        use timeout,
+        use attempt_timeout,
+        use max_attempts,
+        use retry_budget,
+        use backoff,
+        #[serde(default, with = "humantime_serde")]
+        connect_backoff_max: Duration,
+        use breaker,
+        use forward_scenario,
+        max_decoding_message_size: usize,
+        in_code tls,
+        in_code classify,
+        in_code breaker_policy,
+        in_code layers,
     }
 }
 

@@ -1,12 +1,37 @@
-//! The settings every client shares, defined once with their checks:
-//! the retry section (`max_attempts`, `backoff_base`, `backoff_max`, the
-//! `retry_budget`), the `breaker` section, the durations' bound, and the
-//! one [`InvalidValue`] a check returns. Each transport's `Settings`
-//! (gRPC, HTTP, Kafka, RabbitMQ) reads and checks these fields with what
-//! is here; each names them by the same path (`breaker.open_for`).
+//! The settings every client shares, defined once with their checks and
+//! their serde mapping: `timeout`, `attempt_timeout`, the retry fields
+//! (`max_attempts`, `backoff_base`, `backoff_max`, the `retry_budget`
+//! section), the `breaker` section and `forward_scenario`; the durations'
+//! bound; the one [`InvalidValue`] a field's check returns, and the one
+//! [`InvalidSettings`] a whole settings' check returns, naming every bad
+//! field by its path (`breaker.open_for`).
 //!
-//! The public checks are re-exported where a user looks for them, beside
-//! each client's settings ([`grpc::client`](crate::grpc::client)).
+//! Each transport's `Settings` (the gRPC and HTTP clients, the Kafka
+//! producer and consumer, the RabbitMQ publisher and consumer) keeps the
+//! shared fields flat, as its users write them, and:
+//!
+//! - reads them with [`settings_read!`], which defines its serde `Read`
+//!   mirror from its own fields and the shared sections it names;
+//! - checks them with [`Checks`], one check per shared section;
+//! - is refused with [`InvalidSettings`] (each transport's public error
+//!   name is an alias of it).
+//!
+//! A new shared setting is one section here (its keys in
+//! [`settings_read!`], its check in [`Checks`]); a new transport's
+//! settings name the sections they have. The public checks are
+//! re-exported where a user looks for them, beside each client's settings
+//! ([`grpc::client`](crate::grpc::client)).
+
+mod invalid;
+mod read;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use invalid::Checks;
+pub use invalid::InvalidSettings;
+pub(crate) use read::{
+    AttemptTimeoutSetting, BreakerSection, BudgetSection, breaker_of, budget_of, settings_read,
+};
 
 use std::time::Duration;
 
@@ -283,163 +308,4 @@ pub fn check_backoff_base(base: Duration) -> Result<(), InvalidValue> {
 /// [`InvalidValue`] for zero, or for more than 365 days.
 pub fn check_backoff_max(max: Duration) -> Result<(), InvalidValue> {
     positive_within_a_year(max)
-}
-
-/// A `breaker` section as read. (A [`circuit::Config`] read on its own
-/// takes every field; in the client's settings a missing one keeps
-/// [`Settings::breaker`]'s default.)
-#[derive(Default, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct BreakerSection {
-    window: Option<usize>,
-    probes: Option<usize>,
-    #[serde(default, with = "humantime_serde")]
-    open_for: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
-    probe_timeout: Option<Duration>,
-}
-
-/// A `retry_budget` section as read.
-#[derive(Default, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct BudgetSection {
-    max_tokens: Option<u32>,
-    token_ratio: Option<f64>,
-}
-
-/// The value of a section's field given in the section (`nested`) or as
-/// a flat key (`flat`), or else `default`; both given is an error naming
-/// both.
-pub(crate) fn one_of<T>(
-    nested: Option<T>,
-    flat: Option<T>,
-    default: T,
-    section: &str,
-    field: &str,
-) -> Result<T, String> {
-    match (nested, flat) {
-        (Some(_), Some(_)) => Err(format!(
-            "{section}.{field} and {section}_{field} are one setting, given twice: give one of them"
-        )),
-        (Some(v), None) | (None, Some(v)) => Ok(v),
-        (None, None) => Ok(default),
-    }
-}
-
-/// A `retry_budget` as read: its section's fields, or its flat keys
-/// (`retry_budget_max_tokens`, `retry_budget_token_ratio`), or else
-/// `default`'s; a field given both ways is an error naming both. (The
-/// HTTP client's settings read theirs with it too.)
-pub(crate) fn budget_of(
-    section: Option<BudgetSection>,
-    max_tokens: Option<u32>,
-    token_ratio: Option<f64>,
-    default: retry::BudgetConfig,
-) -> Result<retry::BudgetConfig, String> {
-    let section = section.unwrap_or_default();
-    Ok(retry::BudgetConfig {
-        max_tokens: one_of(
-            section.max_tokens,
-            max_tokens,
-            default.max_tokens,
-            "retry_budget",
-            "max_tokens",
-        )?,
-        token_ratio: one_of(
-            section.token_ratio,
-            token_ratio,
-            default.token_ratio,
-            "retry_budget",
-            "token_ratio",
-        )?,
-    })
-}
-
-/// A `breaker` as read: its section's fields, or its flat keys
-/// (`breaker_window`, `breaker_probes`, `breaker_open_for`,
-/// `breaker_probe_timeout`), or else `default`'s; a field given both ways
-/// is an error naming both. (The HTTP client's settings read theirs with
-/// it too.)
-pub(crate) fn breaker_of(
-    section: Option<BreakerSection>,
-    (window, probes): (Option<usize>, Option<usize>),
-    (open_for, probe_timeout): (Option<Duration>, Option<Duration>),
-    default: circuit::Config,
-) -> Result<circuit::Config, String> {
-    let section = section.unwrap_or_default();
-    Ok(circuit::Config {
-        window: one_of(section.window, window, default.window, "breaker", "window")?,
-        probes: one_of(section.probes, probes, default.probes, "breaker", "probes")?,
-        open_for: one_of(
-            section.open_for,
-            open_for,
-            default.open_for,
-            "breaker",
-            "open_for",
-        )?,
-        probe_timeout: one_of(
-            section.probe_timeout,
-            probe_timeout,
-            default.probe_timeout,
-            "breaker",
-            "probe_timeout",
-        )?,
-    })
-}
-
-/// The checks of the `retry_budget` and `breaker` sections, one per field,
-/// each named by its path (`retry_budget.token_ratio`, `breaker.window`):
-/// the gRPC client's and the HTTP client's settings run the same ones.
-pub(crate) fn section_checks(
-    budget: &retry::BudgetConfig,
-    breaker: &circuit::Config,
-) -> [(&'static str, Result<(), InvalidValue>); 6] {
-    let part = |r: Result<(), retry::BudgetError>| r.map_err(|e| InvalidValue::new(e.to_string()));
-    let [b0, b1, b2, b3] = breaker_checks(breaker);
-    [
-        (
-            "retry_budget.max_tokens",
-            part(retry::check_max_tokens(budget.max_tokens)),
-        ),
-        (
-            "retry_budget.token_ratio",
-            part(retry::check_token_ratio(budget.token_ratio)),
-        ),
-        b0,
-        b1,
-        b2,
-        b3,
-    ]
-}
-
-/// The checks of a `breaker` section, each with its field's path in the
-/// settings (`breaker.window`, ...): every client's, the Kafka producer's
-/// too.
-pub(crate) fn breaker_checks(
-    breaker: &circuit::Config,
-) -> [(&'static str, Result<(), InvalidValue>); 4] {
-    [
-        ("breaker.window", check_window(breaker.window)),
-        ("breaker.probes", check_probes(breaker.probes)),
-        ("breaker.open_for", check_open_for(breaker.open_for)),
-        (
-            "breaker.probe_timeout",
-            check_probe_timeout(breaker.probe_timeout),
-        ),
-    ]
-}
-
-/// Writes the bad fields of a settings error as each of them lists them:
-/// `field problem; field problem`: every transport's settings error.
-pub(crate) fn write_problems(
-    f: &mut std::fmt::Formatter<'_>,
-    problems: &[(&'static str, String)],
-) -> std::fmt::Result {
-    for (i, (field, problem)) in problems.iter().enumerate() {
-        if i > 0 {
-            f.write_str("; ")?;
-        }
-        write!(f, "{field} {problem}")?;
-    }
-    Ok(())
 }
