@@ -13,7 +13,7 @@
 //! let setup = humus::Setup::new();
 //! // Each value read from configuration goes through its field's check.
 //! let base_url = "https://rates:8443/v1".to_owned();
-//! check_base_url(&base_url).map_err(|e| format!("RATES_URL: {e}"))?;
+//! check_base_url(&base_url).map_err(|e| format!("RATES_BASE_URL: {e}"))?;
 //! let rates = Client::new(&setup, Settings { base_url, ..Settings::default() })?;
 //!
 //! // reqwest's builder methods, sent through humus: GET is retried on a
