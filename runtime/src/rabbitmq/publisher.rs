@@ -67,6 +67,8 @@ struct Inner {
     faults: fault::Injector,
     telemetry: Arc<Instruments>,
     logger: BoxedLogger,
+    /// The destinations published to lately, shared by their publishes.
+    destinations: Destinations,
     /// The connection and channel, dialled on first use and again (after
     /// the connection backoff) once lost. Held across the dial and each
     /// `basic.publish` (the broker numbers a channel's publishes in the
@@ -129,6 +131,7 @@ impl Publisher {
                 _registration: registration,
                 faults: setup.faults().clone(),
                 telemetry,
+                destinations: Destinations::default(),
                 link: tokio::sync::Mutex::new(Link::default()),
                 closed: watch::Sender::new(false),
             }),
@@ -216,19 +219,10 @@ impl Publisher {
     ) -> impl Future<Output = Result<(), PublishError>> + Send + use<> {
         let inherited = Inherited::current_deadline();
         let publisher = self.clone();
-        let exchange = exchange.to_owned();
-        let routing_key = routing_key.to_owned();
+        let destination = self.inner.destinations.get(exchange, routing_key);
         async move {
             let inner = &*publisher.inner;
-            let call = PublishCall::new(
-                inner,
-                cx,
-                inherited,
-                exchange,
-                routing_key,
-                properties,
-                body,
-            );
+            let call = PublishCall::new(inner, cx, inherited, destination, properties, body);
             crate::call::Call::new(&inner.breaker, call).run().await
         }
     }
@@ -285,6 +279,51 @@ enum Confirm {
     },
 }
 
+/// Where a publish goes: its exchange and routing key, shared by the
+/// publishes to it (with their confirms, their spans and their errors).
+pub(super) struct Destination {
+    pub(super) exchange: Box<str>,
+    pub(super) routing_key: Box<str>,
+}
+
+/// How many destinations [`Destinations`] keeps.
+const RECENT_DESTINATIONS: usize = 8;
+
+/// The destinations published to lately (at most
+/// [`RECENT_DESTINATIONS`], the oldest replaced first): a publish to one
+/// of them shares it rather than copying its exchange and routing key
+/// again.
+#[derive(Default)]
+struct Destinations {
+    recent: Mutex<(Vec<Arc<Destination>>, usize)>,
+}
+
+impl Destinations {
+    /// The destination of `exchange` and `routing_key`: a recent one, or a
+    /// new one that replaces the oldest.
+    fn get(&self, exchange: &str, routing_key: &str) -> Arc<Destination> {
+        let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        let (list, next) = &mut *recent;
+        if let Some(found) = list
+            .iter()
+            .find(|d| *d.exchange == *exchange && *d.routing_key == *routing_key)
+        {
+            return Arc::clone(found);
+        }
+        let made = Arc::new(Destination {
+            exchange: exchange.into(),
+            routing_key: routing_key.into(),
+        });
+        if list.len() < RECENT_DESTINATIONS {
+            list.push(Arc::clone(&made));
+        } else {
+            list[*next] = Arc::clone(&made);
+            *next = (*next + 1) % RECENT_DESTINATIONS;
+        }
+        made
+    }
+}
+
 /// The publishes waiting for their confirm on one channel, and the returns
 /// not yet matched with their confirm.
 #[derive(Default)]
@@ -294,8 +333,7 @@ struct Confirms {
 
 struct Pending {
     tx: oneshot::Sender<Confirm>,
-    exchange: Arc<str>,
-    routing_key: Arc<str>,
+    destination: Arc<Destination>,
     /// The broker returned it (its `basic.return` precedes its confirm).
     returned: Option<(u16, String)>,
 }
@@ -322,33 +360,43 @@ impl Callback {
     /// confirm with the first covered publish of their exchange and routing
     /// key (RabbitMQ sends a message's `basic.return` before its confirm).
     fn settle(&mut self, tag: u64, multiple: bool, ack: bool) {
-        let mut pending = self.confirms.lock();
-        let tags: Vec<u64> = if multiple {
-            pending.range(..=tag).map(|(t, _)| *t).collect()
-        } else {
-            vec![tag]
+        // Taken out under the lock, answered after it: a publisher woken
+        // by its answer does not find the lock still held.
+        let mut one = None;
+        let mut many = Vec::new();
+        {
+            let mut pending = self.confirms.lock();
+            if multiple {
+                while let Some(entry) = pending.first_entry()
+                    && *entry.key() <= tag
+                {
+                    many.push(entry.remove());
+                }
+            } else {
+                one = pending.remove(&tag);
+            }
+        }
+        // In the order of their tags.
+        let settled: &mut [Pending] = match &mut one {
+            Some(p) => std::slice::from_mut(p),
+            None => &mut many,
         };
         for ret in self.returns.drain(..) {
-            let found = tags.iter().find(|t| {
-                pending.get(t).is_some_and(|p| {
-                    p.returned.is_none()
-                        && *p.exchange == **ret.exchange()
-                        && *p.routing_key == **ret.routing_key()
-                })
-            });
-            if let Some(p) = found.and_then(|t| pending.get_mut(t)) {
+            if let Some(p) = settled.iter_mut().find(|p| {
+                p.returned.is_none()
+                    && *p.destination.exchange == **ret.exchange()
+                    && *p.destination.routing_key == **ret.routing_key()
+            }) {
                 p.returned = Some((ret.reply_code(), ret.reply_text().clone()));
             }
         }
-        for t in tags {
-            if let Some(p) = pending.remove(&t) {
-                let confirm = match p.returned {
-                    Some((code, text)) => Confirm::Returned { code, text },
-                    None if ack => Confirm::Ack,
-                    None => Confirm::Nack,
-                };
-                let _ = p.tx.send(confirm);
-            }
+        for p in one.into_iter().chain(many) {
+            let confirm = match p.returned {
+                Some((code, text)) => Confirm::Returned { code, text },
+                None if ack => Confirm::Ack,
+                None => Confirm::Nack,
+            };
+            let _ = p.tx.send(confirm);
         }
     }
 }
@@ -414,13 +462,26 @@ impl ChannelCallback for Callback {
 /// Removes a publish from the pending ones when its attempt ends without
 /// its confirm (its time up, or the call dropped).
 struct PendingGuard {
-    confirms: Arc<Confirms>,
+    /// `None` once the publish was answered ([`PendingGuard::answered`]).
+    confirms: Option<Arc<Confirms>>,
     tag: u64,
+}
+
+impl PendingGuard {
+    /// The publish's receiver returned: whoever answered it (a confirm, a
+    /// return, the channel's close) or dropped its sender (the callback
+    /// gone) took it out of the pending ones first, so there is nothing
+    /// left to remove (and no lock to take).
+    fn answered(mut self) {
+        self.confirms = None;
+    }
 }
 
 impl Drop for PendingGuard {
     fn drop(&mut self) {
-        self.confirms.lock().remove(&self.tag);
+        if let Some(confirms) = &self.confirms {
+            confirms.lock().remove(&self.tag);
+        }
     }
 }
 
@@ -473,8 +534,7 @@ impl Inner {
     async fn send(
         &self,
         call: &PublishCall<'_>,
-        exchange: &Arc<str>,
-        routing_key: &Arc<str>,
+        destination: &Arc<Destination>,
         properties: BasicProperties,
         body: Vec<u8>,
         sent: &mut bool,
@@ -495,7 +555,9 @@ impl Inner {
         {
             // The broker closed the channel (a publish it refused): a new
             // one on the same connection.
-            match open_channel(&session.connection).await {
+            // Boxed, as the dial below: a rare path whose futures would
+            // otherwise size (and be copied with) every publish's state.
+            match Box::pin(open_channel(&session.connection)).await {
                 Ok((channel, confirms)) => {
                     session.channel = channel;
                     session.confirms = confirms;
@@ -523,7 +585,7 @@ impl Inner {
                     )));
                 }
             }
-            match self.dial().await {
+            match Box::pin(self.dial()).await {
                 Ok(session) => {
                     link.session = Some(session);
                     link.backoff = None;
@@ -542,16 +604,15 @@ impl Inner {
             tag,
             Pending {
                 tx,
-                exchange: Arc::clone(exchange),
-                routing_key: Arc::clone(routing_key),
+                destination: Arc::clone(destination),
                 returned: None,
             },
         );
         let guard = PendingGuard {
-            confirms: Arc::clone(&session.confirms),
+            confirms: Some(Arc::clone(&session.confirms)),
             tag,
         };
-        let args = BasicPublishArguments::new(exchange, routing_key)
+        let args = BasicPublishArguments::new(&destination.exchange, &destination.routing_key)
             .mandatory(true)
             .finish();
         match session.channel.basic_publish(properties, body, args).await {
@@ -696,7 +757,7 @@ struct PublishSpan {
     instruments: Arc<Instruments>,
     cx: Context,
     traced: bool,
-    exchange: Arc<str>,
+    destination: Arc<Destination>,
     started: Option<Instant>,
     /// Whether the attempt sent its message.
     sent: bool,
@@ -723,7 +784,10 @@ impl PublishSpan {
         let mut attributes = vec![
             KeyValue::new(MESSAGING_SYSTEM, MESSAGING_SYSTEM_RABBITMQ),
             KeyValue::new(MESSAGING_OPERATION_NAME, MESSAGING_OPERATION_PUBLISH),
-            KeyValue::new(MESSAGING_DESTINATION_NAME, self.exchange.to_string()),
+            KeyValue::new(
+                MESSAGING_DESTINATION_NAME,
+                self.destination.exchange.to_string(),
+            ),
             i.server_address.clone(),
             i.server_port.clone(),
         ];

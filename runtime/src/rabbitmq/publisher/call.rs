@@ -12,7 +12,7 @@ use opentelemetry::trace::{TraceContextExt as _, Tracer as _};
 use tokio::time::Instant;
 
 use super::super::error::{PublishError, PublishErrorKind};
-use super::{Confirm, Inner, PublishSpan, Publisher};
+use super::{Confirm, Destination, Inner, PublishSpan, Publisher};
 use crate::call::{Attempt, Classification, Core, Transport};
 use crate::circuit::Rejected;
 use crate::fault::InjectedError;
@@ -26,8 +26,7 @@ pub(super) struct PublishCall<'a> {
     pub(super) cx: Context,
     pub(super) started: Instant,
     pub(super) deadline: Option<Instant>,
-    pub(super) exchange: Arc<str>,
-    pub(super) routing_key: Arc<str>,
+    pub(super) destination: Arc<Destination>,
     pub(super) properties: BasicProperties,
     /// The body; the last attempt takes it (a copy is sent while another
     /// may follow).
@@ -39,8 +38,7 @@ impl<'a> PublishCall<'a> {
         inner: &'a Inner,
         cx: Context,
         inherited: Option<Instant>,
-        exchange: String,
-        routing_key: String,
+        destination: Arc<Destination>,
         properties: BasicProperties,
         body: Vec<u8>,
     ) -> PublishCall<'a> {
@@ -55,8 +53,7 @@ impl<'a> PublishCall<'a> {
             cx,
             started,
             deadline,
-            exchange: Arc::from(exchange),
-            routing_key: Arc::from(routing_key),
+            destination,
             properties,
             body: Some(body),
         }
@@ -65,7 +62,7 @@ impl<'a> PublishCall<'a> {
     pub(super) fn error(&self, kind: PublishErrorKind, detail: impl Into<String>) -> PublishError {
         // `exchange:routing key`, what every error names (made only for an
         // error: a publish that is confirmed never needs it).
-        let point = Publisher::point(&self.exchange, &self.routing_key);
+        let point = Publisher::point(&self.destination.exchange, &self.destination.routing_key);
         let destination: Arc<str> = match point.strip_prefix("rabbitmq:") {
             Some(d) => Arc::from(d),
             None => Arc::from("the default exchange"),
@@ -160,7 +157,10 @@ impl Transport for PublishCall<'_> {
 
     fn point(&self) -> Cow<'static, str> {
         // Asked only when failure injection is on.
-        Cow::Owned(Publisher::point(&self.exchange, &self.routing_key))
+        Cow::Owned(Publisher::point(
+            &self.destination.exchange,
+            &self.destination.routing_key,
+        ))
     }
 
     fn is_closed(&self) -> bool {
@@ -179,8 +179,8 @@ impl Transport for PublishCall<'_> {
         let (cx, traced) = match &instruments.tracer {
             Some(tracer) => {
                 let builder = instruments.span_builder(
-                    &self.exchange,
-                    &self.routing_key,
+                    &self.destination.exchange,
+                    &self.destination.routing_key,
                     self.properties.message_id().map(String::as_str),
                 );
                 let span = tracer.build_with_context(builder, &self.cx);
@@ -192,7 +192,7 @@ impl Transport for PublishCall<'_> {
             instruments: Arc::clone(instruments),
             cx,
             traced,
-            exchange: Arc::clone(&self.exchange),
+            destination: Arc::clone(&self.destination),
             started: instruments.duration.as_ref().map(|_| Instant::now()),
             sent: false,
             ended: false,
@@ -235,18 +235,13 @@ impl Transport for PublishCall<'_> {
         // among them) would otherwise make the call's state several KB,
         // copied as it is built; one allocation per attempt is cheaper.
         Box::pin(async move {
-            let (rx, _guard) = self
+            let (rx, guard) = self
                 .inner
-                .send(
-                    self,
-                    &self.exchange,
-                    &self.routing_key,
-                    properties,
-                    body,
-                    &mut span.sent,
-                )
+                .send(self, &self.destination, properties, body, &mut span.sent)
                 .await?;
-            match rx.await {
+            let answer = rx.await;
+            guard.answered();
+            match answer {
                 Ok(Confirm::Ack) => Ok(()),
                 Ok(Confirm::Nack) => Err(self.error(
                     PublishErrorKind::Nacked,
