@@ -459,8 +459,18 @@ struct KafkaCall<'a> {
 
 /// The PRODUCER spans of a call's records, one per record, in order.
 struct Spans {
-    records: Vec<Context>,
+    /// The first record's (a call has one at least).
+    first: Context,
+    /// The others': empty, and never allocated, for a call of one record.
+    rest: Vec<Context>,
     started: Instant,
+}
+
+impl Spans {
+    /// Each record's span, in order.
+    fn records(&self) -> impl Iterator<Item = &Context> {
+        std::iter::once(&self.first).chain(&self.rest)
+    }
 }
 
 impl KafkaCall<'_> {
@@ -559,7 +569,7 @@ impl Transport for KafkaCall<'_> {
         let faults = &self.inner.faults;
         let mut all = Fault::NONE;
         let mut point: Option<String> = None;
-        for (record, cx) in self.records.iter().zip(&spans.records) {
+        for (record, cx) in self.records.iter().zip(spans.records()) {
             let at = format!("kafka:{}", record.topic);
             let fault = faults.eval(cx, &at);
             if fault.is_none() {
@@ -580,18 +590,16 @@ impl Transport for KafkaCall<'_> {
     }
 
     fn start(&self, _attempt: u32) -> Spans {
+        let mut records = self.records.iter().map(|r| self.record_span(&r.topic));
         Spans {
-            records: self
-                .records
-                .iter()
-                .map(|r| self.record_span(&r.topic))
-                .collect(),
+            first: records.next().expect("a call has one record at least"),
+            rest: records.collect(),
             started: Instant::now(),
         }
     }
 
     fn span_context(spans: &Spans) -> &Context {
-        &spans.records[0]
+        &spans.first
     }
 
     /// Ends each record's span: with its partition and offset once
@@ -605,7 +613,7 @@ impl Transport for KafkaCall<'_> {
         }
         let elapsed = spans.started.elapsed().as_secs_f64();
         let sent = !matches!(result, Err(e) if e.injected().is_some());
-        for (i, (record, cx)) in self.records.iter().zip(&spans.records).enumerate() {
+        for (i, (record, cx)) in self.records.iter().zip(spans.records()).enumerate() {
             let span = cx.span();
             let outcome = match result {
                 Ok(deliveries) => deliveries.get(i).copied().map(Ok),
@@ -658,8 +666,11 @@ impl Transport for KafkaCall<'_> {
         let queue = self.deadline.map_or(Duration::ZERO, |d| {
             d.saturating_duration_since(Instant::now())
         });
-        let mut sends = Vec::with_capacity(self.records.len());
-        for (record, cx) in self.records.iter().zip(&spans.records) {
+        // One record, the usual call: its send alone, no vector.
+        let single = self.records.len() == 1;
+        let mut one = None;
+        let mut sends = Vec::with_capacity(if single { 0 } else { self.records.len() });
+        for (record, cx) in self.records.iter().zip(spans.records()) {
             let stripped = if strip { inner.faults.strip(cx) } else { None };
             let mut written = http::HeaderMap::new();
             inner.propagator.inject_context(
@@ -689,7 +700,12 @@ impl Transport for KafkaCall<'_> {
             if let Some(value) = &record.value {
                 kafka = kafka.payload(value.as_slice());
             }
-            sends.push(inner.kafka.send(kafka, Timeout::After(queue)));
+            let send = inner.kafka.send(kafka, Timeout::After(queue));
+            if single {
+                one = Some(send);
+            } else {
+                sends.push(send);
+            }
         }
         // librdkafka's `message.timeout.ms` ends each record's wait at
         // `delivery_timeout`; an inherited deadline earlier than it ends the
@@ -698,20 +714,29 @@ impl Transport for KafkaCall<'_> {
             .deadline
             .filter(|_| matches!(self.bound, Bound::Inherited(_)));
         async move {
-            let results = match cut_at {
-                // One record, the usual call: no join's allocation.
-                None if sends.len() == 1 => {
-                    let send = sends.pop().expect("one send");
-                    vec![send.await]
-                }
-                None => join_all(sends).await,
-                Some(at) => match until(at, sends).await {
-                    Ok(results) => results,
-                    Err(records) => {
-                        let _ = self.reports.set(records);
-                        return Err(self.deadline_exceeded());
+            let results = match (cut_at, one) {
+                // One record, the usual call: no join, and no allocation
+                // but the answer's.
+                (None, Some(send)) => match send.await {
+                    Ok(d) => {
+                        return Ok(vec![Delivery {
+                            partition: d.partition,
+                            offset: d.offset,
+                        }]);
                     }
+                    failed => vec![failed],
                 },
+                (None, None) => join_all(sends).await,
+                (Some(at), one) => {
+                    sends.extend(one);
+                    match until(at, sends).await {
+                        Ok(results) => results,
+                        Err(records) => {
+                            let _ = self.reports.set(records);
+                            return Err(self.deadline_exceeded());
+                        }
+                    }
+                }
             };
             if results.iter().all(Result::is_ok) {
                 return Ok(results

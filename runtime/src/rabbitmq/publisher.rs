@@ -813,3 +813,35 @@ impl Drop for PublishSpan {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::{Destinations, RECENT_DESTINATIONS};
+
+    #[test]
+    fn a_destination_is_shared_by_its_publishes_and_the_oldest_is_replaced() {
+        let destinations = Destinations::default();
+        let first = destinations.get("orders", "eu");
+        assert_eq!((&*first.exchange, &*first.routing_key), ("orders", "eu"));
+        assert!(Arc::ptr_eq(&first, &destinations.get("orders", "eu")));
+        // The same parts, told apart by where they go.
+        let other = destinations.get("orderseu", "");
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert_eq!((&*other.exchange, &*other.routing_key), ("orderseu", ""));
+        // Kept: the first and 7 more; one more replaces the oldest (the
+        // first), which is then made again, as a new one.
+        for key in 0..RECENT_DESTINATIONS - 1 {
+            destinations.get("", &key.to_string());
+        }
+        assert!(Arc::ptr_eq(&other, &destinations.get("orderseu", "")));
+        let again = destinations.get("orders", "eu");
+        assert!(!Arc::ptr_eq(&first, &again));
+        assert_eq!((&*again.exchange, &*again.routing_key), ("orders", "eu"));
+        assert_eq!(
+            destinations.recent.lock().unwrap().0.len(),
+            RECENT_DESTINATIONS
+        );
+    }
+}
