@@ -346,3 +346,159 @@ fn a_variable_set_in_lower_case_is_named() {
         "LEDGER_ADDR: not set (ledger_addr is: a variable's name is in capitals)"
     );
 }
+
+#[test]
+fn a_kafka_producers_settings_are_read_librdkafkas_properties_one_variable_each() {
+    let settings = Env::from_pairs([
+        ("LEDGER_KAFKA_BROKERS", "kafka-1:9092, kafka-2:9092"),
+        ("LEDGER_KAFKA_CLIENT_ID", "ledger"),
+        ("LEDGER_KAFKA_DELIVERY_TIMEOUT", "5s"),
+        ("LEDGER_KAFKA_ACKS", "leader"),
+        ("LEDGER_KAFKA_IDEMPOTENCE", "false"),
+        ("LEDGER_KAFKA_BREAKER_OPEN_FOR", "3s"),
+        ("LEDGER_KAFKA_FORWARD_SCENARIO", "true"),
+        ("LEDGER_KAFKA_LIBRDKAFKA_LINGER_MS", "5"),
+        ("LEDGER_KAFKA_LIBRDKAFKA_SECURITY_PROTOCOL", "sasl_ssl"),
+    ])
+    .read_all(|env| env.kafka_producer("LEDGER_KAFKA_"))
+    .unwrap();
+    assert_eq!(settings.brokers, ["kafka-1:9092", "kafka-2:9092"]);
+    assert_eq!(settings.client_id, "ledger");
+    assert_eq!(settings.delivery_timeout, Duration::from_secs(5));
+    assert_eq!(settings.acks, humus::kafka::Acks::Leader);
+    assert!(!settings.idempotence);
+    assert_eq!(settings.breaker.open_for, Duration::from_secs(3));
+    assert!(settings.forward_scenario);
+    let properties: Vec<_> = settings
+        .librdkafka
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(
+        properties,
+        [("linger.ms", "5"), ("security.protocol", "sasl_ssl")]
+    );
+}
+
+#[test]
+fn a_kafka_producers_bad_settings_are_each_named_by_their_variable() {
+    let err = Env::from_pairs([
+        ("LEDGER_KAFKA_BROKERS", "kafka://kafka-1:9092"),
+        ("LEDGER_KAFKA_DELIVERY_TIMEOUT", "0s"),
+        ("LEDGER_KAFKA_ACKS", "leader"),
+        ("LEDGER_KAFKA_BREAKER_WINDOW", "0"),
+        ("LEDGER_KAFKA_LIBRDKAFKA_MESSAGE_TIMEOUT_MS", "5"),
+        ("LEDGER_KAFKA_DELIVERY_TIMOUT", "5s"),
+    ])
+    .read_all(|env| env.kafka_producer("LEDGER_KAFKA_"))
+    .unwrap_err();
+    assert_eq!(err.exit_code(), 78);
+    assert_eq!(
+        names(&err),
+        [
+            "LEDGER_KAFKA_BROKERS",
+            "LEDGER_KAFKA_DELIVERY_TIMEOUT",
+            "LEDGER_KAFKA_ACKS",
+            "LEDGER_KAFKA_BREAKER_WINDOW",
+            "LEDGER_KAFKA_LIBRDKAFKA",
+            "LEDGER_KAFKA_DELIVERY_TIMOUT",
+        ]
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains(r#"LEDGER_KAFKA_LIBRDKAFKA: sets "message.timeout.ms", which humus sets"#),
+        "{message}"
+    );
+    assert!(
+        message.contains("LEDGER_KAFKA_DELIVERY_TIMOUT: is set, but no setting")
+            && message.contains("did you mean LEDGER_KAFKA_DELIVERY_TIMEOUT?"),
+        "{message}"
+    );
+    // The map set as one variable.
+    let err = Env::from_pairs([
+        ("LEDGER_KAFKA_BROKERS", "kafka-1:9092"),
+        ("LEDGER_KAFKA_LIBRDKAFKA", "linger.ms=5"),
+    ])
+    .read_all(|env| env.kafka_producer("LEDGER_KAFKA_"))
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "LEDGER_KAFKA_LIBRDKAFKA: is a map: set one variable per entry, LEDGER_KAFKA_LIBRDKAFKA_<KEY>"
+    );
+}
+
+#[test]
+fn a_kafka_consumers_settings_are_read_and_checked() {
+    let settings = Env::from_pairs([
+        ("AUDIT_BROKERS", "kafka-1:9092"),
+        ("AUDIT_GROUP", "audit"),
+        ("AUDIT_TOPICS", "transfers,refunds"),
+        ("AUDIT_DEAD_LETTER_TOPIC", "audit-dead"),
+        ("AUDIT_COMMIT_INTERVAL", "1s"),
+        ("AUDIT_LIBRDKAFKA_SESSION_TIMEOUT_MS", "6000"),
+    ])
+    .read_all(|env| env.kafka_consumer("AUDIT_"))
+    .unwrap();
+    assert_eq!(settings.topics, ["transfers", "refunds"]);
+    assert_eq!(settings.group, "audit");
+    assert_eq!(settings.dead_letter_topic.as_deref(), Some("audit-dead"));
+    assert_eq!(settings.commit_interval, Duration::from_secs(1));
+    assert_eq!(settings.librdkafka["session.timeout.ms"], "6000");
+
+    let err = Env::from_pairs([
+        ("AUDIT_BROKERS", "kafka-1:9092"),
+        ("AUDIT_DEAD_LETTER_TOPIC", "transfers"),
+        ("AUDIT_TOPICS", "transfers"),
+        ("AUDIT_MAX_ATTEMPTS", "none"),
+    ])
+    .read_all(|env| env.kafka_consumer("AUDIT_"))
+    .unwrap_err();
+    assert_eq!(
+        names(&err),
+        [
+            "AUDIT_MAX_ATTEMPTS",
+            "AUDIT_GROUP",
+            "AUDIT_DEAD_LETTER_TOPIC"
+        ]
+    );
+}
+
+#[test]
+fn rabbitmq_settings_are_read_and_checked() {
+    let publisher = Env::from_pairs([
+        ("EVENTS_URI", "amqp://rabbit:5672/%2f"),
+        ("EVENTS_TIMEOUT", "2s"),
+        ("EVENTS_MAX_ATTEMPTS", "2"),
+    ])
+    .read_all(|env| env.rabbitmq_publisher("EVENTS_"))
+    .unwrap();
+    assert_eq!(publisher.timeout, Duration::from_secs(2));
+    assert_eq!(publisher.max_attempts, 2);
+    let consumer = Env::from_pairs([("ORDERS_URI", "amqp://rabbit"), ("ORDERS_QUEUE", "orders")])
+        .read_all(|env| env.rabbitmq_consumer("ORDERS_"))
+        .unwrap();
+    assert_eq!(consumer.queue, "orders");
+
+    let err = Env::from_pairs([
+        ("EVENTS_URI", "http://rabbit"),
+        ("EVENTS_BACKOFF_BASE", "later"),
+        ("ORDERS_URI", "amqp://rabbit"),
+        ("ORDERS_PREFETCH", "0"),
+    ])
+    .read_all(|env| {
+        (
+            env.rabbitmq_publisher("EVENTS_"),
+            env.rabbitmq_consumer("ORDERS_"),
+        )
+    })
+    .unwrap_err();
+    assert_eq!(
+        names(&err),
+        [
+            "EVENTS_BACKOFF_BASE",
+            "EVENTS_URI",
+            "ORDERS_QUEUE",
+            "ORDERS_PREFETCH"
+        ]
+    );
+}

@@ -218,6 +218,102 @@ impl Env {
         })
     }
 
+    /// A Kafka producer's settings from the variables that start with
+    /// `prefix`, checked: [`Env::client`]'s for
+    /// [`check_kafka_producer`](super::check_kafka_producer) (feature
+    /// `kafka`). `brokers` is a list (`kafka-1:9092,kafka-2:9092`);
+    /// librdkafka's properties ([`librdkafka`](crate::kafka::ProducerSettings::librdkafka))
+    /// are one variable each, `<prefix>LIBRDKAFKA_` then the property's
+    /// name in capitals, `_` for `.`: `LEDGER_KAFKA_LIBRDKAFKA_LINGER_MS=5`
+    /// is `linger.ms` (no property set from a string has a `_` of its own
+    /// but `log_level`, which cannot be set so). A refused property is
+    /// named under `<prefix>LIBRDKAFKA`.
+    ///
+    /// ```
+    /// use humus::app::{Env, EnvError};
+    ///
+    /// let ledger = [
+    ///     ("LEDGER_KAFKA_BROKERS", "kafka-1:9092,kafka-2:9092"),
+    ///     ("LEDGER_KAFKA_DELIVERY_TIMEOUT", "5s"),
+    ///     ("LEDGER_KAFKA_LIBRDKAFKA_SECURITY_PROTOCOL", "sasl_ssl"),
+    /// ];
+    /// let settings = Env::from_pairs(ledger)
+    ///     .read_all(|env| env.kafka_producer("LEDGER_KAFKA_"))
+    ///     .unwrap();
+    /// assert_eq!(settings.brokers, ["kafka-1:9092", "kafka-2:9092"]);
+    /// assert_eq!(settings.delivery_timeout, std::time::Duration::from_secs(5));
+    /// assert_eq!(settings.librdkafka["security.protocol"], "sasl_ssl");
+    ///
+    /// // Every bad variable of every group, named.
+    /// let audit = [("AUDIT_BROKERS", "kafka://kafka-1:9092"), ("AUDIT_TOPICS", "transfers")];
+    /// let err = Env::from_pairs(ledger.into_iter().chain(audit))
+    ///     .read_all(|env| (env.kafka_producer("LEDGER_KAFKA_"), env.kafka_consumer("AUDIT_")))
+    ///     .unwrap_err();
+    /// let vars = err.get_ref().downcast_ref::<EnvError>().unwrap().vars();
+    /// let names: Vec<_> = vars.iter().map(|v| v.name()).collect();
+    /// assert_eq!(names, ["AUDIT_BROKERS", "AUDIT_GROUP"]);
+    /// assert!(vars[0].problem().contains("names a scheme"), "{err}");
+    /// ```
+    #[cfg(feature = "kafka")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "kafka")))]
+    pub fn kafka_producer(&mut self, prefix: &str) -> crate::kafka::ProducerSettings {
+        self.read_checked(prefix, |s: &mut crate::kafka::ProducerSettings| {
+            s.librdkafka = librdkafka_properties(std::mem::take(&mut s.librdkafka));
+            s.check().err().map_or_else(Vec::new, |e| e.problems())
+        })
+    }
+
+    /// A Kafka consumer's settings from the variables that start with
+    /// `prefix`, checked: [`Env::kafka_producer`]'s for
+    /// [`check_kafka_consumer`](super::check_kafka_consumer) (feature
+    /// `kafka`). `brokers` and `topics` are lists; librdkafka's properties
+    /// are read as the producer's. Set
+    /// [`trust_scenario`](crate::kafka::ConsumerSettings::trust_scenario)
+    /// in code.
+    #[cfg(feature = "kafka")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "kafka")))]
+    pub fn kafka_consumer(&mut self, prefix: &str) -> crate::kafka::ConsumerSettings {
+        self.read_checked(prefix, |s: &mut crate::kafka::ConsumerSettings| {
+            s.librdkafka = librdkafka_properties(std::mem::take(&mut s.librdkafka));
+            s.check().err().map_or_else(Vec::new, |e| e.problems())
+        })
+    }
+
+    /// A RabbitMQ publisher's settings from the variables that start with
+    /// `prefix`, checked: [`Env::client`]'s for
+    /// [`check_rabbitmq_publisher`](super::check_rabbitmq_publisher)
+    /// (feature `rabbitmq`). Set `tls` and `classify` in code.
+    ///
+    /// ```
+    /// use humus::app::{Env, EnvError};
+    ///
+    /// let err = Env::from_pairs([("EVENTS_URI", "http://rabbit"), ("EVENTS_MAX_ATTEMPTS", "0")])
+    ///     .read_all(|env| env.rabbitmq_publisher("EVENTS_"))
+    ///     .unwrap_err();
+    /// let vars = err.get_ref().downcast_ref::<EnvError>().unwrap().vars();
+    /// let names: Vec<_> = vars.iter().map(|v| v.name()).collect();
+    /// assert_eq!(names, ["EVENTS_URI", "EVENTS_MAX_ATTEMPTS"]);
+    /// ```
+    #[cfg(feature = "rabbitmq")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "rabbitmq")))]
+    pub fn rabbitmq_publisher(&mut self, prefix: &str) -> crate::rabbitmq::PublisherSettings {
+        self.read_checked(prefix, |s: &mut crate::rabbitmq::PublisherSettings| {
+            s.check().err().map_or_else(Vec::new, |e| e.problems())
+        })
+    }
+
+    /// A RabbitMQ consumer's settings from the variables that start with
+    /// `prefix`, checked: [`Env::client`]'s for
+    /// [`check_rabbitmq_consumer`](super::check_rabbitmq_consumer)
+    /// (feature `rabbitmq`). Set `tls` and `trust_scenario` in code.
+    #[cfg(feature = "rabbitmq")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "rabbitmq")))]
+    pub fn rabbitmq_consumer(&mut self, prefix: &str) -> crate::rabbitmq::ConsumerSettings {
+        self.read_checked(prefix, |s: &mut crate::rabbitmq::ConsumerSettings| {
+            s.check().err().map_or_else(Vec::new, |e| e.problems())
+        })
+    }
+
     /// Records, as bad, each variable under a prefix read that nothing read.
     fn unread(&mut self) {
         let used = self.used.borrow();
@@ -284,7 +380,12 @@ impl Env {
             }
             // Unset, a field is "not set" (an empty address, say), unless
             // its check says more of what not setting it means.
-            let problem = if self.vars.contains_key(&name) || problem.starts_with("is not set") {
+            // A map's entries are variables under its own (`LIBRDKAFKA_`).
+            let entries = format!("{name}_");
+            let problem = if self.vars.contains_key(&name)
+                || problem.starts_with("is not set")
+                || self.vars.keys().any(|v| v.starts_with(&entries))
+            {
                 problem
             } else if let Some(other) = self.vars.keys().find(|k| k.eq_ignore_ascii_case(&name)) {
                 format!("not set ({other} is: a variable's name is in capitals)")
@@ -426,6 +527,15 @@ fn edits(a: &str, b: &str) -> usize {
         }
     }
     row[b.len()]
+}
+
+/// librdkafka's properties as read from their variables' names
+/// (`linger_ms`): `.` for each `_` (`linger.ms`).
+#[cfg(feature = "kafka")]
+fn librdkafka_properties(read: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    read.into_iter()
+        .map(|(k, v)| (k.replace('_', "."), v))
+        .collect()
 }
 
 /// The variable of a field (or a section) under `prefix`.
@@ -826,6 +936,36 @@ impl<'de> de::Deserializer<'de> for Field<'_, '_> {
         })
     }
 
+    /// A map's entries are the variables under its name, each keyed by the
+    /// rest of its name in lowercase: `LEDGER_LIBRDKAFKA_LINGER_MS` is the
+    /// entry `linger_ms` of the map `librdkafka` of the group `LEDGER_`.
+    fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        if self.value.is_some() {
+            return Err(DeError::Var {
+                name: self.name.clone(),
+                problem: format!("is a map: set one variable per entry, {}<KEY>", self.prefix),
+                missing: false,
+            });
+        }
+        let entries: Vec<(String, Field<'_, '_>)> = self
+            .pass
+            .vars
+            .keys()
+            .filter(|v| v.len() > self.prefix.len() && v.starts_with(&self.prefix))
+            .filter(|v| !self.pass.skip.contains(*v))
+            .map(|v| {
+                (
+                    v[self.prefix.len()..].to_ascii_lowercase(),
+                    Field::of(self.pass, v.clone()),
+                )
+            })
+            .collect();
+        let mut map = de::value::MapDeserializer::new(entries.into_iter());
+        let read = visitor.visit_map(&mut map)?;
+        map.end()?;
+        Ok(read)
+    }
+
     fn deserialize_enum<V: Visitor<'de>>(
         self,
         _name: &'static str,
@@ -842,7 +982,7 @@ impl<'de> de::Deserializer<'de> for Field<'_, '_> {
 
     serde::forward_to_deserialize_any! {
         i128 u128 char str string bytes byte_buf unit unit_struct
-        tuple_struct map identifier
+        tuple_struct identifier
     }
 }
 

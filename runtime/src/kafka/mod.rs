@@ -22,11 +22,10 @@
 //! async fn main() -> Exit {
 //!     App::new()
 //!         .run(|setup| async move {
-//!             let mut audit: ConsumerSettings =
-//!                 envy::prefixed("AUDIT_").from_env().map_err(Error::settings)?;
 //!             // AUDIT_BROKERS=kafka-1:9092,kafka-2:9092 AUDIT_GROUP=audit AUDIT_TOPICS=transfers
+//!             let mut audit: ConsumerSettings =
+//!                 humus::app::from_env(|env| env.kafka_consumer("AUDIT_"))?; // exit 78, naming every bad variable
 //!             audit.trust_scenario = Some(TrustScenario::topics(["transfers"]));
-//!             humus::app::check_kafka_consumer(&audit)?; // exit 78, naming every bad field
 //!             Consumer::start(&setup, audit, |record| async move {
 //!                 // Runs in the producer's trace and baggage: humus calls
 //!                 // made here are children of this record's span.
@@ -52,9 +51,9 @@
 //!     App::new()
 //!         .run(|setup| async move {
 //!             // LEDGER_KAFKA_BROKERS=kafka-1:9092 LEDGER_KAFKA_DELIVERY_TIMEOUT=5s
+//!             // LEDGER_KAFKA_LIBRDKAFKA_LINGER_MS=5 (librdkafka's linger.ms)
 //!             let settings: ProducerSettings =
-//!                 envy::prefixed("LEDGER_KAFKA_").from_env().map_err(Error::settings)?;
-//!             humus::app::check_kafka_producer(&settings)?; // exit 78, naming every bad field
+//!                 humus::app::from_env(|env| env.kafka_producer("LEDGER_KAFKA_"))?; // exit 78, naming every bad variable
 //!             let events = Producer::new(&setup, settings).map_err(Error::other)?;
 //!             // In a handler: in the served RPC's trace and baggage.
 //!             let _stored = events
@@ -66,6 +65,12 @@
 //! }
 //! ```
 //!
+//! [`app::Env::kafka_producer`](crate::app::Env::kafka_producer) reads
+//! them from environment variables (`<prefix>` and the field's name in
+//! capitals; librdkafka's properties one variable each,
+//! `<prefix>LIBRDKAFKA_LINGER_MS` for `linger.ms`), naming every bad one;
+//! any `serde` format reads them too, checked with
+//! [`check_kafka_producer`](crate::app::check_kafka_producer).
 //! [`ProducerSettings`] lists every field with its default and its check.
 //! In short: `brokers` (`host:port` each, no scheme); `client_id` (empty:
 //! librdkafka's); `delivery_timeout` (30 s: how long a record may take to
@@ -152,7 +157,11 @@
 //!
 //! # The consumer's settings
 //!
-//! [`ConsumerSettings`] lists every field with its default and its check.
+//! [`app::Env::kafka_consumer`](crate::app::Env::kafka_consumer) reads
+//! them from environment variables as the producer's, naming every bad
+//! one; [`trust_scenario`](ConsumerSettings::trust_scenario) is set in
+//! code. [`ConsumerSettings`] lists every field with its default and its
+//! check.
 //! In short: `brokers` (`host:port` each, no scheme), `group`, `topics`;
 //! `max_attempts` (5) with `backoff_base` (100 ms) and `backoff_max`
 //! (10 s) for a failing record; `dead_letter_topic` (none);
