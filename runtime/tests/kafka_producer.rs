@@ -403,6 +403,24 @@ async fn a_delay_waits_the_longest_of_the_calls_records_and_past_delivery_timeou
     assert_eq!(e.kind(), Kind::Timeout, "{e}");
     assert!(e.injected().is_some());
     assert_eq!(calls(&telemetry, "failure"), 1.0);
+
+    // Made with an inherited deadline earlier than delivery_timeout: the
+    // delay is cut short at that deadline.
+    let started = tokio::time::Instant::now();
+    let delayed = context(Some(&delay_at("kafka:orders", Duration::from_secs(5))));
+    let e = Inherited::new(Some(started + Duration::from_millis(300)), delayed)
+        .scope(async {
+            producer
+                .produce([Record::to("orders").value("later")])
+                .await
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(started.elapsed(), Duration::from_millis(300));
+    assert_eq!(e.kind(), Kind::Timeout, "{e}");
+    assert!(e.injected().is_some());
+    assert!(matches!(e.records(), [RecordResult::Unsent]), "{e:?}");
+    assert_eq!(calls(&telemetry, "failure"), 2.0);
     assert_eq!(cluster.stored("orders").await, 2);
 }
 
