@@ -172,38 +172,6 @@ impl Default for ConsumerSettings {
     }
 }
 
-impl fmt::Debug for ConsumerSettings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let ConsumerSettings {
-            brokers,
-            group,
-            topics,
-            trust_scenario,
-            max_attempts,
-            backoff_base,
-            backoff_max,
-            dead_letter_topic,
-            commit_interval,
-            shutdown_grace,
-            librdkafka,
-        } = self;
-        // librdkafka's properties may hold passwords: their keys only.
-        f.debug_struct("ConsumerSettings")
-            .field("brokers", brokers)
-            .field("group", group)
-            .field("topics", topics)
-            .field("trust_scenario", trust_scenario)
-            .field("max_attempts", max_attempts)
-            .field("backoff_base", backoff_base)
-            .field("backoff_max", backoff_max)
-            .field("dead_letter_topic", dead_letter_topic)
-            .field("commit_interval", commit_interval)
-            .field("shutdown_grace", shutdown_grace)
-            .field("librdkafka", &librdkafka.keys().collect::<Vec<_>>())
-            .finish()
-    }
-}
-
 crate::call::settings::settings_read! {
     /// [`ConsumerSettings`] as read: each field given, or not (then it
     /// keeps its default), with the shared retry fields.
@@ -219,7 +187,7 @@ crate::call::settings::settings_read! {
         commit_interval: Duration,
         #[serde(default, with = "humantime_serde")]
         shutdown_grace: Duration,
-        librdkafka: BTreeMap<String, String>,
+        librdkafka: BTreeMap<String, String> => librdkafka.keys().collect::<Vec<_>>(),
     }
 }
 
@@ -297,18 +265,24 @@ pub fn check_topic(topic: &str) -> Result<(), InvalidValue> {
             "{topic:?} is no topic name: Kafka refuses \".\" and \"..\""
         )));
     }
-    if topic.len() > 249 {
+    check_name(topic, 249, "a topic name")
+}
+
+/// Checks a name Kafka takes (`what`: a topic name, a client id): at most
+/// `longest` characters of ASCII letters, digits, `.`, `_` and `-`.
+fn check_name(name: &str, longest: usize, what: &str) -> Result<(), InvalidValue> {
+    if name.len() > longest {
         return Err(InvalidValue::new(format!(
-            "is {} characters long, want at most 249",
-            topic.len()
+            "is {} characters long, want at most {longest}",
+            name.len()
         )));
     }
-    if let Some(c) = topic
+    if let Some(c) = name
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
     {
         return Err(InvalidValue::new(format!(
-            "{topic:?} holds {c:?}: a topic name has ASCII letters, digits, '.', '_' and '-'"
+            "{name:?} holds {c:?}: {what} has ASCII letters, digits, '.', '_' and '-'"
         )));
     }
     Ok(())
@@ -592,36 +566,6 @@ impl Default for ProducerSettings {
     }
 }
 
-impl fmt::Debug for ProducerSettings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let ProducerSettings {
-            brokers,
-            client_id,
-            delivery_timeout,
-            acks,
-            idempotence,
-            classify,
-            breaker,
-            breaker_policy,
-            forward_scenario,
-            librdkafka,
-        } = self;
-        // librdkafka's properties may hold passwords: their keys only.
-        f.debug_struct("ProducerSettings")
-            .field("brokers", brokers)
-            .field("client_id", client_id)
-            .field("delivery_timeout", delivery_timeout)
-            .field("acks", acks)
-            .field("idempotence", idempotence)
-            .field("classify", classify)
-            .field("breaker", breaker)
-            .field("breaker_policy", breaker_policy)
-            .field("forward_scenario", forward_scenario)
-            .field("librdkafka", &librdkafka.keys().collect::<Vec<_>>())
-            .finish()
-    }
-}
-
 crate::call::settings::settings_read! {
     /// [`ProducerSettings`] as read: each field given, or not (then it
     /// keeps its default), with the shared `breaker` section and its flat
@@ -637,7 +581,7 @@ crate::call::settings::settings_read! {
         use breaker,
         in_code breaker_policy,
         use forward_scenario,
-        librdkafka: BTreeMap<String, String>,
+        librdkafka: BTreeMap<String, String> => librdkafka.keys().collect::<Vec<_>>(),
     }
 }
 
@@ -675,21 +619,7 @@ pub fn check_delivery_timeout(timeout: Duration) -> Result<(), InvalidValue> {
 ///
 /// [`InvalidValue`] saying what is wrong.
 pub fn check_client_id(client_id: &str) -> Result<(), InvalidValue> {
-    if client_id.len() > 255 {
-        return Err(InvalidValue::new(format!(
-            "is {} characters long, want at most 255",
-            client_id.len()
-        )));
-    }
-    if let Some(c) = client_id
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
-    {
-        return Err(InvalidValue::new(format!(
-            "{client_id:?} holds {c:?}: a client id has ASCII letters, digits, '.', '_' and '-'"
-        )));
-    }
-    Ok(())
+    check_name(client_id, 255, "a client id")
 }
 
 impl ProducerSettings {

@@ -6,10 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::error::{PublishError, PublishErrorKind};
+use super::settings::check_connection;
 use super::uri::{self, AmqpUri};
-use crate::call::settings::{Checks, check_timeout, check_tls};
+use crate::call::settings::Checks;
 use crate::circuit::Outcome;
-use crate::grpc::client::{Classification, check_connect_backoff_max};
+use crate::grpc::client::Classification;
 use crate::grpc::server::SettingsError;
 
 use crate::retry::Verdict;
@@ -128,10 +129,10 @@ pub fn default_classify(result: PublishResult<'_>) -> Classification {
 /// | field | default | check |
 /// |---|---|---|
 /// | [`uri`](PublisherSettings::uri) | none (empty: refused) | [`check_uri`](super::check_uri) |
-/// | [`tls`](PublisherSettings::tls) | `None`: the platform's roots, for `amqps://` | [`check_tls`] |
-/// | [`connect_timeout`](PublisherSettings::connect_timeout) | 10 s | [`check_timeout`] |
-/// | [`connect_backoff_max`](PublisherSettings::connect_backoff_max) | 120 s | [`check_connect_backoff_max`] |
-/// | [`timeout`](PublisherSettings::timeout) | 10 s | [`check_timeout`] |
+/// | [`tls`](PublisherSettings::tls) | `None`: the platform's roots, for `amqps://` | [`check_tls`](crate::grpc::client::check_tls) |
+/// | [`connect_timeout`](PublisherSettings::connect_timeout) | 10 s | [`check_timeout`](crate::grpc::client::check_timeout) |
+/// | [`connect_backoff_max`](PublisherSettings::connect_backoff_max) | 120 s | [`check_connect_backoff_max`](crate::grpc::client::check_connect_backoff_max) |
+/// | [`timeout`](PublisherSettings::timeout) | 10 s | [`check_timeout`](crate::grpc::client::check_timeout) |
 /// | [`attempt_timeout`](PublisherSettings::attempt_timeout) | 5 s | [`check_attempt_timeout`](crate::http::client::check_attempt_timeout) |
 /// | [`max_attempts`](PublisherSettings::max_attempts) | 3 | [`check_max_attempts`](crate::grpc::client::check_max_attempts) |
 /// | [`retry_budget`](PublisherSettings::retry_budget) | 10 tokens, ratio 0.1 | one per field, as the HTTP client's |
@@ -226,49 +227,12 @@ impl Default for PublisherSettings {
     }
 }
 
-impl fmt::Debug for PublisherSettings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let PublisherSettings {
-            uri,
-            tls,
-            connect_timeout,
-            connect_backoff_max,
-            timeout,
-            attempt_timeout,
-            max_attempts,
-            retry_budget,
-            backoff_base,
-            backoff_max,
-            classify,
-            breaker,
-            breaker_policy,
-            forward_scenario,
-        } = self;
-        f.debug_struct("PublisherSettings")
-            .field("uri", &uri::redacted(uri))
-            .field("tls", &tls.as_ref().map(|_| "rustls::ClientConfig"))
-            .field("connect_timeout", connect_timeout)
-            .field("connect_backoff_max", connect_backoff_max)
-            .field("timeout", timeout)
-            .field("attempt_timeout", attempt_timeout)
-            .field("max_attempts", max_attempts)
-            .field("retry_budget", retry_budget)
-            .field("backoff_base", backoff_base)
-            .field("backoff_max", backoff_max)
-            .field("classify", classify)
-            .field("breaker", breaker)
-            .field("breaker_policy", breaker_policy)
-            .field("forward_scenario", forward_scenario)
-            .finish()
-    }
-}
-
 crate::call::settings::settings_read! {
     /// [`PublisherSettings`] as read: each field given, or not (then it
     /// keeps its default), with the shared sections and their flat keys.
     struct Read for PublisherSettings {
-        uri: String,
-        in_code tls,
+        uri: String => uri::redacted(uri),
+        in_code tls => tls.as_ref().map(|_| "rustls::ClientConfig"),
         #[serde(default, with = "humantime_serde")]
         connect_timeout: Duration,
         #[serde(default, with = "humantime_serde")]
@@ -308,13 +272,11 @@ impl PublisherSettings {
         let mut checks = Checks::default();
         let parsed = uri::parse(uri);
         checks.put("uri", parsed.as_ref().map(|_| ()).map_err(Clone::clone));
-        if let Some(tls) = tls {
-            checks.put("tls", check_tls(tls));
-        }
-        checks.put("connect_timeout", check_timeout(*connect_timeout));
-        checks.put(
-            "connect_backoff_max",
-            check_connect_backoff_max(*connect_backoff_max),
+        check_connection(
+            &mut checks,
+            tls.as_deref(),
+            *connect_timeout,
+            *connect_backoff_max,
         );
         checks.timeout(*timeout);
         checks.attempt_timeout(*attempt_timeout);

@@ -165,43 +165,14 @@ impl Default for ConsumerSettings {
     }
 }
 
-impl fmt::Debug for ConsumerSettings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let ConsumerSettings {
-            uri,
-            queue,
-            prefetch,
-            tls,
-            connect_timeout,
-            connect_backoff_max,
-            backoff_base,
-            backoff_max,
-            shutdown_grace,
-            trust_scenario,
-        } = self;
-        f.debug_struct("ConsumerSettings")
-            .field("uri", &uri::redacted(uri))
-            .field("queue", queue)
-            .field("prefetch", prefetch)
-            .field("tls", &tls.as_ref().map(|_| "rustls::ClientConfig"))
-            .field("connect_timeout", connect_timeout)
-            .field("connect_backoff_max", connect_backoff_max)
-            .field("backoff_base", backoff_base)
-            .field("backoff_max", backoff_max)
-            .field("shutdown_grace", shutdown_grace)
-            .field("trust_scenario", trust_scenario)
-            .finish()
-    }
-}
-
 crate::call::settings::settings_read! {
     /// [`ConsumerSettings`] as read: each field given, or not (then it
     /// keeps its default), with the shared backoff.
     struct Read for ConsumerSettings {
-        uri: String,
+        uri: String => uri::redacted(uri),
         queue: String,
         prefetch: u16,
-        in_code tls,
+        in_code tls => tls.as_ref().map(|_| "rustls::ClientConfig"),
         #[serde(default, with = "humantime_serde")]
         connect_timeout: Duration,
         #[serde(default, with = "humantime_serde")]
@@ -245,6 +216,25 @@ pub fn check_prefetch(prefetch: u16) -> Result<(), InvalidValue> {
     Ok(())
 }
 
+/// The checks of a RabbitMQ client's connection: its `tls` config, if
+/// any, `connect_timeout` and `connect_backoff_max` (a consumer's and a
+/// publisher's alike).
+pub(super) fn check_connection(
+    checks: &mut Checks,
+    tls: Option<&rustls::ClientConfig>,
+    connect_timeout: Duration,
+    connect_backoff_max: Duration,
+) {
+    if let Some(tls) = tls {
+        checks.put("tls", check_tls(tls));
+    }
+    checks.put("connect_timeout", check_timeout(connect_timeout));
+    checks.put(
+        "connect_backoff_max",
+        check_connect_backoff_max(connect_backoff_max),
+    );
+}
+
 impl ConsumerSettings {
     /// Runs every field's check, and names every bad field in one error;
     /// the parsed URI.
@@ -266,13 +256,11 @@ impl ConsumerSettings {
         checks.put("uri", parsed.as_ref().map(|_| ()).map_err(Clone::clone));
         checks.put("queue", check_queue(queue));
         checks.put("prefetch", check_prefetch(*prefetch));
-        if let Some(tls) = tls {
-            checks.put("tls", check_tls(tls));
-        }
-        checks.put("connect_timeout", check_timeout(*connect_timeout));
-        checks.put(
-            "connect_backoff_max",
-            check_connect_backoff_max(*connect_backoff_max),
+        check_connection(
+            &mut checks,
+            tls.as_deref(),
+            *connect_timeout,
+            *connect_backoff_max,
         );
         checks.backoff(*backoff_base, *backoff_max);
         checks.put("shutdown_grace", check_grace(*shutdown_grace));

@@ -14,9 +14,9 @@ use super::{InvalidValue, check_attempt_timeout, check_timeout};
 use crate::{circuit, retry};
 
 /// Defines `struct $Read`, the `serde::Deserialize` mirror of a
-/// transport's settings `$Settings`, and `TryFrom<$Read> for $Settings`,
-/// from a list of items, each ending with `,`, in the order the keys are
-/// read:
+/// transport's settings `$Settings`, `TryFrom<$Read> for $Settings`, and
+/// `$Settings`'s `Debug`, from a list of every field of the settings, each
+/// item ending with `,`, in the order the keys are read:
 ///
 /// - `name: Type,` (with any `#[serde(...)]` attributes): a field of the
 ///   transport's own, read as `Option<Type>`, its default kept when not
@@ -30,56 +30,59 @@ use crate::{circuit, retry};
 ///   `breaker_open_for`, `breaker_probe_timeout`), `forward_scenario`;
 /// - `in_code name,`: a field set in code, never read: its default.
 ///
+/// A field of its own or set in code may end with `=> expr` (before its
+/// `,`): what `Debug` shows of it, `expr` seeing the field as `name` (a
+/// reference), for a password or a config that `Debug` must not show.
+///
 /// The conversion builds `$Settings` with every field named and no `..`
 /// rest, so a field of the settings missing from the list is a compile
-/// error, not a setting silently never read.
+/// error, not a setting silently never read nor shown.
 macro_rules! settings_read {
     (
         $(#[$meta:meta])*
         struct $read_ty:ident for $settings:ident { $($items:tt)* }
     ) => {
         $crate::call::settings::settings_read! {
-            @munch [$(#[$meta])*] $read_ty $settings [read d] [] [] [] $($items)*
+            @munch [$(#[$meta])*] $read_ty $settings [read d this] [] [] [] [] $($items)*
         }
     };
-    (@munch $m:tt $r:ident $s:ident [$read:ident $d:ident] [$($f:tt)*] [$($c:tt)*] [$($code:tt)*]
+    // The plain shared fields: read as a field of the transport's own.
+    (@munch $m:tt $r:ident $s:ident $v:tt $f:tt $c:tt $code:tt $dbg:tt
         use timeout, $($rest:tt)*) => {
-        $crate::call::settings::settings_read! { @munch $m $r $s [$read $d]
-            [$($f)* #[serde(default, with = "humantime_serde")]
-                timeout: ::std::option::Option<::std::time::Duration>,]
-            [$($c)* timeout: $read.timeout.unwrap_or($d.timeout),]
-            [$($code)*] $($rest)* }
+        $crate::call::settings::settings_read! { @munch $m $r $s $v $f $c $code $dbg
+            #[serde(default, with = "humantime_serde")] timeout: ::std::time::Duration,
+            $($rest)* }
     };
-    (@munch $m:tt $r:ident $s:ident [$read:ident $d:ident] [$($f:tt)*] [$($c:tt)*] [$($code:tt)*]
-        use attempt_timeout, $($rest:tt)*) => {
-        $crate::call::settings::settings_read! { @munch $m $r $s [$read $d]
+    (@munch $m:tt $r:ident $s:ident $v:tt $f:tt $c:tt $code:tt $dbg:tt
+        use max_attempts, $($rest:tt)*) => {
+        $crate::call::settings::settings_read! { @munch $m $r $s $v $f $c $code $dbg
+            max_attempts: u32, $($rest)* }
+    };
+    (@munch $m:tt $r:ident $s:ident $v:tt $f:tt $c:tt $code:tt $dbg:tt
+        use backoff, $($rest:tt)*) => {
+        $crate::call::settings::settings_read! { @munch $m $r $s $v $f $c $code $dbg
+            #[serde(default, with = "humantime_serde")] backoff_base: ::std::time::Duration,
+            #[serde(default, with = "humantime_serde")] backoff_max: ::std::time::Duration,
+            $($rest)* }
+    };
+    (@munch $m:tt $r:ident $s:ident $v:tt $f:tt $c:tt $code:tt $dbg:tt
+        use forward_scenario, $($rest:tt)*) => {
+        $crate::call::settings::settings_read! { @munch $m $r $s $v $f $c $code $dbg
+            forward_scenario: bool, $($rest)* }
+    };
+    // The shared fields read their own way.
+    (@munch $m:tt $r:ident $s:ident [$read:ident $d:ident $this:ident] [$($f:tt)*] [$($c:tt)*]
+        $code:tt [$($dbg:tt)*] use attempt_timeout, $($rest:tt)*) => {
+        $crate::call::settings::settings_read! { @munch $m $r $s [$read $d $this]
             [$($f)* #[serde(default, with = "humantime_serde")]
                 attempt_timeout: ::std::option::Option<::std::time::Duration>,]
             [$($c)* attempt_timeout: $crate::call::settings::AttemptTimeoutSetting::given(
                 $read.attempt_timeout, $d.attempt_timeout),]
-            [$($code)*] $($rest)* }
+            $code [$($dbg)* .field("attempt_timeout", &$this.attempt_timeout)] $($rest)* }
     };
-    (@munch $m:tt $r:ident $s:ident [$read:ident $d:ident] [$($f:tt)*] [$($c:tt)*] [$($code:tt)*]
-        use max_attempts, $($rest:tt)*) => {
-        $crate::call::settings::settings_read! { @munch $m $r $s [$read $d]
-            [$($f)* max_attempts: ::std::option::Option<u32>,]
-            [$($c)* max_attempts: $read.max_attempts.unwrap_or($d.max_attempts),]
-            [$($code)*] $($rest)* }
-    };
-    (@munch $m:tt $r:ident $s:ident [$read:ident $d:ident] [$($f:tt)*] [$($c:tt)*] [$($code:tt)*]
-        use backoff, $($rest:tt)*) => {
-        $crate::call::settings::settings_read! { @munch $m $r $s [$read $d]
-            [$($f)* #[serde(default, with = "humantime_serde")]
-                backoff_base: ::std::option::Option<::std::time::Duration>,
-                #[serde(default, with = "humantime_serde")]
-                backoff_max: ::std::option::Option<::std::time::Duration>,]
-            [$($c)* backoff_base: $read.backoff_base.unwrap_or($d.backoff_base),
-                backoff_max: $read.backoff_max.unwrap_or($d.backoff_max),]
-            [$($code)*] $($rest)* }
-    };
-    (@munch $m:tt $r:ident $s:ident [$read:ident $d:ident] [$($f:tt)*] [$($c:tt)*] [$($code:tt)*]
-        use retry_budget, $($rest:tt)*) => {
-        $crate::call::settings::settings_read! { @munch $m $r $s [$read $d]
+    (@munch $m:tt $r:ident $s:ident [$read:ident $d:ident $this:ident] [$($f:tt)*] [$($c:tt)*]
+        $code:tt [$($dbg:tt)*] use retry_budget, $($rest:tt)*) => {
+        $crate::call::settings::settings_read! { @munch $m $r $s [$read $d $this]
             [$($f)* retry_budget: ::std::option::Option<$crate::call::settings::BudgetSection>,
                 retry_budget_max_tokens: ::std::option::Option<u32>,
                 retry_budget_token_ratio: ::std::option::Option<f64>,]
@@ -88,11 +91,11 @@ macro_rules! settings_read {
                 ($read.retry_budget_max_tokens, $read.retry_budget_token_ratio),
                 $d.retry_budget,
             )?,]
-            [$($code)*] $($rest)* }
+            $code [$($dbg)* .field("retry_budget", &$this.retry_budget)] $($rest)* }
     };
-    (@munch $m:tt $r:ident $s:ident [$read:ident $d:ident] [$($f:tt)*] [$($c:tt)*] [$($code:tt)*]
-        use breaker, $($rest:tt)*) => {
-        $crate::call::settings::settings_read! { @munch $m $r $s [$read $d]
+    (@munch $m:tt $r:ident $s:ident [$read:ident $d:ident $this:ident] [$($f:tt)*] [$($c:tt)*]
+        $code:tt [$($dbg:tt)*] use breaker, $($rest:tt)*) => {
+        $crate::call::settings::settings_read! { @munch $m $r $s [$read $d $this]
             [$($f)* breaker: ::std::option::Option<$crate::call::settings::BreakerSection>,
                 breaker_window: ::std::option::Option<usize>,
                 breaker_probes: ::std::option::Option<usize>,
@@ -106,28 +109,39 @@ macro_rules! settings_read {
                 ($read.breaker_open_for, $read.breaker_probe_timeout),
                 $d.breaker,
             )?,]
-            [$($code)*] $($rest)* }
+            $code [$($dbg)* .field("breaker", &$this.breaker)] $($rest)* }
     };
-    (@munch $m:tt $r:ident $s:ident [$read:ident $d:ident] [$($f:tt)*] [$($c:tt)*] [$($code:tt)*]
-        use forward_scenario, $($rest:tt)*) => {
-        $crate::call::settings::settings_read! { @munch $m $r $s [$read $d]
-            [$($f)* forward_scenario: ::std::option::Option<bool>,]
-            [$($c)* forward_scenario: $read.forward_scenario.unwrap_or($d.forward_scenario),]
-            [$($code)*] $($rest)* }
+    // A field set in code.
+    (@munch $m:tt $r:ident $s:ident [$read:ident $d:ident $this:ident] $f:tt $c:tt
+        [$($code:tt)*] [$($dbg:tt)*] in_code $name:ident $(=> $shown:expr)?, $($rest:tt)*) => {
+        $crate::call::settings::settings_read! { @munch $m $r $s [$read $d $this] $f $c
+            [$($code)* $name]
+            [$($dbg)* .field(stringify!($name), $crate::call::settings::settings_read!(
+                @shown $this $name $($shown)?))]
+            $($rest)* }
     };
-    (@munch $m:tt $r:ident $s:ident [$read:ident $d:ident] [$($f:tt)*] [$($c:tt)*] [$($code:tt)*]
-        in_code $name:ident, $($rest:tt)*) => {
-        $crate::call::settings::settings_read! { @munch $m $r $s [$read $d]
-            [$($f)*] [$($c)*] [$($code)* $name] $($rest)* }
-    };
-    (@munch $m:tt $r:ident $s:ident [$read:ident $d:ident] [$($f:tt)*] [$($c:tt)*] [$($code:tt)*]
-        $(#[$attr:meta])* $name:ident : $ty:ty, $($rest:tt)*) => {
-        $crate::call::settings::settings_read! { @munch $m $r $s [$read $d]
+    // A field of the transport's own.
+    (@munch $m:tt $r:ident $s:ident [$read:ident $d:ident $this:ident] [$($f:tt)*] [$($c:tt)*]
+        $code:tt [$($dbg:tt)*]
+        $(#[$attr:meta])* $name:ident : $ty:ty $(=> $shown:expr)?, $($rest:tt)*) => {
+        $crate::call::settings::settings_read! { @munch $m $r $s [$read $d $this]
             [$($f)* $(#[$attr])* $name: ::std::option::Option<$ty>,]
             [$($c)* $name: $read.$name.unwrap_or($d.$name),]
-            [$($code)*] $($rest)* }
+            $code
+            [$($dbg)* .field(stringify!($name), $crate::call::settings::settings_read!(
+                @shown $this $name $($shown)?))]
+            $($rest)* }
     };
-    (@munch [$($m:tt)*] $r:ident $s:ident [$read:ident $d:ident] [$($f:tt)*] [$($c:tt)*] [$($code:ident)*]) => {
+    // What Debug shows of a field.
+    (@shown $this:ident $name:ident) => { &$this.$name };
+    (@shown $this:ident $name:ident $shown:expr) => {
+        &{
+            let $name = &$this.$name;
+            $shown
+        }
+    };
+    (@munch [$($m:tt)*] $r:ident $s:ident [$read:ident $d:ident $this:ident] [$($f:tt)*]
+        [$($c:tt)*] [$($code:ident)*] [$($dbg:tt)*]) => {
         $($m)*
         #[derive(::serde::Deserialize)]
         struct $r {
@@ -143,6 +157,13 @@ macro_rules! settings_read {
                     $($c)*
                     $($code: $d.$code,)*
                 })
+            }
+        }
+
+        impl ::std::fmt::Debug for $s {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                let $this = self;
+                f.debug_struct(stringify!($s)) $($dbg)* .finish()
             }
         }
     };

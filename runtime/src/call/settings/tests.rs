@@ -256,3 +256,66 @@ fn a_zero_backoff_ceiling_is_named_once() {
          backoff_max 1s is below backoff_base 2s"
     );
 }
+
+/// `Debug` (made by `settings_read!` from the list of every field) shows
+/// every field, and what must not show (a TLS config, a password in a
+/// URI, librdkafka's property values) only as it says.
+#[test]
+fn debug_shows_every_field_and_no_secret() {
+    let shown = format!("{:?}", crate::grpc::client::Settings::default());
+    for field in [
+        "addr: \"\"",
+        "tls: None",
+        "server_name",
+        "authority",
+        "timeout: 10s",
+        "attempt_timeout: None",
+        "max_attempts: 3",
+        "retry_budget: BudgetConfig",
+        "backoff_base: 100ms",
+        "backoff_max: 5s",
+        "connect_backoff_max: 120s",
+        "classify",
+        "breaker: Config",
+        "breaker_policy",
+        "forward_scenario: false",
+        "max_decoding_message_size: 4194304",
+        "layers",
+    ] {
+        assert!(shown.starts_with("Settings {"), "{shown}");
+        assert!(shown.contains(field), "{field}: {shown}");
+    }
+    let shown = format!(
+        "{:?}",
+        crate::http::client::Settings {
+            tls: Some(std::sync::Arc::new(
+                crate::testing::Ca::new().client_config()
+            )),
+            ..Default::default()
+        }
+    );
+    assert!(
+        shown.contains("tls: Some(\"rustls::ClientConfig\")"),
+        "{shown}"
+    );
+    #[cfg(feature = "kafka")]
+    {
+        let settings = crate::kafka::ProducerSettings {
+            librdkafka: [("sasl.password".to_owned(), "hunter2".to_owned())].into(),
+            ..Default::default()
+        };
+        let shown = format!("{settings:?}");
+        assert!(shown.contains("librdkafka: [\"sasl.password\"]"), "{shown}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+    }
+    #[cfg(feature = "rabbitmq")]
+    {
+        let settings = crate::rabbitmq::PublisherSettings {
+            uri: "amqp://u:hunter2@rabbit".into(),
+            ..Default::default()
+        };
+        let shown = format!("{settings:?}");
+        assert!(shown.starts_with("PublisherSettings {"), "{shown}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+    }
+}

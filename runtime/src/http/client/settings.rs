@@ -1,7 +1,6 @@
 //! `Settings`: one HTTP dependency's client settings, their defaults and a
 //! check per field.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -136,39 +135,6 @@ pub struct Settings {
     pub forward_scenario: bool,
 }
 
-impl fmt::Debug for Settings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Settings {
-            base_url,
-            tls,
-            timeout,
-            attempt_timeout,
-            max_attempts,
-            retry_budget,
-            backoff_base,
-            backoff_max,
-            classify,
-            breaker,
-            breaker_policy,
-            forward_scenario,
-        } = self;
-        f.debug_struct("Settings")
-            .field("base_url", base_url)
-            .field("tls", &tls.as_ref().map(|_| "rustls::ClientConfig"))
-            .field("timeout", timeout)
-            .field("attempt_timeout", attempt_timeout)
-            .field("max_attempts", max_attempts)
-            .field("retry_budget", retry_budget)
-            .field("backoff_base", backoff_base)
-            .field("backoff_max", backoff_max)
-            .field("classify", classify)
-            .field("breaker", breaker)
-            .field("breaker_policy", breaker_policy)
-            .field("forward_scenario", forward_scenario)
-            .finish()
-    }
-}
-
 impl Default for Settings {
     fn default() -> Self {
         use crate::call::settings as shared;
@@ -201,7 +167,7 @@ crate::call::settings::settings_read! {
         use backoff,
         use breaker,
         use forward_scenario,
-        in_code tls,
+        in_code tls => tls.as_ref().map(|_| "rustls::ClientConfig"),
         in_code classify,
         in_code breaker_policy,
     }

@@ -6,7 +6,6 @@
 
 mod check;
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -267,49 +266,6 @@ pub struct Settings {
     pub layers: AttemptLayers,
 }
 
-impl fmt::Debug for Settings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Settings {
-            addr,
-            tls,
-            server_name,
-            authority,
-            timeout,
-            attempt_timeout,
-            max_attempts,
-            retry_budget,
-            backoff_base,
-            backoff_max,
-            connect_backoff_max,
-            classify,
-            breaker,
-            breaker_policy,
-            forward_scenario,
-            max_decoding_message_size,
-            layers,
-        } = self;
-        f.debug_struct("Settings")
-            .field("addr", addr)
-            .field("tls", &tls.as_ref().map(|_| "rustls::ClientConfig"))
-            .field("server_name", server_name)
-            .field("authority", authority)
-            .field("timeout", timeout)
-            .field("attempt_timeout", attempt_timeout)
-            .field("max_attempts", max_attempts)
-            .field("retry_budget", retry_budget)
-            .field("backoff_base", backoff_base)
-            .field("backoff_max", backoff_max)
-            .field("connect_backoff_max", connect_backoff_max)
-            .field("classify", classify)
-            .field("breaker", breaker)
-            .field("breaker_policy", breaker_policy)
-            .field("forward_scenario", forward_scenario)
-            .field("max_decoding_message_size", max_decoding_message_size)
-            .field("layers", layers)
-            .finish()
-    }
-}
-
 impl Default for Settings {
     fn default() -> Self {
         Settings {
@@ -353,7 +309,7 @@ crate::call::settings::settings_read! {
         use breaker,
         use forward_scenario,
         max_decoding_message_size: usize,
-        in_code tls,
+        in_code tls => tls.as_ref().map(|_| "rustls::ClientConfig"),
         in_code classify,
         in_code breaker_policy,
         in_code layers,
