@@ -31,6 +31,32 @@ pub(crate) enum Problem<'a> {
     BadHost(String),
 }
 
+impl Problem<'_> {
+    /// What is wrong with `addr`, in the words the client's and the
+    /// server's `check_addr` share: those of a bracket, an IPv6 address and
+    /// a host. (Each says the rest in its own words: an empty address, a
+    /// scheme, a character, a missing port.)
+    pub(crate) fn describe(&self, addr: &str) -> String {
+        match self {
+            Problem::Unclosed => format!("{addr:?} opens a bracket it does not close"),
+            Problem::NotIpv6(host) => {
+                format!("{addr:?} has {host:?} in brackets, which is no IPv6 address")
+            }
+            Problem::BadZone(host) => format!(
+                "{addr:?} has {host:?} in brackets, whose zone is no interface name or index"
+            ),
+            Problem::UnbracketedIpv6 => {
+                format!("{addr:?} has an IPv6 address without brackets, want [ipv6]:port")
+            }
+            Problem::BadHost(why) => format!("{addr:?} has a bad host: {why}"),
+            Problem::Empty => "is empty".to_owned(),
+            Problem::Scheme => format!("{addr:?} names a scheme"),
+            Problem::Holds(c) => format!("{addr:?} holds {c:?}"),
+            Problem::NoPortAfterBracket | Problem::NoPort => format!("{addr:?} has no port"),
+        }
+    }
+}
+
 /// An address split into its host (without brackets, an IPv6 zone kept)
 /// and its port (not checked: each caller has its own range).
 #[derive(Debug, PartialEq, Eq)]

@@ -270,8 +270,7 @@ impl PublisherSettings {
             forward_scenario: _,
         } = self;
         let mut checks = Checks::default();
-        let parsed = uri::parse(uri);
-        checks.put("uri", parsed.as_ref().map(|_| ()).map_err(Clone::clone));
+        let parsed = checks.parsed("uri", uri::parse(uri));
         check_connection(
             &mut checks,
             tls.as_deref(),
@@ -284,11 +283,9 @@ impl PublisherSettings {
         checks.backoff(*backoff_base, *backoff_max);
         checks.retry_budget(retry_budget);
         checks.breaker(breaker);
-        checks.finish(OF, || {
-            parsed.as_ref().map(AmqpUri::addr).unwrap_or_default()
-        })?;
-        // (A bad uri is one of the problems: never refused here.)
-        parsed.map_err(|e| SettingsError::one(OF, String::new(), "uri", e))
+        checks.finish_with(OF, parsed, |parsed| {
+            parsed.map(AmqpUri::addr).unwrap_or_default()
+        })
     }
 
     /// Runs every field's check, and names every bad field in one error.

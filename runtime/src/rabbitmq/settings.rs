@@ -252,8 +252,7 @@ impl ConsumerSettings {
             trust_scenario: _,
         } = self;
         let mut checks = Checks::default();
-        let parsed = uri::parse(uri);
-        checks.put("uri", parsed.as_ref().map(|_| ()).map_err(Clone::clone));
+        let parsed = checks.parsed("uri", uri::parse(uri));
         checks.put("queue", check_queue(queue));
         checks.put("prefetch", check_prefetch(*prefetch));
         check_connection(
@@ -264,14 +263,12 @@ impl ConsumerSettings {
         );
         checks.backoff(*backoff_base, *backoff_max);
         checks.put("shutdown_grace", check_grace(*shutdown_grace));
-        checks.finish(OF, || match &parsed {
-            Ok(uri) if !queue.is_empty() => format!("queue {queue:?} on {}", uri.addr()),
-            Ok(uri) => uri.addr(),
-            Err(_) if !queue.is_empty() => format!("queue {queue:?}"),
-            Err(_) => String::new(),
-        })?;
-        // (A bad uri is one of the problems: never refused here.)
-        parsed.map_err(|e| SettingsError::one(OF, String::new(), "uri", e))
+        checks.finish_with(OF, parsed, |parsed| match parsed {
+            Some(uri) if !queue.is_empty() => format!("queue {queue:?} on {}", uri.addr()),
+            Some(uri) => uri.addr(),
+            None if !queue.is_empty() => format!("queue {queue:?}"),
+            None => String::new(),
+        })
     }
 
     /// Runs every field's check, and names every bad field in one error.

@@ -175,6 +175,17 @@ impl Checks {
         self.put("breaker.probe_timeout", check_probe_timeout(probe_timeout));
     }
 
+    /// The value `parsed` holds, when good, or else `None` with its
+    /// problem put as `field`'s: for a field whose check parses it (a
+    /// URL, a URI), which the transport uses once every field is good.
+    pub(crate) fn parsed<T>(
+        &mut self,
+        field: &'static str,
+        parsed: Result<T, InvalidValue>,
+    ) -> Option<T> {
+        parsed.map_err(|e| self.put(field, Err(e))).ok()
+    }
+
     /// The settings of `of`, refused for every bad field and named by
     /// `name` (empty: unnamed), if any field is bad.
     pub(crate) fn finish(
@@ -182,14 +193,26 @@ impl Checks {
         of: &'static str,
         name: impl FnOnce() -> String,
     ) -> Result<(), InvalidSettings> {
-        if self.problems.is_empty() {
-            Ok(())
-        } else {
-            Err(InvalidSettings {
+        self.finish_with(of, Some(()), |_| name())
+    }
+
+    /// [`Checks::finish`] of settings with a field [`Checks::parsed`]:
+    /// its value when every field is good, else the settings refused and
+    /// named by `name` of it (`None` when it is bad).
+    pub(crate) fn finish_with<T>(
+        self,
+        of: &'static str,
+        parsed: Option<T>,
+        name: impl FnOnce(Option<&T>) -> String,
+    ) -> Result<T, InvalidSettings> {
+        match parsed {
+            Some(value) if self.problems.is_empty() => Ok(value),
+            // Never empty: a field not parsed is one of the problems.
+            parsed => Err(InvalidSettings {
                 of,
-                name: name(),
+                name: name(parsed.as_ref()),
                 problems: self.problems,
-            })
+            }),
         }
     }
 }

@@ -151,47 +151,40 @@ fn reads_every_shared_key<T: DeserializeOwned + Default>(
     }
 }
 
-#[test]
-fn the_grpc_client_reads_every_shared_key() {
-    let sections = [
-        "timeout",
-        "attempt_timeout",
-        "max_attempts",
-        "backoff",
-        "retry_budget",
-        "breaker",
-        "forward_scenario",
-    ];
-    reads_every_shared_key(&sections, |s: &crate::grpc::client::Settings| Shared {
-        timeout: Some(s.timeout),
-        attempt_timeout: s.attempt_timeout,
-        max_attempts: Some(s.max_attempts),
-        backoff: Some((s.backoff_base, s.backoff_max)),
-        retry_budget: Some(s.retry_budget),
-        breaker: Some(s.breaker),
-        forward_scenario: Some(s.forward_scenario),
-    });
+/// Every shared section: what a client with all of them takes.
+const ALL: [&str; 7] = [
+    "timeout",
+    "attempt_timeout",
+    "max_attempts",
+    "backoff",
+    "retry_budget",
+    "breaker",
+    "forward_scenario",
+];
+
+/// What settings with every shared section hold of them, their
+/// `attempt_timeout` as `Option`.
+macro_rules! all_shared {
+    ($s:ident, $attempt_timeout:expr) => {
+        Shared {
+            timeout: Some($s.timeout),
+            attempt_timeout: $attempt_timeout,
+            max_attempts: Some($s.max_attempts),
+            backoff: Some(($s.backoff_base, $s.backoff_max)),
+            retry_budget: Some($s.retry_budget),
+            breaker: Some($s.breaker),
+            forward_scenario: Some($s.forward_scenario),
+        }
+    };
 }
 
 #[test]
-fn the_http_client_reads_every_shared_key() {
-    let sections = [
-        "timeout",
-        "attempt_timeout",
-        "max_attempts",
-        "backoff",
-        "retry_budget",
-        "breaker",
-        "forward_scenario",
-    ];
-    reads_every_shared_key(&sections, |s: &crate::http::client::Settings| Shared {
-        timeout: Some(s.timeout),
-        attempt_timeout: Some(s.attempt_timeout),
-        max_attempts: Some(s.max_attempts),
-        backoff: Some((s.backoff_base, s.backoff_max)),
-        retry_budget: Some(s.retry_budget),
-        breaker: Some(s.breaker),
-        forward_scenario: Some(s.forward_scenario),
+fn the_grpc_and_http_clients_read_every_shared_key() {
+    reads_every_shared_key(&ALL, |s: &crate::grpc::client::Settings| {
+        all_shared!(s, s.attempt_timeout)
+    });
+    reads_every_shared_key(&ALL, |s: &crate::http::client::Settings| {
+        all_shared!(s, Some(s.attempt_timeout))
     });
 }
 
@@ -215,23 +208,8 @@ fn the_kafka_clients_read_every_shared_key() {
 #[cfg(feature = "rabbitmq")]
 #[test]
 fn the_rabbitmq_clients_read_every_shared_key() {
-    let sections = [
-        "timeout",
-        "attempt_timeout",
-        "max_attempts",
-        "backoff",
-        "retry_budget",
-        "breaker",
-        "forward_scenario",
-    ];
-    reads_every_shared_key(&sections, |s: &crate::rabbitmq::PublisherSettings| Shared {
-        timeout: Some(s.timeout),
-        attempt_timeout: Some(s.attempt_timeout),
-        max_attempts: Some(s.max_attempts),
-        backoff: Some((s.backoff_base, s.backoff_max)),
-        retry_budget: Some(s.retry_budget),
-        breaker: Some(s.breaker),
-        forward_scenario: Some(s.forward_scenario),
+    reads_every_shared_key(&ALL, |s: &crate::rabbitmq::PublisherSettings| {
+        all_shared!(s, Some(s.attempt_timeout))
     });
     let sections = ["backoff"];
     reads_every_shared_key(&sections, |s: &crate::rabbitmq::ConsumerSettings| Shared {

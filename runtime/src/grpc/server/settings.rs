@@ -254,25 +254,15 @@ pub fn check_addr(addr: &str) -> Result<(), InvalidValue> {
                 Problem::Empty => "is empty, want host:port or :port".to_owned(),
                 Problem::Scheme => format!("{addr:?} names a scheme, want host:port or :port"),
                 Problem::Holds(c) => format!("{addr:?} holds {c:?}, want host:port or :port"),
-                Problem::Unclosed => format!("{addr:?} opens a bracket it does not close"),
                 Problem::NoPortAfterBracket => {
                     format!("{addr:?} has no port after its bracket, want [ipv6]:port")
                 }
-                Problem::NotIpv6(host) => {
-                    format!("{addr:?} has {host:?} in brackets, which is no IPv6 address")
-                }
-                Problem::BadZone(host) => format!(
-                    "{addr:?} has {host:?} in brackets, whose zone is no interface name or index"
-                ),
                 Problem::NoPort => format!("{addr:?} has no port, want host:port or :port"),
-                Problem::UnbracketedIpv6 => {
-                    format!("{addr:?} has an IPv6 address without brackets, want [ipv6]:port")
-                }
                 Problem::BadHost(_) if addr.starts_with("*:") => format!(
                     "{addr:?} has the host \"*\": leave it out (\":{port}\") to listen on every address",
                     port = &addr[2..]
                 ),
-                Problem::BadHost(why) => format!("{addr:?} has a bad host: {why}"),
+                other => other.describe(addr),
             });
         }
     };

@@ -431,8 +431,7 @@ impl Settings {
             forward_scenario: _,
         } = self;
         let mut checks = Checks::default();
-        let url = parse_base_url(base_url);
-        checks.put("base_url", url.as_ref().map(|_| ()).map_err(Clone::clone));
+        let url = checks.parsed("base_url", parse_base_url(base_url));
         if let Some(tls) = tls {
             checks.put("tls", check_tls(tls));
         }
@@ -443,10 +442,9 @@ impl Settings {
         checks.retry_budget(retry_budget);
         checks.breaker(breaker);
         // A valid base URL holds no credentials (they are refused).
-        let name = || url.as_ref().map(|_| base_url.clone()).unwrap_or_default();
-        checks.finish(OF, name)?;
-        // (A bad base URL is one of the problems: never refused here.)
-        url.map_err(|e| InvalidSettings::one(OF, String::new(), "base_url", e))
+        checks.finish_with(OF, url, |url| {
+            url.map(|_| base_url.clone()).unwrap_or_default()
+        })
     }
 }
 

@@ -52,21 +52,11 @@ pub fn check_addr(addr: &str) -> Result<(), InvalidValue> {
                     "{addr:?} names a scheme, want host:port with none, such as \"ledger:50051\" (set `tls` for TLS; a scheme does not choose it)"
                 ),
                 Problem::Holds(c) => format!("{addr:?} holds {c:?}, want host:port"),
-                Problem::Unclosed => format!("{addr:?} opens a bracket it does not close"),
                 Problem::NoPortAfterBracket => {
                     format!("{addr:?} has no port, want [ipv6]:port")
                 }
-                Problem::NotIpv6(host) => {
-                    format!("{addr:?} has {host:?} in brackets, which is no IPv6 address")
-                }
-                Problem::BadZone(host) => format!(
-                    "{addr:?} has {host:?} in brackets, whose zone is no interface name or index"
-                ),
                 Problem::NoPort => format!("{addr:?} has no port, want host:port"),
-                Problem::UnbracketedIpv6 => {
-                    format!("{addr:?} has an IPv6 address without brackets, want [ipv6]:port")
-                }
-                Problem::BadHost(why) => format!("{addr:?} has a bad host: {why}"),
+                other => other.describe(addr),
             });
         }
     };
