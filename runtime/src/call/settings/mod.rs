@@ -71,19 +71,28 @@ pub(crate) fn default_breaker_policy() -> circuit::Policy {
 ///
 /// Design: [the gRPC client's connection](crate::design::client#the-connection) (TLS).
 pub fn check_tls(config: &rustls::ClientConfig) -> Result<(), InvalidValue> {
-    let provider = config.crypto_provider();
-    if provider.cipher_suites.is_empty() {
-        return Err(InvalidValue::new("has no cipher suite"));
-    }
-    if provider.kx_groups.is_empty() {
-        return Err(InvalidValue::new("has no key exchange group"));
-    }
+    check_provider(config.crypto_provider())?;
     if let Some(size) = config.max_fragment_size
         && !(32..=16389).contains(&size)
     {
         return Err(InvalidValue::new(format!(
             "has max_fragment_size {size}, want 32..=16389"
         )));
+    }
+    Ok(())
+}
+
+/// Checks a TLS config's crypto provider, a client's or a server's: it
+/// has at least one cipher suite and one key exchange group, which making
+/// a connection takes.
+pub(crate) fn check_provider(
+    provider: &rustls::crypto::CryptoProvider,
+) -> Result<(), InvalidValue> {
+    if provider.cipher_suites.is_empty() {
+        return Err(InvalidValue::new("has no cipher suite"));
+    }
+    if provider.kx_groups.is_empty() {
+        return Err(InvalidValue::new("has no key exchange group"));
     }
     Ok(())
 }

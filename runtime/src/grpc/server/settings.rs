@@ -287,14 +287,7 @@ pub fn check_addr(addr: &str) -> Result<(), InvalidValue> {
 ///
 /// [`InvalidValue`] saying what is wrong.
 pub fn check_tls(config: &rustls::ServerConfig) -> Result<(), InvalidValue> {
-    let provider = config.crypto_provider();
-    if provider.cipher_suites.is_empty() {
-        return Err(InvalidValue::new("has no cipher suite"));
-    }
-    if provider.kx_groups.is_empty() {
-        return Err(InvalidValue::new("has no key exchange group"));
-    }
-    Ok(())
+    crate::call::settings::check_provider(config.crypto_provider())
 }
 
 /// Checks that a server says how it serves: with a TLS config (`has_tls`)
