@@ -160,16 +160,16 @@ crate::call::settings::settings_read! {
     /// default), with the shared sections and their flat keys.
     struct Read for Settings {
         base_url: String,
+        in_code tls => tls.as_ref().map(|_| "rustls::ClientConfig"),
         use timeout,
         use attempt_timeout,
         use max_attempts,
         use retry_budget,
         use backoff,
-        use breaker,
-        use forward_scenario,
-        in_code tls => tls.as_ref().map(|_| "rustls::ClientConfig"),
         in_code classify,
+        use breaker,
         in_code breaker_policy,
+        use forward_scenario,
     }
 }
 

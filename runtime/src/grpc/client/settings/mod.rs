@@ -297,6 +297,7 @@ crate::call::settings::settings_read! {
     /// (`CARTS_BREAKER_OPEN_FOR=3s`).
     struct Read for Settings {
         addr: String,
+        in_code tls => tls.as_ref().map(|_| "rustls::ClientConfig"),
         server_name: Option<String>,
         authority: Option<String>,
         use timeout,
@@ -306,12 +307,11 @@ crate::call::settings::settings_read! {
         use backoff,
         #[serde(default, with = "humantime_serde")]
         connect_backoff_max: Duration,
+        in_code classify,
         use breaker,
+        in_code breaker_policy,
         use forward_scenario,
         max_decoding_message_size: usize,
-        in_code tls => tls.as_ref().map(|_| "rustls::ClientConfig"),
-        in_code classify,
-        in_code breaker_policy,
         in_code layers,
     }
 }
