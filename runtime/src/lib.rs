@@ -101,8 +101,9 @@
 //! runs on one crate-private attempt loop (`call`): breaker,
 //! failure injection, attempt deadline, send, classify, settle, retry,
 //! wait, written once for every transport, with the settings every client
-//! shares (`call::settings`: the retry and breaker sections and their
-//! checks). The modules every transport uses (`deadline`, `retry`,
+//! shares (`call::settings`: the timeout, retry, budget, breaker and
+//! `forward_scenario` sections, their serde mapping and checks, and the one
+//! settings error every transport returns, [`InvalidSettings`]). The modules every transport uses (`deadline`, `retry`,
 //! `telemetry`, the crate-private `addr` of `host:port` parsing) import
 //! no transport; no transport's folder imports one that imports it back.
 //!
