@@ -231,20 +231,20 @@ impl Transport for PublishCall<'_> {
         if let Some(headers) = self.headers(span) {
             properties.with_headers(headers);
         }
+        // Boxed: the send (amqprs's publish frame among it) would
+        // otherwise make the call's state several KB, copied as it is
+        // built; one allocation per attempt is cheaper. Only the send: the
+        // confirm's wait is small, and the box is built with one copy of
+        // the send's future, not of the whole attempt's. Boxed here, not in
+        // the future below: the message's properties go straight into the
+        // box rather than into the call's state first.
+        let sending =
+            Box::pin(
+                self.inner
+                    .send(self, &self.destination, properties, body, &mut span.sent),
+            );
         async move {
-            // Boxed: the send (amqprs's publish frame among it) would
-            // otherwise make the call's state several KB, copied as it is
-            // built; one allocation per attempt is cheaper. Only the send:
-            // the confirm's wait is small, and the box is built with one
-            // copy of the send's future, not of the whole attempt's.
-            let (rx, guard) = Box::pin(self.inner.send(
-                self,
-                &self.destination,
-                properties,
-                body,
-                &mut span.sent,
-            ))
-            .await?;
+            let (rx, guard) = sending.await?;
             let answer = rx.await;
             guard.answered();
             match answer {
