@@ -28,6 +28,7 @@
 //! Dropped earlier, the caller gave up: the ticket is released (counting
 //! nothing) and the span ends as dropped.
 
+mod dependency;
 mod engine;
 pub(crate) mod settings;
 
@@ -42,6 +43,7 @@ use crate::circuit::{Outcome, Rejected};
 use crate::fault::InjectedError;
 use crate::{circuit, fault, retry, telemetry};
 
+pub(crate) use dependency::{Dependency, Refused, Sections, sections};
 pub(crate) use engine::{Call, Opened};
 
 /// How close before its deadline a dropped call still counts as ended by
@@ -91,7 +93,8 @@ impl Classification {
 }
 
 /// What the loop reads of the client a call is made with (besides its
-/// breaker, which [`Call::new`] is given): its budget, backoff, recorder and failure injector, and the retry settings.
+/// breaker, which [`Call::new`] is given): its budget, backoff, recorder and failure injector, and the retry settings
+/// ([`Dependency::core`]).
 pub(crate) struct Core<'a> {
     pub(crate) budget: &'a retry::Budget,
     pub(crate) backoff: &'a retry::Exponential,
@@ -101,6 +104,23 @@ pub(crate) struct Core<'a> {
     pub(crate) max_attempts: u32,
     /// The longest wait between two attempts.
     pub(crate) backoff_max: Duration,
+}
+
+/// What the loop reads of one call ([`Transport::parts`]): the client's
+/// [`Dependency`], and the call's context, deadline and start
+/// ([`Dependency::parts`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Parts<'a> {
+    /// The client's parts the loop reads.
+    pub(crate) dependency: &'a Dependency,
+    /// The call's context: its span is the parent of each attempt's, its
+    /// baggage carries the failure scenario.
+    pub(crate) cx: &'a Context,
+    /// The call's deadline, if it has one.
+    pub(crate) deadline: Option<Instant>,
+    /// When the call was made, if the transport read the clock then (the
+    /// first attempt starts then; the loop reads the clock otherwise).
+    pub(crate) started: Option<Instant>,
 }
 
 /// One attempt about to be sent.
@@ -135,13 +155,22 @@ pub(crate) trait Transport: Sync {
     /// HTTP client's reqwest timeout does.
     const TIMES_ATTEMPTS: bool = true;
 
+    /// The client's dependency and the call's context, deadline and start,
+    /// which the accessors below read by default.
+    fn parts(&self) -> Parts<'_>;
     /// The client's parts the loop reads.
-    fn core(&self) -> Core<'_>;
+    fn core(&self) -> Core<'_> {
+        self.parts().dependency.core()
+    }
     /// The call's context: its span is the parent of each attempt's, its
     /// baggage carries the failure scenario.
-    fn context(&self) -> &Context;
+    fn context(&self) -> &Context {
+        self.parts().cx
+    }
     /// The call's deadline, if it has one.
-    fn deadline(&self) -> Option<Instant>;
+    fn deadline(&self) -> Option<Instant> {
+        self.parts().deadline
+    }
     /// Whether the call, dropped at `now` with an attempt in flight (or
     /// waiting for the next), was dropped by its deadline: at or after
     /// it, or less than [`DEADLINE_SLACK`] before it, by default.
@@ -151,11 +180,13 @@ pub(crate) trait Transport: Sync {
     /// When the call was made, if the transport read the clock then (the
     /// first attempt starts then; the loop reads the clock otherwise).
     fn started(&self) -> Option<Instant> {
-        None
+        self.parts().started
     }
     /// How long one attempt may take, if bounded apart from the call's
-    /// deadline.
-    fn attempt_timeout(&self) -> Option<Duration>;
+    /// deadline: the client's `attempt_timeout` by default.
+    fn attempt_timeout(&self) -> Option<Duration> {
+        self.parts().dependency.attempt_timeout
+    }
     /// The failure-injection point, evaluated once per attempt.
     fn point(&self) -> Cow<'static, str>;
     /// The attempt's failure injection, with injection on: the fault to

@@ -27,7 +27,7 @@ use tokio::time::Instant;
 use super::delivery::{Delivery, Error, Kind, RecordResult, failed, kafka_error_type};
 use super::headers::header_map;
 use super::settings::{ProducerSettings, SettingsError};
-use crate::call::{Classification, Core, Transport};
+use crate::call::{Classification, Dependency, Parts, Refused, Sections, Transport};
 use crate::circuit::{Outcome, Rejected};
 use crate::deadline::{Bound, Deadline, Inherited};
 use crate::fault::strip::BAGGAGE;
@@ -138,12 +138,9 @@ pub struct Producer {
 struct Inner {
     settings: ProducerSettings,
     kafka: FutureProducer,
-    breaker: circuit::Breaker,
-    budget: retry::Budget,
-    backoff: retry::Exponential,
-    recorder: telemetry::ClientRecorder,
-    _registration: telemetry::BreakerRegistration,
-    faults: crate::fault::Injector,
+    /// The breaker, recorder and failure injector every call runs with
+    /// (one attempt a call: its budget is never spent).
+    dependency: Dependency,
     /// `None` without a tracer provider: no span is made.
     tracer: Option<opentelemetry::global::BoxedTracer>,
     propagator: Arc<dyn TextMapPropagator + Send + Sync>,
@@ -214,24 +211,30 @@ impl Producer {
         })?;
         let telemetry = setup.telemetry();
         let recorder = telemetry::ClientRecorder::new(telemetry, &settings.brokers[0]);
-        let breaker = circuit::Breaker::new(
-            settings.breaker,
-            settings.breaker_policy.clone(),
-            recorder.transition_observer(),
-        )
-        .map_err(|e| {
+        let sections = Sections {
+            breaker: settings.breaker,
+            breaker_policy: settings.breaker_policy.clone(),
+            retry_budget: retry::BudgetConfig::default(),
+            max_attempts: 1,
+            backoff_base: Duration::ZERO,
+            backoff_max: Duration::ZERO,
+            // librdkafka's `message.timeout.ms` bounds each record.
+            attempt_timeout: None,
+        };
+        let dependency = Dependency::new(setup, recorder, sections).map_err(|e| {
             // The settings' check ran the breaker's checks: a programming
             // error if it refuses them now; named as a settings error all
-            // the same.
+            // the same. (The default budget is valid.)
+            let source = match e {
+                Refused::Breaker(e) => KafkaError::ClientCreation(e.to_string()),
+                Refused::Budget(e) => KafkaError::ClientCreation(e.to_string()),
+            };
             NewError::Kafka {
                 brokers: brokers.clone(),
-                source: KafkaError::ClientCreation(e.to_string()),
+                source,
             }
         })?;
-        let registration = {
-            let breaker = breaker.clone();
-            recorder.register_breaker(move || breaker.state())
-        };
+        let recorder = &dependency.recorder;
         let mut server = vec![KeyValue::new(
             SERVER_ADDRESS,
             recorder.server_address().to_owned(),
@@ -270,14 +273,7 @@ impl Producer {
             });
         let inner = Arc::new(Inner {
             kafka,
-            breaker,
-            // Never spent: the producer makes one attempt per call.
-            budget: retry::Budget::new(retry::BudgetConfig::default())
-                .expect("the default budget is valid"),
-            backoff: retry::Exponential::new(Duration::ZERO, Duration::ZERO),
-            recorder,
-            _registration: registration,
-            faults: setup.faults().clone(),
+            dependency,
             tracer: telemetry
                 .has_tracer_provider()
                 .then(|| telemetry.tracer(scope(KAFKA_SCOPE))),
@@ -329,7 +325,7 @@ impl Producer {
 
     /// The readable state of the producer's breaker.
     pub fn breaker_state(&self) -> circuit::State {
-        self.inner.breaker.state()
+        self.inner.dependency.breaker.state()
     }
 
     /// How many records librdkafka holds that are not yet stored or
@@ -430,7 +426,9 @@ impl Producer {
                 reports: OnceLock::new(),
                 closed: *inner.closed.borrow(),
             };
-            crate::call::Call::new(&inner.breaker, call).run().await
+            crate::call::Call::new(&inner.dependency.breaker, call)
+                .run()
+                .await
         }
     }
 }
@@ -523,36 +521,14 @@ impl Transport for KafkaCall<'_> {
     /// loop's would only stop waiting for it.
     const TIMES_ATTEMPTS: bool = false;
 
-    fn core(&self) -> Core<'_> {
-        let inner = self.inner;
-        Core {
-            budget: &inner.budget,
-            backoff: &inner.backoff,
-            recorder: &inner.recorder,
-            faults: &inner.faults,
-            max_attempts: 1,
-            backoff_max: Duration::ZERO,
-        }
-    }
-
-    fn context(&self) -> &Context {
-        &self.cx
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        self.deadline
-    }
-
-    fn started(&self) -> Option<Instant> {
-        Some(self.started)
+    fn parts(&self) -> Parts<'_> {
+        self.inner
+            .dependency
+            .parts(&self.cx, self.deadline, Some(self.started))
     }
 
     fn is_closed(&self) -> bool {
         self.closed
-    }
-
-    fn attempt_timeout(&self) -> Option<Duration> {
-        None
     }
 
     /// The first record's point; [`evaluate`](Transport::evaluate)
@@ -566,7 +542,7 @@ impl Transport for KafkaCall<'_> {
     /// the longest delay, and an abort if any record's aborts (the point
     /// it names is the aborting record's, else the longest delay's).
     fn evaluate(&self, spans: &Spans) -> (Fault, Cow<'static, str>) {
-        let faults = &self.inner.faults;
+        let faults = &self.inner.dependency.faults;
         let mut all = Fault::NONE;
         let mut point: Option<String> = None;
         for (record, cx) in self.records.iter().zip(spans.records()) {
@@ -661,7 +637,7 @@ impl Transport for KafkaCall<'_> {
         spans: &'s mut Spans,
     ) -> impl Future<Output = Result<Vec<Delivery>, Error>> + Send + 's {
         let inner = self.inner;
-        let strip = inner.faults.reads_scenarios() && !inner.settings.forward_scenario;
+        let strip = inner.dependency.faults.reads_scenarios() && !inner.settings.forward_scenario;
         // librdkafka's queue full: wait for room, within the call's time.
         let queue = self.deadline.map_or(Duration::ZERO, |d| {
             d.saturating_duration_since(Instant::now())
@@ -671,7 +647,11 @@ impl Transport for KafkaCall<'_> {
         let mut one = None;
         let mut sends = Vec::with_capacity(if single { 0 } else { self.records.len() });
         for (record, cx) in self.records.iter().zip(spans.records()) {
-            let stripped = if strip { inner.faults.strip(cx) } else { None };
+            let stripped = if strip {
+                inner.dependency.faults.strip(cx)
+            } else {
+                None
+            };
             let mut written = http::HeaderMap::new();
             inner.propagator.inject_context(
                 stripped.as_ref().unwrap_or(cx),
@@ -689,7 +669,7 @@ impl Transport for KafkaCall<'_> {
                     });
                 }
                 if let Some(own) = &record.headers {
-                    let faults = strip.then_some(&inner.faults);
+                    let faults = strip.then_some(&inner.dependency.faults);
                     headers = with_own_baggage(headers, own, faults, cx);
                 }
                 kafka = kafka.headers(headers);
@@ -796,7 +776,7 @@ impl Transport for KafkaCall<'_> {
             span.set_status(Status::error(error.to_string()));
             span.end();
         }
-        self.inner.recorder.record_rejected_call();
+        self.inner.dependency.recorder.record_rejected_call();
         error
     }
 

@@ -24,6 +24,7 @@ use tokio::time::Instant;
 use super::error::{PublishError, PublishErrorKind};
 use super::publisher_settings::PublisherSettings;
 use super::uri::AmqpUri;
+use crate::call::{Dependency, Refused, sections};
 use crate::grpc::deadline::Inherited;
 use crate::grpc::server::SettingsError;
 use crate::telemetry::names::{
@@ -34,7 +35,7 @@ use crate::telemetry::names::{
     MESSAGING_SYSTEM_RABBITMQ, RABBITMQ_SCOPE, SERVER_ADDRESS, SERVER_PORT,
 };
 use crate::telemetry::{BoxedLogger, ClientRecorder, scope};
-use crate::{Setup, circuit, fault, grpc, retry, telemetry};
+use crate::{Setup, circuit, grpc, telemetry};
 
 mod call;
 use call::PublishCall;
@@ -59,12 +60,9 @@ struct Inner {
     uri: AmqpUri,
     /// `host:port`, what messages name the broker by.
     addr: String,
-    breaker: circuit::Breaker,
-    budget: retry::Budget,
-    backoff: retry::Exponential,
-    recorder: ClientRecorder,
-    _registration: telemetry::BreakerRegistration,
-    faults: fault::Injector,
+    /// The breaker, budget, backoff, recorder and failure injector every
+    /// publish runs with.
+    dependency: Dependency,
     telemetry: Arc<Instruments>,
     logger: BoxedLogger,
     /// The destinations published to lately, shared by their publishes.
@@ -104,19 +102,11 @@ impl Publisher {
         let bad = |field: &'static str, e: String| {
             SettingsError::one("rabbitmq publisher", addr.clone(), field, e)
         };
-        let breaker = circuit::Breaker::new(
-            settings.breaker,
-            settings.breaker_policy.clone(),
-            recorder.transition_observer(),
-        )
-        .map_err(|e| bad("breaker", e.to_string()))?;
-        let registration = {
-            let breaker = breaker.clone();
-            recorder.register_breaker(move || breaker.state())
-        };
-        let budget = retry::Budget::new(settings.retry_budget)
-            .map_err(|e| bad("retry_budget", e.to_string()))?;
-        let backoff = retry::Exponential::new(settings.backoff_base, settings.backoff_max);
+        let dependency =
+            Dependency::new(setup, recorder, sections!(settings)).map_err(|e| match e {
+                Refused::Breaker(e) => bad("breaker", e.to_string()),
+                Refused::Budget(e) => bad("retry_budget", e.to_string()),
+            })?;
         let telemetry = Arc::new(Instruments::new(setup.telemetry(), &uri));
         let publisher = Publisher {
             inner: Arc::new(Inner {
@@ -124,12 +114,7 @@ impl Publisher {
                 settings,
                 addr,
                 uri,
-                breaker,
-                budget,
-                backoff,
-                recorder,
-                _registration: registration,
-                faults: setup.faults().clone(),
+                dependency,
                 telemetry,
                 destinations: Destinations::default(),
                 link: tokio::sync::Mutex::new(Link::default()),
@@ -151,7 +136,7 @@ impl Publisher {
 
     /// The readable state of the publisher's breaker.
     pub fn breaker_state(&self) -> circuit::State {
-        self.inner.breaker.state()
+        self.inner.dependency.breaker.state()
     }
 
     /// The failure-injection point of a publish to `exchange` with
@@ -223,7 +208,9 @@ impl Publisher {
         async move {
             let inner = &*publisher.inner;
             let call = PublishCall::new(inner, cx, inherited, destination, properties, body);
-            crate::call::Call::new(&inner.breaker, call).run().await
+            crate::call::Call::new(&inner.dependency.breaker, call)
+                .run()
+                .await
         }
     }
 

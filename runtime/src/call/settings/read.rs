@@ -180,6 +180,9 @@ pub(crate) trait AttemptTimeoutSetting: Copy {
 
     /// Its check.
     fn check(self) -> Result<(), InvalidValue>;
+
+    /// The bound it puts on each attempt, if any.
+    fn bound(self) -> Option<Duration>;
 }
 
 impl AttemptTimeoutSetting for Duration {
@@ -190,6 +193,10 @@ impl AttemptTimeoutSetting for Duration {
     fn check(self) -> Result<(), InvalidValue> {
         check_timeout(self)
     }
+
+    fn bound(self) -> Option<Duration> {
+        Some(self)
+    }
 }
 
 impl AttemptTimeoutSetting for Option<Duration> {
@@ -199,6 +206,10 @@ impl AttemptTimeoutSetting for Option<Duration> {
 
     fn check(self) -> Result<(), InvalidValue> {
         self.map_or(Ok(()), check_attempt_timeout)
+    }
+
+    fn bound(self) -> Option<Duration> {
+        self
     }
 }
 

@@ -13,8 +13,9 @@ use super::codec::encode_once;
 use super::connection::Connection;
 use super::stream::Holder;
 use super::{Method, NewError, Settings, Streaming};
+use crate::call::{Dependency, Refused, sections};
 use crate::grpc::deadline::{Deadline, Inherited};
-use crate::{Setup, circuit, fault, health, retry, telemetry};
+use crate::{Setup, health, telemetry};
 
 /// A resilient gRPC client of one dependency ([design](crate::design::client)).
 ///
@@ -47,17 +48,9 @@ pub struct Client {
 pub(super) struct Inner {
     pub(super) settings: Settings,
     pub(super) conn: Arc<Connection>,
-    pub(super) breaker: circuit::Breaker,
-    pub(super) budget: retry::Budget,
-    pub(super) backoff: retry::Exponential,
-    /// Spans, metrics, propagation and the breaker's log records, through
-    /// the Setup's telemetry.
-    pub(super) recorder: telemetry::ClientRecorder,
-    /// Keeps the breaker in `humus.circuit.state` while the client lives.
-    _registration: telemetry::BreakerRegistration,
-    /// The fault point evaluated once per attempt, and the scenario
-    /// stripped from what is sent.
-    pub(super) faults: fault::Injector,
+    /// The breaker, budget, backoff, recorder and failure injector every
+    /// call runs with.
+    pub(super) dependency: Dependency,
 }
 
 impl fmt::Debug for Client {
@@ -85,19 +78,11 @@ impl Client {
     pub fn new(setup: &Setup, settings: Settings) -> Result<Client, NewError> {
         settings.check()?;
         let recorder = telemetry::ClientRecorder::new(setup.telemetry(), &settings.addr);
-        let breaker = circuit::Breaker::new(
-            settings.breaker,
-            settings.breaker_policy.clone(),
-            recorder.transition_observer(),
-        )
-        .map_err(super::settings::breaker_refused)?;
-        let registration = {
-            let breaker = breaker.clone();
-            recorder.register_breaker(move || breaker.state())
-        };
-        let budget =
-            retry::Budget::new(settings.retry_budget).map_err(super::settings::budget_refused)?;
-        let backoff = retry::Exponential::new(settings.backoff_base, settings.backoff_max);
+        let dependency =
+            Dependency::new(setup, recorder, sections!(settings)).map_err(|e| match e {
+                Refused::Breaker(e) => super::settings::breaker_refused(e),
+                Refused::Budget(e) => super::settings::budget_refused(e),
+            })?;
         let conn = Arc::new(Connection::new(setup.host().clone(), &settings));
         let closer = conn.closer();
         let hook = format!("closing the gRPC client's connection to {}", settings.addr);
@@ -110,12 +95,7 @@ impl Client {
             inner: Arc::new(Inner {
                 settings,
                 conn,
-                breaker,
-                budget,
-                backoff,
-                recorder,
-                _registration: registration,
-                faults: setup.faults().clone(),
+                dependency,
             }),
         })
     }

@@ -83,6 +83,7 @@ impl Hooks<'_> {
     pub(super) fn rejected(&self, attempt: u32, message: &str) {
         let _ = attempt;
         self.inner
+            .dependency
             .recorder
             .record_rejected(&self.cx, self.method.full_name, message);
     }
@@ -94,6 +95,7 @@ impl Hooks<'_> {
         AttemptSpan {
             attempt: self
                 .inner
+                .dependency
                 .recorder
                 .start_attempt(&self.cx, self.method.full_name),
         }
@@ -113,7 +115,7 @@ impl Hooks<'_> {
     /// scenario's members removed, a value that cannot be read whole
     /// dropped.
     pub(super) fn propagate(&self, span: &AttemptSpan, metadata: &mut MetadataMap) {
-        let faults = &self.inner.faults;
+        let faults = &self.inner.dependency.faults;
         if self.inner.settings.forward_scenario || !faults.reads_scenarios() {
             span.attempt.inject(metadata);
             return;
@@ -146,6 +148,9 @@ impl Hooks<'_> {
     /// by that outcome if the breaker counted it (`current`, what `done`
     /// returned), else `late`.
     pub(super) fn counted(&self, outcome: Outcome, current: bool) {
-        self.inner.recorder.record_settled(outcome, current);
+        self.inner
+            .dependency
+            .recorder
+            .record_settled(outcome, current);
     }
 }

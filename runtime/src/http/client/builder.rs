@@ -137,7 +137,7 @@ impl RequestBuilder {
     ///
     /// [`reqwest::Request`]: https://docs.rs/reqwest/0.13/reqwest/struct.Request.html
     pub fn build(self) -> Result<(reqwest::Request, CallOptions), Error> {
-        let dependency = &self.client.inner.dependency;
+        let dependency = &self.client.inner.base_text;
         if let Some(why) = self.refused {
             return Err(Error::says(Kind::Request, why).of(dependency));
         }
@@ -177,7 +177,7 @@ impl RequestBuilder {
                 futures_util::future::Either::Left(client.into_call(request, options, plain))
             }
             Err(e) => futures_util::future::Either::Right(std::future::ready(Err(
-                e.of(&client.inner.dependency)
+                e.of(&client.inner.base_text)
             ))),
         }
     }

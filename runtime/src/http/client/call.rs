@@ -91,7 +91,7 @@ impl<'a> HttpCall<'a> {
         // A body of bytes can be sent again; a stream cannot.
         let replayable = request.body().is_none_or(|b| b.as_bytes().is_some());
         let method = request.method().clone();
-        let url_full = if inner.recorder.traces_http() {
+        let url_full = if inner.dependency.recorder.traces_http() {
             redacted(url)
         } else {
             String::new()
@@ -121,32 +121,10 @@ impl crate::call::Transport for HttpCall<'_> {
     /// reqwest's own timer bounds each attempt ([`Transport::send`]).
     const TIMES_ATTEMPTS: bool = false;
 
-    fn core(&self) -> crate::call::Core<'_> {
-        let inner = self.inner;
-        crate::call::Core {
-            budget: &inner.budget,
-            backoff: &inner.backoff,
-            recorder: &inner.recorder,
-            faults: &inner.faults,
-            max_attempts: inner.settings.max_attempts,
-            backoff_max: inner.settings.backoff_max,
-        }
-    }
-
-    fn context(&self) -> &Context {
-        &self.cx
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        self.deadline
-    }
-
-    fn started(&self) -> Option<Instant> {
-        Some(self.started)
-    }
-
-    fn attempt_timeout(&self) -> Option<Duration> {
-        Some(self.inner.settings.attempt_timeout)
+    fn parts(&self) -> crate::call::Parts<'_> {
+        self.inner
+            .dependency
+            .parts(&self.cx, self.deadline, Some(self.started))
     }
 
     fn point(&self) -> Cow<'static, str> {
@@ -154,9 +132,12 @@ impl crate::call::Transport for HttpCall<'_> {
     }
 
     fn start(&self, attempt: u32) -> HttpAttempt {
-        self.inner
-            .recorder
-            .start_http_attempt(&self.cx, &self.method, &self.url_full, attempt - 1)
+        self.inner.dependency.recorder.start_http_attempt(
+            &self.cx,
+            &self.method,
+            &self.url_full,
+            attempt - 1,
+        )
     }
 
     fn span_context(span: &HttpAttempt) -> &Context {
@@ -201,9 +182,9 @@ impl crate::call::Transport for HttpCall<'_> {
         span: &'s mut HttpAttempt,
     ) -> impl Future<Output = Result<reqwest::Response, Error>> + Send + 's {
         let inner = self.inner;
-        let injecting = inner.faults.reads_scenarios();
+        let injecting = inner.dependency.faults.reads_scenarios();
         let stripped = if injecting && !inner.settings.forward_scenario {
-            inner.faults.strip(span.context())
+            inner.dependency.faults.strip(span.context())
         } else {
             None
         };
@@ -221,7 +202,7 @@ impl crate::call::Transport for HttpCall<'_> {
         // The request's own `baggage` header, whatever the propagator
         // writes: stripped as a server strips it.
         if !inner.settings.forward_scenario
-            && let Some(stripped) = inner.faults.strip_headers(request.headers_mut())
+            && let Some(stripped) = inner.dependency.faults.strip_headers(request.headers_mut())
         {
             stripped.record(&span.context().span());
         }
@@ -266,7 +247,7 @@ impl crate::call::Transport for HttpCall<'_> {
     }
 
     fn rejected(&self, _attempt: u32, rejected: Rejected) -> Error {
-        self.inner.recorder.record_http_rejected(
+        self.inner.dependency.recorder.record_http_rejected(
             &self.cx,
             &self.method,
             &self.url_full,

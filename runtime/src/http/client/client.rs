@@ -13,9 +13,9 @@ use super::call::HttpCall;
 use super::path::check_path;
 use super::{Error, Kind, NewError, Settings};
 
+use crate::call::{Dependency, Refused, sections};
 use crate::deadline::Inherited;
-use crate::retry;
-use crate::{Setup, circuit, fault, telemetry};
+use crate::{Setup, circuit, telemetry};
 
 /// A resilient HTTP client of one dependency: a thin client over a
 /// [`reqwest::Client`] (see the [module](super) docs).
@@ -36,16 +36,13 @@ pub(super) struct Inner {
     pub(super) settings: Settings,
     pub(super) base: Url,
     /// The base URL's text, which every error of a call names.
-    pub(super) dependency: Arc<str>,
+    pub(super) base_text: Arc<str>,
     /// `http:<host>:<port>`, evaluated once per attempt.
     pub(super) point: String,
     pub(super) http: reqwest::Client,
-    pub(super) breaker: circuit::Breaker,
-    pub(super) budget: retry::Budget,
-    pub(super) backoff: retry::Exponential,
-    pub(super) recorder: telemetry::ClientRecorder,
-    _registration: telemetry::BreakerRegistration,
-    pub(super) faults: fault::Injector,
+    /// The breaker, budget, backoff, recorder and failure injector every
+    /// call runs with.
+    pub(super) dependency: Dependency,
 }
 
 impl fmt::Debug for Client {
@@ -160,32 +157,23 @@ impl Client {
         let port = base.port_or_known_default().unwrap_or(0);
         let point = format!("http:{host}:{port}");
         let recorder = telemetry::ClientRecorder::new(setup.telemetry(), &format!("{host}:{port}"));
-        let breaker = circuit::Breaker::new(
-            settings.breaker,
-            settings.breaker_policy.clone(),
-            recorder.transition_observer(),
-        )
-        .map_err(|e| NewError::one(super::settings::OF, String::new(), "breaker", e))?;
-        let registration = {
-            let breaker = breaker.clone();
-            recorder.register_breaker(move || breaker.state())
-        };
-        let budget = retry::Budget::new(settings.retry_budget)
-            .map_err(|e| NewError::one(super::settings::OF, String::new(), "retry_budget", e))?;
-        let backoff = retry::Exponential::new(settings.backoff_base, settings.backoff_max);
+        let dependency =
+            Dependency::new(setup, recorder, sections!(settings)).map_err(|e| match e {
+                Refused::Breaker(e) => {
+                    NewError::one(super::settings::OF, String::new(), "breaker", e)
+                }
+                Refused::Budget(e) => {
+                    NewError::one(super::settings::OF, String::new(), "retry_budget", e)
+                }
+            })?;
         Ok(Client {
             inner: Arc::new(Inner {
                 settings,
-                dependency: Arc::from(base.as_str()),
+                base_text: Arc::from(base.as_str()),
                 base,
                 point,
                 http,
-                breaker,
-                budget,
-                backoff,
-                recorder,
-                _registration: registration,
-                faults: setup.faults().clone(),
+                dependency,
             }),
         })
     }
@@ -204,7 +192,7 @@ impl Client {
         source: impl Fn(u64) -> u64 + Send + Sync + 'static,
     ) -> Client {
         let inner = Arc::get_mut(&mut self.inner).expect("with_backoff_source before any clone");
-        inner.backoff = inner.backoff.clone().with_source(source);
+        inner.dependency.backoff = inner.dependency.backoff.clone().with_source(source);
         self
     }
 
@@ -233,7 +221,7 @@ impl Client {
 
     /// The readable state of the client's breaker.
     pub fn breaker_state(&self) -> circuit::State {
-        self.inner.breaker.state()
+        self.inner.dependency.breaker.state()
     }
 
     /// Starts a request of `method` to `path` under the base URL: `path` is
@@ -435,7 +423,7 @@ impl Client {
             let inner = &*client.inner;
             let result = match HttpCall::new(inner, request, options.retry, plain, cx, inherited) {
                 Ok(call) => {
-                    let mut call = crate::call::Call::new(&inner.breaker, call);
+                    let mut call = crate::call::Call::new(&inner.dependency.breaker, call);
                     match call.run().await {
                         // A rejection of a retry: the answer of the attempt
                         // before, which was sent.
@@ -450,7 +438,7 @@ impl Client {
                 }
                 Err(e) => Err(e),
             };
-            result.map_err(|e| e.of(&inner.dependency))
+            result.map_err(|e| e.of(&inner.base_text))
         }
     }
 }

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::super::error::{PublishError, PublishErrorKind};
 use super::{Confirm, Destination, Inner, PublishSpan, Publisher};
-use crate::call::{Attempt, Classification, Core, Transport};
+use crate::call::{Attempt, Classification, Parts, Transport};
 use crate::circuit::Rejected;
 use crate::fault::InjectedError;
 use crate::fault::strip::BAGGAGE;
@@ -84,11 +84,12 @@ impl<'a> PublishCall<'a> {
                 headers.remove(&name);
             }
         }
-        let stripped = if inner.faults.reads_scenarios() && !inner.settings.forward_scenario {
-            inner.faults.strip(&span.cx)
-        } else {
-            None
-        };
+        let stripped =
+            if inner.dependency.faults.reads_scenarios() && !inner.settings.forward_scenario {
+                inner.dependency.faults.strip(&span.cx)
+            } else {
+                None
+            };
         let mut injector = FieldTableInjector(&mut headers);
         match stripped {
             Some(cx) if span.traced => {
@@ -101,7 +102,7 @@ impl<'a> PublishCall<'a> {
         }
         // A `baggage` header the caller wrote (kept where the propagator
         // writes none) is stripped as a server strips it.
-        if inner.faults.reads_scenarios()
+        if inner.dependency.faults.reads_scenarios()
             && !inner.settings.forward_scenario
             && headers
                 .as_ref()
@@ -109,7 +110,7 @@ impl<'a> PublishCall<'a> {
                 .any(|k| k.as_ref().as_str().eq_ignore_ascii_case(BAGGAGE.as_str()))
         {
             let (mut map, _) = to_header_map(&headers);
-            if let Some(stripped) = inner.faults.strip_headers(&mut map) {
+            if let Some(stripped) = inner.dependency.faults.strip_headers(&mut map) {
                 stripped.record(&span.cx.span());
                 write_back(&mut headers, &map, [BAGGAGE.as_str()]);
             }
@@ -127,32 +128,10 @@ impl Transport for PublishCall<'_> {
     type Span = PublishSpan;
     type Prepared = Vec<u8>;
 
-    fn core(&self) -> Core<'_> {
-        let inner = self.inner;
-        Core {
-            budget: &inner.budget,
-            backoff: &inner.backoff,
-            recorder: &inner.recorder,
-            faults: &inner.faults,
-            max_attempts: inner.settings.max_attempts,
-            backoff_max: inner.settings.backoff_max,
-        }
-    }
-
-    fn context(&self) -> &Context {
-        &self.cx
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        self.deadline
-    }
-
-    fn started(&self) -> Option<Instant> {
-        Some(self.started)
-    }
-
-    fn attempt_timeout(&self) -> Option<Duration> {
-        Some(self.inner.settings.attempt_timeout)
+    fn parts(&self) -> Parts<'_> {
+        self.inner
+            .dependency
+            .parts(&self.cx, self.deadline, Some(self.started))
     }
 
     fn point(&self) -> Cow<'static, str> {
@@ -325,7 +304,7 @@ impl Transport for PublishCall<'_> {
         let error = self.error(PublishErrorKind::Rejected, rejected.to_string());
         let mut span = self.start(0);
         span.finish(Some((error.error_type(), error.to_string())));
-        self.inner.recorder.record_rejected_call();
+        self.inner.dependency.recorder.record_rejected_call();
         error
     }
 

@@ -129,7 +129,7 @@ impl<'a, K: Kind, S: Sends<K>> Grpc<'a, S, K> {
         send: S,
     ) -> Call<'a, Grpc<'a, S, K>> {
         Call::new(
-            &inner.breaker,
+            &inner.dependency.breaker,
             Grpc {
                 ctx: CallCtx {
                     inner,
@@ -152,24 +152,9 @@ impl<K: Kind, S: Sends<K>> crate::call::Transport for Grpc<'_, S, K> {
     type Span = AttemptSpan;
     type Prepared = ();
 
-    fn core(&self) -> crate::call::Core<'_> {
-        let inner = self.ctx.inner;
-        crate::call::Core {
-            budget: &inner.budget,
-            backoff: &inner.backoff,
-            recorder: &inner.recorder,
-            faults: &inner.faults,
-            max_attempts: inner.settings.max_attempts,
-            backoff_max: inner.settings.backoff_max,
-        }
-    }
-
-    fn context(&self) -> &Context {
-        &self.ctx.hooks.cx
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        self.ctx.at()
+    fn parts(&self) -> crate::call::Parts<'_> {
+        let ctx = &self.ctx;
+        ctx.inner.dependency.parts(&ctx.hooks.cx, ctx.at(), None)
     }
 
     fn dropped_by_deadline(&self, now: Instant) -> bool {
@@ -184,7 +169,7 @@ impl<K: Kind, S: Sends<K>> crate::call::Transport for Grpc<'_, S, K> {
         if self.ctx.method.kind == RpcKind::ClientStreaming {
             return None;
         }
-        self.ctx.inner.settings.attempt_timeout
+        self.ctx.inner.dependency.attempt_timeout
     }
 
     fn point(&self) -> Cow<'static, str> {
