@@ -100,7 +100,9 @@
 //! Every client (gRPC, HTTP, the Kafka producer, the RabbitMQ publisher)
 //! runs on one crate-private attempt loop (`call`): breaker,
 //! failure injection, attempt deadline, send, classify, settle, retry,
-//! wait, written once for every transport, with the settings every client
+//! wait, written once for every transport, with what every client holds
+//! for it (`call::Dependency`: its breaker, budget, backoff, recorder and
+//! failure injector, built once in the client's `new`) and the settings every client
 //! shares (`call::settings`: the timeout, retry, budget, breaker and
 //! `forward_scenario` sections, their serde mapping and checks, and the one
 //! settings error every transport returns, [`InvalidSettings`]). The modules every transport uses (`deadline`, `retry`,
