@@ -383,6 +383,26 @@ impl Inner {
     fn release(&self, tag: Tag) {
         self.lock().release(tag);
     }
+
+    /// Settles a ticket's `tag` with `outcome` ([`Ticket::done`],
+    /// [`OwnedTicket::done`]), then marks it settled: nothing left for its
+    /// `Drop` to free. (If `settle` panics, the tag stays, and `Drop` frees
+    /// the slot if it is still held.)
+    #[inline]
+    fn settle_ticket(&self, tag: &mut Tag, outcome: Outcome) -> bool {
+        let current = self.settle(*tag, outcome);
+        *tag = Tag::SETTLED;
+        current
+    }
+
+    /// A ticket's `tag` dropped: frees its probe slot, if it holds one
+    /// still.
+    #[inline]
+    fn drop_ticket(&self, tag: Tag) {
+        if tag.is_probe() {
+            self.release(tag);
+        }
+    }
 }
 
 const NANOS_BITS: u32 = 30; // 10^9 < 2^30
@@ -516,11 +536,7 @@ impl Ticket<'_> {
     /// change.
     #[inline]
     pub fn done(mut self, outcome: Outcome) -> bool {
-        let current = self.breaker.inner.settle(self.tag, outcome);
-        // Settled: nothing left for `Drop` to free. (If `settle` panics, the
-        // tag stays, and `Drop` frees the slot if it is still held.)
-        self.tag = Tag::SETTLED;
-        current
+        self.breaker.inner.settle_ticket(&mut self.tag, outcome)
     }
 
     /// Settles the ticket without a result: it counts nothing, frees its
@@ -534,9 +550,7 @@ impl Ticket<'_> {
 impl Drop for Ticket<'_> {
     #[inline]
     fn drop(&mut self) {
-        if self.tag.is_probe() {
-            self.breaker.inner.release(self.tag);
-        }
+        self.breaker.inner.drop_ticket(self.tag);
     }
 }
 
@@ -569,9 +583,7 @@ impl OwnedTicket {
     ///
     /// As [`Ticket::done`]: if the policy or `observe` panics.
     pub fn done(mut self, outcome: Outcome) -> bool {
-        let current = self.breaker.inner.settle(self.tag, outcome);
-        self.tag = Tag::SETTLED;
-        current
+        self.breaker.inner.settle_ticket(&mut self.tag, outcome)
     }
 
     /// Settles the ticket without a result, as [`Ticket::release`] does.
@@ -582,9 +594,7 @@ impl OwnedTicket {
 
 impl Drop for OwnedTicket {
     fn drop(&mut self) {
-        if self.tag.is_probe() {
-            self.breaker.inner.release(self.tag);
-        }
+        self.breaker.inner.drop_ticket(self.tag);
     }
 }
 
