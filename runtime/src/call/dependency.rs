@@ -162,3 +162,54 @@ impl Dependency {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::call::settings::{DEFAULT_BREAKER, default_breaker_policy};
+
+    fn sections() -> Sections {
+        Sections {
+            breaker: DEFAULT_BREAKER,
+            breaker_policy: default_breaker_policy(),
+            retry_budget: retry::BudgetConfig::default(),
+            max_attempts: 4,
+            backoff_base: Duration::from_millis(10),
+            backoff_max: Duration::from_millis(70),
+            attempt_timeout: Some(Duration::from_secs(2)),
+        }
+    }
+
+    fn made(setup: &Setup, sections: Sections) -> Result<Dependency, Refused> {
+        let recorder = telemetry::ClientRecorder::new(setup.telemetry(), "carts:9090");
+        Dependency::new(setup, recorder, sections)
+    }
+
+    #[test]
+    fn the_core_and_the_parts_carry_the_sections() {
+        let setup = Setup::new();
+        let dependency = made(&setup, sections()).unwrap();
+        let core = dependency.core();
+        assert_eq!(core.max_attempts, 4);
+        assert_eq!(core.backoff_max, Duration::from_millis(70));
+        assert_eq!(dependency.attempt_timeout, Some(Duration::from_secs(2)));
+        assert_eq!(dependency.breaker.state(), circuit::State::Closed);
+        let cx = Context::new();
+        let at = Instant::now();
+        let parts = dependency.parts(&cx, Some(at), None);
+        assert!(std::ptr::eq(parts.dependency, &dependency));
+        assert_eq!((parts.deadline, parts.started), (Some(at), None));
+    }
+
+    #[test]
+    fn a_refused_breaker_is_named_before_a_refused_budget() {
+        let setup = Setup::new();
+        let mut bad = sections();
+        bad.breaker.window = 0;
+        bad.retry_budget.max_tokens = 0;
+        assert!(matches!(made(&setup, bad), Err(Refused::Breaker(_))));
+        let mut bad = sections();
+        bad.retry_budget.max_tokens = 0;
+        assert!(matches!(made(&setup, bad), Err(Refused::Budget(_))));
+    }
+}
