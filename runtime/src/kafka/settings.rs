@@ -483,9 +483,7 @@ impl Acks {
 /// | [`acks`](ProducerSettings::acks) | [`Acks::All`] | `all` when `idempotence` |
 /// | [`idempotence`](ProducerSettings::idempotence) | `true` | none |
 /// | [`classify`](ProducerSettings::classify) | [`default_classify`](super::default_classify) | none (set in code) |
-/// | [`breaker`](ProducerSettings::breaker) | window 20, 1 probe, open 10 s, probe timeout 30 s (the clients') | one per field, as [`check_breaker`](crate::grpc::client::check_breaker) |
-/// | [`breaker_policy`](ProducerSettings::breaker_policy) | the clients' | none (set in code) |
-/// | [`forward_scenario`](ProducerSettings::forward_scenario) | `false` | none |
+/// | [`breaker`](ProducerSettings::breaker), [`breaker_policy`](ProducerSettings::breaker_policy), [`forward_scenario`](ProducerSettings::forward_scenario) | the [gRPC client's](crate::grpc::client::Settings) | the same checks, listed there |
 /// | [`librdkafka`](ProducerSettings::librdkafka) | empty | [`check_producer_librdkafka`] |
 ///
 /// ```

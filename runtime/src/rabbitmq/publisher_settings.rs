@@ -132,16 +132,9 @@ pub fn default_classify(result: PublishResult<'_>) -> Classification {
 /// | [`tls`](PublisherSettings::tls) | `None`: the platform's roots, for `amqps://` | [`check_tls`](crate::grpc::client::check_tls) |
 /// | [`connect_timeout`](PublisherSettings::connect_timeout) | 10 s | [`check_timeout`](crate::grpc::client::check_timeout) |
 /// | [`connect_backoff_max`](PublisherSettings::connect_backoff_max) | 120 s | [`check_connect_backoff_max`](crate::grpc::client::check_connect_backoff_max) |
-/// | [`timeout`](PublisherSettings::timeout) | 10 s | [`check_timeout`](crate::grpc::client::check_timeout) |
+/// | [`timeout`](PublisherSettings::timeout), [`max_attempts`](PublisherSettings::max_attempts), [`retry_budget`](PublisherSettings::retry_budget), [`backoff_base`](PublisherSettings::backoff_base), [`backoff_max`](PublisherSettings::backoff_max), [`breaker`](PublisherSettings::breaker), [`breaker_policy`](PublisherSettings::breaker_policy), [`forward_scenario`](PublisherSettings::forward_scenario) | the [gRPC client's](crate::grpc::client::Settings) | the same checks, listed there |
 /// | [`attempt_timeout`](PublisherSettings::attempt_timeout) | 5 s | [`check_attempt_timeout`](crate::http::client::check_attempt_timeout) |
-/// | [`max_attempts`](PublisherSettings::max_attempts) | 3 | [`check_max_attempts`](crate::grpc::client::check_max_attempts) |
-/// | [`retry_budget`](PublisherSettings::retry_budget) | 10 tokens, ratio 0.1 | one per field, as the HTTP client's |
-/// | [`backoff_base`](PublisherSettings::backoff_base) | 100 ms | [`check_backoff_base`](crate::grpc::client::check_backoff_base) |
-/// | [`backoff_max`](PublisherSettings::backoff_max) | 5 s | [`check_backoff_max`](crate::grpc::client::check_backoff_max), at least `backoff_base` |
 /// | [`classify`](PublisherSettings::classify) | [`default_classify`] | none (set in code) |
-/// | [`breaker`](PublisherSettings::breaker) | window 20, 1 probe, open 10 s, probe timeout 30 s | one per field, as the HTTP client's |
-/// | [`breaker_policy`](PublisherSettings::breaker_policy) | the gRPC client's | none (set in code) |
-/// | [`forward_scenario`](PublisherSettings::forward_scenario) | `false` | none |
 #[derive(Clone, serde::Deserialize)]
 #[serde(try_from = "Read")]
 pub struct PublisherSettings {

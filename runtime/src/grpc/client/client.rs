@@ -172,7 +172,7 @@ impl Client {
     /// taken when this method is called, not when the future is first
     /// polled. Each attempt passes the circuit breaker
     /// first; a rejection ends the call at once with `Unavailable`, the
-    /// rejection's message, and the [`circuit::Rejected`] as its source
+    /// rejection's message, and the [`circuit::Rejected`](crate::circuit::Rejected) as its source
     /// (so a caller can tell nothing was sent). The wait before a retry is
     /// the larger of the backoff and the server's pushback; a pushback
     /// longer than [`Settings::backoff_max`] ends the call. A caller who

@@ -23,16 +23,9 @@ use crate::{circuit, retry};
 /// |---|---|---|
 /// | [`base_url`](Settings::base_url) | none (empty: `new` rejects it) | [`check_base_url`] |
 /// | [`tls`](Settings::tls) | `None`: the platform's roots, for an `https` base URL | [`check_tls`] |
-/// | [`timeout`](Settings::timeout) | 10 s | [`check_timeout`] |
+/// | [`timeout`](Settings::timeout), [`max_attempts`](Settings::max_attempts), [`retry_budget`](Settings::retry_budget), [`backoff_base`](Settings::backoff_base), [`backoff_max`](Settings::backoff_max), [`breaker`](Settings::breaker), [`breaker_policy`](Settings::breaker_policy), [`forward_scenario`](Settings::forward_scenario) | the [gRPC client's](crate::grpc::client::Settings) | the same checks, listed there |
 /// | [`attempt_timeout`](Settings::attempt_timeout) | 5 s | [`check_attempt_timeout`](super::check_attempt_timeout) |
-/// | [`max_attempts`](Settings::max_attempts) | 3 | [`check_max_attempts`](super::check_max_attempts) |
-/// | [`retry_budget`](Settings::retry_budget) | 10 tokens, ratio 0.1 (gRFC A6) | one per field, as [`retry::check_max_tokens`] and [`retry::check_token_ratio`]; both: [`check_retry_budget`](super::check_retry_budget) |
-/// | [`backoff_base`](Settings::backoff_base) | 100 ms | [`check_backoff_base`](super::check_backoff_base) |
-/// | [`backoff_max`](Settings::backoff_max) | 5 s | [`check_backoff_max`](super::check_backoff_max) |
 /// | [`classify`](Settings::classify) | [`default_classify`](super::default_classify) | none (set in code) |
-/// | [`breaker`](Settings::breaker) | window 20, 1 probe, open 10 s, probe timeout 30 s | one per field, as [`check_window`](crate::grpc::client::check_window) and the others of [`check_breaker`](super::check_breaker) |
-/// | [`breaker_policy`](Settings::breaker_policy) | open after 5 failures in a row or half of 20 or more; close after 3 good probes | none (set in code) |
-/// | [`forward_scenario`](Settings::forward_scenario) | `false` | none |
 ///
 /// The defaults are the gRPC client's, so both kinds of dependency behave
 /// alike; `attempt_timeout`, which the gRPC client leaves unset by
