@@ -296,7 +296,7 @@ impl App {
     /// serves (`INFO humus::app: serving on 127.0.0.1:50051`), a stop
     /// signal, its exit code and why (`INFO humus::app: exit 0
     /// (stopped)`), and its clients' breakers' transitions (`WARN
-    /// humus::grpc::client: circuit breaker changed from closed to open
+    /// humus::client: circuit breaker changed from closed to open
     /// server.address=ledger ...`). Given providers, the same are
     /// OpenTelemetry log records of its logger provider (the exit's
     /// comes after the flush, so an SDK provider drops it), with no line;

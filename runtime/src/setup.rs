@@ -107,10 +107,14 @@ impl fmt::Debug for Listener {
 pub type ListenFuture<'a> = Pin<Box<dyn Future<Output = io::Result<Listener>> + Send + 'a>>;
 
 /// What a service reaches the world through: it dials addresses, listens
-/// on them and reads files. A [`Setup`] holds one, and every humus client
-/// dials through it and every humus server listens through it, and nothing
-/// else, so a test can run a whole service on an in-memory network
-/// (`humus::testing::Host`, feature `testing`).
+/// on them and reads files. A [`Setup`] holds one; the gRPC client dials
+/// through it, the gRPC server and the App listen through it, and nothing
+/// else, so a test can run a gRPC service and its gRPC dependencies on an
+/// in-memory network (`humus::testing::Host`, feature `testing`). The
+/// clients built on another library open their own connections and do not
+/// go through it: the HTTP client (reqwest), Kafka (librdkafka) and
+/// RabbitMQ (amqprs); a test runs those against a server on 127.0.0.1
+/// (for Kafka, librdkafka's mock cluster, as the `kafka` module says).
 ///
 /// Design: [one client per dependency](crate::design::client#one-client-per-dependency),
 /// [testing](crate::design::client#testing).

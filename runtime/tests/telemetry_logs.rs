@@ -222,7 +222,7 @@ fn line_logs_write_a_transition_as_one_plain_line() {
     let written = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
     assert_eq!(
         written,
-        "WARN humus::grpc::client: circuit breaker changed from closed to open \
+        "WARN humus::client: circuit breaker changed from closed to open \
          server.address=ledger server.port=443 humus.circuit.state=open \
          humus.circuit.previous_state=closed humus.circuit.successes=0 humus.circuit.failures=5 \
          humus.circuit.consecutive_successes=0 humus.circuit.consecutive_failures=5 \

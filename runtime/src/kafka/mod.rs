@@ -259,6 +259,40 @@
 //! - `messaging.process.duration` (a histogram, in seconds), once per
 //!   record, from its span's start to its end, with the span's messaging
 //!   attributes but the offset, and `error.type` as on the span.
+//!
+//! # Testing
+//!
+//! librdkafka opens its own connections, not through the Setup's
+//! [`Host`](crate::Host), so the in-memory network does not reach Kafka.
+//! librdkafka's mock cluster does, in process and with no port to set up:
+//! rdkafka's [`MockCluster`](rdkafka::mocking::MockCluster) (add `rdkafka
+//! = "0.39"`, the version humus uses, to the test's dependencies). Its
+//! `bootstrap_servers()` are the producer's and consumer's `brokers`;
+//! `broker_down(1)` and `broker_up(1)` make an outage. humus's own tests
+//! of the producer and the consumer run on it (`runtime/tests/kafka_*.rs`
+//! in the repository), and so do the walkthrough's Kafka events.
+//!
+//! ```
+//! use humus::kafka::{Producer, ProducerSettings, Record};
+//! use rdkafka::mocking::MockCluster;
+//! use rdkafka::producer::DefaultProducerContext;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let cluster: MockCluster<'static, DefaultProducerContext> = MockCluster::new(1)?;
+//! cluster.create_topic("transfers", 1, 1)?;
+//! let events = Producer::new(
+//!     &humus::Setup::new(),
+//!     ProducerSettings {
+//!         brokers: cluster.bootstrap_servers().split(',').map(str::to_owned).collect(),
+//!         ..ProducerSettings::default()
+//!     },
+//! )?;
+//! let stored = events.produce([Record::to("transfers").value("t-7")]).await?;
+//! assert_eq!(stored.len(), 1);
+//! # Ok(())
+//! # }
+//! ```
 //! - A record that failed `max_attempts` times is one log record:
 //!   `humus.kafka.record_held` (ERROR, it holds its partition) or
 //!   `humus.kafka.dead_lettered` (WARN), with the record's topic,

@@ -14,7 +14,7 @@ use super::logs::BoxedLogRecord;
 /// `key=value`, such as
 ///
 /// ```text
-/// WARN humus::grpc::client: circuit breaker changed from closed to open server.address=ledger server.port=50051 ...
+/// WARN humus::client: circuit breaker changed from closed to open server.address=ledger server.port=50051 ...
 /// ```
 ///
 /// An [`App`](crate::App) given no telemetry function records with one on

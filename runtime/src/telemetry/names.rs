@@ -14,10 +14,11 @@
 /// plays in the [design](crate::design::client#telemetry).
 pub const RPC_SCOPE: &str = "humus::grpc::client::otel";
 
-/// The instrumentation scope of what the client records of its own: the
-/// span of a call the breaker rejected, humus's four instruments and the
-/// breaker's log records ([design](crate::design::client#telemetry)).
-pub const CLIENT_SCOPE: &str = "humus::grpc::client";
+/// The instrumentation scope of what every humus client (gRPC, HTTP, the
+/// Kafka producer, the RabbitMQ publisher) records of its own: the span of
+/// a call the breaker rejected, humus's four instruments and the breaker's
+/// log records ([design](crate::design::client#telemetry)).
+pub const CLIENT_SCOPE: &str = "humus::client";
 
 /// The instrumentation scope of an [`App`](crate::App)'s log records of
 /// its lifecycle: [`HUMUS_APP_SERVING`], [`HUMUS_APP_STOPPING`] and

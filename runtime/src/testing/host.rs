@@ -19,8 +19,9 @@ use crate::setup::{BoxIo, DialFuture};
 const PIPE_BUFFER: usize = 64 * 1024;
 
 /// An in-memory network and file system: a [`Host`](crate::Host) for
-/// tests, on which a whole service and its dependencies run with no port,
-/// no file and no real time.
+/// tests, on which a gRPC service and its gRPC dependencies run with no
+/// port, no file and no real time (the HTTP, Kafka and RabbitMQ clients
+/// dial on their own: see [`Host`](crate::Host)).
 ///
 /// A test server [`listen`](Host::listen)s on a name such as
 /// `"carts:9090"` and serves the [`Listener`] (or its

@@ -37,7 +37,10 @@
 //! ```
 //!
 //! In a service run by the [`App`](crate::App), the settings are read
-//! with serde (`envy`, `figment`, `config`: [`Settings`] deserialises as
+//! from environment variables with
+//! [`app::Env::http_client`](crate::app::Env::http_client)
+//! (`RATES_BASE_URL`, `RATES_TIMEOUT`, ...: every bad one named, exit 78),
+//! or with serde (`envy`, `figment`, `config`: [`Settings`] deserialises as
 //! the gRPC client's settings do) and checked with
 //! [`app::check_http_client`](crate::app::check_http_client), which makes
 //! a bad value exit 78 naming every bad field; `?` on [`Client::new`]'s
