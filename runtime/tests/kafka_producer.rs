@@ -5,14 +5,16 @@
 //! `delivery_timeout` is a Failure; a broker that is down opens the
 //! breaker and probes close it once it is back; a record over the size
 //! limit does not count against the cluster; bad settings name their
-//! field; a call made in a served RPC's scope ends at its inherited
-//! deadline, a Failure; the App's stop flushes what is in flight and
+//! field; a call ends at its delivery timeout, not at librdkafka's later
+//! report, a Failure; a call made in a served RPC's scope ends at its
+//! inherited deadline, a Failure; the App's stop flushes what is in flight and
 //! closes the producer.
 //!
 //! librdkafka runs its own threads on real time: the tests that wait for
 //! it use real time with bounded waits; only those whose waits are
 //! humus's own (an injected delay, the breaker's `open_for`) pause tokio's
-//! clock.
+//! clock, and resume it while librdkafka stores (paused, a call's deadline
+//! passes as soon as the runtime is idle).
 
 mod http_support;
 mod kafka_support;
@@ -325,8 +327,11 @@ async fn aborted_calls_store_nothing_open_the_breaker_and_a_probe_stores_after_o
     assert_eq!(calls(&telemetry, "rejected"), 1.0);
     assert_eq!(cluster.stored("orders").await, 0);
 
-    // After open_for, a probe stores, and closes the breaker.
+    // After open_for, a probe stores, and closes the breaker. librdkafka
+    // stores on real time: the clock runs for the probe (paused, the
+    // call's deadline would pass as soon as the runtime is idle).
     tokio::time::advance(Duration::from_secs(5)).await;
+    tokio::time::resume();
     let stored = producer
         .produce_in(context(None), [Record::to("orders").value("probe")])
         .await
@@ -365,7 +370,10 @@ async fn a_delay_waits_the_longest_of_the_calls_records_and_past_delivery_timeou
             },
         ),
     ]);
-    // Connected first, so the timed call waits for nothing else.
+    // Connected first, so the timed call waits for nothing else; on real
+    // time while librdkafka stores (paused, the call's deadline would pass
+    // as soon as the runtime is idle).
+    tokio::time::resume();
     producer
         .produce_in(context(None), [Record::to("orders").value("first")])
         .await
@@ -390,7 +398,8 @@ async fn a_delay_waits_the_longest_of_the_calls_records_and_past_delivery_timeou
     assert_eq!(calls(&telemetry, "success"), 2.0);
 
     // A delay past delivery_timeout: cut short at it, nothing sent, a
-    // Failure.
+    // Failure (humus's own waits, on paused time).
+    tokio::time::pause();
     let started = tokio::time::Instant::now();
     let e = producer
         .produce_in(
@@ -399,7 +408,12 @@ async fn a_delay_waits_the_longest_of_the_calls_records_and_past_delivery_timeou
         )
         .await
         .unwrap_err();
-    assert_eq!(started.elapsed(), Duration::from_secs(2));
+    // At it, to the timer's millisecond (the clock paused off one).
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(2) && waited <= Duration::from_millis(2001),
+        "{waited:?}"
+    );
     assert_eq!(e.kind(), Kind::Timeout, "{e}");
     assert!(e.injected().is_some());
     assert_eq!(calls(&telemetry, "failure"), 1.0);
@@ -416,7 +430,11 @@ async fn a_delay_waits_the_longest_of_the_calls_records_and_past_delivery_timeou
         })
         .await
         .unwrap_err();
-    assert_eq!(started.elapsed(), Duration::from_millis(300));
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(300) && waited <= Duration::from_millis(301),
+        "{waited:?}"
+    );
     assert_eq!(e.kind(), Kind::Timeout, "{e}");
     assert!(e.injected().is_some());
     assert!(matches!(e.records(), [RecordResult::Unsent]), "{e:?}");
@@ -430,11 +448,15 @@ async fn a_call_ends_at_the_deadline_it_inherits_a_failure_with_its_records_in_f
     let telemetry = Telemetry::new();
     let setup = setup(&telemetry, false);
     let producer = Producer::new(&setup, settings(&cluster)).unwrap();
-    // Connected first, so the timed call waits for nothing else.
+    // Connected first, so the timed call waits for nothing else; on real
+    // time while librdkafka stores (paused, the call's deadline would pass
+    // as soon as the runtime is idle).
+    tokio::time::resume();
     producer
         .produce_in(context(None), [Record::to("orders").value("first")])
         .await
         .unwrap();
+    tokio::time::pause();
     cluster.broker_down();
 
     // Made in a served RPC's scope with 200 ms left: the call ends then,
@@ -445,7 +467,12 @@ async fn a_call_ends_at_the_deadline_it_inherits_a_failure_with_its_records_in_f
         .scope(async { producer.produce([Record::to("orders").value("late")]).await })
         .await
         .unwrap_err();
-    assert_eq!(started.elapsed(), served);
+    // At it, to the timer's millisecond (the clock paused off one).
+    let waited = started.elapsed();
+    assert!(
+        waited >= served && waited <= served + Duration::from_millis(1),
+        "{waited:?}"
+    );
     assert_eq!(e.kind(), Kind::Timeout, "{e}");
     assert!(
         e.to_string().contains(
@@ -557,6 +584,69 @@ async fn a_broker_that_is_down_opens_the_breaker_and_probes_close_it_once_it_is_
     })
     .await;
     assert!(cluster.stored("orders").await >= 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_ends_at_its_delivery_timeout_not_at_librdkafkas_report() {
+    let cluster = Cluster::new(&["orders"]);
+    let telemetry = Telemetry::new();
+    let setup = setup(&telemetry, false);
+    let delivery_timeout = Duration::from_secs(1);
+    let mut settings = ProducerSettings {
+        delivery_timeout,
+        ..settings(&cluster)
+    };
+    settings.breaker_policy = Policy::consecutive_or_half(3, 20, 1);
+    settings.breaker.open_for = Duration::from_secs(60);
+    let producer = Producer::new(&setup, settings).unwrap();
+    eventually("a first record is stored", || async {
+        producer
+            .produce([Record::to("orders").value("first")])
+            .await
+            .is_ok()
+    })
+    .await;
+    let failures_before = calls(&telemetry, "failure");
+
+    // librdkafka reports a record past message.timeout.ms only at its
+    // next timeout scan, and much later with the partition's leader
+    // unknown: each call still ends at its delivery timeout (generous
+    // bound for a loaded machine), one of one record and one of several.
+    cluster.broker_down();
+    let opened = Instant::now();
+    let calls_made: [&[&str]; 3] = [&["a"], &["b", "c", "d"], &["e"]];
+    for values in calls_made {
+        let started = Instant::now();
+        let e = producer
+            .produce(values.iter().map(|v| Record::to("orders").value(*v)))
+            .await
+            .unwrap_err();
+        let took = started.elapsed();
+        assert!(took >= delivery_timeout, "{took:?}");
+        assert!(took < Duration::from_millis(1800), "{took:?}");
+        assert_eq!(e.kind(), Kind::Timeout, "{e}");
+        assert!(
+            e.to_string()
+                .contains("not every record was stored within the delivery timeout of 1s"),
+            "{e}"
+        );
+        assert_eq!(e.records().len(), values.len());
+        assert!(
+            e.records()
+                .iter()
+                .all(|r| matches!(r, RecordResult::InFlight | RecordResult::Failed(_))),
+            "{e:?}"
+        );
+    }
+    // Each a Failure: the breaker opens after its policy's three.
+    assert_eq!(producer.breaker_state(), State::Open);
+    assert_eq!(calls(&telemetry, "failure") - failures_before, 3.0);
+    assert!(opened.elapsed() < Duration::from_millis(3 * 1800));
+    let e = producer
+        .produce([Record::to("orders").value("rejected")])
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), Kind::Rejected, "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

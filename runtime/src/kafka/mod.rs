@@ -119,13 +119,19 @@
 //! 5. The records go to librdkafka in the order given, and the call ends
 //!    once each is stored, or failed: where each went
 //!    ([`Delivery`]), or an [`Error`] saying what became of each
-//!    ([`Error::records`]). librdkafka fails a record not stored within
-//!    `delivery_timeout`; an inherited deadline that comes first ends the
-//!    call's wait then ([`Kind::Timeout`], its message naming that
-//!    deadline, not `delivery_timeout`, as the one to raise), each record
-//!    stored by then [`Stored`](RecordResult::Stored), the others
+//!    ([`Error::records`]). The call's wait ends at its deadline, whichever
+//!    it is ([`Kind::Timeout`], its message naming the one to raise:
+//!    `delivery_timeout`, or the inherited deadline), each record stored
+//!    by then [`Stored`](RecordResult::Stored), each librdkafka failed
+//!    [`Failed`](RecordResult::Failed), the others
 //!    [`InFlight`](RecordResult::InFlight): librdkafka keeps them and may
-//!    still store them within `delivery_timeout`.
+//!    still store them within `delivery_timeout` of their send (it fails
+//!    a record past it only at its next timeout scan, and later when the
+//!    partition's leader is unknown, so humus does not wait for that).
+//!    On tokio's paused clock (a test's `start_paused`) that deadline
+//!    passes as soon as the runtime is idle, while librdkafka keeps real
+//!    time: a test resumes the clock (`tokio::time::resume`) while
+//!    librdkafka stores.
 //!
 //! What counts, by [`default_classify`] (override it with
 //! [`ProducerSettings::classify`]): every record stored is a Success; a

@@ -446,8 +446,8 @@ struct KafkaCall<'a> {
     bound: Bound,
     /// What became of each record, once known, for the error of a call
     /// its deadline ended ([`Transport::deadline_exceeded`]): set by the
-    /// send when librdkafka failed a record, or when the inherited
-    /// deadline cut its wait short.
+    /// send when librdkafka failed a record, or when the deadline cut
+    /// the wait of a call of several records short.
     reports: OnceLock<Vec<RecordResult>>,
     /// Whether the producer was closed when the call was made: then it is
     /// not admitted. (A call made before the close ends as it would have:
@@ -516,9 +516,9 @@ impl Transport for KafkaCall<'_> {
     type Span = Spans;
     type Prepared = ();
 
-    /// librdkafka's `message.timeout.ms` bounds each record: a record
-    /// handed to it is stored or failed in time, and a timer of the
-    /// loop's would only stop waiting for it.
+    /// The send ends its own wait at the call's deadline: it says then
+    /// which records were stored or failed and which are still in flight,
+    /// which a timer of the loop's would not know.
     const TIMES_ATTEMPTS: bool = false;
 
     fn parts(&self) -> Parts<'_> {
@@ -687,36 +687,48 @@ impl Transport for KafkaCall<'_> {
                 sends.push(send);
             }
         }
-        // librdkafka's `message.timeout.ms` ends each record's wait at
-        // `delivery_timeout`; an inherited deadline earlier than it ends the
-        // wait itself.
-        let cut_at = self
-            .deadline
-            .filter(|_| matches!(self.bound, Bound::Inherited(_)));
+        // The wait ends at the call's deadline, whichever bound it is:
+        // librdkafka's `message.timeout.ms` fails a record only at its
+        // next timeout scan (and much later when the partition's leader is
+        // unknown), so a record not reported by then is in flight, and the
+        // call fails then.
+        let cut_at = self.deadline;
         async move {
             let results = match (cut_at, one) {
                 // One record, the usual call: no join, and no allocation
                 // but the answer's.
-                (None, Some(send)) => match send.await {
-                    Ok(d) => {
-                        return Ok(vec![Delivery {
-                            partition: d.partition,
-                            offset: d.offset,
-                        }]);
-                    }
-                    failed => vec![failed],
-                },
-                (None, None) => join_all(sends).await,
-                (Some(at), one) => {
-                    sends.extend(one);
-                    match until(at, sends).await {
-                        Ok(results) => results,
-                        Err(records) => {
-                            let _ = self.reports.set(records);
-                            return Err(self.deadline_exceeded());
+                (cut_at, Some(send)) => {
+                    let report = match cut_at {
+                        Some(at) => tokio::select! {
+                            biased;
+                            report = send => report,
+                            () = tokio::time::sleep_until(at) => {
+                                // Its record in flight
+                                // (`deadline_exceeded` says so when no
+                                // report is set).
+                                return Err(self.deadline_exceeded());
+                            }
+                        },
+                        None => send.await,
+                    };
+                    match report {
+                        Ok(d) => {
+                            return Ok(vec![Delivery {
+                                partition: d.partition,
+                                offset: d.offset,
+                            }]);
                         }
+                        failed => vec![failed],
                     }
                 }
+                (None, None) => join_all(sends).await,
+                (Some(at), None) => match until(at, sends).await {
+                    Ok(results) => results,
+                    Err(records) => {
+                        let _ = self.reports.set(records);
+                        return Err(self.deadline_exceeded());
+                    }
+                },
             };
             if results.iter().all(Result::is_ok) {
                 return Ok(results
