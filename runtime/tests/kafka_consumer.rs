@@ -587,14 +587,21 @@ async fn bad_settings_each_name_their_field() {
             .starts_with("invalid kafka consumer settings of group audit: "),
         "{err}"
     );
-    // librdkafka refuses what it does not know when the consumer starts.
+    // librdkafka's refusal of what it does not know is the settings'
+    // check's, before the consumer starts.
     let unknown = ConsumerSettings {
         librdkafka: [("no.such.property".to_owned(), "1".to_owned())].into(),
         ..good
     };
     match Consumer::start(&setup, unknown, recording(&Seen::default())) {
-        Err(e @ StartError::Kafka { .. }) => {
-            assert!(e.to_string().contains("no.such.property"), "{e}")
+        Err(StartError::Settings(e)) => {
+            assert_eq!(e.fields().collect::<Vec<_>>(), ["librdkafka"]);
+            assert!(
+                e.to_string().contains(
+                    r#"sets "no.such.property" to "1", which librdkafka refuses: No such configuration property"#
+                ),
+                "{e}"
+            )
         }
         other => panic!("{other:?}"),
     }

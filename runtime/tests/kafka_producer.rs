@@ -709,6 +709,16 @@ async fn a_call_its_caller_drops_counts_nothing() {
     assert_eq!(producer.breaker_state(), State::Closed);
 }
 
+/// Settings of a broker with one librdkafka property.
+fn with_property(key: &str, value: &str) -> ProducerSettings {
+    let mut settings = ProducerSettings {
+        brokers: vec!["k:9092".into()],
+        ..ProducerSettings::default()
+    };
+    settings.librdkafka.insert(key.into(), value.into());
+    settings
+}
+
 #[tokio::test]
 async fn bad_settings_each_name_their_field() {
     let setup = humus::Setup::new();
@@ -739,6 +749,17 @@ async fn bad_settings_each_name_their_field() {
             },
             "acks",
             "idempotence",
+        ),
+        // librdkafka's own refusals, named before it builds a client.
+        (
+            with_property("linger.ms", "abc"),
+            "librdkafka",
+            r#"sets "linger.ms" to "abc", which librdkafka refuses: Invalid value for configuration property "queue.buffering.max.ms""#,
+        ),
+        (
+            with_property("linger", "5"),
+            "librdkafka",
+            r#"sets "linger" to "5", which librdkafka refuses: No such configuration property: "linger""#,
         ),
     ] {
         let e = check_kafka_producer(&settings).unwrap_err();

@@ -358,7 +358,10 @@ fn a_kafka_producers_settings_are_read_librdkafkas_properties_one_variable_each(
         ("LEDGER_KAFKA_BREAKER_OPEN_FOR", "3s"),
         ("LEDGER_KAFKA_FORWARD_SCENARIO", "true"),
         ("LEDGER_KAFKA_LIBRDKAFKA_LINGER_MS", "5"),
-        ("LEDGER_KAFKA_LIBRDKAFKA_SECURITY_PROTOCOL", "sasl_ssl"),
+        (
+            "LEDGER_KAFKA_LIBRDKAFKA_QUEUE_BUFFERING_MAX_MESSAGES",
+            "1000",
+        ),
     ])
     .read_all(|env| env.kafka_producer("LEDGER_KAFKA_"))
     .unwrap();
@@ -376,7 +379,7 @@ fn a_kafka_producers_settings_are_read_librdkafkas_properties_one_variable_each(
         .collect();
     assert_eq!(
         properties,
-        [("linger.ms", "5"), ("security.protocol", "sasl_ssl")]
+        [("linger.ms", "5"), ("queue.buffering.max.messages", "1000")]
     );
 }
 
@@ -500,5 +503,63 @@ fn rabbitmq_settings_are_read_and_checked() {
             "ORDERS_QUEUE",
             "ORDERS_PREFETCH"
         ]
+    );
+}
+
+#[test]
+fn librdkafka_checks_each_property_an_unknown_one_or_a_bad_value_named_by_its_variable() {
+    // A bad value, refused where the settings are read (exit 78), not when
+    // the producer is built: librdkafka's own reason.
+    let err = Env::from_pairs([
+        ("LEDGER_KAFKA_BROKERS", "kafka-1:9092"),
+        ("LEDGER_KAFKA_LIBRDKAFKA_LINGER_MS", "abc"),
+    ])
+    .read_all(|env| env.kafka_producer("LEDGER_KAFKA_"))
+    .unwrap_err();
+    assert_eq!(err.exit_code(), 78);
+    assert_eq!(names(&err), ["LEDGER_KAFKA_LIBRDKAFKA"]);
+    let message = err.to_string();
+    assert!(
+        message.contains(
+            r#"LEDGER_KAFKA_LIBRDKAFKA: sets "linger.ms" to "abc", which librdkafka refuses: Invalid value for configuration property "queue.buffering.max.ms""#
+        ),
+        "{message}"
+    );
+
+    // An unknown property, and a bad value, both named.
+    let err = Env::from_pairs([
+        ("LEDGER_KAFKA_BROKERS", "kafka-1:9092"),
+        ("LEDGER_KAFKA_LIBRDKAFKA_LINGER_MS", "5"),
+        ("LEDGER_KAFKA_LIBRDKAFKA_LINGER_MSS", "5"),
+        ("LEDGER_KAFKA_LIBRDKAFKA_MESSAGE_MAX_BYTES", "-1"),
+    ])
+    .read_all(|env| env.kafka_producer("LEDGER_KAFKA_"))
+    .unwrap_err();
+    assert_eq!(err.exit_code(), 78);
+    assert_eq!(names(&err), ["LEDGER_KAFKA_LIBRDKAFKA"]);
+    let message = err.to_string();
+    assert!(
+        message.contains(r#"sets "linger.mss" to "5", which librdkafka refuses: No such configuration property: "linger.mss""#)
+            && message.contains(r#"sets "message.max.bytes" to "-1", which librdkafka refuses"#)
+            && !message.contains(r#""linger.ms" to"#),
+        "{message}"
+    );
+
+    // The consumer's alike.
+    let err = Env::from_pairs([
+        ("AUDIT_BROKERS", "kafka-1:9092"),
+        ("AUDIT_GROUP", "audit"),
+        ("AUDIT_TOPICS", "transfers"),
+        ("AUDIT_LIBRDKAFKA_SESSION_TIMEOUT_MS", "soon"),
+    ])
+    .read_all(|env| env.kafka_consumer("AUDIT_"))
+    .unwrap_err();
+    assert_eq!(err.exit_code(), 78);
+    assert_eq!(names(&err), ["AUDIT_LIBRDKAFKA"]);
+    assert!(
+        err.to_string().contains(
+            r#"AUDIT_LIBRDKAFKA: sets "session.timeout.ms" to "soon", which librdkafka refuses: Invalid value for configuration property "session.timeout.ms""#
+        ),
+        "{err}"
     );
 }

@@ -235,14 +235,14 @@ impl Env {
     /// let ledger = [
     ///     ("LEDGER_KAFKA_BROKERS", "kafka-1:9092,kafka-2:9092"),
     ///     ("LEDGER_KAFKA_DELIVERY_TIMEOUT", "5s"),
-    ///     ("LEDGER_KAFKA_LIBRDKAFKA_SECURITY_PROTOCOL", "sasl_ssl"),
+    ///     ("LEDGER_KAFKA_LIBRDKAFKA_QUEUE_BUFFERING_MAX_MESSAGES", "1000"),
     /// ];
     /// let settings = Env::from_pairs(ledger)
     ///     .read_all(|env| env.kafka_producer("LEDGER_KAFKA_"))
     ///     .unwrap();
     /// assert_eq!(settings.brokers, ["kafka-1:9092", "kafka-2:9092"]);
     /// assert_eq!(settings.delivery_timeout, std::time::Duration::from_secs(5));
-    /// assert_eq!(settings.librdkafka["security.protocol"], "sasl_ssl");
+    /// assert_eq!(settings.librdkafka["queue.buffering.max.messages"], "1000");
     ///
     /// // Every bad variable of every group, named.
     /// let audit = [("AUDIT_BROKERS", "kafka://kafka-1:9092"), ("AUDIT_TOPICS", "transfers")];

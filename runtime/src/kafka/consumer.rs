@@ -69,8 +69,10 @@ pub enum StartError {
     /// The settings are bad: every bad field is named.
     #[error(transparent)]
     Settings(#[from] SettingsError),
-    /// librdkafka refused its configuration (an unknown property or a bad
-    /// value among [`ConsumerSettings::librdkafka`]), or the subscription.
+    /// librdkafka refused to build its client (a combination of
+    /// properties it checks only then: the settings' check has run each
+    /// property through librdkafka, [`check_librdkafka`](super::check_librdkafka)),
+    /// or the subscription.
     #[error("kafka consumer of group {group}: {source}")]
     Kafka {
         /// The consumer group.

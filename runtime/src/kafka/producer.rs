@@ -111,8 +111,10 @@ pub enum NewError {
     /// The settings are bad: every bad field is named.
     #[error(transparent)]
     Settings(#[from] SettingsError),
-    /// librdkafka refused its configuration (an unknown property or a bad
-    /// value among [`ProducerSettings::librdkafka`]).
+    /// librdkafka refused to build its client: a combination of
+    /// properties it checks only then (the settings' check has run each
+    /// property through librdkafka, [`check_producer_librdkafka`](super::check_producer_librdkafka)),
+    /// or a resource it could not get.
     #[error("kafka producer of {brokers}: {source}")]
     Kafka {
         /// The brokers, comma-separated.

@@ -6,6 +6,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rdkafka::ClientConfig;
+use rdkafka::error::KafkaError;
 use rdkafka::message::OwnedMessage;
 use serde::Deserialize;
 
@@ -149,8 +151,8 @@ pub struct ConsumerSettings {
     /// properties humus sets from the fields above, or sets itself
     /// (`bootstrap.servers`, `group.id`, `enable.auto.commit`,
     /// `enable.auto.offset.store`, `auto.commit.interval.ms`), are
-    /// refused here. librdkafka itself refuses an unknown property or a
-    /// bad value when the consumer starts.
+    /// refused here, and so is an unknown property or a bad value:
+    /// librdkafka checks each ([`check_librdkafka`]).
     pub librdkafka: BTreeMap<String, String>,
 }
 
@@ -317,28 +319,80 @@ pub fn check_commit_interval(interval: Duration) -> Result<(), InvalidValue> {
 /// Checks the librdkafka properties passed through: none that humus sets
 /// itself (`bootstrap.servers`, `group.id`, `enable.auto.commit`,
 /// `enable.auto.offset.store`, `auto.commit.interval.ms`; each has its
-/// field, or is how humus commits).
+/// field, or is how humus commits), and each one librdkafka itself takes
+/// (a known name, a value of its type and range), as it sets them on a
+/// client's configuration, without connecting.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use humus::kafka::check_librdkafka;
+///
+/// let ok = BTreeMap::from([("session.timeout.ms".to_owned(), "30000".to_owned())]);
+/// assert!(check_librdkafka(&ok).is_ok());
+/// let bad = BTreeMap::from([("session.timeout.ms".to_owned(), "soon".to_owned())]);
+/// let err = check_librdkafka(&bad).unwrap_err();
+/// assert!(err.to_string().contains("\"session.timeout.ms\" to \"soon\", which librdkafka refuses"), "{err}");
+/// ```
 ///
 /// # Errors
 ///
-/// [`InvalidValue`] naming the first such property.
+/// [`InvalidValue`] naming the first property humus sets, else every
+/// property librdkafka refuses, with its reason.
 pub fn check_librdkafka(properties: &BTreeMap<String, String>) -> Result<(), InvalidValue> {
     refuse_owned(
         properties,
         &OWNED_PROPERTIES,
         "the consumer's own setting (brokers, group, commit_interval)",
-    )
+    )?;
+    librdkafka_takes(properties)
+}
+
+/// Each of `properties` set on a librdkafka configuration of its own
+/// (`rd_kafka_conf_set`, which checks the name and the value; nothing
+/// connects): every one it refuses, with librdkafka's reason.
+fn librdkafka_takes(properties: &BTreeMap<String, String>) -> Result<(), InvalidValue> {
+    let refused: Vec<String> = properties
+        .iter()
+        .filter_map(|(key, value)| {
+            let mut config = ClientConfig::new();
+            config.set(key, value);
+            let reason = match config.create_native_config() {
+                Ok(_) => return None,
+                Err(KafkaError::ClientConfig(_, reason, _, _)) => reason,
+                Err(e) => e.to_string(),
+            };
+            Some(format!(
+                "sets {key:?} to {value:?}, which librdkafka refuses: {reason}"
+            ))
+        })
+        .collect();
+    if refused.is_empty() {
+        Ok(())
+    } else {
+        Err(InvalidValue::new(refused.join("; ")))
+    }
 }
 
 /// Checks the librdkafka properties a producer passes through: none that
 /// humus sets itself (`bootstrap.servers`, `client.id`,
 /// `message.timeout.ms` and its alias `delivery.timeout.ms`, `acks` and
 /// its alias `request.required.acks`, `enable.idempotence`; each has its
-/// field in [`ProducerSettings`]).
+/// field in [`ProducerSettings`]), and each one librdkafka itself takes,
+/// as [`check_librdkafka`] checks them.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use humus::kafka::check_producer_librdkafka;
+///
+/// let bad = BTreeMap::from([("linger.ms".to_owned(), "abc".to_owned())]);
+/// let err = check_producer_librdkafka(&bad).unwrap_err();
+/// assert!(err.to_string().contains("\"linger.ms\" to \"abc\", which librdkafka refuses: Invalid value"), "{err}");
+/// ```
 ///
 /// # Errors
 ///
-/// [`InvalidValue`] naming the first such property.
+/// [`InvalidValue`] naming the first property humus sets, else every
+/// property librdkafka refuses, with its reason.
 pub fn check_producer_librdkafka(
     properties: &BTreeMap<String, String>,
 ) -> Result<(), InvalidValue> {
@@ -346,7 +400,8 @@ pub fn check_producer_librdkafka(
         properties,
         &PRODUCER_OWNED_PROPERTIES,
         "the producer's own setting (brokers, client_id, delivery_timeout, acks, idempotence)",
-    )
+    )?;
+    librdkafka_takes(properties)
 }
 
 /// The first of `properties` that is one of `owned`, refused, pointing to
@@ -541,8 +596,8 @@ pub struct ProducerSettings {
     /// through unchanged: TLS and SASL (`security.protocol`,
     /// `sasl.mechanism`, ...), `linger.ms`, `compression.type`,
     /// `message.max.bytes`. The properties humus sets from the fields
-    /// above are refused here. librdkafka itself refuses an unknown
-    /// property or a bad value when the producer is built.
+    /// above are refused here, and so is an unknown property or a bad
+    /// value: librdkafka checks each ([`check_producer_librdkafka`]).
     pub librdkafka: BTreeMap<String, String>,
 }
 
