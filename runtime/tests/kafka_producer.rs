@@ -7,7 +7,8 @@
 //! limit does not count against the cluster; bad settings name their
 //! field; a call ends at its delivery timeout, not at librdkafka's later
 //! report, a Failure; a call made in a served RPC's scope ends at its
-//! inherited deadline, a Failure; the App's stop flushes what is in flight and
+//! inherited deadline, a Failure; librdkafka's refusal ends the App with
+//! exit 78; the App's stop flushes what is in flight and
 //! closes the producer.
 //!
 //! librdkafka runs its own threads on real time: the tests that wait for
@@ -24,7 +25,7 @@ use std::time::Duration;
 
 use futures_util::FutureExt as _;
 use http_support::{KEY, abort_at, attr, calls, context, delay_at, events, setup};
-use humus::app::{BoxError, ErrorKind, check_kafka_producer};
+use humus::app::{BoxError, Env, ErrorKind, check_kafka_producer};
 use humus::circuit::{Outcome, Policy, State};
 use humus::deadline::Inherited;
 use humus::fault::names as fit;
@@ -35,7 +36,7 @@ use humus::kafka::{
     RecordResult, TrustScenario, inject_context,
 };
 use humus::telemetry::names::*;
-use humus::testing::Telemetry;
+use humus::testing::{Host, Telemetry};
 use kafka_support::{Cluster, eventually};
 use opentelemetry::baggage::BaggageExt as _;
 use opentelemetry::trace::{
@@ -845,4 +846,62 @@ async fn the_apps_stop_flushes_what_is_in_flight_and_closes_the_producer() {
     }
     assert_eq!(producer_spans(&telemetry).len(), 1);
     assert_eq!(cluster.stored("orders").await, 1);
+}
+
+#[tokio::test]
+async fn librdkafkas_refusals_end_the_app_with_exit_78_and_a_refused_check_1() {
+    // A bad property read from the environment: the settings' check runs
+    // it through librdkafka and names its variable.
+    let exit = humus::App::new()
+        .host(Host::new())
+        .run(|_| async move {
+            let _settings = Env::from_pairs([
+                ("LEDGER_KAFKA_BROKERS", "k:9092"),
+                ("LEDGER_KAFKA_LIBRDKAFKA_LINGER_MS", "abc"),
+            ])
+            .read_all(|env| env.kafka_producer("LEDGER_KAFKA_"))?;
+            Ok(vec![])
+        })
+        .await;
+    assert_eq!(exit.code(), 78);
+    let text = exit.error().unwrap().to_string();
+    assert!(
+        text.contains(
+            r#"LEDGER_KAFKA_LIBRDKAFKA: sets "linger.ms" to "abc", which librdkafka refuses"#
+        ),
+        "{text}"
+    );
+
+    // Properties librdkafka refuses only together, when it builds its
+    // client (linger.ms not below message.timeout.ms): exit 78 with `?`.
+    let exit = humus::App::new()
+        .host(Host::new())
+        .run(|setup| async move {
+            let settings = ProducerSettings {
+                delivery_timeout: Duration::from_secs(1),
+                ..with_property("linger.ms", "5000")
+            };
+            Producer::new(&setup, settings)?;
+            Ok(vec![])
+        })
+        .await;
+    assert_eq!(exit.code(), 78);
+    let text = exit.error().unwrap().to_string();
+    assert!(
+        text.contains("kafka producer of k:9092") && text.contains("linger.ms"),
+        "{text}"
+    );
+
+    // Settings built in code that the check refuses: a fault in the code,
+    // as every constructor's refusal.
+    let exit = humus::App::new()
+        .host(Host::new())
+        .run(|setup| async move {
+            Producer::new(&setup, with_property("linger", "5"))?;
+            Ok(vec![])
+        })
+        .await;
+    assert_eq!(exit.code(), 1);
+    let text = exit.error().unwrap().to_string();
+    assert!(text.contains(r#"sets "linger" to "5""#), "{text}");
 }

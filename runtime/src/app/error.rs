@@ -50,7 +50,8 @@ pub enum ErrorKind {
 /// `Server::new`): they run the checks again, and settings that reach them
 /// unchecked, or built in code, or a pair of values that no one field's
 /// check sees together (a backoff ceiling below its base), are a fault in
-/// the code.
+/// the code. librdkafka's refusal to build a Kafka client with `?` is a
+/// settings error: no check sees it before.
 pub struct Error {
     kind: ErrorKind,
     source: BoxError,
@@ -139,6 +140,70 @@ impl From<InvalidSettings> for Error {
     fn from(e: InvalidSettings) -> Error {
         Error::other(e)
     }
+}
+
+/// The Kafka producer's refusal with `?` (`Producer::new`'s
+/// [`NewError`](crate::kafka::NewError)): its settings' check
+/// as every constructor's refusal (exit 1: [`check_kafka_producer`](super::check_kafka_producer) and
+/// [`Env::kafka_producer`](super::Env::kafka_producer) run it where the
+/// settings are read, librdkafka's check of each property among them);
+/// librdkafka's refusal to build its client, a settings error (exit 78).
+///
+/// rdkafka 0.39 builds a producer in three steps that can fail:
+/// `ClientConfig::create_native_config` and the `log.queue` property
+/// (`KafkaError::ClientConfig`: `rd_kafka_conf_set` refusing a name or a
+/// value), `rd_kafka_new` (`KafkaError::ClientCreation`: librdkafka's
+/// check of the properties together, such as `linger.ms` not below
+/// `message.timeout.ms`, and of what they name, a TLS key or a SASL
+/// mechanism; its only other failure, a thread it could not start, is
+/// not one rdkafka tells apart), and `rd_kafka_set_log_queue`
+/// (`KafkaError::Global`, not the configuration's: exit 1). The first two
+/// only the configuration mends, and no field's check sees the second.
+#[cfg(feature = "kafka")]
+#[cfg_attr(docsrs, doc(cfg(feature = "kafka")))]
+impl From<crate::kafka::NewError> for Error {
+    fn from(e: crate::kafka::NewError) -> Error {
+        use crate::kafka::NewError;
+        match e {
+            NewError::Settings(e) => Error::from(e),
+            NewError::Kafka { ref source, .. } if librdkafka_refused_config(source) => {
+                Error::settings(e)
+            }
+            NewError::Kafka { .. } => Error::other(e),
+        }
+    }
+}
+
+/// The Kafka consumer's refusal with `?` (`Consumer::start`'s
+/// [`StartError`](crate::kafka::StartError)), as the producer's: its settings'
+/// check exit 1, librdkafka's refusal to build its client (or its
+/// dead-letter producer) exit 78, any other of librdkafka's errors (the
+/// subscription's) exit 1.
+#[cfg(feature = "kafka")]
+#[cfg_attr(docsrs, doc(cfg(feature = "kafka")))]
+impl From<crate::kafka::StartError> for Error {
+    fn from(e: crate::kafka::StartError) -> Error {
+        use crate::kafka::StartError;
+        match e {
+            StartError::Settings(e) => Error::from(e),
+            StartError::Kafka { ref source, .. } if librdkafka_refused_config(source) => {
+                Error::settings(e)
+            }
+            StartError::Kafka { .. } => Error::other(e),
+        }
+    }
+}
+
+/// Whether `e` is librdkafka's refusal of a client's configuration: a
+/// property's name or value (`rd_kafka_conf_set`), or the properties
+/// together when it builds the client (`rd_kafka_new`).
+#[cfg(feature = "kafka")]
+fn librdkafka_refused_config(e: &rdkafka::error::KafkaError) -> bool {
+    use rdkafka::error::KafkaError;
+    matches!(
+        e,
+        KafkaError::ClientConfig(..) | KafkaError::ClientCreation(_)
+    )
 }
 
 /// A [`Methods`](client::Methods) registry refused with `?` (two services'

@@ -14,7 +14,7 @@
 //!
 //! ```no_run
 //! use humus::App;
-//! use humus::app::{BoxError, Error, Exit};
+//! use humus::app::{BoxError, Exit};
 //! use humus::kafka::{Consumer, ConsumerSettings, TrustScenario};
 //! use rdkafka::Message as _;
 //!
@@ -31,8 +31,7 @@
 //!                 // made here are children of this record's span.
 //!                 let _transfer = record.payload().unwrap_or_default();
 //!                 Ok::<_, BoxError>(())
-//!             })
-//!             .map_err(Error::other)?;
+//!             })?; // librdkafka's refusal of its configuration: exit 78
 //!             Ok(vec![]) // the App's servers
 //!         })
 //!         .await
@@ -43,7 +42,7 @@
 //!
 //! ```no_run
 //! use humus::App;
-//! use humus::app::{Error, Exit};
+//! use humus::app::Exit;
 //! use humus::kafka::{Producer, ProducerSettings, Record};
 //!
 //! #[tokio::main]
@@ -54,7 +53,9 @@
 //!             // LEDGER_KAFKA_LIBRDKAFKA_LINGER_MS=5 (librdkafka's linger.ms)
 //!             let settings: ProducerSettings =
 //!                 humus::app::from_env(|env| env.kafka_producer("LEDGER_KAFKA_"))?; // exit 78, naming every bad variable
-//!             let events = Producer::new(&setup, settings).map_err(Error::other)?;
+//!             // librdkafka's refusal of the properties together (linger.ms
+//!             // not below delivery_timeout): exit 78.
+//!             let events = Producer::new(&setup, settings)?;
 //!             // In a handler: in the served RPC's trace and baggage.
 //!             let _stored = events
 //!                 .produce([Record::to("transfers").key("t-7").value(r#"{"amount": 12}"#)])
