@@ -619,9 +619,7 @@ pub fn server(setup: &Setup, settings: &Settings) -> Result<Server, humus::app::
     };
     // Its settings were checked where they were read: a refusal is exit 1.
     let events = match &settings.events {
-        Some(events) => {
-            Some(Producer::new(setup, events.clone()).map_err(humus::app::Error::other)?)
-        }
+        Some(events) => Some(Producer::new(setup, events.clone())?),
         None => None,
     };
     let health = Health::new()

@@ -10,7 +10,14 @@
 //!
 //! librdkafka is built from the crate's bundled source, with the machine's
 //! C compiler and `make` (no cmake, no system librdkafka): a few minutes
-//! the first time. It is built without TLS or SASL support.
+//! the first time. It is built without TLS or SASL support, so librdkafka
+//! refuses those properties (`security.protocol=sasl_ssl`) until a
+//! service turns them on in the one librdkafka it links: rdkafka's
+//! feature `ssl` (the system's OpenSSL) or `ssl-vendored` (OpenSSL built
+//! from source) for TLS and SASL PLAIN and SCRAM, and `gssapi` for
+//! Kerberos, in the service's own `Cargo.toml` (`rdkafka = { version =
+//! "0.39", features = ["ssl-vendored"] }`); cargo builds rdkafka once,
+//! with every feature asked of it.
 //!
 //! ```no_run
 //! use humus::App;

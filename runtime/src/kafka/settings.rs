@@ -147,7 +147,8 @@ pub struct ConsumerSettings {
 
     /// librdkafka configuration properties humus does not own, passed
     /// through unchanged: TLS and SASL (`security.protocol`,
-    /// `sasl.mechanism`, ...), `client.id`, `session.timeout.ms`. The
+    /// `sasl.mechanism`, ...; librdkafka must be built with them, as
+    /// [the module](super) says), `client.id`, `session.timeout.ms`. The
     /// properties humus sets from the fields above, or sets itself
     /// (`bootstrap.servers`, `group.id`, `enable.auto.commit`,
     /// `enable.auto.offset.store`, `auto.commit.interval.ms`), are
@@ -594,7 +595,8 @@ pub struct ProducerSettings {
 
     /// librdkafka configuration properties humus does not own, passed
     /// through unchanged: TLS and SASL (`security.protocol`,
-    /// `sasl.mechanism`, ...), `linger.ms`, `compression.type`,
+    /// `sasl.mechanism`, ...; librdkafka must be built with them, as
+    /// [the module](super) says), `linger.ms`, `compression.type`,
     /// `message.max.bytes`. The properties humus sets from the fields
     /// above are refused here, and so is an unknown property or a bad
     /// value: librdkafka checks each ([`check_producer_librdkafka`]).
