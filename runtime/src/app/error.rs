@@ -301,11 +301,61 @@ impl From<Error> for Exit {
     }
 }
 
+impl Exit {
+    /// What `main` writes on standard error when it returns this exit:
+    /// nothing after a clean stop; `error: ` and the error; the bad
+    /// variables of an [`EnvError`](super::EnvError) one a line, when there
+    /// are several, so that a terminal shows each.
+    fn report_text(&self) -> Option<String> {
+        let error = self.error.as_ref()?;
+        match error.get_ref().downcast_ref::<super::EnvError>() {
+            Some(env) if env.vars().len() > 1 => {
+                let mut text = format!("error: {} bad settings:", env.vars().len());
+                for var in env.vars() {
+                    text.push_str(&format!("\n  {}: {}", var.name(), var.problem()));
+                }
+                Some(text)
+            }
+            _ => Some(format!("error: {error}")),
+        }
+    }
+}
+
 impl Termination for Exit {
     fn report(self) -> ExitCode {
-        if let Some(error) = &self.error {
-            eprintln!("error: {error}");
+        if let Some(text) = self.report_text() {
+            eprintln!("{text}");
         }
         ExitCode::from(self.code)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn several_bad_variables_are_written_one_a_line() {
+        let exit = crate::app::Env::from_pairs([("LEDGER_MAX_ATTEMPTS", "0")])
+            .read_all(|env| env.client("LEDGER_"))
+            .map(|_| ())
+            .map_or_else(Exit::failed, |()| Exit::clean());
+        assert_eq!(exit.code(), 78);
+        assert_eq!(
+            exit.report_text().unwrap(),
+            "error: 2 bad settings:\n  LEDGER_ADDR: not set\n  LEDGER_MAX_ATTEMPTS: is 0, want 1 or more (1 turns retries off)"
+        );
+        let one = crate::app::Env::from_pairs([
+            ("LEDGER_ADDR", "ledger:50051"),
+            ("LEDGER_MAX_ATTEMPTS", "0"),
+        ])
+        .read_all(|env| env.client("LEDGER_"))
+        .map(|_| ())
+        .map_or_else(Exit::failed, |()| Exit::clean());
+        assert_eq!(
+            one.report_text().unwrap(),
+            "error: LEDGER_MAX_ATTEMPTS: is 0, want 1 or more (1 turns retries off)"
+        );
+        assert_eq!(Exit::clean().report_text(), None);
     }
 }
