@@ -563,3 +563,29 @@ fn librdkafka_checks_each_property_an_unknown_one_or_a_bad_value_named_by_its_va
         "{err}"
     );
 }
+
+/// A group's fields set in code are its settings type's own: a server's
+/// trust function too, which no client has.
+#[test]
+fn each_groups_fields_set_in_code_are_its_own() {
+    let err = Env::from_pairs([
+        ("API_ADDR", "127.0.0.1:0"),
+        ("API_PLAINTEXT", "true"),
+        ("API_TRUST_SCENARIO", "yes"),
+        ("LEDGER_ADDR", "ledger:50051"),
+        ("LEDGER_TRUST_SCENARIO", "yes"),
+    ])
+    .read_all(|env| (env.server("API_"), env.client("LEDGER_")))
+    .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains(
+            "API_TRUST_SCENARIO: is set, but `trust_scenario` is set in code, never read from a variable: unset it"
+        ),
+        "{message}"
+    );
+    assert!(
+        message.contains("LEDGER_TRUST_SCENARIO: is set, but no setting of the LEDGER_ group has this name"),
+        "{message}"
+    );
+}

@@ -62,8 +62,9 @@ pub fn from_env<R>(build: impl FnOnce(&mut Env) -> R) -> Result<R, Error> {
 pub struct Env {
     vars: BTreeMap<String, String>,
     bad: Vec<VarError>,
-    /// The prefixes of the groups read so far.
-    prefixes: BTreeSet<String>,
+    /// The prefixes of the groups read so far, each with the fields its
+    /// settings set in code (never read from a variable).
+    prefixes: BTreeMap<String, BTreeSet<&'static str>>,
     /// The variables read so far, by a group or by [`Env::get`].
     used: RefCell<BTreeSet<String>>,
     /// The variables of the fields of the groups read so far.
@@ -92,7 +93,7 @@ impl Env {
                 .map(|(k, v)| (k.into(), v.into()))
                 .collect(),
             bad: Vec::new(),
-            prefixes: BTreeSet::new(),
+            prefixes: BTreeMap::new(),
             used: RefCell::default(),
             known: BTreeSet::new(),
         }
@@ -141,7 +142,7 @@ impl Env {
     /// [`Env::read_all`], and `T::default()` stands in, so that the
     /// caller goes on reading the rest.
     pub fn read<T: DeserializeOwned + Default>(&mut self, prefix: &str) -> T {
-        self.read_checked(prefix, |_: &mut T| Vec::new())
+        self.read_checked(prefix, &[], |_: &mut T| Vec::new())
     }
 
     /// A gRPC client's settings from the variables that start with
@@ -149,9 +150,11 @@ impl Env {
     /// recorded under its variable's name (`LEDGER_ADDR: not set`), as
     /// [`check_client`](super::check_client) would refuse it by its field's.
     pub fn client(&mut self, prefix: &str) -> client::Settings {
-        self.read_checked(prefix, |s: &mut client::Settings| {
-            s.check().err().map_or_else(Vec::new, |e| e.problems())
-        })
+        self.read_checked(
+            prefix,
+            client::Settings::IN_CODE,
+            |s: &mut client::Settings| s.check().err().map_or_else(Vec::new, |e| e.problems()),
+        )
     }
 
     /// An HTTP client's settings from the variables that start with
@@ -188,9 +191,11 @@ impl Env {
     /// }
     /// ```
     pub fn http_client(&mut self, prefix: &str) -> http_client::Settings {
-        self.read_checked(prefix, |s: &mut http_client::Settings| {
-            s.check().err().map_or_else(Vec::new, |e| e.problems())
-        })
+        self.read_checked(
+            prefix,
+            http_client::Settings::IN_CODE,
+            |s: &mut http_client::Settings| s.check().err().map_or_else(Vec::new, |e| e.problems()),
+        )
     }
 
     /// A server's settings from the variables that start with `prefix`,
@@ -198,9 +203,11 @@ impl Env {
     /// A server with no TLS config must say `<prefix>PLAINTEXT=true`; one
     /// that serves TLS is read with [`Env::server_with_tls`].
     pub fn server(&mut self, prefix: &str) -> server::Settings {
-        self.read_checked(prefix, |s: &mut server::Settings| {
-            s.check().err().map_or_else(Vec::new, |e| e.problems())
-        })
+        self.read_checked(
+            prefix,
+            server::Settings::IN_CODE,
+            |s: &mut server::Settings| s.check().err().map_or_else(Vec::new, |e| e.problems()),
+        )
     }
 
     /// A TLS server's settings: as [`Env::server`], with `tls` (its
@@ -212,10 +219,14 @@ impl Env {
         prefix: &str,
         tls: std::sync::Arc<rustls::ServerConfig>,
     ) -> server::Settings {
-        self.read_checked(prefix, |s: &mut server::Settings| {
-            s.tls = Some(tls);
-            s.check().err().map_or_else(Vec::new, |e| e.problems())
-        })
+        self.read_checked(
+            prefix,
+            server::Settings::IN_CODE,
+            |s: &mut server::Settings| {
+                s.tls = Some(tls);
+                s.check().err().map_or_else(Vec::new, |e| e.problems())
+            },
+        )
     }
 
     /// A Kafka producer's settings from the variables that start with
@@ -257,10 +268,14 @@ impl Env {
     #[cfg(feature = "kafka")]
     #[cfg_attr(docsrs, doc(cfg(feature = "kafka")))]
     pub fn kafka_producer(&mut self, prefix: &str) -> crate::kafka::ProducerSettings {
-        self.read_checked(prefix, |s: &mut crate::kafka::ProducerSettings| {
-            s.librdkafka = librdkafka_properties(std::mem::take(&mut s.librdkafka));
-            s.check().err().map_or_else(Vec::new, |e| e.problems())
-        })
+        self.read_checked(
+            prefix,
+            crate::kafka::ProducerSettings::IN_CODE,
+            |s: &mut crate::kafka::ProducerSettings| {
+                s.librdkafka = librdkafka_properties(std::mem::take(&mut s.librdkafka));
+                s.check().err().map_or_else(Vec::new, |e| e.problems())
+            },
+        )
     }
 
     /// A Kafka consumer's settings from the variables that start with
@@ -273,10 +288,14 @@ impl Env {
     #[cfg(feature = "kafka")]
     #[cfg_attr(docsrs, doc(cfg(feature = "kafka")))]
     pub fn kafka_consumer(&mut self, prefix: &str) -> crate::kafka::ConsumerSettings {
-        self.read_checked(prefix, |s: &mut crate::kafka::ConsumerSettings| {
-            s.librdkafka = librdkafka_properties(std::mem::take(&mut s.librdkafka));
-            s.check().err().map_or_else(Vec::new, |e| e.problems())
-        })
+        self.read_checked(
+            prefix,
+            crate::kafka::ConsumerSettings::IN_CODE,
+            |s: &mut crate::kafka::ConsumerSettings| {
+                s.librdkafka = librdkafka_properties(std::mem::take(&mut s.librdkafka));
+                s.check().err().map_or_else(Vec::new, |e| e.problems())
+            },
+        )
     }
 
     /// A RabbitMQ publisher's settings from the variables that start with
@@ -297,9 +316,13 @@ impl Env {
     #[cfg(feature = "rabbitmq")]
     #[cfg_attr(docsrs, doc(cfg(feature = "rabbitmq")))]
     pub fn rabbitmq_publisher(&mut self, prefix: &str) -> crate::rabbitmq::PublisherSettings {
-        self.read_checked(prefix, |s: &mut crate::rabbitmq::PublisherSettings| {
-            s.check().err().map_or_else(Vec::new, |e| e.problems())
-        })
+        self.read_checked(
+            prefix,
+            crate::rabbitmq::PublisherSettings::IN_CODE,
+            |s: &mut crate::rabbitmq::PublisherSettings| {
+                s.check().err().map_or_else(Vec::new, |e| e.problems())
+            },
+        )
     }
 
     /// A RabbitMQ consumer's settings from the variables that start with
@@ -309,9 +332,13 @@ impl Env {
     #[cfg(feature = "rabbitmq")]
     #[cfg_attr(docsrs, doc(cfg(feature = "rabbitmq")))]
     pub fn rabbitmq_consumer(&mut self, prefix: &str) -> crate::rabbitmq::ConsumerSettings {
-        self.read_checked(prefix, |s: &mut crate::rabbitmq::ConsumerSettings| {
-            s.check().err().map_or_else(Vec::new, |e| e.problems())
-        })
+        self.read_checked(
+            prefix,
+            crate::rabbitmq::ConsumerSettings::IN_CODE,
+            |s: &mut crate::rabbitmq::ConsumerSettings| {
+                s.check().err().map_or_else(Vec::new, |e| e.problems())
+            },
+        )
     }
 
     /// Records, as bad, each variable under a prefix read that nothing read.
@@ -322,16 +349,16 @@ impl Env {
             .keys()
             .filter(|name| !used.contains(*name) && !self.bad.iter().any(|v| &v.name == *name))
             .filter_map(|name| {
-                let prefix = self
+                let (prefix, in_code) = self
                     .prefixes
                     .iter()
-                    .filter(|p| !p.is_empty() && name.starts_with(p.as_str()))
-                    .max_by_key(|p| p.len())?;
+                    .filter(|(p, _)| !p.is_empty() && name.starts_with(p.as_str()))
+                    .max_by_key(|(p, _)| p.len())?;
                 let rest = &name[prefix.len()..];
                 if is_service_link(rest) {
                     return None;
                 }
-                if let Some(why) = set_in_code(rest) {
+                if let Some(why) = set_in_code(rest, in_code) {
                     return Some(VarError {
                         name: name.clone(),
                         problem: format!("is set, but {why}: unset it"),
@@ -360,9 +387,13 @@ impl Env {
     fn read_checked<T: DeserializeOwned + Default>(
         &mut self,
         prefix: &str,
+        in_code: &[&'static str],
         check: impl FnOnce(&mut T) -> Vec<(&'static str, String)>,
     ) -> T {
-        self.prefixes.insert(prefix.to_owned());
+        self.prefixes
+            .entry(prefix.to_owned())
+            .or_default()
+            .extend(in_code);
         let (read, mut bad) = read_group::<T>(
             &self.vars,
             prefix,
@@ -482,22 +513,21 @@ fn is_service_link(rest: &str) -> bool {
     matches!(protocol, "TCP" | "UDP" | "SCTP") && matches!(field, "" | "PROTO" | "PORT" | "ADDR")
 }
 
-/// Why `rest`, a variable's name after a group's prefix, is not read: a
-/// setting that is set in code (a TLS config, a classify function, a
-/// breaker policy, per-attempt layers), or a client's `PLAINTEXT`, which
-/// is a server's setting.
-fn set_in_code(rest: &str) -> Option<String> {
-    match rest {
-        "TLS" | "CLASSIFY" | "BREAKER_POLICY" | "LAYERS" => Some(format!(
-            "`{}` is set in code, never read from a variable",
-            rest.to_ascii_lowercase()
-        )),
-        "PLAINTEXT" => Some(
-            "a client has no `plaintext` setting: it dials plain text unless its `tls` is set in code"
-                .to_owned(),
-        ),
-        _ => None,
+/// Why `rest`, a variable's name after a group's prefix, is not read: one
+/// of the group's fields set in code (`in_code`: a TLS config, a classify
+/// function, a breaker policy, per-attempt layers, a trust function), or a
+/// client's `PLAINTEXT`, which is a server's setting.
+fn set_in_code(rest: &str, in_code: &BTreeSet<&'static str>) -> Option<String> {
+    let field = rest.to_ascii_lowercase();
+    if in_code.contains(field.as_str()) {
+        return Some(format!(
+            "`{field}` is set in code, never read from a variable"
+        ));
     }
+    (rest == "PLAINTEXT").then(|| {
+        "a client has no `plaintext` setting: it dials plain text unless its `tls` is set in code"
+            .to_owned()
+    })
 }
 
 /// The name among `known` nearest to `name`, if it is near enough to be

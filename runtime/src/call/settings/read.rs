@@ -166,6 +166,13 @@ macro_rules! settings_read {
                 f.debug_struct(stringify!($s)) $($dbg)* .finish()
             }
         }
+
+        impl $s {
+            /// The fields set in code, never read from configuration:
+            /// [`app::Env`](crate::app::Env) says so of a variable named
+            /// after one.
+            pub(crate) const IN_CODE: &'static [&'static str] = &[$(stringify!($code)),*];
+        }
     };
 }
 pub(crate) use settings_read;

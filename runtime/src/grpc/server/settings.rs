@@ -172,6 +172,12 @@ pub struct Settings {
     pub max_header_list_size: u32,
 }
 
+impl Settings {
+    /// The fields set in code, never read from configuration:
+    /// [`app::Env`](crate::app::Env) says so of a variable named after one.
+    pub(crate) const IN_CODE: &'static [&'static str] = &["tls", "trust_scenario"];
+}
+
 impl Default for Settings {
     fn default() -> Self {
         Settings {
