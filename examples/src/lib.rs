@@ -48,3 +48,19 @@ pub mod pb {
         }
     }
 }
+
+/// A settings error's refused variables, in order, and its message; the
+/// error must be a settings one (exit 78) that names variables.
+#[cfg(test)]
+fn refused(err: humus::app::Error) -> (Vec<String>, String) {
+    assert_eq!(err.exit_code(), 78, "{err}");
+    let vars = err
+        .get_ref()
+        .downcast_ref::<humus::app::EnvError>()
+        .expect("an EnvError")
+        .vars()
+        .iter()
+        .map(|v| v.name().to_owned())
+        .collect();
+    (vars, err.to_string())
+}

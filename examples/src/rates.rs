@@ -285,17 +285,7 @@ mod tests {
 
     /// The names of the variables `env` is refused for, and the error.
     fn refused(env: Env) -> (Vec<String>, String) {
-        let err = env.read_all(settings).unwrap_err();
-        assert_eq!(err.exit_code(), 78, "{err}");
-        let vars = err
-            .get_ref()
-            .downcast_ref::<humus::app::EnvError>()
-            .expect("an EnvError")
-            .vars()
-            .iter()
-            .map(|v| v.name().to_owned())
-            .collect();
-        (vars, err.to_string())
+        crate::refused(env.read_all(settings).unwrap_err())
     }
 
     #[test]

@@ -585,7 +585,9 @@ fn each_groups_fields_set_in_code_are_its_own() {
         "{message}"
     );
     assert!(
-        message.contains("LEDGER_TRUST_SCENARIO: is set, but no setting of the LEDGER_ group has this name"),
+        message.contains(
+            "LEDGER_TRUST_SCENARIO: is set, but no setting of the LEDGER_ group has this name"
+        ),
         "{message}"
     );
 }
