@@ -135,7 +135,6 @@
 //! }
 //! ```
 
-use std::fmt;
 use std::future::Future;
 use std::pin::{Pin, pin};
 
@@ -174,14 +173,10 @@ pub struct Providers {
     shutdown: Vec<Box<dyn FnOnce() -> Result<(), BoxError> + Send>>,
 }
 
-impl fmt::Debug for Providers {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Providers")
-            .field("telemetry", &self.telemetry)
-            .field("shutdown", &self.shutdown.len())
-            .finish()
-    }
-}
+crate::debug::debug_fields!(Providers {
+    telemetry,
+    shutdown: |p| p.shutdown.len()
+});
 
 impl Providers {
     /// The App records with `telemetry`.
@@ -250,17 +245,13 @@ pub struct App {
     stop_timeout: Duration,
 }
 
-impl fmt::Debug for App {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("App")
-            .field("setup", &self.setup)
-            .field("telemetry", &self.telemetry.is_some())
-            .field("faults", &self.faults.is_some())
-            .field("stop_on", &self.stop.is_some())
-            .field("stop_timeout", &self.stop_timeout)
-            .finish()
-    }
-}
+crate::debug::debug_fields!(App {
+    setup,
+    telemetry: |a| a.telemetry.is_some(),
+    faults: |a| a.faults.is_some(),
+    stop_on: |a| a.stop.is_some(),
+    stop_timeout,
+});
 
 impl Default for App {
     fn default() -> Self {

@@ -103,14 +103,7 @@ pub struct Inherited {
     context: Context,
 }
 
-impl fmt::Debug for Inherited {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Inherited")
-            .field("deadline", &self.deadline)
-            .field("context", &self.context)
-            .finish()
-    }
-}
+crate::debug::debug_fields!(Inherited { deadline, context });
 
 impl Inherited {
     /// The inherited `deadline` (`None`: the served RPC has none) and

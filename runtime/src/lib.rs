@@ -161,6 +161,7 @@ pub mod telemetry;
 mod addr;
 mod call;
 mod chain;
+mod debug;
 mod setup;
 mod tls;
 pub use app::App;

@@ -40,14 +40,11 @@ pub struct Accepted {
     pub local_addr: Option<SocketAddr>,
 }
 
-impl fmt::Debug for Accepted {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Accepted")
-            .field("remote_addr", &self.remote_addr)
-            .field("local_addr", &self.local_addr)
-            .finish_non_exhaustive()
-    }
-}
+crate::debug::debug_fields!(Accepted {
+    remote_addr,
+    local_addr,
+    ..
+});
 
 /// What listens on one address of a [`Host`]: a stream of the connections
 /// made to it. Dropping it stops listening (a new dial is refused);
@@ -95,13 +92,7 @@ impl Listener {
     }
 }
 
-impl fmt::Debug for Listener {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Listener")
-            .field("local_addr", &self.local_addr)
-            .finish_non_exhaustive()
-    }
-}
+crate::debug::debug_fields!(Listener { local_addr, .. });
 
 /// The future [`Host::listen`] returns.
 pub type ListenFuture<'a> = Pin<Box<dyn Future<Output = io::Result<Listener>> + Send + 'a>>;

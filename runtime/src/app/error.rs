@@ -52,6 +52,7 @@ pub enum ErrorKind {
 /// check sees together (a backoff ceiling below its base), are a fault in
 /// the code. librdkafka's refusal to build a Kafka client with `?` is a
 /// settings error: no check sees it before.
+#[derive(Debug)]
 pub struct Error {
     kind: ErrorKind,
     source: BoxError,
@@ -107,15 +108,6 @@ impl Error {
     /// The error it wraps.
     pub fn get_ref(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
         &*self.source
-    }
-}
-
-impl fmt::Debug for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Error")
-            .field("kind", &self.kind)
-            .field("source", &self.source)
-            .finish()
     }
 }
 

@@ -69,7 +69,7 @@ use crate::telemetry::HeaderExtractor;
 /// counts a call dropped that close to its deadline as the deadline's).
 ///
 /// [`Layer`]: https://docs.rs/tower-layer/0.3/tower_layer/trait.Layer.html
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct InheritLayer {
     propagator: Arc<dyn TextMapPropagator + Send + Sync>,
     scenarios: Scenarios,
@@ -88,15 +88,6 @@ enum Scenarios {
     Strip(Gate),
     /// All of it, scenario included ([`InheritLayer::trust_every_caller`]).
     TrustEveryCaller,
-}
-
-impl fmt::Debug for InheritLayer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("InheritLayer")
-            .field("propagator", &self.propagator)
-            .field("scenarios", &self.scenarios)
-            .finish()
-    }
 }
 
 impl InheritLayer {
@@ -171,21 +162,11 @@ impl<S> Layer<S> for InheritLayer {
 /// The service [`InheritLayer`] builds: serves each request inside
 /// [`Inherited::scope`] (its `call`, its response future and its response
 /// body alike).
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Inherit<S> {
     inner: S,
     propagator: Arc<dyn TextMapPropagator + Send + Sync>,
     scenarios: Scenarios,
-}
-
-impl<S: fmt::Debug> fmt::Debug for Inherit<S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Inherit")
-            .field("inner", &self.inner)
-            .field("propagator", &self.propagator)
-            .field("scenarios", &self.scenarios)
-            .finish()
-    }
 }
 
 /// The mark a [`StripScenarioLayer`](crate::grpc::server::StripScenarioLayer)

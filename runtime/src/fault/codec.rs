@@ -78,6 +78,7 @@ pub fn with_scenario<E: Encoder + ?Sized>(
 /// It names an `error.type` (OpenTelemetry's attribute: a low-cardinality
 /// name of the kind of failure) and a message, both recorded on the
 /// request's `humus.fit.evaluation` event.
+#[derive(Debug)]
 pub struct DecodeError {
     error_type: Cow<'static, str>,
     error: Box<dyn Error + Send + Sync + 'static>,
@@ -105,15 +106,6 @@ impl DecodeError {
     /// The error this wraps.
     pub fn get_ref(&self) -> &(dyn Error + Send + Sync + 'static) {
         &*self.error
-    }
-}
-
-impl fmt::Debug for DecodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DecodeError")
-            .field("error_type", &self.error_type)
-            .field("error", &self.error)
-            .finish()
     }
 }
 

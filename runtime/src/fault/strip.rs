@@ -173,14 +173,10 @@ pub(crate) struct Gate {
     fields: Arc<[HeaderName]>,
 }
 
-impl fmt::Debug for Gate {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Gate")
-            .field("injector", &self.injector)
-            .field("propagator", &self.propagator)
-            .finish()
-    }
-}
+crate::debug::debug_fields!(Gate {
+    injector,
+    propagator
+});
 
 /// What [`Gate::vet`] decided about a request.
 #[derive(Debug)]

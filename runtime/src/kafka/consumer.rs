@@ -2,7 +2,6 @@
 //! processor in its producer's context.
 
 use std::convert::Infallible;
-use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
@@ -103,14 +102,10 @@ pub struct Consumer {
     task: Arc<Mutex<Option<JoinHandle<()>>>>,
 }
 
-impl fmt::Debug for Consumer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Consumer")
-            .field("group", &self.group)
-            .field("stopping", &*self.stop.borrow())
-            .finish()
-    }
-}
+crate::debug::debug_fields!(Consumer {
+    group,
+    stopping: |c| *c.stop.borrow()
+});
 
 impl Consumer {
     /// Checks `settings`, joins the group, subscribes to its topics and

@@ -1,7 +1,6 @@
 //! `Consumer`: consumes a queue and hands each delivery to the user's
 //! processor, in the delivery's context.
 
-use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -60,19 +59,15 @@ pub struct Delivery {
     body: Vec<u8>,
 }
 
-impl fmt::Debug for Delivery {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Delivery")
-            .field("queue", &self.queue)
-            .field("exchange", &self.exchange)
-            .field("routing_key", &self.routing_key)
-            .field("delivery_tag", &self.delivery_tag)
-            .field("redelivered", &self.redelivered)
-            .field("properties", &self.properties)
-            .field("body_len", &self.body.len())
-            .finish()
-    }
-}
+crate::debug::debug_fields!(Delivery {
+    queue,
+    exchange,
+    routing_key,
+    delivery_tag,
+    redelivered,
+    properties,
+    body_len: |d| d.body.len(),
+});
 
 impl Delivery {
     /// The queue it was consumed from.
@@ -155,14 +150,10 @@ struct Handle {
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
-impl fmt::Debug for Consumer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Consumer")
-            .field("queue", &self.inner.queue)
-            .field("stopped", &*self.inner.stop.borrow())
-            .finish()
-    }
-}
+crate::debug::debug_fields!(Consumer {
+    queue: |c| &c.inner.queue,
+    stopped: |c| *c.inner.stop.borrow(),
+});
 
 impl Consumer {
     /// Checks `settings`, and starts consuming their queue in a task of

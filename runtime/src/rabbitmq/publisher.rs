@@ -2,7 +2,6 @@
 //! attempt loop ([`crate::call`]).
 
 use std::collections::{BTreeMap, VecDeque};
-use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -76,14 +75,11 @@ struct Inner {
     closed: watch::Sender<bool>,
 }
 
-impl fmt::Debug for Publisher {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Publisher")
-            .field("broker", &self.inner.addr)
-            .field("closed", &*self.inner.closed.borrow())
-            .finish_non_exhaustive()
-    }
-}
+crate::debug::debug_fields!(Publisher {
+    broker: |p| &p.inner.addr,
+    closed: |p| *p.inner.closed.borrow(),
+    ..
+});
 
 impl Publisher {
     /// Checks `settings` and builds the publisher of their broker, for

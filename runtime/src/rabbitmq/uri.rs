@@ -1,8 +1,6 @@
 //! The broker's `amqp://` or `amqps://` URI: its check, and what a
 //! connection is opened with.
 
-use std::fmt;
-
 use percent_encoding::percent_decode_str;
 use reqwest::Url;
 
@@ -39,17 +37,15 @@ impl AmqpUri {
     }
 }
 
-impl fmt::Debug for AmqpUri {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AmqpUri")
-            .field("tls", &self.tls)
-            .field("host", &self.host)
-            .field("port", &self.port)
-            .field("user", &self.user)
-            .field("vhost", &self.vhost)
-            .finish_non_exhaustive()
-    }
-}
+// Never the password.
+crate::debug::debug_fields!(AmqpUri {
+    tls,
+    host,
+    port,
+    user,
+    vhost,
+    ..
+});
 
 /// `uri` with its password, if any, replaced by `REDACTED`: what a
 /// message or a `Debug` may show.

@@ -1,6 +1,5 @@
 //! The backoff schedule: exponential, with full jitter.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -96,11 +95,4 @@ fn from_nanos(nanos: u128) -> Duration {
     Duration::new(secs, (nanos % PER_SEC) as u32)
 }
 
-impl fmt::Debug for Exponential {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Exponential")
-            .field("base", &self.base)
-            .field("max", &self.max)
-            .finish_non_exhaustive()
-    }
-}
+crate::debug::debug_fields!(Exponential { base, max, .. });

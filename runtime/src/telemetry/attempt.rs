@@ -1,7 +1,6 @@
 //! One gRPC client attempt in flight: its CLIENT span, its propagation and
 //! its `rpc.client.call.duration` ([`Attempt`]).
 
-use std::fmt;
 use std::sync::Arc;
 
 use opentelemetry::trace::{Status, TraceContextExt as _};
@@ -55,15 +54,12 @@ pub struct Attempt {
     pub(super) ended: bool,
 }
 
-impl fmt::Debug for Attempt {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Attempt")
-            .field("method", &self.method)
-            .field("traced", &self.traced)
-            .field("started", &self.started)
-            .finish_non_exhaustive()
-    }
-}
+crate::debug::debug_fields!(Attempt {
+    method,
+    traced,
+    started,
+    ..
+});
 
 impl Attempt {
     /// The attempt's context: the call's context (its baggage) with the

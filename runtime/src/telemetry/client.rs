@@ -372,14 +372,11 @@ pub(super) struct Recorder {
     pub(super) endpoint: Arc<Endpoint>,
 }
 
-impl fmt::Debug for ClientRecorder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ClientRecorder")
-            .field("server_address", &self.inner.endpoint.address)
-            .field("server_port", &self.inner.endpoint.port)
-            .finish_non_exhaustive()
-    }
-}
+crate::debug::debug_fields!(ClientRecorder {
+    server_address: |r| &r.inner.endpoint.address,
+    server_port: |r| r.inner.endpoint.port,
+    ..
+});
 
 impl ClientRecorder {
     /// A recorder of the client of the dependency at `addr`, `host:port`,
@@ -698,14 +695,10 @@ pub struct BreakerRegistration {
     _entry: Arc<Entry>,
 }
 
-impl fmt::Debug for BreakerRegistration {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BreakerRegistration")
-            .field("server_address", &self._entry.endpoint.address)
-            .field("server_port", &self._entry.endpoint.port)
-            .finish()
-    }
-}
+crate::debug::debug_fields!(BreakerRegistration {
+    server_address: |r| &r._entry.endpoint.address,
+    server_port: |r| r._entry.endpoint.port,
+});
 
 #[cfg(test)]
 mod tests {

@@ -6,7 +6,6 @@
 //! attributes.
 
 use std::borrow::Cow;
-use std::fmt;
 use std::sync::Arc;
 
 use http::HeaderMap;
@@ -155,15 +154,12 @@ pub struct HttpAttempt {
     ended: bool,
 }
 
-impl fmt::Debug for HttpAttempt {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HttpAttempt")
-            .field("method", &self.method)
-            .field("traced", &self.traced)
-            .field("started", &self.started)
-            .finish_non_exhaustive()
-    }
-}
+crate::debug::debug_fields!(HttpAttempt {
+    method,
+    traced,
+    started,
+    ..
+});
 
 impl HttpAttempt {
     /// The attempt's context: the call's context (its baggage) with the

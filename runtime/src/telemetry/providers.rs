@@ -89,14 +89,22 @@ impl Default for Inner {
     }
 }
 
+impl Inner {
+    /// What a [`Telemetry`] and its [`Builder`] show: which providers are
+    /// set, and the propagator.
+    fn debug(&self, name: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(name)
+            .field("tracer_provider", &self.tracer_provider.is_some())
+            .field("meter_provider", &self.meter_provider.is_some())
+            .field("logger_provider", &self.logger_provider.is_some())
+            .field("propagator", &self.propagator)
+            .finish()
+    }
+}
+
 impl fmt::Debug for Telemetry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Telemetry")
-            .field("tracer_provider", &self.inner.tracer_provider.is_some())
-            .field("meter_provider", &self.inner.meter_provider.is_some())
-            .field("logger_provider", &self.inner.logger_provider.is_some())
-            .field("propagator", &self.inner.propagator)
-            .finish()
+        self.inner.debug("Telemetry", f)
     }
 }
 
@@ -259,12 +267,7 @@ pub struct Builder {
 
 impl fmt::Debug for Builder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Builder")
-            .field("tracer_provider", &self.inner.tracer_provider.is_some())
-            .field("meter_provider", &self.inner.meter_provider.is_some())
-            .field("logger_provider", &self.inner.logger_provider.is_some())
-            .field("propagator", &self.inner.propagator)
-            .finish()
+        self.inner.debug("Builder", f)
     }
 }
 

@@ -1,6 +1,5 @@
 //! [`StripScenarioLayer`].
 
-use std::fmt;
 use std::sync::Arc;
 
 use opentelemetry::propagation::TextMapPropagator;
@@ -36,17 +35,9 @@ use crate::fault::Injector;
 /// read whole (not text, over 8192 bytes or 64 members) is dropped before
 /// any trust function is asked, with a `humus.fit.strip` event that says
 /// why ([`names::UNREADABLE`](crate::fault::names::UNREADABLE)).
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct StripScenarioLayer {
     shared: Shared,
-}
-
-impl fmt::Debug for StripScenarioLayer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StripScenarioLayer")
-            .field("shared", &self.shared)
-            .finish()
-    }
 }
 
 impl StripScenarioLayer {

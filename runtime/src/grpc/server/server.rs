@@ -2,7 +2,6 @@
 //! [`Rpc`] first, with graceful shutdown and connection age.
 
 use std::convert::Infallible;
-use std::fmt;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -76,16 +75,13 @@ pub struct Server {
     listener: Option<Listener>,
 }
 
-impl fmt::Debug for Server {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Server")
-            .field("settings", &self.settings)
-            .field("services", &self.services)
-            .field("health", &self.health)
-            .field("bound", &self.listener.is_some())
-            .finish_non_exhaustive()
-    }
-}
+crate::debug::debug_fields!(Server {
+    settings,
+    services,
+    health,
+    bound: |s| s.listener.is_some(),
+    ..
+});
 
 /// Why a [`Server`] stopped serving, or could not start.
 #[derive(Debug, thiserror::Error)]

@@ -51,6 +51,7 @@ pub enum Kind {
 ///
 /// [`reqwest::Response`]: https://docs.rs/reqwest/0.13/reqwest/struct.Response.html
 /// [`reqwest::Response::error_for_status`]: https://docs.rs/reqwest/0.13/reqwest/struct.Response.html#method.error_for_status
+#[derive(Debug)]
 pub struct Error {
     kind: Kind,
     /// For [`Kind::Timeout`]: which bound the call's deadline was.
@@ -62,18 +63,6 @@ pub struct Error {
     /// request could not be made): part of the message, not a cause.
     detail: Option<Box<str>>,
     source: Option<Box<dyn StdError + Send + Sync>>,
-}
-
-impl fmt::Debug for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Error")
-            .field("kind", &self.kind)
-            .field("bound", &self.bound)
-            .field("dependency", &self.dependency)
-            .field("detail", &self.detail)
-            .field("source", &self.source)
-            .finish()
-    }
 }
 
 impl Error {
