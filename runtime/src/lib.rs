@@ -162,6 +162,7 @@ mod addr;
 mod call;
 mod chain;
 mod debug;
+mod kept;
 mod setup;
 mod tls;
 pub use app::App;

@@ -7,13 +7,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use amqprs::callbacks::{DefaultChannelCallback, DefaultConnectionCallback};
+use amqprs::callbacks::DefaultChannelCallback;
 use amqprs::channel::{
     BasicAckArguments, BasicCancelArguments, BasicConsumeArguments, BasicNackArguments,
     BasicQosArguments, Channel, ConsumerMessage,
 };
-use amqprs::connection::{Connection, OpenConnectionArguments};
-use amqprs::tls::TlsAdaptor;
+use amqprs::connection::Connection;
 use amqprs::{BasicProperties, FieldTable};
 use opentelemetry::global::BoxedTracer;
 use opentelemetry::logs::Severity;
@@ -308,25 +307,8 @@ impl Shared {
     /// consuming, within the connect timeout.
     async fn connect(&self) -> Result<Session, BoxError> {
         let open = async {
-            let uri = &self.uri;
-            let mut args =
-                OpenConnectionArguments::new(&uri.host, uri.port, &uri.user, &uri.password);
-            args.virtual_host(&uri.vhost)
-                .connection_name(&format!("humus consumer of {}", self.queue));
-            if uri.tls {
-                let config = match &self.settings.tls {
-                    Some(config) => Arc::clone(config),
-                    None => Arc::new(crate::http::client::default_tls()?),
-                };
-                args.tls_adaptor(TlsAdaptor::new(
-                    tokio_rustls::TlsConnector::from(config),
-                    uri.host.clone(),
-                ));
-            }
-            let connection = Connection::open(&args).await?;
-            connection
-                .register_callback(DefaultConnectionCallback)
-                .await?;
+            let name = format!("humus consumer of {}", self.queue);
+            let connection = self.uri.open(&name, self.settings.tls.as_ref()).await?;
             let channel = connection.open_channel(None).await?;
             channel.register_callback(DefaultChannelCallback).await?;
             channel

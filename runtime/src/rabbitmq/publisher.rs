@@ -6,10 +6,9 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use amqprs::callbacks::{ChannelCallback, DefaultConnectionCallback};
+use amqprs::callbacks::ChannelCallback;
 use amqprs::channel::{BasicPublishArguments, Channel, ConfirmSelectArguments};
-use amqprs::connection::{Connection, OpenConnectionArguments};
-use amqprs::tls::TlsAdaptor;
+use amqprs::connection::Connection;
 use amqprs::{Ack, BasicProperties, Cancel, CloseChannel, Nack, Return};
 use opentelemetry::global::BoxedTracer;
 use opentelemetry::logs::Severity;
@@ -473,27 +472,8 @@ impl Inner {
     /// connect timeout.
     async fn dial(&self) -> Result<Session, String> {
         let open = async {
-            let uri = &self.uri;
-            let mut args =
-                OpenConnectionArguments::new(&uri.host, uri.port, &uri.user, &uri.password);
-            args.virtual_host(&uri.vhost)
-                .connection_name(&format!("humus publisher of {}", self.addr));
-            if uri.tls {
-                let config = match &self.settings.tls {
-                    Some(config) => Arc::clone(config),
-                    None => {
-                        Arc::new(crate::http::client::default_tls().map_err(|e| e.to_string())?)
-                    }
-                };
-                args.tls_adaptor(TlsAdaptor::new(
-                    tokio_rustls::TlsConnector::from(config),
-                    uri.host.clone(),
-                ));
-            }
-            let connection = Connection::open(&args).await.map_err(|e| e.to_string())?;
-            connection
-                .register_callback(DefaultConnectionCallback)
-                .await
+            let name = format!("humus publisher of {}", self.addr);
+            let connection = (self.uri.open(&name, self.settings.tls.as_ref()).await)
                 .map_err(|e| e.to_string())?;
             let (channel, confirms) = open_channel(&connection).await?;
             Ok::<_, String>(Session {

@@ -1,9 +1,15 @@
 //! The broker's `amqp://` or `amqps://` URI: its check, and what a
 //! connection is opened with.
 
+use std::sync::Arc;
+
+use amqprs::callbacks::DefaultConnectionCallback;
+use amqprs::connection::{Connection, OpenConnectionArguments};
+use amqprs::tls::TlsAdaptor;
 use percent_encoding::percent_decode_str;
 use reqwest::Url;
 
+use crate::app::BoxError;
 use crate::grpc::client::{InvalidValue, check_addr};
 
 /// The port of an `amqp://` URI that names none: 5672.
@@ -26,6 +32,36 @@ pub(crate) struct AmqpUri {
 }
 
 impl AmqpUri {
+    /// Opens a connection to the broker, as the user to the virtual host
+    /// this names, named `name` (what the broker's management shows), with
+    /// its default callback: over TLS for `amqps://`, with `tls` (the
+    /// platform's roots when `None`). The consumer's and the publisher's
+    /// one way to connect.
+    pub(crate) async fn open(
+        &self,
+        name: &str,
+        tls: Option<&Arc<rustls::ClientConfig>>,
+    ) -> Result<Connection, BoxError> {
+        let mut args =
+            OpenConnectionArguments::new(&self.host, self.port, &self.user, &self.password);
+        args.virtual_host(&self.vhost).connection_name(name);
+        if self.tls {
+            let config = match tls {
+                Some(config) => Arc::clone(config),
+                None => Arc::new(crate::http::client::default_tls()?),
+            };
+            args.tls_adaptor(TlsAdaptor::new(
+                tokio_rustls::TlsConnector::from(config),
+                self.host.clone(),
+            ));
+        }
+        let connection = Connection::open(&args).await?;
+        connection
+            .register_callback(DefaultConnectionCallback)
+            .await?;
+        Ok(connection)
+    }
+
     /// `host:port`, an IPv6 host in brackets: what the broker is named by
     /// in messages.
     pub(crate) fn addr(&self) -> String {

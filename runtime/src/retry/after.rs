@@ -24,20 +24,14 @@ pub enum RetryAfter {
 /// two obsolete forms RFC 9110 says a recipient reads), the date measured
 /// from `now`. Never panics, whatever the header holds.
 pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> RetryAfter {
-    let mut values = headers.get_all(RETRY_AFTER).iter();
-    let Some(value) = values.next() else {
-        return RetryAfter::Absent;
+    let value = match Given::of(headers.get_all(RETRY_AFTER).iter()) {
+        Given::Absent => return RetryAfter::Absent,
+        Given::Once(value) => value,
+        Given::More => return RetryAfter::Invalid,
     };
-    if values.next().is_some() {
-        return RetryAfter::Invalid;
-    }
-    let bytes = value.as_bytes();
-    let trimmed = bytes.trim_ascii();
-    if !trimmed.is_empty() && trimmed.iter().all(u8::is_ascii_digit) {
-        let secs = trimmed.iter().try_fold(0u64, |n, &d| {
-            n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
-        });
-        return RetryAfter::After(Duration::from_secs(secs.unwrap_or(u64::MAX)));
+    let trimmed = value.as_bytes().trim_ascii();
+    if let Some(secs) = whole_number(trimmed) {
+        return RetryAfter::After(Duration::from_secs(secs));
     }
     let Ok(text) = std::str::from_utf8(trimmed) else {
         return RetryAfter::Invalid;
@@ -48,12 +42,49 @@ pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> RetryAfter {
     }
 }
 
+/// How often a server gave a field it gives at most once (an HTTP
+/// header, a gRPC trailer), from its values.
+pub(crate) enum Given<T> {
+    /// Not at all.
+    Absent,
+    /// Once, this.
+    Once(T),
+    /// More than once.
+    More,
+}
+
+impl<T> Given<T> {
+    /// How often `values` give the field.
+    pub(crate) fn of(mut values: impl Iterator<Item = T>) -> Given<T> {
+        match (values.next(), values.next()) {
+            (None, _) => Given::Absent,
+            (Some(value), None) => Given::Once(value),
+            (Some(_), Some(_)) => Given::More,
+        }
+    }
+}
+
+/// The number `digits` write, when they are one or more ASCII digits and
+/// nothing else (no sign, no space, no point): a number too large for a
+/// `u64` is `u64::MAX`. The delay of a `Retry-After` (seconds) and of a
+/// gRPC pushback (milliseconds).
+pub(crate) fn whole_number(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n = digits.iter().try_fold(0u64, |n, &d| {
+        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    });
+    Some(n.unwrap_or(u64::MAX))
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use http::HeaderValue;
 
-    fn headers(values: &[&str]) -> HeaderMap {
+    /// A header map with a `Retry-After` header of each of `values`.
+    pub(crate) fn headers(values: &[&str]) -> HeaderMap {
         let mut h = HeaderMap::new();
         for v in values {
             h.append(RETRY_AFTER, HeaderValue::from_str(v).unwrap());

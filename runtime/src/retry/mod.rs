@@ -36,7 +36,7 @@
 
 use std::fmt;
 
-mod after;
+pub(crate) mod after;
 mod backoff;
 mod budget;
 mod decide;

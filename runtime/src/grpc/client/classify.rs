@@ -21,6 +21,7 @@ use super::MethodPolicy;
 use super::connection;
 use crate::circuit::Outcome;
 use crate::retry::Verdict;
+use crate::retry::after::{Given, whole_number};
 
 pub use crate::call::Classification;
 
@@ -59,21 +60,15 @@ pub enum Pushback {
 ///
 /// Design: [the pushback](crate::design::client#the-pushback); gRFC A6, "Pushback".
 pub fn pushback(trailer: &MetadataMap) -> Pushback {
-    let mut values = trailer.get_all(PUSHBACK_KEY).iter();
-    let Some(value) = values.next() else {
-        return Pushback::Absent;
+    let value = match Given::of(trailer.get_all(PUSHBACK_KEY).iter()) {
+        Given::Absent => return Pushback::Absent,
+        Given::Once(value) => value,
+        Given::More => return Pushback::DoNotRetry,
     };
-    if values.next().is_some() {
-        return Pushback::DoNotRetry;
+    match whole_number(value.as_encoded_bytes()) {
+        Some(millis) => Pushback::After(Duration::from_millis(millis)),
+        None => Pushback::DoNotRetry,
     }
-    let bytes = value.as_encoded_bytes();
-    if bytes.is_empty() || !bytes.iter().all(u8::is_ascii_digit) {
-        return Pushback::DoNotRetry;
-    }
-    let millis = bytes.iter().try_fold(0u64, |n, &d| {
-        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
-    });
-    Pushback::After(Duration::from_millis(millis.unwrap_or(u64::MAX)))
 }
 
 impl Pushback {
@@ -193,27 +188,26 @@ pub fn default_classify(
         Code::Unavailable
             if status.and_then(mapped_http_status) == Some(http::StatusCode::TOO_MANY_REQUESTS) =>
         {
-            let push = pushback(trailer);
-            let retry = match push {
-                Pushback::After(_) => Verdict::Retry,
-                Pushback::Absent | Pushback::DoNotRetry => Verdict::Stop,
-            };
-            return push.apply(retry, Outcome::Failure);
+            return load_shed(trailer);
         }
         Code::Unavailable => (Verdict::Retry, Outcome::Failure),
-        Code::ResourceExhausted => {
-            let push = pushback(trailer);
-            let retry = match push {
-                Pushback::After(_) => Verdict::Retry,
-                Pushback::Absent | Pushback::DoNotRetry => Verdict::Stop,
-            };
-            return push.apply(retry, Outcome::Failure);
-        }
+        Code::ResourceExhausted => return load_shed(trailer),
         Code::DeadlineExceeded => (Verdict::Stop, Outcome::Failure),
         Code::Cancelled => (Verdict::Stop, Outcome::Ignored),
         _ => (Verdict::Stop, Outcome::Success),
     };
     pushback(trailer).apply(retry, breaker)
+}
+
+/// A load shed (ResourceExhausted, or a rate limit's 429): retried only
+/// after the wait `trailer`'s pushback asks for, and a Failure.
+fn load_shed(trailer: &MetadataMap) -> Classification {
+    let push = pushback(trailer);
+    let retry = match push {
+        Pushback::After(_) => Verdict::Retry,
+        Pushback::Absent | Pushback::DoNotRetry => Verdict::Stop,
+    };
+    push.apply(retry, Outcome::Failure)
 }
 
 type DynClassify = dyn Fn(&str, Option<&Status>, &MetadataMap) -> Classification + Send + Sync;

@@ -36,6 +36,7 @@ use super::server::ConnInfo;
 use super::service::Shared;
 use crate::grpc::deadline::Inherited;
 use crate::grpc::wire::{GRPC_MESSAGE, GRPC_STATUS, status_code, status_message};
+use crate::kept::{Kept, kept};
 use crate::telemetry::names::{
     ERROR_TYPE, EXCEPTION_EVENT, EXCEPTION_MESSAGE, EXCEPTION_TYPE, EXCEPTION_TYPE_PANIC,
     RPC_METHOD, RPC_METHOD_OTHER, RPC_RESPONSE_STATUS_CODE, RPC_SERVER_CALL_DURATION,
@@ -110,25 +111,11 @@ const MAX_METHOD_NAMES: usize = 4096;
 /// The `&'static str` of a method name, leaked once per name, for the
 /// first [`MAX_METHOD_NAMES`] names; `_OTHER` after them.
 fn intern(name: &str) -> &'static str {
-    static NAMES: std::sync::LazyLock<RwLock<std::collections::HashSet<&'static str>>> =
-        std::sync::LazyLock::new(RwLock::default);
-    if let Some(n) = NAMES
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
-        .get(name)
-    {
-        return n;
-    }
-    let mut names = NAMES.write().unwrap_or_else(PoisonError::into_inner);
-    if let Some(n) = names.get(name) {
-        return n;
-    }
-    if names.len() >= MAX_METHOD_NAMES {
-        return RPC_METHOD_OTHER;
-    }
-    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
-    names.insert(leaked);
-    leaked
+    static NAMES: std::sync::LazyLock<Kept<str>> = std::sync::LazyLock::new(RwLock::default);
+    kept(&NAMES, name, MAX_METHOD_NAMES, RPC_METHOD_OTHER, || {
+        let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
+        (leaked, leaked)
+    })
 }
 
 /// A signal to a connection's calls, used twice per connection. As the

@@ -150,17 +150,8 @@ pub fn classify_status(status: StatusCode, headers: &HeaderMap, now: SystemTime)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::HeaderValue;
-    use http::header::RETRY_AFTER;
+    use crate::retry::after::tests::headers;
     use std::time::Duration;
-
-    fn headers(values: &[&str]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for v in values {
-            h.append(RETRY_AFTER, HeaderValue::from_str(v).unwrap());
-        }
-        h
-    }
 
     #[test]
     fn the_default_table() {

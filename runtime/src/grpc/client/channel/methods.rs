@@ -4,9 +4,10 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::BuildHasherDefault;
-use std::sync::{Arc, LazyLock, PoisonError, RwLock};
+use std::sync::{Arc, LazyLock, RwLock};
 
 use crate::grpc::client::{Method, MethodPolicy, RpcKind};
+use crate::kept::{Kept, kept};
 
 /// The methods a [`Channel`](super::Channel) knows, by path (`/package.Service/Method`):
 /// the descriptors humus-build generates for each service
@@ -213,31 +214,20 @@ pub(super) fn unknown(path: &str) -> &'static Method {
 }
 
 fn unknown_in(path: &str, max: usize) -> &'static Method {
-    static SEEN: LazyLock<RwLock<HashMap<Box<str>, &'static Method>>> =
-        LazyLock::new(RwLock::default);
-    if let Some(method) = SEEN
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
-        .get(path)
-    {
-        return method;
-    }
-    let mut seen = SEEN.write().unwrap_or_else(PoisonError::into_inner);
-    if seen.len() >= max && !seen.contains_key(path) {
-        return &OTHER;
-    }
-    seen.entry(path.into()).or_insert_with(|| {
+    static SEEN: LazyLock<Kept<Method>> = LazyLock::new(RwLock::default);
+    kept(&SEEN, path, max, &OTHER, || {
         let full_name: &'static str = Box::leak(path.into());
         let point: &'static str =
             Box::leak(format!("grpc:{}", path.strip_prefix('/').unwrap_or(path)).into_boxed_str());
-        Box::leak(Box::new(Method {
+        let method = Box::leak(Box::new(Method {
             full_name,
             point,
             // Not read: how an unknown method is called is the channel's
             // own rule (see `Channel`).
             kind: RpcKind::Streaming,
             policy: UNLISTED_POLICY,
-        }))
+        }));
+        (full_name, method)
     })
 }
 
