@@ -158,10 +158,7 @@ impl From<crate::kafka::NewError> for Error {
         use crate::kafka::NewError;
         match e {
             NewError::Settings(e) => Error::from(e),
-            NewError::Kafka { ref source, .. } if librdkafka_refused_config(source) => {
-                Error::settings(e)
-            }
-            NewError::Kafka { .. } => Error::other(e),
+            NewError::Kafka { ref source, .. } => librdkafka_error(refused_config(source), e),
         }
     }
 }
@@ -178,11 +175,19 @@ impl From<crate::kafka::StartError> for Error {
         use crate::kafka::StartError;
         match e {
             StartError::Settings(e) => Error::from(e),
-            StartError::Kafka { ref source, .. } if librdkafka_refused_config(source) => {
-                Error::settings(e)
-            }
-            StartError::Kafka { .. } => Error::other(e),
+            StartError::Kafka { ref source, .. } => librdkafka_error(refused_config(source), e),
         }
+    }
+}
+
+/// A Kafka client's error `e` from librdkafka: a settings error when
+/// librdkafka `refused_config` ([`refused_config`]), else exit 1.
+#[cfg(feature = "kafka")]
+fn librdkafka_error(refused_config: bool, e: impl Into<BoxError>) -> Error {
+    if refused_config {
+        Error::settings(e)
+    } else {
+        Error::other(e)
     }
 }
 
@@ -190,7 +195,7 @@ impl From<crate::kafka::StartError> for Error {
 /// property's name or value (`rd_kafka_conf_set`), or the properties
 /// together when it builds the client (`rd_kafka_new`).
 #[cfg(feature = "kafka")]
-fn librdkafka_refused_config(e: &rdkafka::error::KafkaError) -> bool {
+fn refused_config(e: &rdkafka::error::KafkaError) -> bool {
     use rdkafka::error::KafkaError;
     matches!(
         e,

@@ -4,7 +4,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
@@ -542,19 +542,12 @@ impl Shared {
             KeyValue::new(HUMUS_KAFKA_ATTEMPTS, i64::from(attempts)),
         ];
         cx.span().add_event(event, attributes.to_vec());
-        if self.logger.is_noop()
-            || !self
-                .logger
-                .event_enabled(severity, KAFKA_SCOPE, Some(event))
-        {
+        let Some(mut record) = self
+            .logger
+            .event_record(KAFKA_SCOPE, event, severity, || body)
+        else {
             return;
-        }
-        let mut record = self.logger.create_log_record();
-        record.set_event_name(event);
-        record.set_timestamp(SystemTime::now());
-        record.set_severity_number(severity);
-        record.set_severity_text(severity.name());
-        record.set_body(AnyValue::from(body));
+        };
         record.add_attributes(
             attributes
                 .into_iter()

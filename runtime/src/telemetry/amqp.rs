@@ -118,15 +118,12 @@ pub(crate) fn write_back<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::telemetry::set_bad_and_repeated;
 
     #[test]
     fn injector_skips_what_is_no_header_and_extractor_reads_long_strings() {
         let mut table = FieldTable::new();
-        let mut injector = FieldTableInjector(&mut table);
-        injector.set("traceparent", "00-abc".to_owned());
-        injector.set("bad key", "v".to_owned());
-        injector.set("baggage", "line\nbreak".to_owned());
-        injector.set("traceparent", "00-def".to_owned());
+        set_bad_and_repeated(&mut FieldTableInjector(&mut table));
         table.insert(FieldName::try_from("count").unwrap(), FieldValue::I(7));
         let extractor = FieldTableExtractor(&table);
         assert_eq!(extractor.get("traceparent"), Some("00-def"));

@@ -4,7 +4,6 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
-use std::time::SystemTime;
 
 use opentelemetry::global::BoxedTracer;
 use opentelemetry::logs::{AnyValue, LogRecord as _, Logger as _, Severity};
@@ -612,21 +611,19 @@ impl ClientRecorder {
         } else {
             Severity::Info
         };
-        if !kit
-            .logger
-            .event_enabled(severity, CLIENT_SCOPE, Some(HUMUS_CIRCUIT_TRANSITION_EVENT))
-        {
+        let Some(mut record) = kit.logger.event_record(
+            CLIENT_SCOPE,
+            HUMUS_CIRCUIT_TRANSITION_EVENT,
+            severity,
+            || {
+                format!(
+                    "circuit breaker changed from {} to {}",
+                    transition.from, transition.to
+                )
+            },
+        ) else {
             return;
-        }
-        let mut record = kit.logger.create_log_record();
-        record.set_event_name(HUMUS_CIRCUIT_TRANSITION_EVENT);
-        record.set_timestamp(SystemTime::now());
-        record.set_severity_number(severity);
-        record.set_severity_text(severity.name());
-        record.set_body(AnyValue::from(format!(
-            "circuit breaker changed from {} to {}",
-            transition.from, transition.to
-        )));
+        };
         record.add_attribute(SERVER_ADDRESS, endpoint.address.clone());
         if let Some(port) = endpoint.port {
             record.add_attribute(SERVER_PORT, i64::from(port));

@@ -75,8 +75,23 @@ impl BoxedLogger {
         severity: Severity,
         body: impl FnOnce() -> String,
     ) {
+        if let Some(record) = self.event_record(scope, event, severity, body) {
+            self.emit(record);
+        }
+    }
+
+    /// The record [`event`](Self::event) emits, for the caller to add to
+    /// (attributes, a trace context) and emit; `None` when the logger does
+    /// not record it (`body` is built only otherwise).
+    pub(crate) fn event_record(
+        &self,
+        scope: &'static str,
+        event: &'static str,
+        severity: Severity,
+        body: impl FnOnce() -> String,
+    ) -> Option<BoxedLogRecord> {
         if self.is_noop() || !self.event_enabled(severity, scope, Some(event)) {
-            return;
+            return None;
         }
         let mut record = self.create_log_record();
         record.set_event_name(event);
@@ -84,7 +99,7 @@ impl BoxedLogger {
         record.set_severity_number(severity);
         record.set_severity_text(severity.name());
         record.set_body(AnyValue::from(body()));
-        self.emit(record);
+        Some(record)
     }
 }
 

@@ -50,15 +50,12 @@ impl Extractor for MetadataExtractor<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::telemetry::set_bad_and_repeated;
 
     #[test]
     fn injector_skips_invalid_keys_and_values() {
         let mut map = MetadataMap::new();
-        let mut injector = MetadataInjector(&mut map);
-        injector.set("traceparent", "00-abc".to_owned());
-        injector.set("bad key", "v".to_owned());
-        injector.set("baggage", "line\nbreak".to_owned());
-        injector.set("traceparent", "00-def".to_owned());
+        set_bad_and_repeated(&mut MetadataInjector(&mut map));
         assert_eq!(map.len(), 1);
         assert_eq!(map.get("traceparent").unwrap(), "00-def");
     }

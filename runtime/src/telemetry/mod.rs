@@ -215,3 +215,15 @@ pub(crate) fn in_context<T>(cx: &opentelemetry::Context, f: impl FnOnce() -> T) 
         f()
     }
 }
+
+/// Sets through `injector` what every carrier's injector is tested with: a
+/// `traceparent`, a field whose key is no header name, one whose value
+/// holds a line break, then the `traceparent` again (`00-def`, replacing
+/// `00-abc`). Only `traceparent: 00-def` is to be written.
+#[cfg(test)]
+pub(crate) fn set_bad_and_repeated(injector: &mut dyn opentelemetry::propagation::Injector) {
+    injector.set("traceparent", "00-abc".to_owned());
+    injector.set("bad key", "v".to_owned());
+    injector.set("baggage", "line\nbreak".to_owned());
+    injector.set("traceparent", "00-def".to_owned());
+}

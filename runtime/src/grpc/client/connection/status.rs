@@ -288,6 +288,23 @@ mod tests {
 
     use super::*;
 
+    /// An HTTP answer of `status`, with `content_type` and `headers`, as
+    /// the client reads it.
+    fn http_answer(
+        status: u16,
+        content_type: Option<&str>,
+        headers: &[(&str, &str)],
+    ) -> http::Response<()> {
+        let mut r = http::Response::builder().status(status);
+        if let Some(ct) = content_type {
+            r = r.header(CONTENT_TYPE, ct);
+        }
+        for (k, v) in headers {
+            r = r.header(*k, *v);
+        }
+        grpc_response(r.body(()).unwrap())
+    }
+
     #[test]
     fn a_broken_connection_is_unavailable_and_a_servers_unknown_is_kept() {
         let mut broken = Status::unknown("transport error");
@@ -328,15 +345,8 @@ mod tests {
 
     #[test]
     fn a_mapped_429_or_503_takes_its_retry_after_as_its_pushback() {
-        let answer = |status: u16, headers: &[(&str, &str)]| {
-            let mut r = http::Response::builder()
-                .status(status)
-                .header(CONTENT_TYPE, "text/html");
-            for (k, v) in headers {
-                r = r.header(*k, *v);
-            }
-            grpc_response(r.body(()).unwrap())
-        };
+        let answer =
+            |status: u16, headers: &[(&str, &str)]| http_answer(status, Some("text/html"), headers);
         let pushback = |r: &http::Response<()>| {
             r.headers()
                 .get(PUSHBACK_KEY)
@@ -382,13 +392,11 @@ mod tests {
     #[test]
     fn a_mapped_status_tells_its_http_status() {
         let mapped = |status: u16, content_type: Option<&str>| {
-            let mut r = http::Response::builder().status(status);
-            if let Some(ct) = content_type {
-                r = r.header(CONTENT_TYPE, ct);
-            }
-            r = r.header("retry-after", "1");
-            let err = mapped_error(grpc_response(r.body(()).unwrap())).unwrap_err();
-            *err.downcast::<Status>().unwrap()
+            let answer = http_answer(status, content_type, &[("retry-after", "1")]);
+            *mapped_error(answer)
+                .unwrap_err()
+                .downcast::<Status>()
+                .unwrap()
         };
         for (http, ct) in [
             (429, Some("text/html")),
@@ -448,13 +456,8 @@ mod tests {
 
     #[test]
     fn a_non_grpc_response_gets_the_mapped_status_and_a_grpc_one_is_kept() {
-        let answer = |status: u16, content_type: Option<&str>| {
-            let mut r = http::Response::builder().status(status);
-            if let Some(ct) = content_type {
-                r = r.header(CONTENT_TYPE, ct);
-            }
-            grpc_response(r.body(()).unwrap())
-        };
+        let answer =
+            |status: u16, content_type: Option<&str>| http_answer(status, content_type, &[]);
         let status_of = |r: &http::Response<()>| Status::from_header_map(r.headers());
         for grpc in [
             "application/grpc",
