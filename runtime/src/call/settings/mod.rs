@@ -27,6 +27,27 @@ mod read;
 #[cfg(test)]
 mod tests;
 
+/// Asserts that `check` accepts each of `ok`, and refuses each of `bad`
+/// with a message that holds its `says`; the messages it refused with, for
+/// what a caller asserts of them all. A field's check's table test.
+#[cfg(test)]
+pub(crate) fn assert_check(
+    check: impl Fn(&str) -> Result<(), InvalidValue>,
+    ok: &[&str],
+    bad: &[(&str, &str)],
+) -> Vec<String> {
+    for ok in ok {
+        assert_eq!(check(ok), Ok(()), "{ok}");
+    }
+    bad.iter()
+        .map(|(bad, says)| {
+            let err = check(bad).unwrap_err().to_string();
+            assert!(err.contains(says), "{bad:?}: {err}");
+            err
+        })
+        .collect()
+}
+
 pub(crate) use invalid::Checks;
 pub use invalid::InvalidSettings;
 pub(crate) use read::{

@@ -476,6 +476,7 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::call::settings::assert_check;
 
     /// TLS unless the settings say plain text; never both.
     #[test]
@@ -594,43 +595,41 @@ mod tests {
 
     #[test]
     fn addresses() {
-        for ok in [
-            ":8443",
-            "127.0.0.1:0",
-            "[::1]:8443",
-            "localhost:1",
-            ":0",
-            "0.0.0.0:80",
-            "[fe80::1%eth0]:8443",
-        ] {
-            assert_eq!(check_addr(ok), Ok(()), "{ok}");
-        }
-        for (bad, says) in [
-            ("", "empty"),
-            ("tcp://:80", "scheme"),
-            (":grpc", "port \"grpc\""),
-            ("8443", "no port"),
-            (":70000", "0..=65535"),
-            ("::1:80", "brackets"),
-            ("[::1]", "no port"),
-            ("[x]:80", "IPv6"),
-            ("a b:80", "' '"),
-            ("a/b:80", "'/'"),
-            (
-                "*:80",
-                "has the host \"*\": leave it out (\":80\") to listen on every address",
-            ),
-            (
-                "999.1.1.1:80",
-                "has a bad host: \"999.1.1.1\" is no IPv4 address",
-            ),
-            ("-api:80", "starts or ends with '-'"),
-            ("[::1:80", "opens a bracket it does not close"),
-            ("[fe80::1%]:80", "whose zone is no interface name"),
-        ] {
-            let err = check_addr(bad).unwrap_err().to_string();
-            assert!(err.contains(says), "{bad:?}: {err}");
-        }
+        assert_check(
+            check_addr,
+            &[
+                ":8443",
+                "127.0.0.1:0",
+                "[::1]:8443",
+                "localhost:1",
+                ":0",
+                "0.0.0.0:80",
+                "[fe80::1%eth0]:8443",
+            ],
+            &[
+                ("", "empty"),
+                ("tcp://:80", "scheme"),
+                (":grpc", "port \"grpc\""),
+                ("8443", "no port"),
+                (":70000", "0..=65535"),
+                ("::1:80", "brackets"),
+                ("[::1]", "no port"),
+                ("[x]:80", "IPv6"),
+                ("a b:80", "' '"),
+                ("a/b:80", "'/'"),
+                (
+                    "*:80",
+                    "has the host \"*\": leave it out (\":80\") to listen on every address",
+                ),
+                (
+                    "999.1.1.1:80",
+                    "has a bad host: \"999.1.1.1\" is no IPv4 address",
+                ),
+                ("-api:80", "starts or ends with '-'"),
+                ("[::1:80", "opens a bracket it does not close"),
+                ("[fe80::1%]:80", "whose zone is no interface name"),
+            ],
+        );
     }
 
     #[test]

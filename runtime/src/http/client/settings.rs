@@ -444,6 +444,7 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::call::settings::assert_check;
 
     /// Pieces of base URLs, right and wrong, for the property below.
     fn url_piece() -> impl proptest::strategy::Strategy<Value = String> {
@@ -530,62 +531,62 @@ mod tests {
 
     #[test]
     fn base_urls() {
-        for ok in [
-            "http://payments:8080",
-            "https://payments:8443/v1",
-            "https://payments",
-            "http://127.0.0.1:1/",
-            "http://[::1]:8080/api/",
-            "http://[::1]/",
-            "https://payments.default.svc.cluster.local.:8443/v1..x/.a/b.",
-            "http://_grpc._tcp.carts",
-            "http://10.0.0.7:65535",
-        ] {
-            assert_eq!(check_base_url(ok), Ok(()), "{ok}");
-        }
-        for (bad, says) in [
-            ("", "empty"),
-            ("payments:8443", "scheme \"payments\""),
-            ("payments:8443", "no \"http://\" or \"https://\" before it"),
-            ("payments:8443", "such as \"http://payments:8443\""),
-            ("/v1", "not an absolute URL"),
-            ("ftp://payments", "want http or https"),
-            ("https://user:secret@payments", "credentials"),
-            ("https://user:secret@payments/v1@x", "user info before '@'"),
-            ("http://@a", "user info before '@'"),
-            ("http://:@a", "user info before '@'"),
-            (" http://a", "starts with ' '"),
-            ("http://a ", "ends with ' '"),
-            ("http://a/v1\n", "ends with '\\n'"),
-            ("http://a/x y", "at byte 10"),
-            ("\thttp://a", "no white space or control character"),
-            ("http:///x", "has no host: \"http://\" is followed by '/'"),
-            ("http://", "empty host"),
-            ("http://?x", "empty host"),
-            ("http:a", "does not follow its scheme with \"://\""),
-            ("http:/a", "does not follow its scheme"),
-            ("http:\\\\a", "backslash"),
-            ("http://a\\b", "backslash"),
-            ("https://payments?x=1", "query"),
-            ("https://payments#top", "fragment"),
-            ("https://pay ments", "at byte 11, ' '"),
-            ("https://payments:99999", "not an absolute URL"),
-            ("http://a:0", "port 0"),
-            ("http://a:00/v1", "port 0"),
-            ("http://a:/v1", "no port after it"),
-            ("http://a..b", "empty label"),
-            ("http://.a", "empty label"),
-            ("http://-a-/", "starts or ends with '-'"),
-            ("http://a_b+c", "a host name has letters"),
-            ("http://1.2.3/", "no IPv4 address"),
-            ("http://a%2eb/", "holds '%'"),
-            ("http://a/v1/../x", "the path segment \"..\""),
-            ("http://a/./x", "the path segment \".\""),
-            ("http://a/v1/%2E%2e", "the path segment \"%2E%2e\""),
-            ("http://a/v1/..?", "the path segment"),
-        ] {
-            let err = check_base_url(bad).unwrap_err().to_string();
-            assert!(err.contains(says), "{bad:?}: {err}");
+        let refused = assert_check(
+            check_base_url,
+            &[
+                "http://payments:8080",
+                "https://payments:8443/v1",
+                "https://payments",
+                "http://127.0.0.1:1/",
+                "http://[::1]:8080/api/",
+                "http://[::1]/",
+                "https://payments.default.svc.cluster.local.:8443/v1..x/.a/b.",
+                "http://_grpc._tcp.carts",
+                "http://10.0.0.7:65535",
+            ],
+            &[
+                ("", "empty"),
+                ("payments:8443", "scheme \"payments\""),
+                ("payments:8443", "no \"http://\" or \"https://\" before it"),
+                ("payments:8443", "such as \"http://payments:8443\""),
+                ("/v1", "not an absolute URL"),
+                ("ftp://payments", "want http or https"),
+                ("https://user:secret@payments", "credentials"),
+                ("https://user:secret@payments/v1@x", "user info before '@'"),
+                ("http://@a", "user info before '@'"),
+                ("http://:@a", "user info before '@'"),
+                (" http://a", "starts with ' '"),
+                ("http://a ", "ends with ' '"),
+                ("http://a/v1\n", "ends with '\\n'"),
+                ("http://a/x y", "at byte 10"),
+                ("\thttp://a", "no white space or control character"),
+                ("http:///x", "has no host: \"http://\" is followed by '/'"),
+                ("http://", "empty host"),
+                ("http://?x", "empty host"),
+                ("http:a", "does not follow its scheme with \"://\""),
+                ("http:/a", "does not follow its scheme"),
+                ("http:\\\\a", "backslash"),
+                ("http://a\\b", "backslash"),
+                ("https://payments?x=1", "query"),
+                ("https://payments#top", "fragment"),
+                ("https://pay ments", "at byte 11, ' '"),
+                ("https://payments:99999", "not an absolute URL"),
+                ("http://a:0", "port 0"),
+                ("http://a:00/v1", "port 0"),
+                ("http://a:/v1", "no port after it"),
+                ("http://a..b", "empty label"),
+                ("http://.a", "empty label"),
+                ("http://-a-/", "starts or ends with '-'"),
+                ("http://a_b+c", "a host name has letters"),
+                ("http://1.2.3/", "no IPv4 address"),
+                ("http://a%2eb/", "holds '%'"),
+                ("http://a/v1/../x", "the path segment \"..\""),
+                ("http://a/./x", "the path segment \".\""),
+                ("http://a/v1/%2E%2e", "the path segment \"%2E%2e\""),
+                ("http://a/v1/..?", "the path segment"),
+            ],
+        );
+        for err in refused {
             assert!(!err.contains("secret"), "{err} leaks the password");
         }
     }
