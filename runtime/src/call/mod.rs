@@ -28,6 +28,7 @@
 //! Dropped earlier, the caller gave up: the ticket is released (counting
 //! nothing) and the span ends as dropped.
 
+mod anchor;
 mod dependency;
 mod engine;
 pub(crate) mod settings;
@@ -43,6 +44,7 @@ use crate::circuit::{Outcome, Rejected};
 use crate::fault::InjectedError;
 use crate::{circuit, fault, retry, telemetry};
 
+pub(crate) use anchor::Anchor;
 pub(crate) use dependency::{Dependency, Refused, Sections, sections};
 pub(crate) use engine::{Call, Opened};
 

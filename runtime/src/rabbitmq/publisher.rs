@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use super::error::{PublishError, PublishErrorKind};
 use super::publisher_settings::PublisherSettings;
 use super::uri::AmqpUri;
-use crate::call::{Dependency, Refused, sections};
+use crate::call::{Anchor, Dependency, Refused, sections};
 use crate::grpc::deadline::Inherited;
 use crate::grpc::server::SettingsError;
 use crate::telemetry::names::{
@@ -72,6 +72,17 @@ struct Inner {
     link: tokio::sync::Mutex<Link>,
     /// Set by [`Publisher::close`]: no attempt starts after it.
     closed: watch::Sender<bool>,
+    /// Keeps a timer ahead of the attempts' timers while publishes come,
+    /// so that registering each attempt's (which waits for its confirm)
+    /// does not wake tokio's time driver: spawned by the dial, touched by
+    /// each publish, ended by the close.
+    anchor: Arc<Anchor>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.anchor.end();
+    }
 }
 
 crate::debug::debug_fields!(Publisher {
@@ -114,6 +125,7 @@ impl Publisher {
                 destinations: Destinations::default(),
                 link: tokio::sync::Mutex::new(Link::default()),
                 closed: watch::Sender::new(false),
+                anchor: Arc::default(),
             }),
         };
         let hook = publisher.clone();
@@ -217,6 +229,7 @@ impl Publisher {
         if self.inner.closed.send_replace(true) {
             return;
         }
+        self.inner.anchor.end();
         let session = self.inner.link.lock().await.session.take();
         if let Some(session) = session {
             let _ = session.channel.close().await;
@@ -548,6 +561,9 @@ impl Inner {
                     )));
                 }
             }
+            // At the first dial, and again if the runtime that ran the
+            // anchor's task is gone (and with it the connection).
+            self.anchor.spawn();
             match Box::pin(self.dial()).await {
                 Ok(session) => {
                     link.session = Some(session);
@@ -561,6 +577,7 @@ impl Inner {
             }
         }
         let session = link.session.as_mut().expect("connected above");
+        self.anchor.touch();
         let tag = session.next_tag;
         let (tx, rx) = oneshot::channel();
         session.confirms.lock().insert(

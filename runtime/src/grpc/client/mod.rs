@@ -172,7 +172,6 @@
 //! [`Settings::tls`]; one whose server answers in HTTP/1 (a proxy not set
 //! up for gRPC, answering `HTTP/1.1 502 Bad Gateway`) says that instead.
 
-mod anchor;
 mod attempt;
 mod channel;
 mod classify;

@@ -47,8 +47,8 @@ use tokio::time::Instant;
 use tonic::Status;
 
 use super::Settings;
-use super::anchor::Anchor;
 use super::layer::AttemptService;
+use crate::call::Anchor;
 use crate::setup::Host;
 use dial::{CONNECT_TIMEOUT, Dialer, FailedDial, backing_off_status, dial_status};
 use link::{BACKOFF_BASE, Dial, Landing, Link, LinkState};

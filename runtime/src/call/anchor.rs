@@ -1,6 +1,8 @@
 //! A timer kept a little ahead of now in the runtime's timer wheel while a
 //! client makes calls, so that arming the deadline timers of its calls does
-//! not wake a parked worker thread.
+//! not wake a parked worker thread. The gRPC client's connection keeps one
+//! (its dial spawns the task, each call touches it), and so does the
+//! RabbitMQ publisher (its dial, each publish).
 //!
 //! Every attempt with a deadline puts a timer in tokio's wheel, for the
 //! call's deadline (and a tonic server in the same process arms one for
@@ -36,7 +38,7 @@ use tokio::sync::Notify;
 /// this far away (the default timeout is 10 s) never wakes a parked thread
 /// while calls keep coming. It also sets how often the anchor wakes while
 /// calls are made, and how soon it stops once they are not.
-pub(super) const PERIOD: Duration = Duration::from_secs(1);
+pub(crate) const PERIOD: Duration = Duration::from_secs(1);
 
 /// Armed; no call since the last re-arm.
 const UNUSED: u8 = 0;
@@ -49,7 +51,7 @@ const ENDED: u8 = 3;
 
 /// The calls' side of the anchor.
 #[derive(Debug, Default)]
-pub(super) struct Anchor {
+pub(crate) struct Anchor {
     state: AtomicU8,
     wake: Notify,
     /// Whether its task is alive (the runtime that ran it may have been
@@ -60,7 +62,7 @@ pub(super) struct Anchor {
 impl Anchor {
     /// A call is made: keeps the anchor armed. A relaxed load when it
     /// already is (every call but the first of a period).
-    pub(super) fn touch(&self) {
+    pub(crate) fn touch(&self) {
         let mut state = self.state.load(Ordering::Relaxed);
         loop {
             if state == USED || state == ENDED {
@@ -82,7 +84,7 @@ impl Anchor {
     }
 
     /// Ends the anchor's task, at once (armed or idle).
-    pub(super) fn end(&self) {
+    pub(crate) fn end(&self) {
         self.state.store(ENDED, Ordering::Release);
         // Wakes the task whether it waits for its timer or for a call (a
         // permit, if it waits for neither yet).
@@ -96,7 +98,7 @@ impl Anchor {
     ///
     /// Outside a tokio runtime (tokio's own panic): the client's dials,
     /// which spawn it, run inside one.
-    pub(super) fn spawn(self: &Arc<Self>) {
+    pub(crate) fn spawn(self: &Arc<Self>) {
         if self.state.load(Ordering::Acquire) == ENDED || self.running.swap(true, Ordering::AcqRel)
         {
             return;
