@@ -3,8 +3,11 @@
 //! default `Setup`: no-op telemetry, failure injection off) against a bare
 //! `rdkafka::producer::FutureProducer` with the same librdkafka settings
 //! (`acks=all`, idempotence on, the same `message.timeout.ms` and
-//! `linger.ms`), and a control, `rdkafka-2` (a second bare producer: the
-//! same code in a second client), on one librdkafka mock cluster. The
+//! `linger.ms`), and two controls, on one librdkafka mock cluster:
+//! `rdkafka-2`, a second bare producer (the same code in a second client),
+//! and `rdkafka+timer`, a bare producer that waits for each report against
+//! a tokio timer of the same 30 s, as humus's producer bounds each call's
+//! wait at its deadline (what that bound costs a bare client). The
 //! producers take turns, call by call (one record at a time) and batch by
 //! batch (64 records in flight at once, each its own call), the order
 //! rotating every round, so a machine whose load changes during the run
@@ -21,6 +24,19 @@
 //! `HUMUS_KAFKA_BENCH_LINGER_MS` sets `linger.ms` for every producer
 //! (default 0, so the linger does not hide the producers' own cost;
 //! librdkafka's default is 5).
+//!
+//! `HUMUS_KAFKA_BENCH_SPIN_NS=300` adds a third control, `rdkafka+spin`: a
+//! bare producer that spins that long before each send, for what a delay
+//! before the enqueue costs at 64 in flight (at linger 0, librdkafka sends
+//! what is queued as soon as the first record is: a slower enqueue makes
+//! more, smaller requests, and costs more than the delay itself).
+//!
+//! `HUMUS_KAFKA_BENCH_PROFILE=humus` (or `rdkafka`) produces 20 000
+//! records through that peer only, `HUMUS_KAFKA_BENCH_BATCH` at once
+//! (default 1), and prints nothing else, for a profiler that counts
+//! instructions (`valgrind --tool=callgrind --separate-threads=yes`): the
+//! difference of the two peers' calling threads, over 20 000, is humus's
+//! cost a record.
 
 use std::time::{Duration, Instant};
 
@@ -34,27 +50,56 @@ const ROUNDS: usize = 3_000;
 const BATCH_ROUNDS: usize = 200;
 const WARM_UP: usize = 300;
 const CONCURRENCY: usize = 64;
+const PROFILED: usize = 20_000;
 const TOPIC: &str = "bench";
-const PEERS: [&str; 3] = ["rdkafka", "humus", "rdkafka-2"];
+
+/// What a bare peer does besides its send.
+#[derive(Clone, Copy)]
+enum Extra {
+    /// Nothing: `rdkafka` and `rdkafka-2`.
+    None,
+    /// Waits for the report against a timer of [`TIMEOUT`] (`select!`, the
+    /// report first), as humus's producer waits: `rdkafka+timer`.
+    Timer,
+    /// Spins this long before the send: `rdkafka+spin`.
+    Spin(Duration),
+}
 
 #[derive(Clone)]
 enum Peer {
-    Bare(FutureProducer),
+    Bare(FutureProducer, Extra),
     Humus(Producer),
 }
+
+/// Every producer's `message.timeout.ms`, and humus's `delivery_timeout`.
+const TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Peer {
     async fn call(&self) {
         let value: &[u8] = b"{\"amount\":12}";
         match self {
-            Peer::Bare(producer) => {
-                producer
-                    .send(
-                        FutureRecord::<[u8], [u8]>::to(TOPIC).payload(value),
-                        Duration::ZERO,
-                    )
-                    .await
-                    .expect("the record is stored");
+            Peer::Bare(producer, extra) => {
+                if let Extra::Spin(d) = extra {
+                    let start = Instant::now();
+                    while start.elapsed() < *d {
+                        std::hint::spin_loop();
+                    }
+                }
+                let send = producer.send(
+                    FutureRecord::<[u8], [u8]>::to(TOPIC).payload(value),
+                    Duration::ZERO,
+                );
+                let report = if let Extra::Timer = extra {
+                    let at = tokio::time::Instant::now() + TIMEOUT;
+                    tokio::select! {
+                        biased;
+                        report = send => report,
+                        () = tokio::time::sleep_until(at) => panic!("no report in time"),
+                    }
+                } else {
+                    send.await
+                };
+                report.expect("the record is stored");
             }
             Peer::Humus(producer) => {
                 producer
@@ -73,6 +118,10 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 
 fn main() {
     let linger = std::env::var("HUMUS_KAFKA_BENCH_LINGER_MS").unwrap_or_else(|_| "0".into());
+    let spin = std::env::var("HUMUS_KAFKA_BENCH_SPIN_NS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_nanos);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -82,7 +131,7 @@ fn main() {
         MockCluster::new(1).expect("a mock cluster");
     mock.create_topic(TOPIC, 1, 1).expect("the topic");
     let brokers = mock.bootstrap_servers();
-    let timeout = Duration::from_secs(30);
+    let timeout = TIMEOUT;
     let bare = || -> FutureProducer {
         ClientConfig::new()
             .set("bootstrap.servers", &brokers)
@@ -103,8 +152,35 @@ fn main() {
             .librdkafka
             .insert("linger.ms".into(), linger.clone());
         let humus = Producer::new(&humus::Setup::new(), settings).expect("a humus producer");
-        vec![Peer::Bare(bare()), Peer::Humus(humus), Peer::Bare(bare())]
+        let mut peers = vec![
+            Peer::Bare(bare(), Extra::None),
+            Peer::Humus(humus),
+            Peer::Bare(bare(), Extra::None),
+            Peer::Bare(bare(), Extra::Timer),
+        ];
+        if let Some(spin) = spin {
+            peers.push(Peer::Bare(bare(), Extra::Spin(spin)));
+        }
+        peers
     });
+    let mut names = vec!["rdkafka", "humus", "rdkafka-2", "rdkafka+timer"];
+    if spin.is_some() {
+        names.push("rdkafka+spin");
+    }
+
+    if let Ok(profile) = std::env::var("HUMUS_KAFKA_BENCH_PROFILE") {
+        let peer = &peers[if profile == "humus" { 1 } else { 0 }];
+        let batch: usize = std::env::var("HUMUS_KAFKA_BENCH_BATCH")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1);
+        rt.block_on(async {
+            for _ in 0..PROFILED / batch {
+                join_all((0..batch).map(|_| peer.call())).await;
+            }
+        });
+        return;
+    }
 
     rt.block_on(async {
         for _ in 0..WARM_UP {
@@ -151,7 +227,7 @@ fn main() {
         "producer", "median 1", "ratio", "median batch", "records/s", "ratio"
     );
     let throughput = |d: Duration| CONCURRENCY as f64 / d.as_secs_f64();
-    for (i, name) in PEERS.iter().enumerate() {
+    for (i, name) in names.iter().enumerate() {
         println!(
             "{:<12} {:>14?} {:>8.3} {:>16?} {:>14.0} {:>8.3}",
             name,

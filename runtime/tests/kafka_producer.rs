@@ -4,7 +4,8 @@
 //! half-opens; a delay waits the longest of a call's records, and one past
 //! `delivery_timeout` is a Failure; a broker that is down opens the
 //! breaker and probes close it once it is back; a record over the size
-//! limit does not count against the cluster; bad settings name their
+//! limit does not count against the cluster; a record that finds
+//! librdkafka's queue full waits for room; bad settings name their
 //! field; a call ends at its delivery timeout, not at librdkafka's later
 //! report, a Failure; a call made in a served RPC's scope ends at its
 //! inherited deadline, a Failure; librdkafka's refusal ends the App with
@@ -708,6 +709,58 @@ async fn a_call_its_caller_drops_counts_nothing() {
         assert_eq!(calls(&telemetry, outcome), 0.0, "{outcome}");
     }
     assert_eq!(producer.breaker_state(), State::Closed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_that_finds_librdkafkas_queue_full_waits_for_room_within_its_call() {
+    let cluster = Cluster::new(&["orders"]);
+    let telemetry = Telemetry::new();
+    let setup = setup(&telemetry, false);
+    let mut settings = settings(&cluster);
+    // Room for one record in librdkafka's queue.
+    settings
+        .librdkafka
+        .insert("queue.buffering.max.messages".into(), "1".into());
+    let producer = Producer::new(&setup, settings).unwrap();
+    eventually("a first record is stored", || async {
+        producer
+            .produce([Record::to("orders").value("first")])
+            .await
+            .is_ok()
+    })
+    .await;
+    let stored_before = cluster.stored("orders").await;
+
+    // The broker down, the first record holds the queue's room; the
+    // second finds it full and waits, rather than failing at once, until
+    // the first is stored and leaves it room.
+    cluster.broker_down();
+    let first = tokio::spawn({
+        let producer = producer.clone();
+        async move { producer.produce([Record::to("orders").value("a")]).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let second = tokio::spawn({
+        let producer = producer.clone();
+        async move { producer.produce([Record::to("orders").value("b")]).await }
+    });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(!first.is_finished());
+    assert!(
+        !second.is_finished(),
+        "the second call ended at once: {:?}",
+        second.await
+    );
+    cluster.broker_up();
+    let (first, second) = tokio::time::timeout(Duration::from_secs(8), async {
+        (first.await.unwrap(), second.await.unwrap())
+    })
+    .await
+    .expect("both calls end within their delivery timeout");
+    first.unwrap();
+    second.unwrap();
+    assert_eq!(cluster.stored("orders").await, stored_before + 2);
+    assert_eq!(calls(&telemetry, "failure"), 0.0);
 }
 
 /// Settings of a broker with one librdkafka property.

@@ -262,19 +262,14 @@ pub fn default_classify(result: CallResult<'_>) -> Classification {
 
 /// The error of a call some of whose records librdkafka failed: its kind
 /// the worst of theirs (the cluster's failure wins over the caller's).
-pub(super) fn failed(
-    results: Vec<rdkafka::producer::future_producer::OwnedDeliveryResult>,
-) -> Error {
+pub(super) fn failed(results: Vec<Result<Delivery, KafkaError>>) -> Error {
     let mut records = Vec::with_capacity(results.len());
     let mut first: Option<KafkaError> = None;
     let mut kind = Kind::Record;
     for result in results {
         match result {
-            Ok(d) => records.push(RecordResult::Stored(Delivery {
-                partition: d.partition,
-                offset: d.offset,
-            })),
-            Err((e, _)) => {
+            Ok(d) => records.push(RecordResult::Stored(d)),
+            Err(e) => {
                 let this = match e.rdkafka_error_code() {
                     Some(code) if is_timeout(code) => Kind::Timeout,
                     Some(code) if is_callers(code) => Kind::Record,

@@ -4,6 +4,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -16,10 +17,10 @@ use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt as _, Tracer as _};
 use opentelemetry::{Context, KeyValue};
 use rdkafka::ClientConfig;
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Headers as _, OwnedHeaders};
 use rdkafka::producer::future_producer::OwnedDeliveryResult;
-use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
+use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer as _};
 use rdkafka::util::Timeout;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -640,10 +641,6 @@ impl Transport for KafkaCall<'_> {
     ) -> impl Future<Output = Result<Vec<Delivery>, Error>> + Send + 's {
         let inner = self.inner;
         let strip = inner.dependency.faults.reads_scenarios() && !inner.settings.forward_scenario;
-        // librdkafka's queue full: wait for room, within the call's time.
-        let queue = self.deadline.map_or(Duration::ZERO, |d| {
-            d.saturating_duration_since(Instant::now())
-        });
         // One record, the usual call: its send alone, no vector.
         let single = self.records.len() == 1;
         let mut one = None;
@@ -682,28 +679,32 @@ impl Transport for KafkaCall<'_> {
             if let Some(value) = &record.value {
                 kafka = kafka.payload(value.as_slice());
             }
-            let send = inner.kafka.send(kafka, Timeout::After(queue));
+            // Enqueued at once (`send_result`): the wait keeps only the
+            // report's receiver, not rdkafka's `send` future (some 600
+            // bytes, moved with the call's state at each step).
+            let sending = Sending::new(&inner.kafka, kafka, self.deadline);
             if single {
-                one = Some(send);
+                one = Some(sending);
             } else {
-                sends.push(send);
+                sends.push(sending);
             }
         }
         // The wait ends at the call's deadline, whichever bound it is:
         // librdkafka's `message.timeout.ms` fails a record only at its
         // next timeout scan (and much later when the partition's leader is
         // unknown), so a record not reported by then is in flight, and the
-        // call fails then.
+        // call fails then. A record that found librdkafka's queue full
+        // waits for room within that time too.
         let cut_at = self.deadline;
         async move {
             let results = match (cut_at, one) {
                 // One record, the usual call: no join, and no allocation
                 // but the answer's.
-                (cut_at, Some(send)) => {
+                (cut_at, Some(sending)) => {
                     let report = match cut_at {
                         Some(at) => tokio::select! {
                             biased;
-                            report = send => report,
+                            report = sending => report,
                             () = tokio::time::sleep_until(at) => {
                                 // Its record in flight
                                 // (`deadline_exceeded` says so when no
@@ -711,15 +712,10 @@ impl Transport for KafkaCall<'_> {
                                 return Err(self.deadline_exceeded());
                             }
                         },
-                        None => send.await,
+                        None => sending.await,
                     };
                     match report {
-                        Ok(d) => {
-                            return Ok(vec![Delivery {
-                                partition: d.partition,
-                                offset: d.offset,
-                            }]);
-                        }
+                        Ok(d) => return Ok(vec![d]),
                         failed => vec![failed],
                     }
                 }
@@ -733,14 +729,7 @@ impl Transport for KafkaCall<'_> {
                 },
             };
             if results.iter().all(Result::is_ok) {
-                return Ok(results
-                    .into_iter()
-                    .flatten()
-                    .map(|d| Delivery {
-                        partition: d.partition,
-                        offset: d.offset,
-                    })
-                    .collect());
+                return Ok(results.into_iter().flatten().collect());
             }
             let error = failed(results);
             // The loop returns its deadline's error for a failure that
@@ -853,19 +842,105 @@ impl Transport for KafkaCall<'_> {
     }
 }
 
+/// A record handed to librdkafka (`send_result`, which enqueues it at
+/// once): the future of its delivery report.
+enum Sending<'r> {
+    /// In librdkafka's queue: its report to come.
+    Queued(DeliveryFuture),
+    /// librdkafka's queue was full: handed again every 100 ms until the
+    /// call's deadline, as rdkafka's own `send` waits for room. Boxed:
+    /// only a record that found the queue full waits here, and the call's
+    /// state stays small.
+    Full(Pin<Box<dyn Future<Output = Result<Delivery, KafkaError>> + Send + 'r>>),
+    /// librdkafka refused it (a record over `message.max.bytes`, an
+    /// unknown partition).
+    Refused(KafkaError),
+}
+
+/// How often a record that found librdkafka's queue full is handed again
+/// (rdkafka's `FutureProducer::send` waits as long).
+const QUEUE_FULL_RETRY: Duration = Duration::from_millis(100);
+
+impl<'r> Sending<'r> {
+    /// Hands `record` to `kafka`; if its queue is full, again every
+    /// [`QUEUE_FULL_RETRY`] while `until` has not passed (never without
+    /// one: the queue's error then).
+    fn new(
+        kafka: &'r FutureProducer,
+        record: FutureRecord<'r, [u8], [u8]>,
+        until: Option<Instant>,
+    ) -> Sending<'r> {
+        match kafka.send_result(record) {
+            Ok(report) => Sending::Queued(report),
+            Err((e, record)) if is_queue_full(&e) => Sending::Full(Box::pin(async move {
+                let mut record = record;
+                loop {
+                    if until.is_none_or(|at| Instant::now() >= at) {
+                        return Err(KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull));
+                    }
+                    tokio::time::sleep(QUEUE_FULL_RETRY).await;
+                    match kafka.send_result(record) {
+                        Ok(report) => return reported(report.await),
+                        Err((e, again)) if is_queue_full(&e) => record = again,
+                        Err((e, _)) => return Err(e),
+                    }
+                }
+            })),
+            Err((e, _)) => Sending::Refused(e),
+        }
+    }
+}
+
+impl Future for Sending<'_> {
+    type Output = Result<Delivery, KafkaError>;
+
+    fn poll(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        match &mut *self {
+            Sending::Queued(report) => Pin::new(report).poll(cx).map(reported),
+            Sending::Full(retry) => retry.as_mut().poll(cx),
+            Sending::Refused(e) => std::task::Poll::Ready(Err(e.clone())),
+        }
+    }
+}
+
+fn is_queue_full(e: &KafkaError) -> bool {
+    *e == KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull)
+}
+
+/// A delivery report as the call keeps it. Its sender dropped unsent
+/// (`Err(Canceled)`: librdkafka gone with the records it held) is
+/// [`KafkaError::Canceled`].
+fn reported<C>(report: Result<OwnedDeliveryResult, C>) -> Result<Delivery, KafkaError> {
+    match report {
+        Ok(Ok(d)) => Ok(Delivery {
+            partition: d.partition,
+            offset: d.offset,
+        }),
+        Ok(Err((e, _))) => Err(e),
+        Err(_) => Err(KafkaError::Canceled),
+    }
+}
+
 /// The delivery reports of `sends`, in their order, unless `at` comes
 /// first: then what became of each by then (`Stored`, `Failed`, or still
 /// `InFlight`).
-async fn until<F>(at: Instant, sends: Vec<F>) -> Result<Vec<OwnedDeliveryResult>, Vec<RecordResult>>
+async fn until<F>(
+    at: Instant,
+    sends: Vec<F>,
+) -> Result<Vec<Result<Delivery, KafkaError>>, Vec<RecordResult>>
 where
-    F: Future<Output = OwnedDeliveryResult>,
+    F: Future<Output = Result<Delivery, KafkaError>>,
 {
-    let mut reports: Vec<Option<OwnedDeliveryResult>> = sends.iter().map(|_| None).collect();
     let mut pending: FuturesUnordered<_> = sends
         .into_iter()
         .enumerate()
         .map(|(i, send)| async move { (i, send.await) })
         .collect();
+    let mut reports: Vec<Option<Result<Delivery, KafkaError>>> =
+        (0..pending.len()).map(|_| None).collect();
     let cut = tokio::time::sleep_until(at);
     tokio::pin!(cut);
     loop {
@@ -881,11 +956,8 @@ where
     Err(reports
         .into_iter()
         .map(|report| match report {
-            Some(Ok(d)) => RecordResult::Stored(Delivery {
-                partition: d.partition,
-                offset: d.offset,
-            }),
-            Some(Err((e, _))) => RecordResult::Failed(e),
+            Some(Ok(d)) => RecordResult::Stored(d),
+            Some(Err(e)) => RecordResult::Failed(e),
             None => RecordResult::InFlight,
         })
         .collect())
