@@ -5,7 +5,8 @@
 //! `delivery_timeout` is a Failure; a broker that is down opens the
 //! breaker and probes close it once it is back; a record over the size
 //! limit does not count against the cluster; a record that finds
-//! librdkafka's queue full waits for room; bad settings name their
+//! librdkafka's queue full waits for room; a timer anchor runs while
+//! calls come and ends at the close; bad settings name their
 //! field; a call ends at its delivery timeout, not at librdkafka's later
 //! report, a Failure; a call made in a served RPC's scope ends at its
 //! inherited deadline, a Failure; librdkafka's refusal ends the App with
@@ -761,6 +762,40 @@ async fn a_record_that_finds_librdkafkas_queue_full_waits_for_room_within_its_ca
     second.unwrap();
     assert_eq!(cluster.stored("orders").await, stored_before + 2);
     assert_eq!(calls(&telemetry, "failure"), 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timer_anchor_runs_while_calls_come_and_ends_at_the_close() {
+    let cluster = Cluster::new(&["orders"]);
+    let telemetry = Telemetry::new();
+    let setup = setup(&telemetry, false);
+    let producer = Producer::new(&setup, settings(&cluster)).unwrap();
+    let tasks = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    let before = tasks();
+    // The first call spawns the task that keeps a timer ahead of the
+    // calls' deadline timers (so that arming those does not wake tokio's
+    // time driver); the next calls keep it.
+    eventually("a first record is stored", || async {
+        producer
+            .produce([Record::to("orders").value("first")])
+            .await
+            .is_ok()
+    })
+    .await;
+    producer
+        .produce([Record::to("orders").value("second")])
+        .await
+        .unwrap();
+    assert_eq!(tasks(), before + 1, "the anchor's task");
+    producer.close().await;
+    eventually("the anchor's task ends with the close", || async {
+        tasks() == before
+    })
+    .await;
 }
 
 /// Settings of a broker with one librdkafka property.

@@ -1,8 +1,9 @@
 //! A timer kept a little ahead of now in the runtime's timer wheel while a
 //! client makes calls, so that arming the deadline timers of its calls does
 //! not wake a parked worker thread. The gRPC client's connection keeps one
-//! (its dial spawns the task, each call touches it), and so does the
-//! RabbitMQ publisher (its dial, each publish).
+//! (its dial spawns the task, each call touches it), and so do the
+//! RabbitMQ publisher (its dial, each publish) and the Kafka producer (a
+//! call when the task is not running, each call).
 //!
 //! Every attempt with a deadline puts a timer in tokio's wheel, for the
 //! call's deadline (and a tonic server in the same process arms one for
@@ -92,14 +93,17 @@ impl Anchor {
     }
 
     /// Spawns the anchor's task on the current runtime, unless it runs
-    /// already or the anchor has ended.
+    /// already or the anchor has ended (two loads then: a client may ask
+    /// at every call).
     ///
     /// # Panics
     ///
     /// Outside a tokio runtime (tokio's own panic): the client's dials,
     /// which spawn it, run inside one.
     pub(crate) fn spawn(self: &Arc<Self>) {
-        if self.state.load(Ordering::Acquire) == ENDED || self.running.swap(true, Ordering::AcqRel)
+        if self.running.load(Ordering::Acquire)
+            || self.state.load(Ordering::Acquire) == ENDED
+            || self.running.swap(true, Ordering::AcqRel)
         {
             return;
         }

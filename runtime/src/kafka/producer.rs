@@ -28,7 +28,7 @@ use tokio::time::Instant;
 use super::delivery::{Delivery, Error, Kind, RecordResult, failed, kafka_error_type};
 use super::headers::header_map;
 use super::settings::{ProducerSettings, SettingsError};
-use crate::call::{Classification, Dependency, Parts, Refused, Sections, Transport};
+use crate::call::{Anchor, Classification, Dependency, Parts, Refused, Sections, Transport};
 use crate::circuit::{Outcome, Rejected};
 use crate::deadline::{Bound, Deadline, Inherited};
 use crate::fault::strip::BAGGAGE;
@@ -155,6 +155,18 @@ struct Inner {
     instruments: Option<Messaging>,
     /// Set by [`Producer::close`]: no call is admitted after it.
     closed: watch::Sender<bool>,
+    /// Keeps a timer ahead of the calls' deadline timers while calls
+    /// come, so that registering each call's (which bounds its wait) does
+    /// not wake tokio's time driver ([`Anchor`]): spawned by a call when
+    /// it is not running, touched by each, ended by the close and the
+    /// drop.
+    anchor: Arc<Anchor>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.anchor.end();
+    }
 }
 
 /// The producer's messaging instruments.
@@ -286,6 +298,7 @@ impl Producer {
             instruments,
             settings,
             closed: watch::Sender::new(false),
+            anchor: Arc::default(),
         });
         let closing = Arc::downgrade(&inner);
         setup.on_stop_named(
@@ -311,6 +324,7 @@ impl Producer {
         if self.inner.closed.send_replace(true) {
             return;
         }
+        self.inner.anchor.end();
         // librdkafka's flush blocks: a record in flight is stored or failed
         // within delivery_timeout, so that bounds it.
         let inner = Arc::clone(&self.inner);
@@ -419,6 +433,10 @@ impl Producer {
                     // inherited.
                     None => (None, Bound::Setting(delivery_timeout)),
                 };
+            // At the first call, and again if the runtime that ran the
+            // anchor's task is gone.
+            inner.anchor.spawn();
+            inner.anchor.touch();
             let call = KafkaCall {
                 inner,
                 deadline,
