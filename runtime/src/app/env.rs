@@ -150,11 +150,7 @@ impl Env {
     /// recorded under its variable's name (`LEDGER_ADDR: not set`), as
     /// [`check_client`](super::check_client) would refuse it by its field's.
     pub fn client(&mut self, prefix: &str) -> client::Settings {
-        self.read_checked(
-            prefix,
-            client::Settings::IN_CODE,
-            |s: &mut client::Settings| s.check().err().map_or_else(Vec::new, |e| e.problems()),
-        )
+        self.read_settings(prefix, |_| {})
     }
 
     /// An HTTP client's settings from the variables that start with
@@ -191,11 +187,7 @@ impl Env {
     /// }
     /// ```
     pub fn http_client(&mut self, prefix: &str) -> http_client::Settings {
-        self.read_checked(
-            prefix,
-            http_client::Settings::IN_CODE,
-            |s: &mut http_client::Settings| s.check().err().map_or_else(Vec::new, |e| e.problems()),
-        )
+        self.read_settings(prefix, |_| {})
     }
 
     /// A server's settings from the variables that start with `prefix`,
@@ -203,11 +195,7 @@ impl Env {
     /// A server with no TLS config must say `<prefix>PLAINTEXT=true`; one
     /// that serves TLS is read with [`Env::server_with_tls`].
     pub fn server(&mut self, prefix: &str) -> server::Settings {
-        self.read_checked(
-            prefix,
-            server::Settings::IN_CODE,
-            |s: &mut server::Settings| s.check().err().map_or_else(Vec::new, |e| e.problems()),
-        )
+        self.read_settings(prefix, |_| {})
     }
 
     /// A TLS server's settings: as [`Env::server`], with `tls` (its
@@ -219,14 +207,9 @@ impl Env {
         prefix: &str,
         tls: std::sync::Arc<rustls::ServerConfig>,
     ) -> server::Settings {
-        self.read_checked(
-            prefix,
-            server::Settings::IN_CODE,
-            |s: &mut server::Settings| {
-                s.tls = Some(tls);
-                s.check().err().map_or_else(Vec::new, |e| e.problems())
-            },
-        )
+        self.read_settings(prefix, |s: &mut server::Settings| {
+            s.tls = Some(tls);
+        })
     }
 
     /// A Kafka producer's settings from the variables that start with
@@ -268,14 +251,9 @@ impl Env {
     #[cfg(feature = "kafka")]
     #[cfg_attr(docsrs, doc(cfg(feature = "kafka")))]
     pub fn kafka_producer(&mut self, prefix: &str) -> crate::kafka::ProducerSettings {
-        self.read_checked(
-            prefix,
-            crate::kafka::ProducerSettings::IN_CODE,
-            |s: &mut crate::kafka::ProducerSettings| {
-                s.librdkafka = librdkafka_properties(std::mem::take(&mut s.librdkafka));
-                s.check().err().map_or_else(Vec::new, |e| e.problems())
-            },
-        )
+        self.read_settings(prefix, |s: &mut crate::kafka::ProducerSettings| {
+            s.librdkafka = librdkafka_properties(std::mem::take(&mut s.librdkafka));
+        })
     }
 
     /// A Kafka consumer's settings from the variables that start with
@@ -288,14 +266,9 @@ impl Env {
     #[cfg(feature = "kafka")]
     #[cfg_attr(docsrs, doc(cfg(feature = "kafka")))]
     pub fn kafka_consumer(&mut self, prefix: &str) -> crate::kafka::ConsumerSettings {
-        self.read_checked(
-            prefix,
-            crate::kafka::ConsumerSettings::IN_CODE,
-            |s: &mut crate::kafka::ConsumerSettings| {
-                s.librdkafka = librdkafka_properties(std::mem::take(&mut s.librdkafka));
-                s.check().err().map_or_else(Vec::new, |e| e.problems())
-            },
-        )
+        self.read_settings(prefix, |s: &mut crate::kafka::ConsumerSettings| {
+            s.librdkafka = librdkafka_properties(std::mem::take(&mut s.librdkafka));
+        })
     }
 
     /// A RabbitMQ publisher's settings from the variables that start with
@@ -316,13 +289,7 @@ impl Env {
     #[cfg(feature = "rabbitmq")]
     #[cfg_attr(docsrs, doc(cfg(feature = "rabbitmq")))]
     pub fn rabbitmq_publisher(&mut self, prefix: &str) -> crate::rabbitmq::PublisherSettings {
-        self.read_checked(
-            prefix,
-            crate::rabbitmq::PublisherSettings::IN_CODE,
-            |s: &mut crate::rabbitmq::PublisherSettings| {
-                s.check().err().map_or_else(Vec::new, |e| e.problems())
-            },
-        )
+        self.read_settings(prefix, |_| {})
     }
 
     /// A RabbitMQ consumer's settings from the variables that start with
@@ -332,13 +299,7 @@ impl Env {
     #[cfg(feature = "rabbitmq")]
     #[cfg_attr(docsrs, doc(cfg(feature = "rabbitmq")))]
     pub fn rabbitmq_consumer(&mut self, prefix: &str) -> crate::rabbitmq::ConsumerSettings {
-        self.read_checked(
-            prefix,
-            crate::rabbitmq::ConsumerSettings::IN_CODE,
-            |s: &mut crate::rabbitmq::ConsumerSettings| {
-                s.check().err().map_or_else(Vec::new, |e| e.problems())
-            },
-        )
+        self.read_settings(prefix, |_| {})
     }
 
     /// Records, as bad, each variable under a prefix read that nothing read.
@@ -384,6 +345,16 @@ impl Env {
     /// `check` on what was read: its problems, each a field's path
     /// (`breaker.open_for`) and what is wrong, are recorded under the
     /// field's variable, unless that variable was already found bad.
+    /// Reads the settings `S` of a transport from the variables that start
+    /// with `prefix`, `prepare`s them (what reading them takes beyond
+    /// serde), and records every problem their check finds.
+    fn read_settings<S: Checked>(&mut self, prefix: &str, prepare: impl FnOnce(&mut S)) -> S {
+        self.read_checked(prefix, S::IN_CODE, |s: &mut S| {
+            prepare(s);
+            s.problems()
+        })
+    }
+
     fn read_checked<T: DeserializeOwned + Default>(
         &mut self,
         prefix: &str,
@@ -1058,3 +1029,43 @@ impl<'de, 'p, 'a> de::IntoDeserializer<'de, DeError> for Field<'p, 'a> {
         self
     }
 }
+
+/// A transport's settings, as [`Env`] reads them: the fields set in code
+/// (a variable named after one is known, and says so), and the problems
+/// of their check, each under its field's path.
+trait Checked: DeserializeOwned + Default {
+    /// The fields set in code, never read.
+    const IN_CODE: &'static [&'static str];
+
+    /// Every problem the settings' check finds.
+    fn problems(&self) -> Vec<(&'static str, String)>;
+}
+
+/// [`Checked`] for each transport's settings: their `IN_CODE`, and their
+/// `check`'s problems.
+macro_rules! checked {
+    ($($(#[$cfg:meta])* $settings:ty,)*) => {$(
+        $(#[$cfg])*
+        impl Checked for $settings {
+            const IN_CODE: &'static [&'static str] = <$settings>::IN_CODE;
+
+            fn problems(&self) -> Vec<(&'static str, String)> {
+                self.check().err().map_or_else(Vec::new, |e| e.problems())
+            }
+        }
+    )*};
+}
+
+checked!(
+    client::Settings,
+    http_client::Settings,
+    server::Settings,
+    #[cfg(feature = "kafka")]
+    crate::kafka::ProducerSettings,
+    #[cfg(feature = "kafka")]
+    crate::kafka::ConsumerSettings,
+    #[cfg(feature = "rabbitmq")]
+    crate::rabbitmq::PublisherSettings,
+    #[cfg(feature = "rabbitmq")]
+    crate::rabbitmq::ConsumerSettings,
+);

@@ -29,6 +29,7 @@
 //! nothing) and the span ends as dropped.
 
 mod anchor;
+mod classify;
 mod dependency;
 mod engine;
 pub(crate) mod settings;
@@ -45,6 +46,7 @@ use crate::fault::InjectedError;
 use crate::{circuit, fault, retry, telemetry};
 
 pub(crate) use anchor::Anchor;
+pub(crate) use classify::classify_fn;
 pub(crate) use dependency::{Dependency, Refused, Sections, sections};
 pub(crate) use engine::{Call, Opened};
 

@@ -4,7 +4,6 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::sync::Arc;
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
@@ -192,58 +191,34 @@ fn is_timeout(code: RDKafkaErrorCode) -> bool {
 /// each record was stored, or the error.
 pub type CallResult<'a> = Result<&'a [Delivery], &'a Error>;
 
-type DynClassify = dyn Fn(CallResult<'_>) -> Classification + Send + Sync;
-
-/// The producer's classify function, as
-/// [`ProducerSettings::classify`](super::ProducerSettings::classify)
-/// holds it: a cheaply cloned wrapper of any closure of the call's
-/// result. [`Classify::default`] is [`default_classify`].
-///
-/// It is asked about every call that reached librdkafka (or that failure
-/// injection ended); the producer retries nothing whatever it answers
-/// (librdkafka's idempotent retries within `delivery_timeout` are the
-/// only ones), so only its [`breaker`](Classification::breaker) counts.
-/// A call whose `delivery_timeout` passed is a Failure without asking.
-///
-/// ```
-/// use humus::circuit::Outcome;
-/// use humus::grpc::client::Classification;
-/// use humus::kafka::Classify;
-///
-/// // Spare the breaker when failure injection ended a call.
-/// let classify = Classify::new(|result| match result {
-///     Err(e) if e.injected().is_some() => Classification::stop(Outcome::Ignored),
-///     result => humus::kafka::default_classify(result),
-/// });
-/// # let _ = classify;
-/// ```
-#[derive(Clone)]
-pub struct Classify {
-    f: Arc<DynClassify>,
-}
-
-impl Classify {
-    /// A classify of `f`.
-    pub fn new(f: impl Fn(CallResult<'_>) -> Classification + Send + Sync + 'static) -> Classify {
-        Classify { f: Arc::new(f) }
-    }
-
+crate::call::classify_fn! {
+    /// The producer's classify function, as
+    /// [`ProducerSettings::classify`](super::ProducerSettings::classify)
+    /// holds it: a cheaply cloned wrapper of any closure of the call's
+    /// result. [`Classify::default`] is [`default_classify`].
+    ///
+    /// It is asked about every call that reached librdkafka (or that failure
+    /// injection ended); the producer retries nothing whatever it answers
+    /// (librdkafka's idempotent retries within `delivery_timeout` are the
+    /// only ones), so only its [`breaker`](Classification::breaker) counts.
+    /// A call whose `delivery_timeout` passed is a Failure without asking.
+    ///
+    /// ```
+    /// use humus::circuit::Outcome;
+    /// use humus::grpc::client::Classification;
+    /// use humus::kafka::Classify;
+    ///
+    /// // Spare the breaker when failure injection ended a call.
+    /// let classify = Classify::new(|result| match result {
+    ///     Err(e) if e.injected().is_some() => Classification::stop(Outcome::Ignored),
+    ///     result => humus::kafka::default_classify(result),
+    /// });
+    /// # let _ = classify;
+    /// ```
+    pub struct Classify;
     /// Classifies a call that ended with `result`.
-    pub fn classify(&self, result: CallResult<'_>) -> Classification {
-        (self.f)(result)
-    }
-}
-
-impl Default for Classify {
-    fn default() -> Classify {
-        Classify::new(default_classify)
-    }
-}
-
-impl fmt::Debug for Classify {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Classify")
-    }
+    pub fn classify(&self, result: CallResult<'_>);
+    default default_classify;
 }
 
 /// The default classification of a produce call, for the breaker: every

@@ -1,7 +1,6 @@
 //! `PublisherSettings`: one publisher's settings, their defaults and a
 //! check per field; and its classification of an attempt.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,56 +23,32 @@ const OF: &str = "rabbitmq publisher";
 /// `Ok` once the broker confirmed the message.
 pub type PublishResult<'a> = Result<(), &'a PublishError>;
 
-type DynClassify = dyn Fn(PublishResult<'_>) -> Classification + Send + Sync;
-
-/// The publisher's classify function, as
-/// [`PublisherSettings::classify`] holds it: a cheaply cloned wrapper of
-/// any closure of an attempt's result. [`PublishClassify::default`] is
-/// [`default_classify`].
-///
-/// ```
-/// use humus::circuit::Outcome;
-/// use humus::grpc::client::Classification;
-/// use humus::rabbitmq::{PublishClassify, PublishErrorKind};
-///
-/// // A nack is the broker's flow control here: retry, spare the breaker.
-/// let default = PublishClassify::default();
-/// let classify = PublishClassify::new(move |result| match result {
-///     Err(e) if e.kind() == PublishErrorKind::Nacked => Classification {
-///         breaker: Outcome::Ignored,
-///         ..default.classify(result)
-///     },
-///     _ => default.classify(result),
-/// });
-/// # let _ = classify;
-/// ```
-#[derive(Clone)]
-pub struct PublishClassify {
-    f: Arc<DynClassify>,
-}
-
-impl PublishClassify {
-    /// A classify of `f`.
-    pub fn new(f: impl Fn(PublishResult<'_>) -> Classification + Send + Sync + 'static) -> Self {
-        PublishClassify { f: Arc::new(f) }
-    }
-
+crate::call::classify_fn! {
+    /// The publisher's classify function, as
+    /// [`PublisherSettings::classify`] holds it: a cheaply cloned wrapper of
+    /// any closure of an attempt's result. [`PublishClassify::default`] is
+    /// [`default_classify`].
+    ///
+    /// ```
+    /// use humus::circuit::Outcome;
+    /// use humus::grpc::client::Classification;
+    /// use humus::rabbitmq::{PublishClassify, PublishErrorKind};
+    ///
+    /// // A nack is the broker's flow control here: retry, spare the breaker.
+    /// let default = PublishClassify::default();
+    /// let classify = PublishClassify::new(move |result| match result {
+    ///     Err(e) if e.kind() == PublishErrorKind::Nacked => Classification {
+    ///         breaker: Outcome::Ignored,
+    ///         ..default.classify(result)
+    ///     },
+    ///     _ => default.classify(result),
+    /// });
+    /// # let _ = classify;
+    /// ```
+    pub struct PublishClassify;
     /// Classifies one attempt that ended with `result`.
-    pub fn classify(&self, result: PublishResult<'_>) -> Classification {
-        (self.f)(result)
-    }
-}
-
-impl Default for PublishClassify {
-    fn default() -> PublishClassify {
-        PublishClassify::new(default_classify)
-    }
-}
-
-impl fmt::Debug for PublishClassify {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("PublishClassify")
-    }
+    pub fn classify(&self, result: PublishResult<'_>);
+    default default_classify;
 }
 
 /// The default classification of a publish's attempt, for retries and for

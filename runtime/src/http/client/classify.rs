@@ -2,8 +2,6 @@
 //! breaker, with the `Retry-After` header
 //! ([`retry_after`](crate::retry::retry_after)) as its pushback.
 
-use std::fmt;
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use http::{HeaderMap, Method, StatusCode};
@@ -19,62 +17,36 @@ use crate::retry::{RetryAfter, retry_after};
 /// one.
 pub type AttemptResult<'a> = Result<&'a reqwest::Response, &'a Error>;
 
-type DynClassify = dyn Fn(&Method, AttemptResult<'_>) -> Classification + Send + Sync;
-
-/// The HTTP client's classify function, as
-/// [`Settings::classify`](super::Settings::classify) holds it: a cheaply
-/// cloned wrapper of any closure of the attempt's method and result.
-/// [`Classify::default`] is [`default_classify`].
-///
-/// It is asked about every attempt that was sent (or that failure
-/// injection ended), from many tasks at once; a 2xx too, so answer
-/// `Success` for it as the default does. Whatever it answers, the client
-/// retries only a request it may send again (see
-/// [`Client`](super::Client)), and once the call's timeout has passed it
-/// ends the call and counts the attempt as a failure without asking.
-///
-/// ```
-/// use humus::circuit::Outcome;
-/// use humus::grpc::client::Classification;
-/// use humus::http::client::Classify;
-///
-/// // Spare the breaker when failure injection ended an attempt.
-/// let default = Classify::default();
-/// let classify = Classify::new(move |method, result| match result {
-///     Err(e) if e.injected().is_some() => Classification::stop(Outcome::Ignored),
-///     _ => default.classify(method, result),
-/// });
-/// # let _ = classify;
-/// ```
-#[derive(Clone)]
-pub struct Classify {
-    f: Arc<DynClassify>,
-}
-
-impl Classify {
-    /// A classify of `f`.
-    pub fn new(
-        f: impl Fn(&Method, AttemptResult<'_>) -> Classification + Send + Sync + 'static,
-    ) -> Classify {
-        Classify { f: Arc::new(f) }
-    }
-
+crate::call::classify_fn! {
+    /// The HTTP client's classify function, as
+    /// [`Settings::classify`](super::Settings::classify) holds it: a cheaply
+    /// cloned wrapper of any closure of the attempt's method and result.
+    /// [`Classify::default`] is [`default_classify`].
+    ///
+    /// It is asked about every attempt that was sent (or that failure
+    /// injection ended), from many tasks at once; a 2xx too, so answer
+    /// `Success` for it as the default does. Whatever it answers, the client
+    /// retries only a request it may send again (see
+    /// [`Client`](super::Client)), and once the call's timeout has passed it
+    /// ends the call and counts the attempt as a failure without asking.
+    ///
+    /// ```
+    /// use humus::circuit::Outcome;
+    /// use humus::grpc::client::Classification;
+    /// use humus::http::client::Classify;
+    ///
+    /// // Spare the breaker when failure injection ended an attempt.
+    /// let default = Classify::default();
+    /// let classify = Classify::new(move |method, result| match result {
+    ///     Err(e) if e.injected().is_some() => Classification::stop(Outcome::Ignored),
+    ///     _ => default.classify(method, result),
+    /// });
+    /// # let _ = classify;
+    /// ```
+    pub struct Classify;
     /// Classifies one attempt of `method` that ended with `result`.
-    pub fn classify(&self, method: &Method, result: AttemptResult<'_>) -> Classification {
-        (self.f)(method, result)
-    }
-}
-
-impl Default for Classify {
-    fn default() -> Classify {
-        Classify::new(default_classify)
-    }
-}
-
-impl fmt::Debug for Classify {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Classify")
-    }
+    pub fn classify(&self, method: &Method, result: AttemptResult<'_>);
+    default default_classify;
 }
 
 /// The default classification of an HTTP attempt, for retries and for the
