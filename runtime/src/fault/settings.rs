@@ -120,13 +120,9 @@ impl SettingsError {
 impl fmt::Display for SettingsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("invalid failure-injection settings: ")?;
-        for (i, e) in self.fields.iter().enumerate() {
-            if i > 0 {
-                f.write_str("; ")?;
-            }
-            write!(f, "{}: {}", e.field, e.problem)?;
-        }
-        Ok(())
+        crate::call::settings::write_each(f, &self.fields, |f, e| {
+            write!(f, "{}: {}", e.field, e.problem)
+        })
     }
 }
 

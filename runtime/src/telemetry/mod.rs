@@ -227,3 +227,23 @@ pub(crate) fn set_bad_and_repeated(injector: &mut dyn opentelemetry::propagation
     injector.set("baggage", "line\nbreak".to_owned());
     injector.set("traceparent", "00-def".to_owned());
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The HTTP and the gRPC carriers' injectors write what they can and
+    /// skip the rest, a field set again replacing the first (the AMQP
+    /// one's, which its extractor reads back, is tested beside it).
+    #[test]
+    fn an_injector_skips_what_is_no_header_and_replaces_a_field_set_again() {
+        let mut headers = ::http::HeaderMap::new();
+        set_bad_and_repeated(&mut HeaderInjector(&mut headers));
+        assert_eq!(headers.len(), 1);
+        assert_eq!(headers["traceparent"], "00-def");
+        let mut metadata = tonic::metadata::MetadataMap::new();
+        set_bad_and_repeated(&mut MetadataInjector(&mut metadata));
+        assert_eq!(metadata.len(), 1);
+        assert_eq!(metadata.get("traceparent").unwrap(), "00-def");
+    }
+}

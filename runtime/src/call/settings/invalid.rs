@@ -80,14 +80,27 @@ impl fmt::Display for InvalidSettings {
             write!(f, " of {}", self.name)?;
         }
         f.write_str(": ")?;
-        for (i, (field, problem)) in self.problems.iter().enumerate() {
-            if i > 0 {
-                f.write_str("; ")?;
-            }
-            write!(f, "{field} {problem}")?;
-        }
-        Ok(())
+        write_each(f, &self.problems, |f, (field, problem)| {
+            write!(f, "{field} {problem}")
+        })
     }
+}
+
+/// Writes each of `problems` with `write_one`, one after another, `; `
+/// between them: how a settings error lists its bad fields (the
+/// transports' [`InvalidSettings`], failure injection's).
+pub(crate) fn write_each<T>(
+    f: &mut fmt::Formatter<'_>,
+    problems: impl IntoIterator<Item = T>,
+    mut write_one: impl FnMut(&mut fmt::Formatter<'_>, T) -> fmt::Result,
+) -> fmt::Result {
+    for (i, problem) in problems.into_iter().enumerate() {
+        if i > 0 {
+            f.write_str("; ")?;
+        }
+        write_one(f, problem)?;
+    }
+    Ok(())
 }
 
 impl std::error::Error for InvalidSettings {}

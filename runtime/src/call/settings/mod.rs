@@ -48,8 +48,8 @@ pub(crate) fn assert_check(
         .collect()
 }
 
-pub(crate) use invalid::Checks;
 pub use invalid::InvalidSettings;
+pub(crate) use invalid::{Checks, write_each};
 pub(crate) use read::{
     AttemptTimeoutSetting, BreakerSection, BudgetSection, breaker_of, budget_of, settings_read,
 };
