@@ -134,62 +134,57 @@ impl From<InvalidSettings> for Error {
     }
 }
 
-/// The Kafka producer's refusal with `?` (`Producer::new`'s
-/// [`NewError`](crate::kafka::NewError)): its settings' check
-/// as every constructor's refusal (exit 1: [`check_kafka_producer`](super::check_kafka_producer) and
-/// [`Env::kafka_producer`](super::Env::kafka_producer) run it where the
-/// settings are read, librdkafka's check of each property among them);
-/// librdkafka's refusal to build its client, a settings error (exit 78).
-///
-/// rdkafka 0.39 builds a producer in three steps that can fail:
-/// `ClientConfig::create_native_config` and the `log.queue` property
-/// (`KafkaError::ClientConfig`: `rd_kafka_conf_set` refusing a name or a
-/// value), `rd_kafka_new` (`KafkaError::ClientCreation`: librdkafka's
-/// check of the properties together, such as `linger.ms` not below
-/// `message.timeout.ms`, and of what they name, a TLS key or a SASL
-/// mechanism; its only other failure, a thread it could not start, is
-/// not one rdkafka tells apart), and `rd_kafka_set_log_queue`
-/// (`KafkaError::Global`, not the configuration's: exit 1). The first two
-/// only the configuration mends, and no field's check sees the second.
+/// `From` a Kafka client's refusal, `$error`: its settings' check's
+/// [`SettingsError`](crate::kafka::SettingsError) as every constructor's;
+/// librdkafka's error a settings error (exit 78) when it refused the
+/// client's configuration ([`refused_config`]), else exit 1.
 #[cfg(feature = "kafka")]
-#[cfg_attr(docsrs, doc(cfg(feature = "kafka")))]
-impl From<crate::kafka::NewError> for Error {
-    fn from(e: crate::kafka::NewError) -> Error {
-        use crate::kafka::NewError;
-        match e {
-            NewError::Settings(e) => Error::from(e),
-            NewError::Kafka { ref source, .. } => librdkafka_error(refused_config(source), e),
+macro_rules! from_kafka_error {
+    ($($(#[$doc:meta])* $error:ident,)*) => {$(
+        $(#[$doc])*
+        #[cfg_attr(docsrs, doc(cfg(feature = "kafka")))]
+        impl From<crate::kafka::$error> for Error {
+            fn from(e: crate::kafka::$error) -> Error {
+                use crate::kafka::$error;
+                match e {
+                    $error::Settings(e) => Error::from(e),
+                    $error::Kafka { ref source, .. } if refused_config(source) => {
+                        Error::settings(e)
+                    }
+                    $error::Kafka { .. } => Error::other(e),
+                }
+            }
         }
-    }
+    )*};
 }
 
-/// The Kafka consumer's refusal with `?` (`Consumer::start`'s
-/// [`StartError`](crate::kafka::StartError)), as the producer's: its settings'
-/// check exit 1, librdkafka's refusal to build its client (or its
-/// dead-letter producer) exit 78, any other of librdkafka's errors (the
-/// subscription's) exit 1.
 #[cfg(feature = "kafka")]
-#[cfg_attr(docsrs, doc(cfg(feature = "kafka")))]
-impl From<crate::kafka::StartError> for Error {
-    fn from(e: crate::kafka::StartError) -> Error {
-        use crate::kafka::StartError;
-        match e {
-            StartError::Settings(e) => Error::from(e),
-            StartError::Kafka { ref source, .. } => librdkafka_error(refused_config(source), e),
-        }
-    }
-}
-
-/// A Kafka client's error `e` from librdkafka: a settings error when
-/// librdkafka `refused_config` ([`refused_config`]), else exit 1.
-#[cfg(feature = "kafka")]
-fn librdkafka_error(refused_config: bool, e: impl Into<BoxError>) -> Error {
-    if refused_config {
-        Error::settings(e)
-    } else {
-        Error::other(e)
-    }
-}
+from_kafka_error!(
+    /// The Kafka producer's refusal with `?` (`Producer::new`'s
+    /// [`NewError`](crate::kafka::NewError)): its settings' check
+    /// as every constructor's refusal (exit 1: [`check_kafka_producer`](super::check_kafka_producer) and
+    /// [`Env::kafka_producer`](super::Env::kafka_producer) run it where the
+    /// settings are read, librdkafka's check of each property among them);
+    /// librdkafka's refusal to build its client, a settings error (exit 78).
+    ///
+    /// rdkafka 0.39 builds a producer in three steps that can fail:
+    /// `ClientConfig::create_native_config` and the `log.queue` property
+    /// (`KafkaError::ClientConfig`: `rd_kafka_conf_set` refusing a name or a
+    /// value), `rd_kafka_new` (`KafkaError::ClientCreation`: librdkafka's
+    /// check of the properties together, such as `linger.ms` not below
+    /// `message.timeout.ms`, and of what they name, a TLS key or a SASL
+    /// mechanism; its only other failure, a thread it could not start, is
+    /// not one rdkafka tells apart), and `rd_kafka_set_log_queue`
+    /// (`KafkaError::Global`, not the configuration's: exit 1). The first two
+    /// only the configuration mends, and no field's check sees the second.
+    NewError,
+    /// The Kafka consumer's refusal with `?` (`Consumer::start`'s
+    /// [`StartError`](crate::kafka::StartError)), as the producer's: its settings'
+    /// check exit 1, librdkafka's refusal to build its client (or its
+    /// dead-letter producer) exit 78, any other of librdkafka's errors (the
+    /// subscription's) exit 1.
+    StartError,
+);
 
 /// Whether `e` is librdkafka's refusal of a client's configuration: a
 /// property's name or value (`rd_kafka_conf_set`), or the properties

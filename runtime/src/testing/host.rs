@@ -518,12 +518,20 @@ mod tests {
     use crate::Host as _;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    #[tokio::test]
-    async fn a_dial_reaches_the_listener_and_bytes_flow_both_ways() {
+    /// A host on which a client dialled `carts:9090` and was accepted: the
+    /// host, its listener (still listening), the client's end and the
+    /// server's.
+    async fn connected() -> (Host, Listener, crate::BoxIo, Conn) {
         let host = Host::new();
         let mut listener = host.listen("carts:9090");
-        let mut client = host.dial("carts:9090").await.unwrap();
-        let mut server = listener.accept().await;
+        let client = host.dial("carts:9090").await.unwrap();
+        let server = listener.accept().await;
+        (host, listener, client, server)
+    }
+
+    #[tokio::test]
+    async fn a_dial_reaches_the_listener_and_bytes_flow_both_ways() {
+        let (_host, _listener, mut client, mut server) = connected().await;
         client.write_all(b"ping").await.unwrap();
         let mut buf = [0; 4];
         server.read_exact(&mut buf).await.unwrap();
@@ -551,10 +559,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_cut_wakes_a_waiting_reader_with_a_reset() {
-        let host = Host::new();
-        let mut listener = host.listen("carts:9090");
-        let mut client = host.dial("carts:9090").await.unwrap();
-        let _server = listener.accept().await;
+        let (host, _listener, mut client, _server) = connected().await;
         assert_eq!(host.open_connections("carts:9090"), 1);
         let reader = tokio::spawn(async move {
             let mut buf = [0; 1];
@@ -569,10 +574,8 @@ mod tests {
 
     #[tokio::test]
     async fn dropping_one_end_ends_the_peers_reads() {
-        let host = Host::new();
-        let mut listener = host.listen("carts:9090");
-        let mut client = host.dial("carts:9090").await.unwrap();
-        drop(listener.accept().await);
+        let (_host, _listener, mut client, server) = connected().await;
+        drop(server);
         let mut buf = Vec::new();
         assert_eq!(client.read_to_end(&mut buf).await.unwrap(), 0);
     }
