@@ -1,9 +1,11 @@
 //! One gRPC client attempt in flight: its CLIENT span, its propagation and
 //! its `rpc.client.call.duration` ([`Attempt`]).
 
+use std::fmt;
 use std::sync::Arc;
 
-use opentelemetry::trace::{Status, TraceContextExt as _};
+use opentelemetry::global::BoxedTracer;
+use opentelemetry::trace::{SpanBuilder, Status, TraceContextExt as _, Tracer as _};
 use opentelemetry::{Context, KeyValue};
 use tokio::time::Instant;
 use tonic::Code;
@@ -44,29 +46,72 @@ pub(super) fn end_span(cx: &Context, code: Code, message: &str, error_type: &'st
 /// to its end). An attempt dropped without `end`, because the caller
 /// dropped the call's future or a stream before its end, ends as
 /// `CANCELLED`.
-pub struct Attempt {
+pub struct Attempt(pub(super) InFlight);
+
+impl fmt::Debug for Attempt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.debug("Attempt", f)
+    }
+}
+
+/// What an attempt in flight holds, a gRPC one's ([`Attempt`]) and an
+/// HTTP one's ([`HttpAttempt`](super::HttpAttempt)) alike.
+pub(super) struct InFlight {
     pub(super) recorder: Arc<Recorder>,
+    /// The caller's context, with the attempt's span active when traced.
     pub(super) cx: Context,
     pub(super) traced: bool,
+    /// The method, as the attempt's metrics name it.
     pub(super) method: &'static str,
     /// When the attempt started; read only when it will be measured.
     pub(super) started: Option<Instant>,
     pub(super) ended: bool,
 }
 
-crate::debug::debug_fields!(Attempt {
-    method,
-    traced,
-    started,
-    ..
-});
+impl InFlight {
+    /// An attempt of `method` starting now: a child of the span in `cx`,
+    /// traced with `tracer` (the span `span` builds) when there is one,
+    /// and measured when `recorder` has instruments.
+    pub(super) fn start(
+        recorder: &Arc<Recorder>,
+        tracer: Option<&BoxedTracer>,
+        cx: &Context,
+        method: &'static str,
+        span: impl FnOnce() -> SpanBuilder,
+    ) -> InFlight {
+        let (cx, traced) = match tracer {
+            Some(tracer) => {
+                let span = tracer.build_with_context(span(), cx);
+                (cx.with_span(span), true)
+            }
+            None => (cx.clone(), false),
+        };
+        InFlight {
+            recorder: Arc::clone(recorder),
+            cx,
+            traced,
+            method,
+            started: recorder.kit.instruments.as_ref().map(|_| Instant::now()),
+            ended: false,
+        }
+    }
+
+    /// What an attempt shows of itself, as `name`.
+    pub(super) fn debug(&self, name: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(name)
+            .field("method", &self.method)
+            .field("traced", &self.traced)
+            .field("started", &self.started)
+            .finish_non_exhaustive()
+    }
+}
 
 impl Attempt {
     /// The attempt's context: the call's context (its baggage) with the
     /// attempt's span as the active one. Without a tracer provider, the
     /// call's context as it was.
     pub fn context(&self) -> &Context {
-        &self.cx
+        &self.0.cx
     }
 
     /// Writes the attempt's span context and the call's baggage into
@@ -76,10 +121,11 @@ impl Attempt {
     /// (or [`inject_with_baggage`](Self::inject_with_baggage) when the
     /// baggage to send differs from the call's).
     pub fn inject(&self, metadata: &mut MetadataMap) {
-        self.recorder
+        self.0
+            .recorder
             .kit
             .propagator
-            .inject_context(&self.cx, &mut MetadataInjector(metadata));
+            .inject_context(&self.0.cx, &mut MetadataInjector(metadata));
     }
 
     /// Writes the attempt's span context and `cx`'s baggage into
@@ -88,10 +134,10 @@ impl Attempt {
     /// sent ([`Injector::strip`](crate::fault::Injector::strip)). Whatever
     /// span `cx` holds, the span context written is this attempt's.
     pub fn inject_with_baggage(&self, cx: &Context, metadata: &mut MetadataMap) {
-        let propagator = &self.recorder.kit.propagator;
+        let propagator = &self.0.recorder.kit.propagator;
         let mut injector = MetadataInjector(metadata);
-        if self.traced {
-            let span_context = self.cx.span().span_context().clone();
+        if self.0.traced {
+            let span_context = self.0.cx.span().span_context().clone();
             propagator.inject_context(&cx.with_remote_span_context(span_context), &mut injector);
         } else {
             propagator.inject_context(cx, &mut injector);
@@ -102,7 +148,7 @@ impl Attempt {
     /// caller's own, such as inbound metadata a proxy forwards as it came),
     /// or `None` when `metadata` holds none of the propagator's fields.
     pub fn extract_from(&self, metadata: &MetadataMap) -> Option<Context> {
-        let propagator = &self.recorder.kit.propagator;
+        let propagator = &self.0.recorder.kit.propagator;
         if metadata.is_empty() || !propagator.fields().any(|f| metadata.contains_key(f)) {
             return None;
         }
@@ -116,7 +162,7 @@ impl Attempt {
     /// nothing, as it writes no `baggage` for an empty baggage.
     pub fn replace_with_baggage(&self, cx: &Context, metadata: &mut MetadataMap) {
         if !metadata.is_empty() {
-            for field in self.recorder.kit.propagator.fields() {
+            for field in self.0.recorder.kit.propagator.fields() {
                 metadata.remove(field);
             }
         }
@@ -144,21 +190,21 @@ impl Attempt {
     }
 
     fn finish(&mut self, code: Code, message: &str, error_type: &'static str) {
-        self.ended = true;
-        if self.traced {
-            end_span(&self.cx, code, message, error_type);
+        self.0.ended = true;
+        if self.0.traced {
+            end_span(&self.0.cx, code, message, error_type);
         }
-        let (Some(instruments), Some(started)) = (&self.recorder.kit.instruments, self.started)
+        let (Some(instruments), Some(started)) = (&self.0.recorder.kit.instruments, self.0.started)
         else {
             return;
         };
         let seconds = started.elapsed().as_secs_f64();
-        let endpoint = &self.recorder.endpoint;
+        let endpoint = &self.0.recorder.endpoint;
         let name = code_name(code);
         let empty = || KeyValue::new("", "");
         let mut attributes = [
             KeyValue::new(RPC_SYSTEM_NAME, RPC_SYSTEM_GRPC),
-            KeyValue::new(RPC_METHOD, self.method),
+            KeyValue::new(RPC_METHOD, self.0.method),
             KeyValue::new(RPC_RESPONSE_STATUS_CODE, name),
             endpoint.address_kv.clone(),
             empty(),
@@ -181,7 +227,7 @@ impl Attempt {
 
 impl Drop for Attempt {
     fn drop(&mut self) {
-        if !self.ended {
+        if !self.0.ended {
             self.finish(Code::Cancelled, DROPPED_MESSAGE, code_name(Code::Cancelled));
         }
     }

@@ -11,10 +11,9 @@ use opentelemetry::metrics::{AsyncInstrument, Counter, Histogram, ObservableUpDo
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::{SpanBuilder, SpanKind, TraceContextExt as _, Tracer as _};
 use opentelemetry::{Context, InstrumentationScope, KeyValue};
-use tokio::time::Instant;
 use tonic::Code;
 
-use super::attempt::{Attempt, end_span, error_type};
+use super::attempt::{Attempt, InFlight, end_span, error_type};
 use super::logs::BoxedLogger;
 use super::names::*;
 use super::providers::Telemetry;
@@ -459,21 +458,10 @@ impl ClientRecorder {
     /// paused-time tests measure exactly.
     pub fn start_attempt(&self, cx: &Context, method: &'static str) -> Attempt {
         let method = method.strip_prefix('/').unwrap_or(method);
-        let (cx, traced) = match &self.inner.kit.rpc_tracer {
-            Some(tracer) => {
-                let span = tracer.build_with_context(self.span_builder(method), cx);
-                (cx.with_span(span), true)
-            }
-            None => (cx.clone(), false),
-        };
-        Attempt {
-            recorder: Arc::clone(&self.inner),
-            cx,
-            traced,
-            method,
-            started: self.inner.kit.instruments.as_ref().map(|_| Instant::now()),
-            ended: false,
-        }
+        let tracer = self.inner.kit.rpc_tracer.as_ref();
+        Attempt(InFlight::start(&self.inner, tracer, cx, method, || {
+            self.span_builder(method)
+        }))
     }
 
     /// Records a call the breaker rejected: a span of humus's own scope

@@ -6,15 +6,15 @@
 //! attributes.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::fmt;
 
 use http::HeaderMap;
 use http::header::HeaderName;
 use opentelemetry::trace::{SpanBuilder, SpanKind, Status, TraceContextExt as _, Tracer as _};
 use opentelemetry::{Context, KeyValue};
-use tokio::time::Instant;
 
-use super::client::{ClientRecorder, DROPPED_MESSAGE, Recorder};
+use super::attempt::InFlight;
+use super::client::{ClientRecorder, DROPPED_MESSAGE};
 use super::headers::HeaderInjector;
 use super::names::*;
 
@@ -63,9 +63,13 @@ impl ClientRecorder {
         url_full: &str,
         resends: u32,
     ) -> HttpAttempt {
-        let name = http_method_name(method);
-        let (cx, traced) = match &self.inner.kit.http_tracer {
-            Some(tracer) => {
+        let tracer = self.inner.kit.http_tracer.as_ref();
+        HttpAttempt(InFlight::start(
+            &self.inner,
+            tracer,
+            cx,
+            http_method_name(method),
+            || {
                 let mut builder = self.http_span_builder(method, url_full);
                 if resends > 0 {
                     builder
@@ -73,19 +77,9 @@ impl ClientRecorder {
                         .get_or_insert_with(Vec::new)
                         .push(KeyValue::new(HTTP_REQUEST_RESEND_COUNT, i64::from(resends)));
                 }
-                let span = tracer.build_with_context(builder, cx);
-                (cx.with_span(span), true)
-            }
-            None => (cx.clone(), false),
-        };
-        HttpAttempt {
-            recorder: Arc::clone(&self.inner),
-            cx,
-            traced,
-            method: name,
-            started: self.inner.kit.instruments.as_ref().map(|_| Instant::now()),
-            ended: false,
-        }
+                builder
+            },
+        ))
     }
 
     /// Records an HTTP call the breaker rejected: a span of humus's own
@@ -145,28 +139,20 @@ impl ClientRecorder {
 /// headers have come, or [`end_error`](Self::end_error); an attempt
 /// dropped without either (the caller dropped the call) ends with
 /// `error.type` [`HTTP_CANCELED_ERROR_TYPE`].
-pub struct HttpAttempt {
-    recorder: Arc<Recorder>,
-    cx: Context,
-    traced: bool,
-    method: &'static str,
-    started: Option<Instant>,
-    ended: bool,
-}
+pub struct HttpAttempt(InFlight);
 
-crate::debug::debug_fields!(HttpAttempt {
-    method,
-    traced,
-    started,
-    ..
-});
+impl fmt::Debug for HttpAttempt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.debug("HttpAttempt", f)
+    }
+}
 
 impl HttpAttempt {
     /// The attempt's context: the call's context (its baggage) with the
     /// attempt's span as the active one; without a tracer provider, the
     /// call's context as it was.
     pub fn context(&self) -> &Context {
-        &self.cx
+        &self.0.cx
     }
 
     /// Writes the attempt's span context and a context's baggage into
@@ -177,7 +163,7 @@ impl HttpAttempt {
     /// failure injection returned once it stripped the scenario), else the
     /// call's.
     pub fn inject(&self, baggage: Option<&Context>, headers: &mut HeaderMap) {
-        let propagator = &self.recorder.kit.propagator;
+        let propagator = &self.0.recorder.kit.propagator;
         for field in propagator.fields() {
             if let Ok(name) = HeaderName::try_from(field) {
                 headers.remove(name);
@@ -185,13 +171,13 @@ impl HttpAttempt {
         }
         let mut injector = HeaderInjector(headers);
         match baggage {
-            Some(cx) if self.traced => {
-                let span_context = self.cx.span().span_context().clone();
+            Some(cx) if self.0.traced => {
+                let span_context = self.0.cx.span().span_context().clone();
                 propagator
                     .inject_context(&cx.with_remote_span_context(span_context), &mut injector);
             }
             Some(cx) => propagator.inject_context(cx, &mut injector),
-            None => propagator.inject_context(&self.cx, &mut injector),
+            None => propagator.inject_context(&self.0.cx, &mut injector),
         }
     }
 
@@ -223,9 +209,9 @@ impl HttpAttempt {
         error_type: Option<Cow<'static, str>>,
         message: &str,
     ) {
-        self.ended = true;
-        if self.traced {
-            let span = self.cx.span();
+        self.0.ended = true;
+        if self.0.traced {
+            let span = self.0.cx.span();
             if let Some(status) = status {
                 span.set_attribute(KeyValue::new(HTTP_RESPONSE_STATUS_CODE, i64::from(status)));
             }
@@ -239,14 +225,14 @@ impl HttpAttempt {
             }
             span.end();
         }
-        let (Some(instruments), Some(started)) = (&self.recorder.kit.instruments, self.started)
+        let (Some(instruments), Some(started)) = (&self.0.recorder.kit.instruments, self.0.started)
         else {
             return;
         };
         let seconds = started.elapsed().as_secs_f64();
-        let endpoint = &self.recorder.endpoint;
+        let endpoint = &self.0.recorder.endpoint;
         let mut attributes = Vec::with_capacity(5);
-        attributes.push(KeyValue::new(HTTP_REQUEST_METHOD, self.method));
+        attributes.push(KeyValue::new(HTTP_REQUEST_METHOD, self.0.method));
         attributes.push(endpoint.address_kv.clone());
         attributes.extend(endpoint.port_kv.clone());
         if let Some(status) = status {
@@ -261,7 +247,7 @@ impl HttpAttempt {
 
 impl Drop for HttpAttempt {
     fn drop(&mut self) {
-        if !self.ended {
+        if !self.0.ended {
             self.finish(
                 None,
                 Some(Cow::Borrowed(HTTP_CANCELED_ERROR_TYPE)),
