@@ -222,6 +222,29 @@ async fn a_probe_holds_its_slot_for_at_most_probe_timeout() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_probes_result_comes_after_the_timeouts_due_before_it() {
+    // Two probes: the first hangs past its timeout; the second's result,
+    // settled after that, is counted after the timeout, which the policy
+    // hears of first (done makes what time made due before it counts).
+    let (b, log) = breaker(standard(2), |c| c.failures > 0, |_| State::HalfOpen);
+    call(&b, Outcome::Failure);
+    advance(OPEN_FOR).await;
+    let hung = admit(&b); // t0
+    advance(PROBE_TIMEOUT / 2).await;
+    let second = admit(&b); // t0 + 0.5 s
+    advance(PROBE_TIMEOUT / 2).await; // t0 + 1 s: the first is due
+    assert!(second.done(Outcome::Success));
+    let asked = log.probes();
+    assert_eq!(asked.len(), 2, "the timeout, then the success");
+    assert_eq!((asked[0].timed_out, asked[0].successes), (1, 0));
+    assert_eq!((asked[1].timed_out, asked[1].successes), (1, 1));
+    // Both slots are free: the timed-out probe's and the settled one's.
+    let probes = (admit(&b), admit(&b));
+    assert!(b.allow().is_err());
+    drop((hung, probes));
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_timed_out_probe_is_discarded_once_the_state_changed() {
     let (b, log) = consecutive(standard(1), 1);
     call(&b, Outcome::Failure);

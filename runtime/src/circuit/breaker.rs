@@ -146,7 +146,7 @@ impl Breaker {
         let until = self.inner.open_until.load(Ordering::Acquire);
         let now = Instant::now();
         if until == 0 {
-            return self.allow_slow(Some(now));
+            return self.allow_slow(now);
         }
         let since = pack(now.saturating_duration_since(self.inner.base));
         if since < until {
@@ -155,20 +155,59 @@ impl Breaker {
                 retry_after: packed_between(since, until),
             });
         }
-        self.allow_slow(Some(now))
+        self.allow_slow(now)
     }
 
-    /// Admits or rejects under the lock. `read` is the time `allow` read
-    /// just before taking it (as `allow_not_closed` and, after delivering,
-    /// `deliver` read it): the lock's holder reads the clock only if no such
-    /// time was read, and the time used is never earlier than one a holder
-    /// before it used, so time order matches lock order.
+    /// Admits or rejects under the lock, with `read`, the time `allow` read
+    /// just before taking it. Half-open with nothing to deliver and no
+    /// probe due to time out, a probe's admission, straight (what
+    /// [`allow_locked`](Breaker::allow_locked) does then); anything else
+    /// there.
     #[cold]
     #[inline(never)]
-    fn allow_slow(&self, read: Option<Instant>) -> Result<Ticket<'_>, Rejected> {
+    fn allow_slow(&self, read: Instant) -> Result<Ticket<'_>, Rejected> {
+        let mut core = self.inner.lock();
+        if core.state == State::HalfOpen && core.queue.is_empty() {
+            let now = core.now(Some(read));
+            if core.probe_due(now) {
+                // The timeouts are made due as of no later time than `now`.
+                return self.allow_locked(core, Some(now));
+            }
+            self.inner.publish_if_changed(&mut core);
+            let tag = core.take_slot(now);
+            #[cfg(test)]
+            let epoch = core.epoch;
+            drop(core);
+            return match tag {
+                Some(tag) => Ok(Ticket {
+                    breaker: self,
+                    tag,
+                    #[cfg(test)]
+                    epoch,
+                }),
+                None => Err(Rejected {
+                    state: State::HalfOpen,
+                    retry_after: Duration::ZERO,
+                }),
+            };
+        }
+        self.allow_locked(core, Some(read))
+    }
+
+    /// Admits or rejects under the lock, `core`. `read` is the time `allow`
+    /// read just before taking it (as `allow_not_closed` and, after
+    /// delivering, `deliver` read it): the lock's holder reads the clock
+    /// only if no such time was read, and the time used is never earlier
+    /// than one a holder before it used, so time order matches lock order.
+    #[cold]
+    #[inline(never)]
+    fn allow_locked<'a>(
+        &'a self,
+        mut core: MutexGuard<'a, Core>,
+        read: Option<Instant>,
+    ) -> Result<Ticket<'a>, Rejected> {
         let inner = &self.inner;
         let mut read = read;
-        let mut core = inner.lock();
         loop {
             let now = match core.state {
                 State::Closed => None,
@@ -348,8 +387,31 @@ impl Inner {
     #[inline(never)]
     fn settle_probe(&self, tag: Tag, outcome: Outcome) -> bool {
         let read = Instant::now();
-        let core = self.lock();
+        let mut core = self.lock();
+        // Still half-open, with no probe due to time out: what
+        // `settle_slow` does then, straight.
+        if core.state == State::HalfOpen {
+            let now = core.now(Some(read));
+            if !core.probe_due(now) {
+                let settled = core.settle_half_open(tag, outcome, &self.policy, || now);
+                if core.queue.is_empty() {
+                    self.publish_if_changed(&mut core);
+                } else {
+                    self.deliver_queued(core);
+                }
+                return settled == Settled::Current;
+            }
+            return self.settle_slow(core, tag, outcome, Some(now));
+        }
         self.settle_slow(core, tag, outcome, Some(read))
+    }
+
+    /// [`deliver`](Inner::deliver)s the queued transitions, then lets go
+    /// of the lock: out of line, for a probe's `done` that changed state.
+    #[cold]
+    #[inline(never)]
+    fn deliver_queued(&self, core: MutexGuard<'_, Core>) {
+        drop(self.deliver(core, None));
     }
 
     #[cold]

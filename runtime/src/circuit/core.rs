@@ -148,6 +148,7 @@ impl Slots {
         }
     }
 
+    #[inline]
     fn take(&mut self, deadline: Option<Instant>) -> Option<Tag> {
         let index = self.free.pop()?;
         let holder = self.next_holder;
@@ -167,6 +168,7 @@ impl Slots {
         Some(Tag::probe(index, holder))
     }
 
+    #[inline(always)]
     fn unlink(&mut self, index: u32) {
         let Slot { prev, next, .. } = self.slots[index as usize];
         if prev == NIL {
@@ -184,6 +186,7 @@ impl Slots {
     }
 
     /// Frees the slot the probe of `tag` holds, if it still holds it.
+    #[inline]
     fn free(&mut self, tag: Tag) {
         if let Some((index, holder)) = tag.slot()
             && self
@@ -427,6 +430,13 @@ impl Core {
         }
     }
 
+    /// Whether a probe's deadline has passed by `now`, while half-open:
+    /// [`advance`](Core::advance) then has work to do.
+    #[inline]
+    pub(super) fn probe_due(&self, now: Instant) -> bool {
+        self.slots.due(now).is_some()
+    }
+
     /// Takes a probe slot if one is free, for a probe admitted at `now`.
     pub(super) fn take_slot(&mut self, now: Instant) -> Option<Tag> {
         self.slots.take(now.checked_add(self.probe_timeout))
@@ -447,6 +457,9 @@ impl Core {
         policy: &Policy,
         now: impl FnOnce() -> Instant,
     ) -> Settled {
+        if self.state == State::HalfOpen {
+            return self.settle_half_open(tag, outcome, policy, now);
+        }
         self.slots.free(tag);
         if !self.is_current(tag) {
             return Settled::Late;
@@ -457,25 +470,42 @@ impl Core {
             Outcome::Ignored => return Settled::Current,
         };
         self.record(failure);
-        match self.state {
-            State::Closed => {
-                if policy.trip(&self.counts) {
-                    self.move_to(State::Open, now());
-                }
-            }
-            State::HalfOpen => {
-                let to = policy.probe(&self.counts);
-                if to != State::HalfOpen {
-                    self.move_to(to, now());
-                }
-            }
-            // No ticket is current while open.
-            State::Open => {}
+        if self.state == State::Closed && policy.trip(&self.counts) {
+            self.move_to(State::Open, now());
+        }
+        // (No ticket is current while open.)
+        Settled::Current
+    }
+
+    /// [`settle`](Core::settle) while half-open: a probe's `done` calls it
+    /// straight, once it has made sure no probe is due to time out first.
+    #[inline(always)]
+    pub(super) fn settle_half_open(
+        &mut self,
+        tag: Tag,
+        outcome: Outcome,
+        policy: &Policy,
+        now: impl FnOnce() -> Instant,
+    ) -> Settled {
+        debug_assert_eq!(self.state, State::HalfOpen);
+        self.slots.free(tag);
+        if !self.slots.in_period(tag) {
+            return Settled::Late;
+        }
+        let failure = match outcome {
+            Outcome::Success => false,
+            Outcome::Failure => true,
+            Outcome::Ignored => return Settled::Current,
+        };
+        self.record(failure);
+        let to = policy.probe(&self.counts);
+        if to != State::HalfOpen {
+            self.move_to(to, now());
         }
         Settled::Current
     }
 
-    #[inline]
+    #[inline(always)]
     fn record(&mut self, failure: bool) {
         let c = &mut self.counts;
         match self.window.push(failure) {
