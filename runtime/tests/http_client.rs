@@ -870,7 +870,9 @@ async fn a_requests_own_shorter_timeout_ends_the_call_and_every_attempt_has_its_
 
 /// The call's future holds the call's state once, and small: `send`'s is
 /// not an async block holding the future it awaits (it was 6.8 KB, copied
-/// at every move), and a retry's wait and answer are boxed.
+/// at every move), an attempt's is reqwest's future made before it is
+/// awaited (an async block making it held the request too: 1,960 B in
+/// all), and a retry's wait and answer are boxed.
 #[tokio::test(start_paused = true)]
 async fn a_calls_future_is_small() {
     let upstream = Upstream::start().await;
@@ -878,8 +880,8 @@ async fn a_calls_future_is_small() {
     let client = client(&setup(&telemetry, false), &upstream, settings());
     let send = client.get("/x").send();
     let size = std::mem::size_of_val(&send);
-    // About 1.3 KB in a release build, a little more in a debug one.
-    assert!(size <= 2048, "{size} B");
+    // 1,768 B on reqwest 0.13.5, in a release build and a debug one.
+    assert!(size <= 1856, "{size} B");
     let request = client.reqwest().get(upstream.url()).build().unwrap();
     let execute = client.execute(request);
     assert!(std::mem::size_of_val(&execute) <= size, "{size} B");

@@ -189,13 +189,18 @@ impl crate::call::Transport for HttpCall<'_> {
             None
         };
         // Saturating: an attempt_timeout too long for the clock is no
-        // timer of the client's own.
-        let now = Instant::now();
-        let bound = attempt
-            .bound
-            .unwrap_or_else(|| later(now, inner.settings.attempt_timeout));
+        // timer of the client's own. The clock is read only when needed:
+        // an attempt with all of its own time, the usual one, reads none.
+        let (bound, now) = match attempt.bound {
+            Some(bound) => (bound, None),
+            None => {
+                let now = Instant::now();
+                (later(now, inner.settings.attempt_timeout), Some(now))
+            }
+        };
         // An injected delay took some of the attempt's time.
         if injecting || request.timeout().is_some() || !attempt.own {
+            let now = now.unwrap_or_else(Instant::now);
             *request.timeout_mut() = Some(bound.saturating_duration_since(now));
         }
         span.inject(stripped.as_ref(), request.headers_mut());
@@ -207,13 +212,11 @@ impl crate::call::Transport for HttpCall<'_> {
             stripped.record(&span.context().span());
         }
         let own = attempt.own;
-        async move {
-            inner
-                .http
-                .execute(request)
-                .await
-                .map_err(|e| reqwest_error(e, bound, own))
-        }
+        // reqwest's future made now (it is awaited at once), not in an
+        // async block: the block would hold the request as well as that
+        // future, hundreds of bytes more in the call's state.
+        let pending = inner.http.execute(request);
+        async move { pending.await.map_err(|e| reqwest_error(e, bound, own)) }
     }
 
     fn classify(

@@ -78,7 +78,16 @@ crate::call::classify_fn! {
 pub fn default_classify(method: &Method, result: AttemptResult<'_>) -> Classification {
     let _ = method;
     match result {
-        Ok(response) => classify_status(response.status(), response.headers(), SystemTime::now()),
+        Ok(response) => {
+            let status = response.status();
+            // The wall clock is read only for a status whose Retry-After
+            // counts (an HTTP-date is read against it), not on every call.
+            let now = match status.as_u16() {
+                429 | 503 => SystemTime::now(),
+                _ => SystemTime::UNIX_EPOCH,
+            };
+            classify_status(status, response.headers(), now)
+        }
         Err(e) => match e.kind() {
             Kind::Transport | Kind::AttemptTimeout => Classification {
                 retry: Verdict::Retry,
