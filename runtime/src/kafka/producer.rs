@@ -414,7 +414,7 @@ impl Producer {
     where
         I: IntoIterator<Item = Record>,
     {
-        let records: Vec<Record> = records.into_iter().collect();
+        let records = Records::new(records);
         // Read now, before the future moves to another task: the deadline
         // of the RPC being served, as every humus client reads it.
         let inherited = Inherited::current_deadline();
@@ -457,7 +457,7 @@ impl Producer {
 /// One produce call, the transport of the attempt loop ([`crate::call`]).
 struct KafkaCall<'a> {
     inner: &'a Inner,
-    records: Vec<Record>,
+    records: Records,
     cx: Context,
     started: Instant,
     /// The earlier of `delivery_timeout` from `started` and the deadline
@@ -474,6 +474,41 @@ struct KafkaCall<'a> {
     /// not admitted. (A call made before the close ends as it would have:
     /// the close flushes its records.)
     closed: bool,
+}
+
+/// A call's records, in order: one kept inline (the usual call: no
+/// vector to allocate and free), or any number.
+enum Records {
+    One([Record; 1]),
+    Many(Vec<Record>),
+}
+
+impl Records {
+    fn new(records: impl IntoIterator<Item = Record>) -> Records {
+        let mut records = records.into_iter();
+        let Some(first) = records.next() else {
+            return Records::Many(Vec::new());
+        };
+        let Some(second) = records.next() else {
+            return Records::One([first]);
+        };
+        let mut many = Vec::with_capacity(2 + records.size_hint().0);
+        many.push(first);
+        many.push(second);
+        many.extend(records);
+        Records::Many(many)
+    }
+}
+
+impl std::ops::Deref for Records {
+    type Target = [Record];
+
+    fn deref(&self) -> &[Record] {
+        match self {
+            Records::One(one) => one,
+            Records::Many(many) => many,
+        }
+    }
 }
 
 /// The PRODUCER spans of a call's records, one per record, in order.
