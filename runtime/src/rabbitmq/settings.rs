@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use super::Delivery;
 use super::uri::{self, AmqpUri};
-use crate::call::settings::{Checks, InvalidValue, check_timeout, check_tls};
+use crate::call::settings::{Checks, InvalidValue, at_least_one, check_timeout, check_tls};
 use crate::grpc::client::check_connect_backoff_max;
 use crate::grpc::server::{SettingsError, check_grace};
 
@@ -208,12 +208,10 @@ pub fn check_queue(queue: &str) -> Result<(), InvalidValue> {
 ///
 /// [`InvalidValue`] for zero.
 pub fn check_prefetch(prefetch: u16) -> Result<(), InvalidValue> {
-    if prefetch == 0 {
-        return Err(InvalidValue::new(
-            "is 0, want 1 to 65535 deliveries (0 would be no limit)",
-        ));
-    }
-    Ok(())
+    at_least_one(
+        prefetch,
+        "is 0, want 1 to 65535 deliveries (0 would be no limit)",
+    )
 }
 
 /// The checks of a RabbitMQ client's connection: its `tls` config, if

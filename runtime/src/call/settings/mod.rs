@@ -162,6 +162,19 @@ pub(crate) fn positive_within_a_year(d: Duration) -> Result<(), InvalidValue> {
     at_most_a_year(d)
 }
 
+/// A count of at least 1: zero refused, saying `why` (what 0 would be,
+/// what to give instead).
+pub(crate) fn at_least_one<N: PartialEq + Default>(
+    n: N,
+    why: &'static str,
+) -> Result<(), InvalidValue> {
+    if n == N::default() {
+        Err(InvalidValue::new(why))
+    } else {
+        Ok(())
+    }
+}
+
 /// At most [`LONGEST_SETTING`].
 pub(crate) fn at_most_a_year(d: Duration) -> Result<(), InvalidValue> {
     match longer_than_a_year(d) {
@@ -212,13 +225,7 @@ pub fn check_attempt_timeout(attempt_timeout: Duration) -> Result<(), InvalidVal
 ///
 /// [`InvalidValue`] for zero.
 pub fn check_max_attempts(max_attempts: u32) -> Result<(), InvalidValue> {
-    if max_attempts == 0 {
-        Err(InvalidValue::new(
-            "is 0, want 1 or more (1 turns retries off)",
-        ))
-    } else {
-        Ok(())
-    }
+    at_least_one(max_attempts, "is 0, want 1 or more (1 turns retries off)")
 }
 
 /// Checks a retry budget: `max_tokens` from 1 to 1000, and a

@@ -8,7 +8,9 @@ use std::time::Duration;
 use rustls_pki_types::ServerName;
 
 use crate::InvalidSettings;
-use crate::call::settings::{Checks, InvalidValue, budget_path, check_tls, positive_within_a_year};
+use crate::call::settings::{
+    Checks, InvalidValue, at_least_one, budget_path, check_tls, positive_within_a_year,
+};
 use crate::{circuit, retry};
 
 use super::Settings;
@@ -172,13 +174,10 @@ fn check_tls_host(addr: &str) -> Result<(), InvalidValue> {
 ///
 /// [`InvalidValue`] for 0.
 pub fn check_max_decoding_message_size(bytes: usize) -> Result<(), InvalidValue> {
-    if bytes == 0 {
-        Err(InvalidValue::new(
-            "is 0, want a size in bytes of 1 or more (tonic's default is 4194304, 4 MiB)",
-        ))
-    } else {
-        Ok(())
-    }
+    at_least_one(
+        bytes,
+        "is 0, want a size in bytes of 1 or more (tonic's default is 4194304, 4 MiB)",
+    )
 }
 
 /// Checks the ceiling of the connection's backoff
