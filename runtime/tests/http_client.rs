@@ -889,6 +889,57 @@ async fn a_calls_future_is_small() {
     assert_eq!(execute.await.unwrap().status(), 200);
 }
 
+/// A call keeps a timer anchor running (a task holding a timer ahead of
+/// the attempts' timers, so that arming each does not wake tokio's time
+/// driver): the first call spawns it, the next ones keep it, and it ends
+/// when the last clone of the client is dropped.
+#[tokio::test(start_paused = true)]
+async fn a_timer_anchor_runs_while_calls_come_and_ends_with_the_client() {
+    let upstream = Upstream::start().await;
+    let telemetry = Telemetry::new();
+    let client = client(&setup(&telemetry, false), &upstream, settings());
+    let tasks = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    let settle = || async {
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+    };
+    // A request on the reqwest client underneath, which passes none of
+    // humus: the pooled connection's tasks, and no anchor. Its pool
+    // outlives the humus client.
+    let http = client.reqwest().clone();
+    let response = http.get(upstream.url()).send().await.unwrap();
+    response.bytes().await.unwrap();
+    settle().await;
+    let before = tasks();
+    for _ in 0..3 {
+        let response = client.get("/x").send().await.unwrap();
+        assert_eq!(response.bytes().await.unwrap(), "ok");
+    }
+    settle().await;
+    assert_eq!(tasks(), before + 1, "the anchor's task, spawned once");
+    // A while without calls: idle, still there for the next call.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    settle().await;
+    assert_eq!(tasks(), before + 1);
+    client.get("/x").send().await.unwrap();
+    settle().await;
+    assert_eq!(tasks(), before + 1);
+    let clone = client.clone();
+    drop(client);
+    settle().await;
+    assert_eq!(tasks(), before + 1, "a clone keeps it");
+    drop(clone);
+    settle().await;
+    assert_eq!(tasks(), before, "ended with the client");
+    // The connection is the pool's, still in use.
+    http.get(upstream.url()).send().await.unwrap();
+}
+
 /// A redirect to another origin (another port, another host, another
 /// scheme) is not followed: the call returns the 3xx as it came, and the
 /// other origin is sent nothing (no trace context, no baggage).

@@ -2,8 +2,8 @@
 //! client makes calls, so that arming the deadline timers of its calls does
 //! not wake a parked worker thread. The gRPC client's connection keeps one
 //! (its dial spawns the task, each call touches it), and so do the
-//! RabbitMQ publisher (its dial, each publish) and the Kafka producer (a
-//! call when the task is not running, each call).
+//! RabbitMQ publisher (its dial, each publish), the Kafka producer and the
+//! HTTP client (a call when the task is not running, each call).
 //!
 //! Every attempt with a deadline puts a timer in tokio's wheel, for the
 //! call's deadline (and a tonic server in the same process arms one for

@@ -13,7 +13,7 @@ use super::call::HttpCall;
 use super::path::check_path;
 use super::{Error, Kind, NewError, Settings};
 
-use crate::call::{Dependency, Refused, sections};
+use crate::call::{Anchor, Dependency, Refused, sections};
 use crate::deadline::Inherited;
 use crate::{Setup, circuit, telemetry};
 
@@ -43,6 +43,18 @@ pub(super) struct Inner {
     /// The breaker, budget, backoff, recorder and failure injector every
     /// call runs with.
     pub(super) dependency: Dependency,
+    /// Keeps a timer ahead of the attempts' timers (reqwest's, of
+    /// `attempt_timeout` or the call's time left) while calls come, so that
+    /// registering each does not wake tokio's time driver ([`Anchor`]):
+    /// spawned by a call when it is not running, touched by each, ended
+    /// when the last clone of the client is dropped.
+    anchor: Arc<Anchor>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.anchor.end();
+    }
 }
 
 impl fmt::Debug for Client {
@@ -174,6 +186,7 @@ impl Client {
                 point,
                 http,
                 dependency,
+                anchor: Arc::default(),
             }),
         })
     }
@@ -421,6 +434,10 @@ impl Client {
         async move {
             require_runtime();
             let inner = &*client.inner;
+            // At the first call, and again if the runtime that ran the
+            // anchor's task is gone.
+            inner.anchor.spawn();
+            inner.anchor.touch();
             let result = match HttpCall::new(inner, request, options.retry, plain, cx, inherited) {
                 Ok(call) => {
                     let mut call = crate::call::Call::new(&inner.dependency.breaker, call);
