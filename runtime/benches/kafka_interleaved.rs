@@ -7,7 +7,9 @@
 //! `rdkafka-2`, a second bare producer (the same code in a second client),
 //! and `rdkafka+timer`, a bare producer that waits for each report against
 //! a tokio timer of the same 30 s, as humus's producer bounds each call's
-//! wait at its deadline (what that bound costs a bare client). The
+//! wait at its deadline (what that bound costs a bare client; humus's
+//! timer anchor, `call::anchor`, running in the same runtime spares it
+//! tokio's driver wake-up too, so it measures the timer's own cost). The
 //! producers take turns, call by call (one record at a time) and batch by
 //! batch (64 records in flight at once, each its own call), the order
 //! rotating every round, so a machine whose load changes during the run
