@@ -292,13 +292,19 @@ impl Client {
         if !own.is_empty() {
             let base = url.path();
             let base = base.strip_suffix('/').unwrap_or(base);
-            let mut joined = String::with_capacity(base.len() + own.len() + 1);
-            joined.push_str(base);
-            if !own.starts_with('/') {
-                joined.push('/');
+            if base.is_empty() && own.starts_with('/') {
+                // A base URL with no path (`http://rates:8080`, the usual
+                // one): `path`'s own, with no string joined to hold it.
+                url.set_path(own);
+            } else {
+                let mut joined = String::with_capacity(base.len() + own.len() + 1);
+                joined.push_str(base);
+                if !own.starts_with('/') {
+                    joined.push('/');
+                }
+                joined.push_str(own);
+                url.set_path(&joined);
             }
-            joined.push_str(own);
-            url.set_path(&joined);
         }
         let (query, fragment) = match rest.split_once('#') {
             Some((query, fragment)) => (query, Some(fragment)),
