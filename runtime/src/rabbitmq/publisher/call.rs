@@ -70,6 +70,16 @@ impl<'a> PublishCall<'a> {
         PublishError::new(kind, &destination, detail)
     }
 
+    /// The message's properties for the attempt of `span`: the caller's,
+    /// with the attempt's [`headers`](PublishCall::headers).
+    pub(super) fn properties(&self, span: &PublishSpan) -> BasicProperties {
+        let mut properties = self.properties.clone();
+        if let Some(headers) = self.headers(span) {
+            properties.with_headers(headers);
+        }
+        properties
+    }
+
     /// The message's headers for an attempt: the caller's, with the
     /// attempt's trace context and the call's baggage written over the
     /// propagator's fields, the scenario stripped unless `forward_scenario`.
@@ -206,22 +216,12 @@ impl Transport for PublishCall<'_> {
         body: Vec<u8>,
         span: &'s mut PublishSpan,
     ) -> impl Future<Output = Result<(), PublishError>> + Send + 's {
-        let mut properties = self.properties.clone();
-        if let Some(headers) = self.headers(span) {
-            properties.with_headers(headers);
-        }
         // Boxed: the send (amqprs's publish frame among it) would
         // otherwise make the call's state several KB, copied as it is
         // built; one allocation per attempt is cheaper. Only the send: the
         // confirm's wait is small, and the box is built with one copy of
-        // the send's future, not of the whole attempt's. Boxed here, not in
-        // the future below: the message's properties go straight into the
-        // box rather than into the call's state first.
-        let sending =
-            Box::pin(
-                self.inner
-                    .send(self, &self.destination, properties, body, &mut span.sent),
-            );
+        // the send's future, not of the whole attempt's.
+        let sending = Box::pin(self.inner.send(self, span, body));
         async move {
             let (rx, guard) = sending.await?;
             let answer = rx.await;
