@@ -214,7 +214,7 @@ impl Publisher {
         let destination = self.inner.destinations.get(exchange, routing_key);
         async move {
             let inner = &*publisher.inner;
-            let call = PublishCall::new(inner, cx, inherited, destination, properties, body);
+            let call = PublishCall::new(inner, cx, inherited, destination, &properties, body);
             crate::call::Call::new(&inner.dependency.breaker, call)
                 .run()
                 .await
@@ -854,12 +854,13 @@ mod sizes {
         .unwrap();
         let inner = &*publisher.inner;
         let destination = inner.destinations.get("", "q");
+        let properties = BasicProperties::default();
         let call = PublishCall::new(
             inner,
             Context::new(),
             None,
             destination.clone(),
-            BasicProperties::default(),
+            &properties,
             vec![1],
         );
         let mut span = crate::call::Transport::start(&call, 1);

@@ -27,7 +27,10 @@ pub(super) struct PublishCall<'a> {
     pub(super) started: Instant,
     pub(super) deadline: Option<Instant>,
     pub(super) destination: Arc<Destination>,
-    pub(super) properties: BasicProperties,
+    /// The caller's properties, where the publish's future keeps them
+    /// (borrowed, not moved into the call: the future would keep them
+    /// twice).
+    pub(super) properties: &'a BasicProperties,
     /// The body; the last attempt takes it (a copy is sent while another
     /// may follow).
     pub(super) body: Option<Vec<u8>>,
@@ -39,7 +42,7 @@ impl<'a> PublishCall<'a> {
         cx: Context,
         inherited: Option<Instant>,
         destination: Arc<Destination>,
-        properties: BasicProperties,
+        properties: &'a BasicProperties,
         body: Vec<u8>,
     ) -> PublishCall<'a> {
         let started = Instant::now();
