@@ -598,9 +598,13 @@ impl Inner {
             confirms: Some(Arc::clone(&session.confirms)),
             tag,
         };
-        let args = BasicPublishArguments::new(&destination.exchange, &destination.routing_key)
-            .mandatory(true)
-            .finish();
+        // Made as is: the builder's `finish` would copy both names again.
+        let args = BasicPublishArguments {
+            exchange: destination.exchange.to_string(),
+            routing_key: destination.routing_key.to_string(),
+            mandatory: true,
+            immediate: false,
+        };
         let properties = call.properties(span);
         match session.channel.basic_publish(properties, body, args).await {
             Ok(()) => {
