@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use amqprs::{BasicProperties, FieldTable};
@@ -90,8 +91,13 @@ impl<'a> PublishCall<'a> {
     /// written (no propagator fields): its properties are sent as given.
     fn headers(&self, span: &PublishSpan) -> Option<FieldTable> {
         let inner = self.inner;
-        let mut headers = self.properties.headers().cloned().unwrap_or_default();
         let propagator = &inner.telemetry.propagator;
+        // No headers of the caller's and a propagator that writes no
+        // field (telemetry off): nothing to write, nothing to strip.
+        if self.properties.headers().is_none() && propagator.fields().next().is_none() {
+            return None;
+        }
+        let mut headers = self.properties.headers().cloned().unwrap_or_default();
         for field in propagator.fields() {
             if let Ok(name) = amqprs::FieldName::try_from(field) {
                 headers.remove(&name);
@@ -156,7 +162,7 @@ impl Transport for PublishCall<'_> {
     }
 
     fn is_closed(&self) -> bool {
-        *self.inner.closed.borrow()
+        self.inner.is_closed.load(Ordering::Acquire)
     }
 
     fn closed(&self) -> impl Future<Output = ()> + Send + '_ {
