@@ -606,8 +606,10 @@ impl Inner {
         };
         // Made as is: the builder's `finish` would copy both names again.
         let args = BasicPublishArguments {
-            exchange: destination.exchange.to_string(),
-            routing_key: destination.routing_key.to_string(),
+            // From the `str`s: a `Box<str>`'s `to_string` goes through
+            // its `Display`, a formatter.
+            exchange: String::from(&*destination.exchange),
+            routing_key: String::from(&*destination.routing_key),
             mandatory: true,
             immediate: false,
         };
@@ -783,7 +785,7 @@ impl PublishSpan {
             KeyValue::new(MESSAGING_OPERATION_NAME, MESSAGING_OPERATION_PUBLISH),
             KeyValue::new(
                 MESSAGING_DESTINATION_NAME,
-                self.destination.exchange.to_string(),
+                String::from(&*self.destination.exchange),
             ),
             i.server_address.clone(),
             i.server_port.clone(),
