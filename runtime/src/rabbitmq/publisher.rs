@@ -353,6 +353,9 @@ struct Callback {
     confirms: Arc<Confirms>,
     /// Returns not yet matched with a pending publish.
     returns: VecDeque<Return>,
+    /// Where [`Callback::settle`] puts the publishes a multiple confirm
+    /// covers: empty between confirms, its room kept for the next.
+    settled: Vec<Pending>,
 }
 
 impl Callback {
@@ -364,7 +367,7 @@ impl Callback {
         // Taken out under the lock, answered after it: a publisher woken
         // by its answer does not find the lock still held.
         let mut one = None;
-        let mut many = Vec::new();
+        let mut many = std::mem::take(&mut self.settled);
         {
             let mut pending = self.confirms.lock();
             if multiple {
@@ -391,7 +394,7 @@ impl Callback {
                 p.returned = Some((ret.reply_code(), ret.reply_text().clone()));
             }
         }
-        for p in one.into_iter().chain(many) {
+        for p in one.into_iter().chain(many.drain(..)) {
             let confirm = match p.returned {
                 Some((code, text)) => Confirm::Returned { code, text },
                 None if ack => Confirm::Ack,
@@ -399,6 +402,7 @@ impl Callback {
             };
             let _ = p.tx.send(confirm);
         }
+        self.settled = many;
     }
 }
 
@@ -665,6 +669,7 @@ async fn open_channel(connection: &Connection) -> Result<(Channel, Arc<Confirms>
         .register_callback(Callback {
             confirms: Arc::clone(&confirms),
             returns: VecDeque::new(),
+            settled: Vec::new(),
         })
         .await
         .map_err(|e| e.to_string())?;
