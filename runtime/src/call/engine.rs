@@ -85,8 +85,11 @@ impl<'a, T: Transport> Call<'a, T> {
 
     /// Runs the call: attempts until one answers for good, the retries
     /// run out, or the call's deadline, the breaker or the close ends it.
-    pub(crate) async fn run(&mut self) -> Result<T::Output, T::Error> {
-        self.attempts::<false>().await
+    ///
+    /// The loop's own future, not one around it (which would be built by
+    /// moving the loop's into it).
+    pub(crate) fn run(&mut self) -> impl Future<Output = Result<T::Output, T::Error>> + '_ {
+        self.attempts::<false>()
     }
 
     /// Opens a stream: attempts as [`Call::run`]'s until one returns an
