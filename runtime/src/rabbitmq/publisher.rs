@@ -219,7 +219,7 @@ impl Publisher {
         let destination = self.inner.destinations.get(exchange, routing_key);
         async move {
             let inner = &*publisher.inner;
-            let call = PublishCall::new(inner, cx, inherited, destination, &properties, body);
+            let call = PublishCall::new(inner, cx, inherited, &destination, &properties, body);
             crate::call::Call::new(&inner.dependency.breaker, call)
                 .run()
                 .await
@@ -527,10 +527,10 @@ impl Inner {
     async fn send(
         &self,
         call: &PublishCall<'_>,
-        span: &mut PublishSpan,
+        span: &mut PublishSpan<'_>,
         body: Vec<u8>,
     ) -> Result<(oneshot::Receiver<Confirm>, PendingGuard), PublishError> {
-        let destination = &call.destination;
+        let destination = call.destination;
         let lost = |detail: String| call.error(PublishErrorKind::Connection, detail);
         let mut link = self.link.lock().await;
         if link
@@ -757,18 +757,18 @@ impl Instruments {
 }
 
 /// One attempt's PRODUCER span (in its context) and its start.
-struct PublishSpan {
-    instruments: Arc<Instruments>,
+struct PublishSpan<'a> {
+    instruments: &'a Instruments,
     cx: Context,
     traced: bool,
-    destination: Arc<Destination>,
+    destination: &'a Destination,
     started: Option<Instant>,
     /// Whether the attempt sent its message.
     sent: bool,
     ended: bool,
 }
 
-impl PublishSpan {
+impl PublishSpan<'_> {
     /// Ends the attempt: the span's status and `error.type`, the duration
     /// and, when it sent its message, one sent message.
     fn finish(&mut self, error: Option<(&'static str, String)>) {
@@ -807,7 +807,7 @@ impl PublishSpan {
     }
 }
 
-impl Drop for PublishSpan {
+impl Drop for PublishSpan<'_> {
     fn drop(&mut self) {
         if !self.ended {
             self.finish(Some((
@@ -878,11 +878,12 @@ mod sizes {
         .unwrap();
         let inner = &*publisher.inner;
         let properties = BasicProperties::default();
+        let destination = inner.destinations.get("", "q");
         let call = PublishCall::new(
             inner,
             Context::new(),
             None,
-            inner.destinations.get("", "q"),
+            &destination,
             &properties,
             vec![1],
         );

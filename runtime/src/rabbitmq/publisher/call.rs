@@ -13,7 +13,7 @@ use opentelemetry::trace::{TraceContextExt as _, Tracer as _};
 use tokio::time::Instant;
 
 use super::super::error::{PublishError, PublishErrorKind};
-use super::{Confirm, Destination, Inner, PublishSpan, Publisher};
+use super::{Confirm, Destination, Inner, Instruments, PublishSpan, Publisher};
 use crate::call::{Attempt, Classification, Parts, Transport};
 use crate::circuit::Rejected;
 use crate::fault::InjectedError;
@@ -27,7 +27,8 @@ pub(super) struct PublishCall<'a> {
     pub(super) cx: Context,
     pub(super) started: Instant,
     pub(super) deadline: Option<Instant>,
-    pub(super) destination: Arc<Destination>,
+    /// Where it goes, kept by the publish's future.
+    pub(super) destination: &'a Arc<Destination>,
     /// The caller's properties, where the publish's future keeps them
     /// (borrowed, not moved into the call: the future would keep them
     /// twice).
@@ -42,7 +43,7 @@ impl<'a> PublishCall<'a> {
         inner: &'a Inner,
         cx: Context,
         inherited: Option<Instant>,
-        destination: Arc<Destination>,
+        destination: &'a Arc<Destination>,
         properties: &'a BasicProperties,
         body: Vec<u8>,
     ) -> PublishCall<'a> {
@@ -76,7 +77,7 @@ impl<'a> PublishCall<'a> {
 
     /// The message's properties for the attempt of `span`: the caller's,
     /// with the attempt's [`headers`](PublishCall::headers).
-    pub(super) fn properties(&self, span: &PublishSpan) -> BasicProperties {
+    pub(super) fn properties(&self, span: &PublishSpan<'_>) -> BasicProperties {
         let mut properties = self.properties.clone();
         if let Some(headers) = self.headers(span) {
             properties.with_headers(headers);
@@ -89,7 +90,7 @@ impl<'a> PublishCall<'a> {
     /// propagator's fields, the scenario stripped unless `forward_scenario`.
     /// `None` when the message has no headers and nothing is to be
     /// written (no propagator fields): its properties are sent as given.
-    fn headers(&self, span: &PublishSpan) -> Option<FieldTable> {
+    fn headers(&self, span: &PublishSpan<'_>) -> Option<FieldTable> {
         let inner = self.inner;
         let propagator = &inner.telemetry.propagator;
         // No headers of the caller's and a propagator that writes no
@@ -141,10 +142,10 @@ impl<'a> PublishCall<'a> {
     }
 }
 
-impl Transport for PublishCall<'_> {
+impl<'a> Transport for PublishCall<'a> {
     type Output = ();
     type Error = PublishError;
-    type Span = PublishSpan;
+    type Span = PublishSpan<'a>;
     type Prepared = Vec<u8>;
 
     fn parts(&self) -> Parts<'_> {
@@ -172,8 +173,8 @@ impl Transport for PublishCall<'_> {
         }
     }
 
-    fn start(&self, _attempt: u32) -> PublishSpan {
-        let instruments = &self.inner.telemetry;
+    fn start(&self, _attempt: u32) -> PublishSpan<'a> {
+        let instruments: &'a Instruments = &self.inner.telemetry;
         let (cx, traced) = match &instruments.tracer {
             Some(tracer) => {
                 let builder = instruments.span_builder(
@@ -187,21 +188,21 @@ impl Transport for PublishCall<'_> {
             None => (self.cx.clone(), false),
         };
         PublishSpan {
-            instruments: Arc::clone(instruments),
+            instruments,
             cx,
             traced,
-            destination: Arc::clone(&self.destination),
+            destination: self.destination,
             started: instruments.duration.as_ref().map(|_| Instant::now()),
             sent: false,
             ended: false,
         }
     }
 
-    fn span_context(span: &PublishSpan) -> &Context {
+    fn span_context<'s>(span: &'s PublishSpan<'a>) -> &'s Context {
         &span.cx
     }
 
-    fn end(&self, mut span: PublishSpan, result: Result<&(), &PublishError>) {
+    fn end(&self, mut span: PublishSpan<'a>, result: Result<&(), &PublishError>) {
         match result {
             Ok(()) => span.finish(None),
             Err(e) => span.finish(Some((e.error_type(), e.to_string()))),
@@ -223,7 +224,7 @@ impl Transport for PublishCall<'_> {
         &'s self,
         _attempt: Attempt,
         body: Vec<u8>,
-        span: &'s mut PublishSpan,
+        span: &'s mut PublishSpan<'a>,
     ) -> impl Future<Output = Result<(), PublishError>> + Send + 's {
         // Boxed: the send (amqprs's publish frame among it) would
         // otherwise make the call's state several KB, copied as it is
