@@ -105,7 +105,9 @@
 //! failure injector, built once in the client's `new`) and the settings every client
 //! shares (`call::settings`: the timeout, retry, budget, breaker and
 //! `forward_scenario` sections, their serde mapping and checks, and the one
-//! settings error every transport returns, [`InvalidSettings`]). The modules every transport uses (`deadline`, `retry`,
+//! settings error every transport returns, [`InvalidSettings`]), and the
+//! timer every client keeps armed while its calls come (`call::anchor`), so
+//! that arming an attempt's own timer does not wake tokio's time driver. The modules every transport uses (`deadline`, `retry`,
 //! `telemetry`, the crate-private `addr` of `host:port` parsing) import
 //! no transport; no transport's folder imports one that imports it back.
 //!
