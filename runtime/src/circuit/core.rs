@@ -464,17 +464,27 @@ impl Core {
         if !self.is_current(tag) {
             return Settled::Late;
         }
-        let failure = match outcome {
-            Outcome::Success => false,
-            Outcome::Failure => true,
-            Outcome::Ignored => return Settled::Current,
-        };
-        self.record(failure);
+        if !self.count(outcome) {
+            return Settled::Current;
+        }
         if self.state == State::Closed && policy.trip(&self.counts) {
             self.move_to(State::Open, now());
         }
         // (No ticket is current while open.)
         Settled::Current
+    }
+
+    /// Counts a current ticket's `outcome` in the window: `false` for
+    /// `Ignored`, which counts nothing.
+    #[inline(always)]
+    fn count(&mut self, outcome: Outcome) -> bool {
+        let failure = match outcome {
+            Outcome::Success => false,
+            Outcome::Failure => true,
+            Outcome::Ignored => return false,
+        };
+        self.record(failure);
+        true
     }
 
     /// [`settle`](Core::settle) while half-open: a probe's `done` calls it
@@ -492,12 +502,9 @@ impl Core {
         if !self.slots.in_period(tag) {
             return Settled::Late;
         }
-        let failure = match outcome {
-            Outcome::Success => false,
-            Outcome::Failure => true,
-            Outcome::Ignored => return Settled::Current,
-        };
-        self.record(failure);
+        if !self.count(outcome) {
+            return Settled::Current;
+        }
         let to = policy.probe(&self.counts);
         if to != State::HalfOpen {
             self.move_to(to, now());
