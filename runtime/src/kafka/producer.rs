@@ -345,8 +345,10 @@ impl Producer {
         self.inner.dependency.breaker.state()
     }
 
-    /// How many records librdkafka holds that are not yet stored or
-    /// failed.
+    /// librdkafka's out-queue length (`rd_kafka_outq_len`): the records it
+    /// holds that are not yet stored or failed, plus the requests to its
+    /// brokers and the reports it has not yet handed over (0 once
+    /// everything is delivered and reported).
     pub fn in_flight(&self) -> i32 {
         self.inner.kafka.in_flight_count()
     }
