@@ -58,6 +58,20 @@ type Seen = Arc<Mutex<Vec<Vec<(String, String)>>>>;
 type SeenHeaders = Arc<Mutex<Vec<(Vec<String>, Option<String>)>>>;
 
 /// Producer settings of `cluster`: a short delivery timeout, no linger.
+/// Produces a first record to `orders` until one is stored: the broker's
+/// metadata known and the idempotent producer's id given, so that a timed
+/// call after it waits for nothing else (on a loaded machine, maybe not
+/// within a first record's short delivery timeout).
+async fn first_record_stored(producer: &Producer) {
+    eventually("a first record is stored", || async {
+        producer
+            .produce([Record::to("orders").value("first")])
+            .await
+            .is_ok()
+    })
+    .await;
+}
+
 fn settings(cluster: &Cluster) -> ProducerSettings {
     let mut settings = ProducerSettings {
         brokers: cluster.brokers(),
@@ -552,16 +566,7 @@ async fn a_broker_that_is_down_opens_the_breaker_and_probes_close_it_once_it_is_
     settings.breaker_policy = Policy::consecutive_or_half(3, 20, 1);
     settings.breaker.open_for = Duration::from_millis(300);
     let producer = Producer::new(&setup, settings).unwrap();
-    // Connected first: the broker's metadata known, the idempotent
-    // producer's id given (on a loaded machine, maybe not within the first
-    // record's 500 ms).
-    eventually("a first record is stored", || async {
-        producer
-            .produce([Record::to("orders").value("first")])
-            .await
-            .is_ok()
-    })
-    .await;
+    first_record_stored(&producer).await;
     let failures_before = calls(&telemetry, "failure");
 
     cluster.broker_down();
@@ -604,13 +609,7 @@ async fn a_call_ends_at_its_delivery_timeout_not_at_librdkafkas_report() {
     settings.breaker_policy = Policy::consecutive_or_half(3, 20, 1);
     settings.breaker.open_for = Duration::from_secs(60);
     let producer = Producer::new(&setup, settings).unwrap();
-    eventually("a first record is stored", || async {
-        producer
-            .produce([Record::to("orders").value("first")])
-            .await
-            .is_ok()
-    })
-    .await;
+    first_record_stored(&producer).await;
     let failures_before = calls(&telemetry, "failure");
 
     // librdkafka reports a record past message.timeout.ms only at its
@@ -725,13 +724,7 @@ async fn a_record_that_finds_librdkafkas_queue_full_waits_for_room_within_its_ca
         .librdkafka
         .insert("queue.buffering.max.messages".into(), "1".into());
     let producer = Producer::new(&setup, settings).unwrap();
-    eventually("a first record is stored", || async {
-        producer
-            .produce([Record::to("orders").value("first")])
-            .await
-            .is_ok()
-    })
-    .await;
+    first_record_stored(&producer).await;
     let stored_before = cluster.stored("orders").await;
 
     // The broker down, the first record holds the queue's room; the
@@ -781,13 +774,7 @@ async fn a_timer_anchor_runs_while_calls_come_and_ends_at_the_close() {
     // The first call spawns the task that keeps a timer ahead of the
     // calls' deadline timers (so that arming those does not wake tokio's
     // time driver); the next calls keep it.
-    eventually("a first record is stored", || async {
-        producer
-            .produce([Record::to("orders").value("first")])
-            .await
-            .is_ok()
-    })
-    .await;
+    first_record_stored(&producer).await;
     producer
         .produce([Record::to("orders").value("second")])
         .await
