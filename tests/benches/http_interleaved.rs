@@ -10,9 +10,10 @@
 //! alike.
 //!
 //! The order of the turns is drawn afresh every round (a permutation from a
-//! fixed-seed generator, the same in every run), so each client follows
-//! each other client, and takes each place in a round, about equally
-//! often. A fixed rotation (round `r` calling `r, r+1, ...` in turn) made
+//! fixed-seed generator, the same in every run: `support::turns::Turns`,
+//! which `overhead_interleaved` and `server_interleaved` draw too), so each
+//! client follows each other client, and takes each place in a round, about
+//! equally often. A fixed rotation (round `r` calling `r, r+1, ...` in turn) made
 //! every client follow the same one nearly always, and a call inherits the
 //! runtime's state from the call before it: tokio wakes its I/O driver
 //! when a timer is registered earlier than the wake the driver last
@@ -53,9 +54,12 @@
 //! parses at every call), yet here it takes ×1.03 to ×1.13 of the time,
 //! the more the busier the machine.
 
+mod support;
+
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
+use support::turns::Turns;
 
 const ROUNDS: usize = 20_000;
 const BATCH_ROUNDS: usize = 1_000;
@@ -98,44 +102,6 @@ fn bare_reqwest(timeout: Option<Duration>) -> reqwest::Client {
     }
     .build()
     .expect("a reqwest client")
-}
-
-/// The order of the clients' turns, round by round: a permutation of the
-/// clients drawn afresh each round (Fisher-Yates over splitmix64 from a
-/// fixed seed, so every run draws the same orders), so that each client
-/// follows each other one, and takes each place in a round, about equally
-/// often (see the module docs).
-struct Turns {
-    state: u64,
-    order: Vec<usize>,
-}
-
-impl Turns {
-    fn new(n: usize) -> Turns {
-        Turns {
-            state: 0x5eed,
-            order: (0..n).collect(),
-        }
-    }
-
-    /// The next round's order.
-    fn next(&mut self) -> &[usize] {
-        for i in (1..self.order.len()).rev() {
-            // Modulo bias is below 1e-17 for a handful of clients.
-            let j = (self.draw() % (i as u64 + 1)) as usize;
-            self.order.swap(i, j);
-        }
-        &self.order
-    }
-
-    /// splitmix64's next number.
-    fn draw(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {

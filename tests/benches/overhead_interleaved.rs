@@ -6,9 +6,16 @@
 //! connector of its own: the same code, in a second copy), take turns, call by
 //! call (one at a time) or batch by batch (64 at once), so that a machine
 //! whose load changes during the run (2 cores shared with other builds)
-//! slows them all alike. The order of the turns rotates from round to
-//! round, so no client always follows the same one. criterion's figures, one client after the other,
+//! slows them all alike. criterion's figures, one client after the other,
 //! move with that load; these ratios do not.
+//!
+//! The order of the turns is drawn afresh every round
+//! (`support::turns::Turns`: a permutation from a fixed-seed generator, the
+//! same in every run), so each client follows each other client, and takes
+//! each place in a round, about equally often: a call is slowed or sped by what the call before it left
+//! behind (timers armed in tokio's timer wheel, a parked or a spinning
+//! thread), and with a fixed rotation each client nearly always followed
+//! the same one (`http_interleaved` measured that bias at several percent).
 //!
 //! It prints the median latency of one call (one at a time), the median
 //! time of a batch of 64 concurrent calls and the throughput it gives, and
@@ -40,6 +47,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
+use support::turns::Turns;
 use support::{Answer, Dependency, LAYER_PEERS, PEERS, Peer};
 
 /// Rounds of one call per client, after `WARM_UP` rounds.
@@ -106,12 +114,9 @@ fn main() {
         .block_on(tokio::spawn(async move {
             let mut single: Vec<Vec<Duration>> =
                 (0..n).map(|_| Vec::with_capacity(ROUNDS)).collect();
+            let mut turns = Turns::new(n);
             for round in 0..WARM_UP + ROUNDS {
-                // Each client goes first, second, third and last in turn: a call
-                // is slowed or sped by what the call before it left behind
-                // (timers, a parked or a spinning thread).
-                for turn in 0..n {
-                    let k = (round + turn) % n;
+                for &k in turns.next() {
                     let started = Instant::now();
                     c[k].call().await;
                     if round >= WARM_UP {
@@ -122,8 +127,7 @@ fn main() {
             let mut batch: Vec<Vec<Duration>> =
                 (0..n).map(|_| Vec::with_capacity(BATCH_ROUNDS)).collect();
             for round in 0..WARM_UP / 10 + BATCH_ROUNDS {
-                for turn in 0..n {
-                    let k = (round + turn) % n;
+                for &k in turns.next() {
                     let started = Instant::now();
                     join_all((0..CONCURRENCY).map(|_| c[k].call())).await;
                     if round >= WARM_UP / 10 {

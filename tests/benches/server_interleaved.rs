@@ -13,11 +13,20 @@
 //! provider, no propagator, injection off), which skips that work.
 //!
 //! The servers take turns, call by call (one at a time) and batch by batch
-//! (64 at once), the order rotating from round to round, so that a load
-//! that changes during the run slows them all alike. It prints the median
-//! latency of one call, the median time of a batch and the throughput it
-//! gives, and the process's CPU time per call (client and server, both in
-//! process), each with its ratio to tonic's server.
+//! (64 at once), so that a load that changes during the run slows them all
+//! alike. The order of the turns is drawn afresh every round
+//! (`support::turns::Turns`: a permutation from a fixed-seed generator, the
+//! same in every run), so each server's call follows each other server's,
+//! and takes each place in a round, about equally often: a call inherits
+//! what the call before it left behind (timers armed in tokio's timer
+//! wheel, a parked or a spinning thread), and with a fixed rotation each
+//! server nearly always followed the same one (`http_interleaved` measured
+//! that bias at several percent).
+//!
+//! It prints the median latency of one call, the median time of a batch
+//! and the throughput it gives, and the process's CPU time per call
+//! (client and server, both in process), each with its ratio to tonic's
+//! server.
 //!
 //! ```text
 //! cargo bench -p humus-tests --bench server_interleaved
@@ -35,6 +44,7 @@ use humus::telemetry::Telemetry;
 use humus_tests::grpc_proto::grpc::testing::SimpleRequest;
 use opentelemetry::propagation::TextMapCompositePropagator;
 use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
+use support::turns::Turns;
 use support::{Answer, Dependency, TonicClient};
 use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::TcpListenerStream;
@@ -141,9 +151,9 @@ fn main() {
         .block_on(tokio::spawn(async move {
             let mut single: Vec<Vec<Duration>> =
                 (0..N).map(|_| Vec::with_capacity(ROUNDS)).collect();
+            let mut turns = Turns::new(N);
             for round in 0..WARM_UP + ROUNDS {
-                for turn in 0..N {
-                    let k = (round + turn) % N;
+                for &k in turns.next() {
                     let started = Instant::now();
                     call(&c[k]).await;
                     if round >= WARM_UP {
@@ -154,8 +164,7 @@ fn main() {
             let mut batch: Vec<Vec<Duration>> =
                 (0..N).map(|_| Vec::with_capacity(BATCH_ROUNDS)).collect();
             for round in 0..WARM_UP / 10 + BATCH_ROUNDS {
-                for turn in 0..N {
-                    let k = (round + turn) % N;
+                for &k in turns.next() {
                     let started = Instant::now();
                     join_all((0..CONCURRENCY).map(|_| call(&c[k]))).await;
                     if round >= WARM_UP / 10 {

@@ -1,9 +1,12 @@
 //! What the benchmarks share: the dependency they call, an in-process tonic
 //! server of `grpc.testing.TestService` on loopback TCP, and the clients of
 //! it (tonic's generated client over a raw `Channel`, and humus's typed
-//! client).
+//! client), and the order in which the interleaved benches' peers take
+//! their turns ([`turns::Turns`]).
 
 #![allow(dead_code, unreachable_pub)]
+
+pub mod turns;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
