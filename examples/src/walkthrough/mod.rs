@@ -24,7 +24,9 @@
 //! - the **wallet** ([`crate::wallet`]),
 //!   whose handlers call the ledger through its humus client, with its
 //!   settings read from the environment the walkthrough prints (a breaker
-//!   `open_for` of 1s, so it all takes seconds);
+//!   `open_for` of 1s, so it all takes seconds; of the secret
+//!   `WALLET_SCENARIO_TOKEN` it prints only that it is set, by itself as
+//!   the gateway, never the value);
 //!
 //! each a `humus::grpc::server::Server` run by a `humus::App` ([`crate::running`]), stopped as
 //! SIGTERM would stop it, and required to exit 0; and
@@ -416,6 +418,28 @@ pub fn wallet_env(ledger: SocketAddr, open_for: Duration) -> Env {
 /// request with ([`wallet::ENV_SCENARIO_TOKEN`]).
 pub const GATEWAY_TOKEN: &str = "walkthrough-gateway-secret";
 
+/// How the walkthrough prints the wallet's environment: `NAME=value` pairs
+/// on one line, but for the secret [`wallet::ENV_SCENARIO_TOKEN`] (it lets
+/// a caller inject failures), whose value is never printed: a line of its
+/// own says that it is set and where it comes from.
+fn settings_lines(env: &Env) -> Vec<String> {
+    let vars: Vec<String> = env
+        .iter()
+        .filter(|(k, _)| *k != wallet::ENV_SCENARIO_TOKEN)
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let mut lines = vec![vars.join(" ")];
+    if env.iter().any(|(k, _)| k == wallet::ENV_SCENARIO_TOKEN) {
+        lines.push(format!(
+            "{} is set (not shown): the walkthrough's own gateway secret \
+             (walkthrough::GATEWAY_TOKEN), which it sends in {} with the faulted request",
+            wallet::ENV_SCENARIO_TOKEN,
+            wallet::SCENARIO_TOKEN_HEADER,
+        ));
+    }
+    lines
+}
+
 /// Runs the walkthrough.
 ///
 /// # Errors
@@ -632,8 +656,9 @@ impl Run {
             wallet::TRANSFERS_TOPIC
         ));
         run.say(&format!("  wallet  {wallet_addr}  with the settings:"));
-        let vars: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        run.say(&format!("          {}", vars.join(" ")));
+        for line in settings_lines(&env) {
+            run.say(&format!("          {line}"));
+        }
         run.say("  telemetry: OpenTelemetry SDK providers recording in memory; every number below is read from them");
         Ok(run)
     }
@@ -1870,5 +1895,35 @@ fn status_name(status: Option<ServingStatus>) -> String {
     match status {
         Some(s) => s.as_str_name().to_owned(),
         None => "no answer".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_printed_settings_say_the_scenario_token_is_set_but_not_its_value() {
+        let env = wallet_env("127.0.0.1:50051".parse().unwrap(), Duration::from_secs(1));
+        let printed = settings_lines(&env).join("\n");
+        assert!(
+            !printed.contains(GATEWAY_TOKEN),
+            "the secret is printed: {printed}"
+        );
+        assert!(
+            printed.contains(
+                "WALLET_SCENARIO_TOKEN is set (not shown): the walkthrough's own gateway secret (walkthrough::GATEWAY_TOKEN)"
+            ),
+            "{printed}"
+        );
+        // The other settings are still printed with their values.
+        assert!(printed.contains("LEDGER_ADDR=127.0.0.1:50051"), "{printed}");
+        assert!(printed.contains("WALLET_FAULT_INJECTION=true"), "{printed}");
+    }
+
+    #[test]
+    fn without_a_scenario_token_the_printed_settings_say_nothing_of_it() {
+        let env = Env::from_pairs([(wallet::ENV_FAULT_INJECTION, "true")]);
+        assert_eq!(settings_lines(&env), ["WALLET_FAULT_INJECTION=true"]);
     }
 }
