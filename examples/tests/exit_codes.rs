@@ -1,6 +1,7 @@
 //! The standalone binaries' exit codes: 78 for a bad, missing or
 //! misspelled variable (read with humus's `app::Env`), naming every one; 1
-//! for a server that cannot listen (its address taken).
+//! for a server that cannot listen (its address taken), naming its
+//! variable.
 
 use std::process::{Command, Output};
 
@@ -93,7 +94,14 @@ fn an_address_another_process_holds_exits_1() {
         ],
     );
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains(&addr), "{}", stderr(&out));
+    // The variable an operator sets, with the setting it is read into.
+    assert!(
+        stderr(&out).contains(&format!(
+            "listening on {addr} (WALLET_ADDR, the server's addr setting): "
+        )),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

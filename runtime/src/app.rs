@@ -155,6 +155,7 @@ mod error;
 mod lifecycle;
 mod settings;
 use crate::{Host, Setup};
+pub(crate) use env::var_name;
 pub use env::{Env, EnvError, VarError, from_env};
 pub use error::{BoxError, EXIT_CONFIG, EXIT_FAILURE, EXIT_FORCED, Error, ErrorKind, Exit};
 use lifecycle::Lifecycle;

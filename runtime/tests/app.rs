@@ -278,6 +278,37 @@ async fn a_server_address_the_machine_does_not_have_exits_78_naming_the_setting(
     );
 }
 
+/// An address another socket holds fails the App (exit 1: another
+/// process's, not the settings'), and the error names the variable an
+/// operator sets (`WALLET_ADDR`) with the setting, when the settings were
+/// read from the environment.
+#[tokio::test]
+async fn a_server_address_in_use_names_its_environment_variable_and_its_setting() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a free loopback port");
+    let addr = taken.local_addr().unwrap().to_string();
+    let settings =
+        humus::app::Env::from_pairs([("WALLET_ADDR", addr.as_str()), ("WALLET_PLAINTEXT", "true")])
+            .read_all(|env| env.server("WALLET_"))
+            .expect("good settings");
+    let exit = App::new()
+        .stop_on(std::future::pending())
+        .run(|setup| async move { Ok(vec![Server::new(&setup, settings)?]) })
+        .await;
+    assert_eq!(exit.code(), 1, "{:?}", exit.error());
+    let text = exit.error().unwrap().to_string();
+    assert!(
+        text.starts_with(&format!(
+            "listening on {addr} (WALLET_ADDR, the server's addr setting): "
+        )),
+        "{text}"
+    );
+    let source = std::error::Error::source(exit.error().unwrap().get_ref())
+        .and_then(|e| e.downcast_ref::<std::io::Error>())
+        .expect("the bind's I/O error");
+    assert_eq!(source.kind(), std::io::ErrorKind::AddrInUse, "{text}");
+    drop(taken);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_failing_telemetry_function_exits_with_its_errors_code() {
     let exit = App::new()

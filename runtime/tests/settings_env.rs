@@ -564,6 +564,18 @@ fn librdkafka_checks_each_property_an_unknown_one_or_a_bad_value_named_by_its_va
     );
 }
 
+/// A server's settings read from the environment know their prefix, so
+/// that the server's errors at run time (an address in use) name the
+/// variable (`API_ADDR`); settings built in code do not.
+#[test]
+fn a_servers_settings_read_from_the_environment_know_their_prefix() {
+    let settings = Env::from_pairs([("API_ADDR", "127.0.0.1:0"), ("API_PLAINTEXT", "true")])
+        .read_all(|env| env.server("API_"))
+        .unwrap();
+    assert_eq!(settings.env_prefix.as_deref(), Some("API_"));
+    assert_eq!(humus::grpc::server::Settings::default().env_prefix, None);
+}
+
 /// A group's fields set in code are its settings type's own: a server's
 /// trust function too, which no client has.
 #[test]
@@ -572,6 +584,7 @@ fn each_groups_fields_set_in_code_are_its_own() {
         ("API_ADDR", "127.0.0.1:0"),
         ("API_PLAINTEXT", "true"),
         ("API_TRUST_SCENARIO", "yes"),
+        ("API_ENV_PREFIX", "OTHER_"),
         ("LEDGER_ADDR", "ledger:50051"),
         ("LEDGER_TRUST_SCENARIO", "yes"),
     ])
@@ -581,6 +594,12 @@ fn each_groups_fields_set_in_code_are_its_own() {
     assert!(
         message.contains(
             "API_TRUST_SCENARIO: is set, but `trust_scenario` is set in code, never read from a variable: unset it"
+        ),
+        "{message}"
+    );
+    assert!(
+        message.contains(
+            "API_ENV_PREFIX: is set, but `env_prefix` is set in code, never read from a variable: unset it"
         ),
         "{message}"
     );

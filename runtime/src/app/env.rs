@@ -195,7 +195,9 @@ impl Env {
     /// A server with no TLS config must say `<prefix>PLAINTEXT=true`; one
     /// that serves TLS is read with [`Env::server_with_tls`].
     pub fn server(&mut self, prefix: &str) -> server::Settings {
-        self.read_settings(prefix, |_| {})
+        self.read_settings(prefix, |s: &mut server::Settings| {
+            s.env_prefix = Some(prefix.to_owned());
+        })
     }
 
     /// A TLS server's settings: as [`Env::server`], with `tls` (its
@@ -209,6 +211,7 @@ impl Env {
     ) -> server::Settings {
         self.read_settings(prefix, |s: &mut server::Settings| {
             s.tls = Some(tls);
+            s.env_prefix = Some(prefix.to_owned());
         })
     }
 
@@ -539,8 +542,9 @@ fn librdkafka_properties(read: BTreeMap<String, String>) -> BTreeMap<String, Str
         .collect()
 }
 
-/// The variable of a field (or a section) under `prefix`.
-fn var_name(prefix: &str, field: &str) -> String {
+/// The variable of a field (or a section) under `prefix`: `addr` under
+/// `WALLET_` is `WALLET_ADDR`.
+pub(crate) fn var_name(prefix: &str, field: &str) -> String {
     format!("{prefix}{}", field.to_ascii_uppercase())
 }
 

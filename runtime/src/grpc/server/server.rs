@@ -88,10 +88,19 @@ crate::debug::debug_fields!(Server {
 pub enum ServeError {
     /// The server could not listen on its address. The App takes one the
     /// machine does not have (`AddrNotAvailable`) for a settings error.
-    #[error("listening on {addr} (the server's addr setting): {source}")]
+    /// It names the setting, and the environment variable it was read from
+    /// when it was ([`Settings::env_prefix`]): `listening on 0.0.0.0:50051
+    /// (WALLET_ADDR, the server's addr setting): Address already in use`.
+    #[error(
+        "listening on {addr} ({}the server's addr setting): {source}",
+        .var.as_deref().map(|v| format!("{v}, ")).unwrap_or_default()
+    )]
     Listen {
         /// The address of the settings.
         addr: String,
+        /// The environment variable the address was read from
+        /// (`WALLET_ADDR`), if it was read from one.
+        var: Option<String>,
         /// The host's error.
         #[source]
         source: io::Error,
@@ -160,6 +169,11 @@ impl Server {
                 .await
                 .map_err(|source| ServeError::Listen {
                     addr: self.settings.addr.clone(),
+                    var: self
+                        .settings
+                        .env_prefix
+                        .as_deref()
+                        .map(|prefix| crate::app::var_name(prefix, "addr")),
                     source,
                 })?;
             self.listener = Some(listener);

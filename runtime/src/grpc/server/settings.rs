@@ -46,8 +46,9 @@ impl fmt::Debug for TrustScenario {
 /// | [`keepalive_interval`](Settings::keepalive_interval) | 2 h (gRPC's) | [`check_keepalive`] |
 /// | [`keepalive_timeout`](Settings::keepalive_timeout) | 20 s (gRPC's) | [`check_keepalive`] |
 /// | [`max_header_list_size`](Settings::max_header_list_size) | 16384 bytes (16 KiB) | [`check_max_header_list_size`] |
+/// | [`env_prefix`](Settings::env_prefix) | `None`: built in code | none (set by `Env::server`) |
 ///
-/// `tls` and `trust_scenario` are set in code and never deserialised: a
+/// `tls`, `trust_scenario` and `env_prefix` are set in code and never deserialised: a
 /// configuration names a certificate file, which the service reads (with
 /// its [`Host`](crate::Host)) into a `rustls::ServerConfig`.
 #[derive(Clone, Deserialize)]
@@ -170,12 +171,25 @@ pub struct Settings {
     /// baggage: gRPC's C core and Java servers take 8 KiB by default, Go's
     /// 16 MiB.
     pub max_header_list_size: u32,
+
+    /// The prefix of the environment variables these settings were read
+    /// from (`WALLET_`), which [`Env::server`](crate::app::Env::server) and
+    /// [`Env::server_with_tls`](crate::app::Env::server_with_tls) set: an
+    /// error the server meets once it runs, such as an address in use
+    /// ([`ServeError::Listen`](super::ServeError::Listen)), names the
+    /// variable an operator sets (`WALLET_ADDR`) as well as the field, as
+    /// the settings errors of [`app::Env`](crate::app::Env) do.
+    ///
+    /// Default: `None` (settings built in code), whose errors name the
+    /// field alone.
+    #[serde(skip)]
+    pub env_prefix: Option<String>,
 }
 
 impl Settings {
     /// The fields set in code, never read from configuration:
     /// [`app::Env`](crate::app::Env) says so of a variable named after one.
-    pub(crate) const IN_CODE: &'static [&'static str] = &["tls", "trust_scenario"];
+    pub(crate) const IN_CODE: &'static [&'static str] = &["tls", "trust_scenario", "env_prefix"];
 }
 
 impl Default for Settings {
@@ -191,6 +205,7 @@ impl Default for Settings {
             keepalive_interval: Some(Duration::from_secs(2 * 3600)),
             keepalive_timeout: Duration::from_secs(20),
             max_header_list_size: DEFAULT_MAX_HEADER_LIST_SIZE,
+            env_prefix: None,
         }
     }
 }
@@ -208,6 +223,7 @@ impl fmt::Debug for Settings {
             keepalive_interval,
             keepalive_timeout,
             max_header_list_size,
+            env_prefix,
         } = self;
         f.debug_struct("Settings")
             .field("addr", addr)
@@ -220,6 +236,7 @@ impl fmt::Debug for Settings {
             .field("keepalive_interval", keepalive_interval)
             .field("keepalive_timeout", keepalive_timeout)
             .field("max_header_list_size", max_header_list_size)
+            .field("env_prefix", env_prefix)
             .finish()
     }
 }
@@ -429,6 +446,7 @@ impl Settings {
             keepalive_interval,
             keepalive_timeout,
             max_header_list_size,
+            env_prefix: _,
         } = self;
         let mut checks = crate::call::settings::Checks::default();
         checks.put("addr", check_addr(addr));
