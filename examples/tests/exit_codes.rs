@@ -124,4 +124,21 @@ fn the_ledger_names_every_bad_variable_and_exits_78() {
     ] {
         assert!(err.contains(var), "{var:?} not in {err:?}");
     }
+    // The App's exit line says what is wrong, so a reader meets the bad
+    // variables no later than the exit 78.
+    let exit_line = err
+        .lines()
+        .find(|l| l.contains("exit 78"))
+        .unwrap_or_else(|| panic!("no exit 78 line in {err:?}"));
+    assert!(
+        exit_line.starts_with("ERROR humus::app: exit 78 (a bad setting): "),
+        "{err}"
+    );
+    for var in [
+        "LEDGER_ADDR: ",
+        "LEDGER_PLAINTEXT: ",
+        "LEDGER_LISTEN_ADDR: ",
+    ] {
+        assert!(exit_line.contains(var), "{var:?} not in {exit_line:?}");
+    }
 }

@@ -286,8 +286,9 @@ impl App {
     /// Without it (or when it fails), the App records only log records,
     /// as plain lines on standard error ([`LineLogs`]): each server it
     /// serves (`INFO humus::app: serving on 127.0.0.1:50051`), a stop
-    /// signal, its exit code and why (`INFO humus::app: exit 0
-    /// (stopped)`), and its clients' breakers' transitions (`WARN
+    /// signal, its exit code and why, with the error that ended it
+    /// (`INFO humus::app: exit 0 (stopped)`, `ERROR humus::app: exit 78
+    /// (a bad setting): LEDGER_ADDR: not set`), and its clients' breakers' transitions (`WARN
     /// humus::client: circuit breaker changed from closed to open
     /// server.address=ledger ...`). Given providers, the same are
     /// OpenTelemetry log records of its logger provider (the exit's

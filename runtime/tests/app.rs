@@ -309,6 +309,52 @@ async fn a_server_address_in_use_names_its_environment_variable_and_its_setting(
     drop(taken);
 }
 
+/// A buffer shared with a [`humus::telemetry::LineLogs`].
+#[derive(Clone, Default)]
+struct Lines(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Lines {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The record of a settings refusal's exit carries what is wrong, so a
+/// reader of the log meets the bad variables in the exit-78 line, not
+/// after it (in what `main` prints once the App has returned).
+#[tokio::test(start_paused = true)]
+async fn a_settings_refusals_exit_record_names_what_is_wrong() {
+    let out = Lines::default();
+    let lines = out.clone();
+    let exit = App::new()
+        .telemetry(move |_| {
+            Ok(Providers::new(
+                humus::telemetry::Telemetry::builder()
+                    .logger_provider(humus::telemetry::LineLogs::to(lines))
+                    .build(),
+            ))
+        })
+        .run(|_| async {
+            let settings = humus::app::Env::from_pairs([("LEDGER_MAX_ATTEMPTS", "0")])
+                .read_all(|env| env.client("LEDGER_"))?;
+            drop(settings);
+            Ok(vec![])
+        })
+        .await;
+    assert_eq!(exit.code(), 78, "{:?}", exit.error());
+    let written = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    assert_eq!(
+        written,
+        "ERROR humus::app: exit 78 (a bad setting): LEDGER_ADDR: not set; \
+         LEDGER_MAX_ATTEMPTS: is 0, want 1 or more (1 turns retries off)\n"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_failing_telemetry_function_exits_with_its_errors_code() {
     let exit = App::new()

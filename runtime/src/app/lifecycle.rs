@@ -49,25 +49,29 @@ impl Lifecycle {
         self.record(HUMUS_APP_STOPPING, Severity::Info, body.to_owned());
     }
 
-    /// The App ends with `exit`; its error is the caller's to print (an
-    /// [`Exit`] returned from `main` prints it).
+    /// The App ends with `exit`. The record carries the error, so that a
+    /// reader of the log sees what is wrong (the bad variables of a
+    /// settings refusal) in the record that says the App exits, not after
+    /// it: `exit 78 (a bad setting): LEDGER_ADDR: not set`. The error is
+    /// also the caller's to print (an [`Exit`] returned from `main` prints
+    /// it, one bad variable a line): an SDK logger provider, shut down by
+    /// now, drops this record.
     pub(super) fn exited(&self, exit: &Exit) {
-        let (severity, why) = match exit.error() {
-            None => (Severity::Info, "stopped"),
+        let code = exit.code();
+        let (severity, body) = match exit.error() {
+            None => (Severity::Info, format!("exit {code} (stopped)")),
             Some(e) => (
                 Severity::Error,
                 match e.kind() {
-                    super::ErrorKind::Settings => "a bad setting",
-                    super::ErrorKind::Other => "an error",
-                    super::ErrorKind::Forced => "stopped at once by a second stop signal",
+                    super::ErrorKind::Settings => format!("exit {code} (a bad setting): {e}"),
+                    super::ErrorKind::Other => format!("exit {code} (an error): {e}"),
+                    // Its error says it was stopped at once, and what that
+                    // skipped.
+                    super::ErrorKind::Forced => format!("exit {code} ({e})"),
                 },
             ),
         };
-        self.record(
-            HUMUS_APP_EXIT,
-            severity,
-            format!("exit {} ({why})", exit.code()),
-        );
+        self.record(HUMUS_APP_EXIT, severity, body);
     }
 
     fn record(&self, event: &'static str, severity: Severity, body: String) {
