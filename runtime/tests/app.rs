@@ -4,6 +4,7 @@
 //! server has stopped, and when init fails.
 
 mod client_support;
+mod lines_support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,6 +15,7 @@ use humus::app::{EXIT_FORCED, Error, ErrorKind, Exit, Providers};
 use humus::grpc::client::{self, Client};
 use humus::grpc::server::{Server, Settings};
 use humus::testing::{Ca, Host};
+use lines_support::Lines;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::UnboundedReceiverStream;
@@ -309,21 +311,6 @@ async fn a_server_address_in_use_names_its_environment_variable_and_its_setting(
     drop(taken);
 }
 
-/// A buffer shared with a [`humus::telemetry::LineLogs`].
-#[derive(Clone, Default)]
-struct Lines(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Lines {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// The record of a settings refusal's exit carries what is wrong, so a
 /// reader of the log meets the bad variables in the exit-78 line, not
 /// after it (in what `main` prints once the App has returned).
@@ -347,9 +334,8 @@ async fn a_settings_refusals_exit_record_names_what_is_wrong() {
         })
         .await;
     assert_eq!(exit.code(), 78, "{:?}", exit.error());
-    let written = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
     assert_eq!(
-        written,
+        out.written(),
         "ERROR humus::app: exit 78 (a bad setting): LEDGER_ADDR: not set; \
          LEDGER_MAX_ATTEMPTS: is 0, want 1 or more (1 turns retries off)\n"
     );

@@ -1,9 +1,12 @@
 //! One log record per breaker transition, through the logger provider
 //! (docs/client.md, "Telemetry").
 
+mod lines_support;
+
 use humus::circuit::{Counts, State, Transition};
 use humus::telemetry::names::CLIENT_SCOPE;
 use humus::telemetry::{ClientRecorder, Telemetry};
+use lines_support::Lines;
 use opentelemetry::logs::{AnyValue, Severity};
 use opentelemetry::trace::{TraceContextExt, Tracer, TracerProvider};
 use opentelemetry::{Context, Key};
@@ -189,24 +192,9 @@ fn opened(counts: Counts) -> Transition {
     }
 }
 
-/// A writer into a buffer shared with the test.
-#[derive(Clone, Default)]
-struct Buffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Buffer {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[test]
 fn line_logs_write_a_transition_as_one_plain_line() {
-    let out = Buffer::default();
+    let out = Lines::default();
     let telemetry = Telemetry::builder()
         .logger_provider(humus::telemetry::LineLogs::to(out.clone()))
         .build();
@@ -219,9 +207,8 @@ fn line_logs_write_a_transition_as_one_plain_line() {
             ..Counts::default()
         }),
     );
-    let written = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
     assert_eq!(
-        written,
+        out.written(),
         "WARN humus::client: circuit breaker changed from closed to open \
          server.address=ledger server.port=443 humus.circuit.state=open \
          humus.circuit.previous_state=closed humus.circuit.successes=0 humus.circuit.failures=5 \
