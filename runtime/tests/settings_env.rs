@@ -6,37 +6,65 @@ use std::time::Duration;
 
 use humus::app::{Env, ErrorKind, from_env};
 
-fn names(err: &humus::app::Error) -> Vec<String> {
+/// What [`refused`] read: the bad variables' names, in the order they
+/// were found, and the error's message, which names each.
+struct Refused {
+    names: Vec<String>,
+    message: String,
+}
+
+impl Refused {
+    /// Asserts that the message holds each of `parts`.
+    fn says(&self, parts: &[&str]) {
+        for part in parts {
+            assert!(
+                self.message.contains(part),
+                "{part:?} not in {}",
+                self.message
+            );
+        }
+    }
+}
+
+/// Reads `vars` with `read`, which must refuse them: a settings error
+/// (exit 78) whose source is an `EnvError`.
+fn refused<R>(vars: &[(&str, &str)], read: impl FnOnce(&mut Env) -> R) -> Refused {
+    let Err(err) = Env::from_pairs(vars.iter().copied()).read_all(read) else {
+        panic!("{vars:?} were read, not refused");
+    };
+    assert_eq!(err.kind(), ErrorKind::Settings, "{err}");
+    assert_eq!(err.exit_code(), 78, "{err}");
     let env = err
         .get_ref()
         .downcast_ref::<humus::app::EnvError>()
         .expect("an EnvError");
-    env.vars().iter().map(|v| v.name().to_owned()).collect()
+    Refused {
+        names: env.vars().iter().map(|v| v.name().to_owned()).collect(),
+        message: err.to_string(),
+    }
 }
 
 #[test]
 fn every_bad_or_missing_variable_of_every_group_is_named_at_once() {
-    let env = Env::from_pairs([
-        ("LEDGER_BREAKER_OPEN_FOR", "soon"),
-        ("LEDGER_TIMEOUT", "2 parsecs"),
-        ("LEDGER_MAX_ATTEMPTS", "0"),
-        ("RATES_MAX_ATTEMPTS", "three"),
-        ("WALLET_ADDR", "127.0.0.1:0"),
-        ("WALLET_PLAINTEXT", "true"),
-    ]);
-    let err = env
-        .read_all(|env| {
+    let refused = refused(
+        &[
+            ("LEDGER_BREAKER_OPEN_FOR", "soon"),
+            ("LEDGER_TIMEOUT", "2 parsecs"),
+            ("LEDGER_MAX_ATTEMPTS", "0"),
+            ("RATES_MAX_ATTEMPTS", "three"),
+            ("WALLET_ADDR", "127.0.0.1:0"),
+            ("WALLET_PLAINTEXT", "true"),
+        ],
+        |env| {
             (
                 env.client("LEDGER_"),
                 env.http_client("RATES_"),
                 env.server("WALLET_"),
             )
-        })
-        .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Settings);
-    assert_eq!(err.exit_code(), 78);
+        },
+    );
     assert_eq!(
-        names(&err),
+        refused.names,
         [
             "LEDGER_TIMEOUT",
             "LEDGER_BREAKER_OPEN_FOR",
@@ -46,20 +74,12 @@ fn every_bad_or_missing_variable_of_every_group_is_named_at_once() {
             "RATES_BASE_URL",
         ]
     );
-    let message = err.to_string();
-    assert!(
-        message.contains(
-            r#"LEDGER_BREAKER_OPEN_FOR: "soon" is not a duration such as "2s", "250ms" or "1m30s""#
-        ),
-        "{message}"
-    );
-    assert!(message.contains("LEDGER_ADDR: not set"), "{message}");
-    assert!(message.contains("RATES_BASE_URL: not set"), "{message}");
-    assert!(
-        message
-            .contains(r#"RATES_MAX_ATTEMPTS: "three" is not a whole number from 0 to 4294967295"#),
-        "{message}"
-    );
+    refused.says(&[
+        r#"LEDGER_BREAKER_OPEN_FOR: "soon" is not a duration such as "2s", "250ms" or "1m30s""#,
+        "LEDGER_ADDR: not set",
+        "RATES_BASE_URL: not set",
+        r#"RATES_MAX_ATTEMPTS: "three" is not a whole number from 0 to 4294967295"#,
+    ]);
 }
 
 #[test]
@@ -123,16 +143,16 @@ enum Mode {
 
 #[test]
 fn a_struct_of_the_services_own_names_each_missing_field_and_bad_value() {
-    let env = Env::from_pairs([
-        ("WALLET_VERBOSE", "yes"),
-        ("WALLET_LIMITS_MAX", "many"),
-        ("WALLET_MODE", "sometimes"),
-    ]);
-    let err = env
-        .read_all(|env| env.read::<Wallet>("WALLET_"))
-        .unwrap_err();
+    let refused = refused(
+        &[
+            ("WALLET_VERBOSE", "yes"),
+            ("WALLET_LIMITS_MAX", "many"),
+            ("WALLET_MODE", "sometimes"),
+        ],
+        |env| env.read::<Wallet>("WALLET_"),
+    );
     assert_eq!(
-        err.to_string(),
+        refused.message,
         r#"WALLET_VERBOSE: "yes" is not true or false; WALLET_LIMITS_MAX: "many" is not a whole number from 0 to 4294967295; WALLET_MODE: unknown variant `sometimes`, expected `live` or `dry`; WALLET_LEDGER_ADDR: not set; WALLET_RATES_ADDR: not set; WALLET_PORT: not set"#
     );
 
@@ -166,10 +186,12 @@ fn a_struct_of_the_services_own_names_each_missing_field_and_bad_value() {
 
 #[test]
 fn a_section_set_as_one_variable_is_named_with_the_fix() {
-    let env = Env::from_pairs([("LEDGER_ADDR", "ledger:50051"), ("LEDGER_BREAKER", "off")]);
-    let err = env.read_all(|env| env.client("LEDGER_")).unwrap_err();
+    let refused = refused(
+        &[("LEDGER_ADDR", "ledger:50051"), ("LEDGER_BREAKER", "off")],
+        |env| env.client("LEDGER_"),
+    );
     assert_eq!(
-        err.to_string(),
+        refused.message,
         "LEDGER_BREAKER: is a section: set its fields, such as LEDGER_BREAKER_WINDOW"
     );
 }
@@ -193,16 +215,13 @@ fn a_tls_servers_settings_are_read_with_its_config() {
     assert_eq!(settings.addr, ":8443");
     assert!(settings.tls.is_some() && !settings.plaintext);
 
-    let err = Env::from_pairs([("API_ADDR", ":8443")])
-        .read_all(|env| env.server("API_"))
-        .unwrap_err();
-    assert_eq!(err.exit_code(), 78);
-    assert_eq!(names(&err), ["API_PLAINTEXT"]);
+    let refused_plain = refused(&[("API_ADDR", ":8443")], |env| env.server("API_"));
+    assert_eq!(refused_plain.names, ["API_PLAINTEXT"]);
 
-    let err = Env::from_pairs([("API_ADDR", ":8443"), ("API_PLAINTEXT", "true")])
-        .read_all(|env| env.server_with_tls("API_", tls.clone()))
-        .unwrap_err();
-    assert_eq!(names(&err), ["API_PLAINTEXT"]);
+    let refused_both = refused(&[("API_ADDR", ":8443"), ("API_PLAINTEXT", "true")], |env| {
+        env.server_with_tls("API_", tls.clone())
+    });
+    assert_eq!(refused_both.names, ["API_PLAINTEXT"]);
 }
 
 /// A variable under a group's prefix that no group and no `Env::get` read
@@ -211,37 +230,26 @@ fn a_tls_servers_settings_are_read_with_its_config() {
 /// empty prefix (a struct read from every variable) refuses none.
 #[test]
 fn a_misspelled_variable_of_a_group_is_named() {
-    let env = Env::from_pairs([
-        ("LEDGER_ADDR", "ledger:50051"),
-        ("LEDGER_BREAKER_OPENFOR", "30s"),
-        ("LEDGER_TIMOUT", "1s"),
-        ("LEDGER_TOKEN", "secret"),
-        ("LEDGER_DB_ADDR", "db:50051"),
-        ("OTHER", "x"),
-    ]);
-    let err = env
-        .read_all(|env| {
+    let refused = refused(
+        &[
+            ("LEDGER_ADDR", "ledger:50051"),
+            ("LEDGER_BREAKER_OPENFOR", "30s"),
+            ("LEDGER_TIMOUT", "1s"),
+            ("LEDGER_TOKEN", "secret"),
+            ("LEDGER_DB_ADDR", "db:50051"),
+            ("OTHER", "x"),
+        ],
+        |env| {
             let token = env.get("LEDGER_TOKEN").map(str::to_owned);
             (env.client("LEDGER_"), env.client("LEDGER_DB_"), token)
-        })
-        .unwrap_err();
-    assert_eq!(err.exit_code(), 78);
-    assert_eq!(names(&err), ["LEDGER_BREAKER_OPENFOR", "LEDGER_TIMOUT"]);
-    let message = err.to_string();
-    assert!(
-        message.contains(
-            "LEDGER_TIMOUT: is set, but no setting of the LEDGER_ group has this name: did you mean LEDGER_TIMEOUT?"
-        ),
-        "{message}"
+        },
     );
-    assert!(
-        message.contains("LEDGER_BREAKER_OPENFOR: is set, but no setting of the LEDGER_ group has this name: did you mean LEDGER_BREAKER_OPEN_FOR?"),
-        "{message}"
-    );
-    assert!(
-        message.contains("give the group a prefix of the service's own"),
-        "{message}"
-    );
+    assert_eq!(refused.names, ["LEDGER_BREAKER_OPENFOR", "LEDGER_TIMOUT"]);
+    refused.says(&[
+        "LEDGER_TIMOUT: is set, but no setting of the LEDGER_ group has this name: did you mean LEDGER_TIMEOUT?",
+        "LEDGER_BREAKER_OPENFOR: is set, but no setting of the LEDGER_ group has this name: did you mean LEDGER_BREAKER_OPEN_FOR?",
+        "give the group a prefix of the service's own",
+    ]);
 
     #[derive(serde::Deserialize, Default)]
     #[serde(default)]
@@ -258,15 +266,15 @@ fn a_misspelled_variable_of_a_group_is_named() {
 /// hint: a server's `PLAINTEXT`, which names both ways to fix it.
 #[test]
 fn an_unset_variable_keeps_its_checks_hint() {
-    let err = Env::from_pairs([("API_ADDR", ":8443")])
-        .read_all(|env| env.server("API_"))
-        .unwrap_err();
-    let message = err.to_string();
+    let refused = refused(&[("API_ADDR", ":8443")], |env| env.server("API_"));
     assert!(
-        message.starts_with("API_PLAINTEXT: is not set, and there is no tls config"),
-        "{message}"
+        refused
+            .message
+            .starts_with("API_PLAINTEXT: is not set, and there is no tls config"),
+        "{}",
+        refused.message
     );
-    assert!(message.contains("plaintext = true"), "{message}");
+    refused.says(&["plaintext = true"]);
 }
 
 /// The variables Kubernetes sets for a Service named as a group's prefix
@@ -290,17 +298,18 @@ fn kubernetes_service_links_under_a_prefix_are_left_alone() {
         .unwrap();
     assert_eq!(read.addr, "ledger:50051");
 
-    let err = Env::from_pairs([
-        ("LEDGER_ADDR", "ledger:50051"),
-        ("LEDGER_PORTS", "50051"),
-        ("LEDGER_PORT_GRPC_TCP", "tcp://10.0.0.11:50051"),
-        ("LEDGER_PORT_50051_HTTP", "x"),
-        ("LEDGER_PORT_50051_TCP_HOST", "x"),
-    ])
-    .read_all(|env| env.client("LEDGER_"))
-    .unwrap_err();
+    let refused = refused(
+        &[
+            ("LEDGER_ADDR", "ledger:50051"),
+            ("LEDGER_PORTS", "50051"),
+            ("LEDGER_PORT_GRPC_TCP", "tcp://10.0.0.11:50051"),
+            ("LEDGER_PORT_50051_HTTP", "x"),
+            ("LEDGER_PORT_50051_TCP_HOST", "x"),
+        ],
+        |env| env.client("LEDGER_"),
+    );
     assert_eq!(
-        names(&err),
+        refused.names,
         [
             "LEDGER_PORTS",
             "LEDGER_PORT_50051_HTTP",
@@ -315,34 +324,31 @@ fn kubernetes_service_links_under_a_prefix_are_left_alone() {
 /// client chooses plain text.
 #[test]
 fn a_variable_for_a_setting_set_in_code_says_so() {
-    let err = Env::from_pairs([
-        ("LEDGER_ADDR", "ledger:50051"),
-        ("LEDGER_TLS", "true"),
-        ("LEDGER_CLASSIFY", "x"),
-        ("LEDGER_PLAINTEXT", "true"),
-    ])
-    .read_all(|env| env.client("LEDGER_"))
-    .unwrap_err();
-    assert_eq!(err.exit_code(), 78);
-    let message = err.to_string();
-    for expected in [
+    refused(
+        &[
+            ("LEDGER_ADDR", "ledger:50051"),
+            ("LEDGER_TLS", "true"),
+            ("LEDGER_CLASSIFY", "x"),
+            ("LEDGER_PLAINTEXT", "true"),
+        ],
+        |env| env.client("LEDGER_"),
+    )
+    .says(&[
         "LEDGER_TLS: is set, but `tls` is set in code, never read from a variable: unset it",
         "LEDGER_CLASSIFY: is set, but `classify` is set in code, never read from a variable: unset it",
         "LEDGER_PLAINTEXT: is set, but a client has no `plaintext` setting: it dials plain text unless its `tls` is set in code: unset it",
-    ] {
-        assert!(message.contains(expected), "{message}");
-    }
+    ]);
 }
 
 /// A required variable that is not set, but is in other letters' case,
 /// is named with the one that is.
 #[test]
 fn a_variable_set_in_lower_case_is_named() {
-    let err = Env::from_pairs([("ledger_addr", "ledger:50051")])
-        .read_all(|env| env.client("LEDGER_"))
-        .unwrap_err();
+    let refused = refused(&[("ledger_addr", "ledger:50051")], |env| {
+        env.client("LEDGER_")
+    });
     assert_eq!(
-        err.to_string(),
+        refused.message,
         "LEDGER_ADDR: not set (ledger_addr is: a variable's name is in capitals)"
     );
 }
@@ -385,19 +391,19 @@ fn a_kafka_producers_settings_are_read_librdkafkas_properties_one_variable_each(
 
 #[test]
 fn a_kafka_producers_bad_settings_are_each_named_by_their_variable() {
-    let err = Env::from_pairs([
-        ("LEDGER_KAFKA_BROKERS", "kafka://kafka-1:9092"),
-        ("LEDGER_KAFKA_DELIVERY_TIMEOUT", "0s"),
-        ("LEDGER_KAFKA_ACKS", "leader"),
-        ("LEDGER_KAFKA_BREAKER_WINDOW", "0"),
-        ("LEDGER_KAFKA_LIBRDKAFKA_MESSAGE_TIMEOUT_MS", "5"),
-        ("LEDGER_KAFKA_DELIVERY_TIMOUT", "5s"),
-    ])
-    .read_all(|env| env.kafka_producer("LEDGER_KAFKA_"))
-    .unwrap_err();
-    assert_eq!(err.exit_code(), 78);
+    let refused_fields = refused(
+        &[
+            ("LEDGER_KAFKA_BROKERS", "kafka://kafka-1:9092"),
+            ("LEDGER_KAFKA_DELIVERY_TIMEOUT", "0s"),
+            ("LEDGER_KAFKA_ACKS", "leader"),
+            ("LEDGER_KAFKA_BREAKER_WINDOW", "0"),
+            ("LEDGER_KAFKA_LIBRDKAFKA_MESSAGE_TIMEOUT_MS", "5"),
+            ("LEDGER_KAFKA_DELIVERY_TIMOUT", "5s"),
+        ],
+        |env| env.kafka_producer("LEDGER_KAFKA_"),
+    );
     assert_eq!(
-        names(&err),
+        refused_fields.names,
         [
             "LEDGER_KAFKA_BROKERS",
             "LEDGER_KAFKA_DELIVERY_TIMEOUT",
@@ -407,25 +413,21 @@ fn a_kafka_producers_bad_settings_are_each_named_by_their_variable() {
             "LEDGER_KAFKA_DELIVERY_TIMOUT",
         ]
     );
-    let message = err.to_string();
-    assert!(
-        message.contains(r#"LEDGER_KAFKA_LIBRDKAFKA: sets "message.timeout.ms", which humus sets"#),
-        "{message}"
-    );
-    assert!(
-        message.contains("LEDGER_KAFKA_DELIVERY_TIMOUT: is set, but no setting")
-            && message.contains("did you mean LEDGER_KAFKA_DELIVERY_TIMEOUT?"),
-        "{message}"
-    );
+    refused_fields.says(&[
+        r#"LEDGER_KAFKA_LIBRDKAFKA: sets "message.timeout.ms", which humus sets"#,
+        "LEDGER_KAFKA_DELIVERY_TIMOUT: is set, but no setting",
+        "did you mean LEDGER_KAFKA_DELIVERY_TIMEOUT?",
+    ]);
     // The map set as one variable.
-    let err = Env::from_pairs([
-        ("LEDGER_KAFKA_BROKERS", "kafka-1:9092"),
-        ("LEDGER_KAFKA_LIBRDKAFKA", "linger.ms=5"),
-    ])
-    .read_all(|env| env.kafka_producer("LEDGER_KAFKA_"))
-    .unwrap_err();
+    let refused_map = refused(
+        &[
+            ("LEDGER_KAFKA_BROKERS", "kafka-1:9092"),
+            ("LEDGER_KAFKA_LIBRDKAFKA", "linger.ms=5"),
+        ],
+        |env| env.kafka_producer("LEDGER_KAFKA_"),
+    );
     assert_eq!(
-        err.to_string(),
+        refused_map.message,
         "LEDGER_KAFKA_LIBRDKAFKA: is a map: set one variable per entry, LEDGER_KAFKA_LIBRDKAFKA_<KEY>"
     );
 }
@@ -448,16 +450,17 @@ fn a_kafka_consumers_settings_are_read_and_checked() {
     assert_eq!(settings.commit_interval, Duration::from_secs(1));
     assert_eq!(settings.librdkafka["session.timeout.ms"], "6000");
 
-    let err = Env::from_pairs([
-        ("AUDIT_BROKERS", "kafka-1:9092"),
-        ("AUDIT_DEAD_LETTER_TOPIC", "transfers"),
-        ("AUDIT_TOPICS", "transfers"),
-        ("AUDIT_MAX_ATTEMPTS", "none"),
-    ])
-    .read_all(|env| env.kafka_consumer("AUDIT_"))
-    .unwrap_err();
+    let refused = refused(
+        &[
+            ("AUDIT_BROKERS", "kafka-1:9092"),
+            ("AUDIT_DEAD_LETTER_TOPIC", "transfers"),
+            ("AUDIT_TOPICS", "transfers"),
+            ("AUDIT_MAX_ATTEMPTS", "none"),
+        ],
+        |env| env.kafka_consumer("AUDIT_"),
+    );
     assert_eq!(
-        names(&err),
+        refused.names,
         [
             "AUDIT_MAX_ATTEMPTS",
             "AUDIT_GROUP",
@@ -482,21 +485,22 @@ fn rabbitmq_settings_are_read_and_checked() {
         .unwrap();
     assert_eq!(consumer.queue, "orders");
 
-    let err = Env::from_pairs([
-        ("EVENTS_URI", "http://rabbit"),
-        ("EVENTS_BACKOFF_BASE", "later"),
-        ("ORDERS_URI", "amqp://rabbit"),
-        ("ORDERS_PREFETCH", "0"),
-    ])
-    .read_all(|env| {
-        (
-            env.rabbitmq_publisher("EVENTS_"),
-            env.rabbitmq_consumer("ORDERS_"),
-        )
-    })
-    .unwrap_err();
+    let refused = refused(
+        &[
+            ("EVENTS_URI", "http://rabbit"),
+            ("EVENTS_BACKOFF_BASE", "later"),
+            ("ORDERS_URI", "amqp://rabbit"),
+            ("ORDERS_PREFETCH", "0"),
+        ],
+        |env| {
+            (
+                env.rabbitmq_publisher("EVENTS_"),
+                env.rabbitmq_consumer("ORDERS_"),
+            )
+        },
+    );
     assert_eq!(
-        names(&err),
+        refused.names,
         [
             "EVENTS_BACKOFF_BASE",
             "EVENTS_URI",
@@ -510,58 +514,53 @@ fn rabbitmq_settings_are_read_and_checked() {
 fn librdkafka_checks_each_property_an_unknown_one_or_a_bad_value_named_by_its_variable() {
     // A bad value, refused where the settings are read (exit 78), not when
     // the producer is built: librdkafka's own reason.
-    let err = Env::from_pairs([
-        ("LEDGER_KAFKA_BROKERS", "kafka-1:9092"),
-        ("LEDGER_KAFKA_LIBRDKAFKA_LINGER_MS", "abc"),
-    ])
-    .read_all(|env| env.kafka_producer("LEDGER_KAFKA_"))
-    .unwrap_err();
-    assert_eq!(err.exit_code(), 78);
-    assert_eq!(names(&err), ["LEDGER_KAFKA_LIBRDKAFKA"]);
-    let message = err.to_string();
-    assert!(
-        message.contains(
-            r#"LEDGER_KAFKA_LIBRDKAFKA: sets "linger.ms" to "abc", which librdkafka refuses: Invalid value for configuration property "queue.buffering.max.ms""#
-        ),
-        "{message}"
+    let bad_value = refused(
+        &[
+            ("LEDGER_KAFKA_BROKERS", "kafka-1:9092"),
+            ("LEDGER_KAFKA_LIBRDKAFKA_LINGER_MS", "abc"),
+        ],
+        |env| env.kafka_producer("LEDGER_KAFKA_"),
     );
+    assert_eq!(bad_value.names, ["LEDGER_KAFKA_LIBRDKAFKA"]);
+    bad_value.says(&[
+        r#"LEDGER_KAFKA_LIBRDKAFKA: sets "linger.ms" to "abc", which librdkafka refuses: Invalid value for configuration property "queue.buffering.max.ms""#,
+    ]);
 
     // An unknown property, and a bad value, both named.
-    let err = Env::from_pairs([
-        ("LEDGER_KAFKA_BROKERS", "kafka-1:9092"),
-        ("LEDGER_KAFKA_LIBRDKAFKA_LINGER_MS", "5"),
-        ("LEDGER_KAFKA_LIBRDKAFKA_LINGER_MSS", "5"),
-        ("LEDGER_KAFKA_LIBRDKAFKA_MESSAGE_MAX_BYTES", "-1"),
-    ])
-    .read_all(|env| env.kafka_producer("LEDGER_KAFKA_"))
-    .unwrap_err();
-    assert_eq!(err.exit_code(), 78);
-    assert_eq!(names(&err), ["LEDGER_KAFKA_LIBRDKAFKA"]);
-    let message = err.to_string();
+    let unknown = refused(
+        &[
+            ("LEDGER_KAFKA_BROKERS", "kafka-1:9092"),
+            ("LEDGER_KAFKA_LIBRDKAFKA_LINGER_MS", "5"),
+            ("LEDGER_KAFKA_LIBRDKAFKA_LINGER_MSS", "5"),
+            ("LEDGER_KAFKA_LIBRDKAFKA_MESSAGE_MAX_BYTES", "-1"),
+        ],
+        |env| env.kafka_producer("LEDGER_KAFKA_"),
+    );
+    assert_eq!(unknown.names, ["LEDGER_KAFKA_LIBRDKAFKA"]);
+    unknown.says(&[
+        r#"sets "linger.mss" to "5", which librdkafka refuses: No such configuration property: "linger.mss""#,
+        r#"sets "message.max.bytes" to "-1", which librdkafka refuses"#,
+    ]);
     assert!(
-        message.contains(r#"sets "linger.mss" to "5", which librdkafka refuses: No such configuration property: "linger.mss""#)
-            && message.contains(r#"sets "message.max.bytes" to "-1", which librdkafka refuses"#)
-            && !message.contains(r#""linger.ms" to"#),
-        "{message}"
+        !unknown.message.contains(r#""linger.ms" to"#),
+        "{}",
+        unknown.message
     );
 
     // The consumer's alike.
-    let err = Env::from_pairs([
-        ("AUDIT_BROKERS", "kafka-1:9092"),
-        ("AUDIT_GROUP", "audit"),
-        ("AUDIT_TOPICS", "transfers"),
-        ("AUDIT_LIBRDKAFKA_SESSION_TIMEOUT_MS", "soon"),
-    ])
-    .read_all(|env| env.kafka_consumer("AUDIT_"))
-    .unwrap_err();
-    assert_eq!(err.exit_code(), 78);
-    assert_eq!(names(&err), ["AUDIT_LIBRDKAFKA"]);
-    assert!(
-        err.to_string().contains(
-            r#"AUDIT_LIBRDKAFKA: sets "session.timeout.ms" to "soon", which librdkafka refuses: Invalid value for configuration property "session.timeout.ms""#
-        ),
-        "{err}"
+    let consumer = refused(
+        &[
+            ("AUDIT_BROKERS", "kafka-1:9092"),
+            ("AUDIT_GROUP", "audit"),
+            ("AUDIT_TOPICS", "transfers"),
+            ("AUDIT_LIBRDKAFKA_SESSION_TIMEOUT_MS", "soon"),
+        ],
+        |env| env.kafka_consumer("AUDIT_"),
     );
+    assert_eq!(consumer.names, ["AUDIT_LIBRDKAFKA"]);
+    consumer.says(&[
+        r#"AUDIT_LIBRDKAFKA: sets "session.timeout.ms" to "soon", which librdkafka refuses: Invalid value for configuration property "session.timeout.ms""#,
+    ]);
 }
 
 /// A server's settings read from the environment know their prefix, so
@@ -580,33 +579,20 @@ fn a_servers_settings_read_from_the_environment_know_their_prefix() {
 /// trust function too, which no client has.
 #[test]
 fn each_groups_fields_set_in_code_are_its_own() {
-    let err = Env::from_pairs([
-        ("API_ADDR", "127.0.0.1:0"),
-        ("API_PLAINTEXT", "true"),
-        ("API_TRUST_SCENARIO", "yes"),
-        ("API_ENV_PREFIX", "OTHER_"),
-        ("LEDGER_ADDR", "ledger:50051"),
-        ("LEDGER_TRUST_SCENARIO", "yes"),
-    ])
-    .read_all(|env| (env.server("API_"), env.client("LEDGER_")))
-    .unwrap_err();
-    let message = err.to_string();
-    assert!(
-        message.contains(
-            "API_TRUST_SCENARIO: is set, but `trust_scenario` is set in code, never read from a variable: unset it"
-        ),
-        "{message}"
-    );
-    assert!(
-        message.contains(
-            "API_ENV_PREFIX: is set, but `env_prefix` is set in code, never read from a variable: unset it"
-        ),
-        "{message}"
-    );
-    assert!(
-        message.contains(
-            "LEDGER_TRUST_SCENARIO: is set, but no setting of the LEDGER_ group has this name"
-        ),
-        "{message}"
-    );
+    refused(
+        &[
+            ("API_ADDR", "127.0.0.1:0"),
+            ("API_PLAINTEXT", "true"),
+            ("API_TRUST_SCENARIO", "yes"),
+            ("API_ENV_PREFIX", "OTHER_"),
+            ("LEDGER_ADDR", "ledger:50051"),
+            ("LEDGER_TRUST_SCENARIO", "yes"),
+        ],
+        |env| (env.server("API_"), env.client("LEDGER_")),
+    )
+    .says(&[
+        "API_TRUST_SCENARIO: is set, but `trust_scenario` is set in code, never read from a variable: unset it",
+        "API_ENV_PREFIX: is set, but `env_prefix` is set in code, never read from a variable: unset it",
+        "LEDGER_TRUST_SCENARIO: is set, but no setting of the LEDGER_ group has this name",
+    ]);
 }
