@@ -107,7 +107,10 @@
 //! `forward_scenario` sections, their serde mapping and checks, and the one
 //! settings error every transport returns, [`InvalidSettings`]), and the
 //! timer every client keeps armed while its calls come (`call::anchor`), so
-//! that arming an attempt's own timer does not wake tokio's time driver. The modules every transport uses (`deadline`, `retry`,
+//! that arming an attempt's own timer does not wake tokio's time driver
+//! (its task also keeps, in a queue, the deadlines of a client whose calls
+//! all get one timeout, the Kafka producer's, which then need no timer of
+//! their own). The modules every transport uses (`deadline`, `retry`,
 //! `telemetry`, the crate-private `addr` of `host:port` parsing) import
 //! no transport; no transport's folder imports one that imports it back.
 //!

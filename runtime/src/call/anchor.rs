@@ -28,12 +28,34 @@
 //! Source: tokio's timer driver (`runtime::time`: a timer that expires
 //! before `next_wake` unparks the driver); a scheduling cost of the
 //! deadlines the client gives every call ([design](crate::design::client#deadlines)).
+//!
+//! ## Deadlines in order ([`Expiry`])
+//!
+//! A client whose calls all get the same timeout from when they are made
+//! (the Kafka producer's `delivery_timeout`) has deadlines that come in the
+//! order the calls are made. The anchor's task keeps them in a queue, in
+//! that order, and sleeps until the first: a call's deadline is then a
+//! push and a removal under a lock, instead of a timer of its own in
+//! tokio's wheel (its registration, the wheel's lock, the entry's clearing:
+//! several times the work, on the path of every call). When the first
+//! deadline passes, the task wakes its call, whose [`Expiry`] reads the
+//! clock and ends; tokio's timer wakes the task, so the bound is the same
+//! (tokio's millisecond). A deadline that cannot wait in order (earlier
+//! than the last one queued, as a deadline inherited from a served RPC),
+//! or that finds no task to keep it (the anchor ended by the client's
+//! close, its task gone with its runtime), is a timer of its own, as
+//! before; the queue's calls are handed their own timers then too.
 
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 /// How far ahead of now the anchor's timer is at most: a deadline at least
 /// this far away (the default timeout is 10 s) never wakes a parked thread
@@ -58,6 +80,49 @@ pub(crate) struct Anchor {
     /// Whether its task is alive (the runtime that ran it may have been
     /// dropped, and the client used in another).
     running: AtomicBool,
+    /// The calls' deadlines its task keeps, in order ([`Expiry`]).
+    deadlines: parking_lot::Mutex<Deadlines>,
+    /// Wakes the task when a deadline comes first in the queue, and when
+    /// the anchor ends.
+    due: Notify,
+}
+
+/// The deadlines in order: each with its call's waker, and an id to find
+/// it by (ids grow in queue order).
+#[derive(Debug, Default)]
+struct Deadlines {
+    /// Whether the task keeps them: false before it is spawned, once it
+    /// is gone and once the anchor has ended (a deadline is then a timer
+    /// of its own).
+    open: bool,
+    /// The id the next deadline gets.
+    next_id: u64,
+    /// When the task's timer is due, if it sleeps on one: a deadline
+    /// queued no earlier needs no wake-up (the task reads the queue again
+    /// then), so that calls in order do not wake it, even one at a time
+    /// (the queue empty between them).
+    armed: Option<Instant>,
+    queue: VecDeque<Queued>,
+}
+
+/// A queued deadline.
+#[derive(Debug)]
+struct Queued {
+    id: u64,
+    at: Instant,
+    /// Its call's.
+    waker: Waker,
+}
+
+impl Deadlines {
+    /// The index of the deadline `id`, if it is still queued.
+    fn find(&self, id: u64) -> Option<usize> {
+        // Almost always the first: calls end in about the order they came.
+        match self.queue.front() {
+            Some(first) if first.id == id => Some(0),
+            _ => self.queue.binary_search_by_key(&id, |q| q.id).ok(),
+        }
+    }
 }
 
 impl Anchor {
@@ -84,12 +149,142 @@ impl Anchor {
         }
     }
 
-    /// Ends the anchor's task, at once (armed or idle).
+    /// Ends the anchor's task, at once (armed or idle); the calls waiting
+    /// for a deadline in its queue each get a timer of their own.
     pub(crate) fn end(&self) {
         self.state.store(ENDED, Ordering::Release);
         // Wakes the task whether it waits for its timer or for a call (a
         // permit, if it waits for neither yet).
         self.wake.notify_one();
+        self.due.notify_one();
+        self.close_deadlines();
+    }
+
+    /// Closes the queue of deadlines and wakes each call in it: finding
+    /// its deadline gone before it passed, its [`Expiry`] arms a timer of
+    /// its own.
+    fn close_deadlines(&self) {
+        let queued = {
+            let mut deadlines = self.deadlines.lock();
+            deadlines.open = false;
+            deadlines.armed = None;
+            std::mem::take(&mut deadlines.queue)
+        };
+        for q in queued {
+            q.waker.wake();
+        }
+    }
+
+    /// A future that is ready at `at` (tokio's clock): kept in the
+    /// anchor's queue when `in_order` (a deadline of the client's own
+    /// timeout from when its call was made) and the queue takes it, else
+    /// a timer of its own (see the [module](self) docs).
+    pub(crate) fn expiry(&self, at: Instant, in_order: bool) -> Expiry<'_> {
+        Expiry {
+            anchor: self,
+            at,
+            state: if in_order {
+                ExpiryState::New
+            } else {
+                ExpiryState::Own
+            },
+            own: None,
+        }
+    }
+
+    /// Queues the deadline `at` of the call `waker` wakes; its id, or
+    /// `None` when the queue does not take it (no task keeps it, or a
+    /// deadline later than `at` is queued).
+    fn queue(&self, at: Instant, waker: &Waker) -> Option<u64> {
+        let (id, sooner) = {
+            let mut deadlines = self.deadlines.lock();
+            if !deadlines.open || deadlines.queue.back().is_some_and(|q| q.at > at) {
+                return None;
+            }
+            let id = deadlines.next_id;
+            deadlines.next_id += 1;
+            deadlines.queue.push_back(Queued {
+                id,
+                at,
+                waker: waker.clone(),
+            });
+            let sooner = deadlines.armed.is_none_or(|armed| at < armed);
+            if sooner {
+                deadlines.armed = Some(at);
+            }
+            (id, sooner)
+        };
+        if sooner {
+            // The task waits for a deadline, or sleeps until a later one.
+            self.due.notify_one();
+        }
+        Some(id)
+    }
+
+    /// The deadline `id` is still queued: keeps `waker` as its call's.
+    /// `false` when it is not (passed, or the queue closed).
+    fn requeue(&self, id: u64, waker: &Waker) -> bool {
+        let mut deadlines = self.deadlines.lock();
+        let Some(i) = deadlines.find(id) else {
+            return false;
+        };
+        let queued = &mut deadlines.queue[i];
+        if !queued.waker.will_wake(waker) {
+            queued.waker = waker.clone();
+        }
+        true
+    }
+
+    /// The call of the deadline `id` ends: out of the queue.
+    fn dequeue(&self, id: u64) {
+        let queued = {
+            let mut deadlines = self.deadlines.lock();
+            match deadlines.find(id) {
+                Some(0) => deadlines.queue.pop_front(),
+                Some(i) => deadlines.queue.remove(i),
+                None => None,
+            }
+        };
+        // Its waker dropped outside the lock.
+        drop(queued);
+    }
+
+    /// Wakes the calls whose deadline has passed, and takes them out of
+    /// the queue; the first deadline still to come, which the task then
+    /// sleeps until ([`Deadlines::armed`]).
+    fn fire(&self) -> Option<Instant> {
+        let now = Instant::now();
+        let mut passed = Vec::new();
+        let next = {
+            let mut deadlines = self.deadlines.lock();
+            while deadlines.queue.front().is_some_and(|q| q.at <= now) {
+                passed.extend(deadlines.queue.pop_front());
+            }
+            deadlines.armed = deadlines.queue.front().map(|q| q.at);
+            deadlines.armed
+        };
+        for q in passed {
+            q.waker.wake();
+        }
+        next
+    }
+
+    /// The task's second duty: wakes each queued call at its deadline,
+    /// until the anchor ends.
+    async fn keep_deadlines(&self) {
+        loop {
+            if self.state.load(Ordering::Acquire) == ENDED {
+                return;
+            }
+            match self.fire() {
+                Some(at) => tokio::select! {
+                    biased;
+                    () = self.due.notified() => {}
+                    () = tokio::time::sleep_until(at) => {}
+                },
+                None => self.due.notified().await,
+            }
+        }
     }
 
     /// Spawns the anchor's task on the current runtime, unless it runs
@@ -112,11 +307,18 @@ impl Anchor {
         struct Running(Arc<Anchor>);
         impl Drop for Running {
             fn drop(&mut self) {
+                // Closed before `running` is cleared: a task spawned after
+                // it opens the queue again.
+                self.0.close_deadlines();
                 self.0.running.store(false, Ordering::Release);
             }
         }
+        self.deadlines.lock().open = true;
         let running = Running(Arc::clone(self));
-        tokio::spawn(async move { running.0.keep().await });
+        tokio::spawn(async move {
+            let anchor = &running.0;
+            tokio::join!(anchor.keep(), anchor.keep_deadlines());
+        });
     }
 
     async fn keep(&self) {
@@ -148,6 +350,66 @@ impl Anchor {
             if self.state.load(Ordering::Acquire) == ENDED {
                 return;
             }
+        }
+    }
+}
+
+/// A call's deadline ([`Anchor::expiry`]): ready once tokio's clock has
+/// reached it. Kept in the anchor's queue when it can be, else a timer of
+/// its own; out of the queue when dropped.
+pub(crate) struct Expiry<'a> {
+    anchor: &'a Anchor,
+    at: Instant,
+    state: ExpiryState,
+    /// Its own timer, once it has one (boxed: only a deadline the queue
+    /// does not keep has one, and the call's state stays small).
+    own: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+enum ExpiryState {
+    /// To queue at its first wait.
+    New,
+    /// In the anchor's queue, with this id.
+    Queued(u64),
+    /// A timer of its own.
+    Own,
+}
+
+impl Future for Expiry<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        if let ExpiryState::New | ExpiryState::Queued(_) = this.state {
+            let queued = match this.state {
+                // Woken by the queue's task at its deadline, or by the
+                // queue's close, or by the call's other future.
+                ExpiryState::Queued(_) if Instant::now() >= this.at => return Poll::Ready(()),
+                ExpiryState::Queued(id) => this.anchor.requeue(id, cx.waker()).then_some(id),
+                // No clock read: a deadline that has already passed is
+                // fired by the task as soon as it reads the queue (its
+                // own, or an earlier one's, timer is due).
+                _ => this.anchor.queue(this.at, cx.waker()),
+            };
+            match queued {
+                Some(id) => {
+                    this.state = ExpiryState::Queued(id);
+                    return Poll::Pending;
+                }
+                None => this.state = ExpiryState::Own,
+            }
+        }
+        this.own
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(this.at)))
+            .as_mut()
+            .poll(cx)
+    }
+}
+
+impl Drop for Expiry<'_> {
+    fn drop(&mut self) {
+        if let ExpiryState::Queued(id) = self.state {
+            self.anchor.dequeue(id);
         }
     }
 }
@@ -255,5 +517,130 @@ mod tests {
                 "a call after the end changes nothing"
             );
         }
+    }
+
+    /// Polls `expiry` once, in the current task; whether it was ready.
+    async fn poll_once(expiry: &mut Pin<&mut Expiry<'_>>) -> bool {
+        std::future::poll_fn(|cx| Poll::Ready(expiry.as_mut().poll(cx).is_ready())).await
+    }
+
+    fn queued(anchor: &Anchor) -> usize {
+        anchor.deadlines.lock().queue.len()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn deadlines_in_order_wait_in_the_queue_and_each_ends_at_its_own() {
+        let anchor = Arc::new(Anchor::default());
+        anchor.spawn();
+        let start = Instant::now();
+        let first = anchor.expiry(start + Duration::from_secs(1), true);
+        let second = anchor.expiry(start + Duration::from_secs(2), true);
+        tokio::pin!(first, second);
+        assert!(!poll_once(&mut first).await);
+        assert!(!poll_once(&mut second).await);
+        assert_eq!(queued(&anchor), 2, "no timer of their own");
+        assert!(first.own.is_none() && second.own.is_none());
+        first.await;
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+        second.await;
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+        assert_eq!(queued(&anchor), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_deadline_leaves_the_queue_at_once() {
+        let anchor = Arc::new(Anchor::default());
+        anchor.spawn();
+        let at = Instant::now() + Duration::from_secs(1);
+        let mut kept = Box::pin(anchor.expiry(at, true));
+        let mut dropped = Box::pin(anchor.expiry(at, true));
+        assert!(!poll_once(&mut kept.as_mut()).await);
+        assert!(!poll_once(&mut dropped.as_mut()).await);
+        assert_eq!(queued(&anchor), 2);
+        drop(kept);
+        assert_eq!(queued(&anchor), 1, "the first out");
+        drop(dropped);
+        assert_eq!(queued(&anchor), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_out_of_order_or_without_a_task_has_a_timer_of_its_own() {
+        let start = Instant::now();
+        let idle = Arc::new(Anchor::default());
+        let anchor = Arc::new(Anchor::default());
+        anchor.spawn();
+        let later = anchor.expiry(start + Duration::from_secs(5), true);
+        let earlier = anchor.expiry(start + Duration::from_secs(1), true);
+        let inherited = anchor.expiry(start + Duration::from_secs(2), false);
+        let no_task = idle.expiry(start + Duration::from_secs(3), true);
+        tokio::pin!(later, earlier, inherited, no_task);
+        for expiry in [&mut later, &mut earlier, &mut inherited, &mut no_task] {
+            assert!(!poll_once(expiry).await);
+        }
+        assert_eq!(queued(&anchor), 1, "only the first in order");
+        assert!(earlier.own.is_some() && inherited.own.is_some() && no_task.own.is_some());
+        earlier.await;
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+        inherited.await;
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+        no_task.await;
+        assert_eq!(start.elapsed(), Duration::from_secs(3));
+        later.await;
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_queued_deadline_outlives_the_anchors_end_on_a_timer_of_its_own() {
+        let anchor = Arc::new(Anchor::default());
+        anchor.spawn();
+        let start = Instant::now();
+        let expiry = anchor.expiry(start + Duration::from_secs(1), true);
+        tokio::pin!(expiry);
+        assert!(!poll_once(&mut expiry).await);
+        assert_eq!(queued(&anchor), 1);
+        anchor.end();
+        assert_eq!(queued(&anchor), 0, "handed back at the end");
+        assert!(
+            !poll_once(&mut expiry).await,
+            "not ended by the anchor's end"
+        );
+        assert!(expiry.own.is_some());
+        expiry.await;
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+        let after = anchor.expiry(start + Duration::from_secs(2), true);
+        tokio::pin!(after);
+        assert!(!poll_once(&mut after).await);
+        assert!(after.own.is_some(), "an ended anchor queues nothing");
+        after.await;
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn deadlines_one_at_a_time_wake_the_task_once() {
+        let anchor = Arc::new(Anchor::default());
+        anchor.spawn();
+        settle().await;
+        let start = Instant::now();
+        let timeout = Duration::from_secs(10);
+        for i in 0..5 {
+            let at = start + Duration::from_millis(i) + timeout;
+            let mut expiry = Box::pin(anchor.expiry(at, true));
+            assert!(!poll_once(&mut expiry.as_mut()).await);
+            if i == 0 {
+                settle().await;
+            }
+            assert_eq!(
+                anchor.deadlines.lock().armed,
+                Some(start + timeout),
+                "the task sleeps until the first call's deadline"
+            );
+            drop(expiry);
+            assert_eq!(queued(&anchor), 0);
+            tokio::time::advance(Duration::from_millis(1)).await;
+        }
+        // Its timer due, it finds the queue empty, and waits for a deadline.
+        tokio::time::sleep_until(start + timeout).await;
+        settle().await;
+        assert_eq!(anchor.deadlines.lock().armed, None);
     }
 }

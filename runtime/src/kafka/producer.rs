@@ -157,9 +157,11 @@ struct Inner {
     closed: watch::Sender<bool>,
     /// Keeps a timer ahead of the calls' deadline timers while calls
     /// come, so that registering each call's (which bounds its wait) does
-    /// not wake tokio's time driver ([`Anchor`]): spawned by a call when
-    /// it is not running, touched by each, ended by the close and the
-    /// drop.
+    /// not wake tokio's time driver ([`Anchor`]), and keeps the deadlines
+    /// of `delivery_timeout` in a queue, in the order the calls came, so
+    /// that those need no timer of their own ([`Anchor::expiry`]): spawned
+    /// by a call when it is not running, touched by each, ended by the
+    /// close and the drop.
     anchor: Arc<Anchor>,
 }
 
@@ -625,10 +627,21 @@ impl Transport for KafkaCall<'_> {
 
     fn start(&self, _attempt: u32) -> Spans {
         let mut records = self.records.iter().map(|r| self.record_span(&r.topic));
+        let first = records.next().expect("a call has one record at least");
+        let inner = self.inner;
         Spans {
-            first: records.next().expect("a call has one record at least"),
-            rest: records.collect(),
-            started: Instant::now(),
+            first,
+            rest: if self.records.len() > 1 {
+                records.collect()
+            } else {
+                Vec::new()
+            },
+            // Read only for what records it ([`end`](Transport::end)).
+            started: if inner.tracer.is_some() || inner.instruments.is_some() {
+                Instant::now()
+            } else {
+                self.started
+            },
         }
     }
 
@@ -750,7 +763,12 @@ impl Transport for KafkaCall<'_> {
         // unknown), so a record not reported by then is in flight, and the
         // call fails then. A record that found librdkafka's queue full
         // waits for room within that time too.
+        //
+        // A deadline of `delivery_timeout` from the call's start comes in
+        // the order the calls were made: the anchor's task keeps it
+        // (`Anchor::expiry`), rather than a timer of the call's own.
         let cut_at = self.deadline;
+        let in_order = matches!(self.bound, Bound::Setting(_));
         async move {
             let results = match (cut_at, one) {
                 // One record, the usual call: no join, and no allocation
@@ -760,7 +778,7 @@ impl Transport for KafkaCall<'_> {
                         Some(at) => tokio::select! {
                             biased;
                             report = sending => report,
-                            () = tokio::time::sleep_until(at) => {
+                            () = inner.anchor.expiry(at, in_order) => {
                                 // Its record in flight
                                 // (`deadline_exceeded` says so when no
                                 // report is set).
@@ -775,7 +793,7 @@ impl Transport for KafkaCall<'_> {
                     }
                 }
                 (None, None) => join_all(sends).await,
-                (Some(at), None) => match until(at, sends).await {
+                (Some(at), None) => match until(inner.anchor.expiry(at, in_order), sends).await {
                     Ok(results) => results,
                     Err(records) => {
                         let _ = self.reports.set(records);
@@ -979,11 +997,11 @@ fn reported<C>(report: Result<OwnedDeliveryResult, C>) -> Result<Delivery, Kafka
     }
 }
 
-/// The delivery reports of `sends`, in their order, unless `at` comes
-/// first: then what became of each by then (`Stored`, `Failed`, or still
-/// `InFlight`).
+/// The delivery reports of `sends`, in their order, unless `cut` (the
+/// call's deadline) comes first: then what became of each by then
+/// (`Stored`, `Failed`, or still `InFlight`).
 async fn until<F>(
-    at: Instant,
+    cut: impl Future<Output = ()>,
     sends: Vec<F>,
 ) -> Result<Vec<Result<Delivery, KafkaError>>, Vec<RecordResult>>
 where
@@ -996,7 +1014,6 @@ where
         .collect();
     let mut reports: Vec<Option<Result<Delivery, KafkaError>>> =
         (0..pending.len()).map(|_| None).collect();
-    let cut = tokio::time::sleep_until(at);
     tokio::pin!(cut);
     loop {
         tokio::select! {
