@@ -141,31 +141,43 @@ impl Breaker {
     /// without the lock, with how much longer it stays open. Otherwise the
     /// slow path, with the time read here, before the lock (the clock read
     /// and the lock's atomic operation then overlap).
+    ///
+    /// The probe's straight path ([`allow_unpacked`](Breaker::allow_unpacked))
+    /// is inlined here, not called: a probe's admission then runs one
+    /// function's prologue, not two. The rejection's path is apart from it.
     #[inline(never)]
     fn allow_not_closed(&self) -> Result<Ticket<'_>, Rejected> {
         let until = self.inner.open_until.load(Ordering::Acquire);
         let now = Instant::now();
-        if until == 0 {
+        if until != 0 {
+            let since = pack(now.saturating_duration_since(self.inner.base));
+            if since < until {
+                return Err(Rejected {
+                    state: State::Open,
+                    retry_after: packed_between(since, until),
+                });
+            }
             return self.allow_slow(now);
         }
-        let since = pack(now.saturating_duration_since(self.inner.base));
-        if since < until {
-            return Err(Rejected {
-                state: State::Open,
-                retry_after: packed_between(since, until),
-            });
-        }
-        self.allow_slow(now)
+        self.allow_unpacked(now)
     }
 
-    /// Admits or rejects under the lock, with `read`, the time `allow` read
-    /// just before taking it. Half-open with nothing to deliver and no
-    /// probe due to time out, a probe's admission, straight (what
-    /// [`allow_locked`](Breaker::allow_locked) does then); anything else
-    /// there.
+    /// [`allow_unpacked`](Breaker::allow_unpacked), out of line: for an
+    /// open period that has ended but is still published.
     #[cold]
     #[inline(never)]
     fn allow_slow(&self, read: Instant) -> Result<Ticket<'_>, Rejected> {
+        self.allow_unpacked(read)
+    }
+
+    /// Admits or rejects under the lock, with `read`, the time `allow` read
+    /// just before taking it, when no end of an open period is published.
+    /// Half-open with nothing to deliver and no probe due to time out, a
+    /// probe's admission, straight (what
+    /// [`allow_locked`](Breaker::allow_locked) does then); anything else
+    /// there.
+    #[inline(always)]
+    fn allow_unpacked(&self, read: Instant) -> Result<Ticket<'_>, Rejected> {
         let mut core = self.inner.lock();
         if core.state == State::HalfOpen && core.queue.is_empty() {
             let now = core.now(Some(read));
@@ -358,11 +370,23 @@ impl Inner {
         core
     }
 
+    /// Settles `tag` with `outcome`: only the dispatch on the kind of
+    /// ticket is inlined into `done`, so that a probe's `done` goes straight
+    /// to [`settle_probe`](Inner::settle_probe) and a closed ticket's to
+    /// [`settle_closed`](Inner::settle_closed), without passing through the
+    /// prologue of a function that holds both paths.
     #[inline]
     fn settle(&self, tag: Tag, outcome: Outcome) -> bool {
         if tag.is_probe() {
-            return self.settle_probe(tag, outcome);
+            self.settle_probe(tag, outcome)
+        } else {
+            self.settle_closed(tag, outcome)
         }
+    }
+
+    /// A closed ticket's result.
+    #[inline(never)]
+    fn settle_closed(&self, tag: Tag, outcome: Outcome) -> bool {
         let mut core = self.lock();
         // Closed, and the ticket is current: count without reading the
         // clock; most results change nothing else.

@@ -86,17 +86,19 @@ impl Window {
     #[inline]
     fn push(&mut self, failure: bool) -> Option<bool> {
         let i = self.next;
-        let (word, mask) = (i / 64, 1u64 << (i % 64));
+        let mask = 1u64 << (i % 64);
+        // One bounds check for the read and the write.
+        let word = &mut self.bits[i / 64];
         let evicted = if self.len == self.capacity {
-            Some(self.bits[word] & mask != 0)
+            Some(*word & mask != 0)
         } else {
             self.len += 1;
             None
         };
         if failure {
-            self.bits[word] |= mask;
+            *word |= mask;
         } else {
-            self.bits[word] &= !mask;
+            *word &= !mask;
         }
         self.next = if i + 1 == self.capacity { 0 } else { i + 1 };
         evicted
@@ -438,6 +440,7 @@ impl Core {
     }
 
     /// Takes a probe slot if one is free, for a probe admitted at `now`.
+    #[inline]
     pub(super) fn take_slot(&mut self, now: Instant) -> Option<Tag> {
         self.slots.take(now.checked_add(self.probe_timeout))
     }
