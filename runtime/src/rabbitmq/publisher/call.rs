@@ -220,52 +220,50 @@ impl<'a> Transport for PublishCall<'a> {
         self.body.clone().unwrap_or_default()
     }
 
-    fn send<'s>(
+    async fn send<'s>(
         &'s self,
         _attempt: Attempt,
         body: Vec<u8>,
         span: &'s mut PublishSpan<'a>,
-    ) -> impl Future<Output = Result<(), PublishError>> + Send + 's {
+    ) -> Result<(), PublishError> {
         // Not boxed: amqprs's publish future alone is 1,168 B, past
         // glibc's per-thread cache of small chunks, so a box cost each
         // attempt an allocation from the arena and a free from another
         // thread (callgrind, 64 publishes at once: 216 instructions a
         // publish more than keeping the send in the call's state and
         // copying that larger state; 550 more one at a time).
-        async move {
-            let (rx, guard) = self.inner.send(self, span, body).await?;
-            let answer = rx.await;
-            guard.answered();
-            match answer {
-                Ok(Confirm::Ack) => Ok(()),
-                Ok(Confirm::Nack) => Err(self.error(
-                    PublishErrorKind::Nacked,
-                    "the broker nacked the message",
-                )),
-                Ok(Confirm::Returned { code, text }) => Err(self
-                    .error(
-                        PublishErrorKind::Unroutable,
-                        format!("the broker returned the message as unroutable ({code} {text}): no queue is bound for it"),
-                    )
-                    .with_reply_code(code)),
-                Ok(Confirm::Closed { code, text }) => {
-                    let kind = if matches!(code, 403 | 404 | 406) {
-                        PublishErrorKind::Refused
-                    } else {
-                        PublishErrorKind::Connection
-                    };
-                    Err(self
-                        .error(kind, format!("the broker closed the channel: {code} {text}"))
-                        .with_reply_code(code))
-                }
-                Err(_) => Err(self.error(
-                    PublishErrorKind::Connection,
-                    format!(
-                        "the connection to {} was lost before the confirm",
-                        self.inner.addr
-                    ),
-                )),
+        let (rx, guard) = self.inner.send(self, span, body).await?;
+        let answer = rx.await;
+        guard.answered();
+        match answer {
+            Ok(Confirm::Ack) => Ok(()),
+            Ok(Confirm::Nack) => Err(self.error(
+                PublishErrorKind::Nacked,
+                "the broker nacked the message",
+            )),
+            Ok(Confirm::Returned { code, text }) => Err(self
+                .error(
+                    PublishErrorKind::Unroutable,
+                    format!("the broker returned the message as unroutable ({code} {text}): no queue is bound for it"),
+                )
+                .with_reply_code(code)),
+            Ok(Confirm::Closed { code, text }) => {
+                let kind = if matches!(code, 403 | 404 | 406) {
+                    PublishErrorKind::Refused
+                } else {
+                    PublishErrorKind::Connection
+                };
+                Err(self
+                    .error(kind, format!("the broker closed the channel: {code} {text}"))
+                    .with_reply_code(code))
             }
+            Err(_) => Err(self.error(
+                PublishErrorKind::Connection,
+                format!(
+                    "the connection to {} was lost before the confirm",
+                    self.inner.addr
+                ),
+            )),
         }
     }
 
