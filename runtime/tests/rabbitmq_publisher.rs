@@ -741,3 +741,97 @@ async fn a_publish_its_caller_drops_counts_nothing() {
     assert_eq!(attr(&spans[0], "error.type").as_deref(), Some("canceled"));
     setup.stop().await;
 }
+
+/// A TCP proxy to the broker whose answers (the broker's side) are held
+/// while `hold` is true: what the client sends reaches the broker, what
+/// the broker sends back (a publish's confirm) waits.
+async fn holding_proxy(broker_port: u16, hold: tokio::sync::watch::Receiver<bool>) -> u16 {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        loop {
+            let Ok((client, _)) = listener.accept().await else {
+                return;
+            };
+            let broker = tokio::net::TcpStream::connect(("127.0.0.1", broker_port))
+                .await
+                .unwrap();
+            let (mut client_read, mut client_write) = client.into_split();
+            let (mut broker_read, mut broker_write) = broker.into_split();
+            tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut client_read, &mut broker_write).await;
+            });
+            let mut hold = hold.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0; 64 * 1024];
+                loop {
+                    if hold.wait_for(|held| !*held).await.is_err() {
+                        return;
+                    }
+                    let n = match broker_read.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    // Read before the hold: still held back until it ends.
+                    if hold.wait_for(|held| !*held).await.is_err()
+                        || client_write.write_all(&buf[..n]).await.is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// A confirm that does not come ends each attempt at its `attempt_timeout`
+/// (a failure, retried) and the call at its deadline: the channel's one
+/// timer for its confirms' waits ends them. Each attempt's message was
+/// sent (at least once); the confirms let through again, publishes are
+/// confirmed again.
+#[tokio::test]
+async fn a_confirm_that_does_not_come_ends_the_attempt_at_its_timeout() {
+    let Some(broker) = Broker::get() else { return };
+    let telemetry = Telemetry::new();
+    let setup = setup(&telemetry, false);
+    let (connection, channel) = broker.open(&broker.uri()).await;
+    Broker::queue(&channel, "unconfirmed", FieldTable::new()).await;
+    let (hold, held) = tokio::sync::watch::channel(false);
+    let port = holding_proxy(broker.port, held).await;
+    let publisher = Publisher::new(
+        &setup,
+        PublisherSettings {
+            timeout: Duration::from_millis(700),
+            attempt_timeout: Duration::from_millis(200),
+            max_attempts: 10,
+            ..publisher_settings(format!("amqp://guest:guest@127.0.0.1:{port}"))
+        },
+    )
+    .unwrap();
+    let publish =
+        || publisher.publish("", "unconfirmed", BasicProperties::default(), b"x".to_vec());
+    publish().await.unwrap();
+    hold.send_replace(true);
+    let started = std::time::Instant::now();
+    let err = tokio::time::timeout(Duration::from_secs(10), publish())
+        .await
+        .expect("ended by its deadline")
+        .unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(err.kind(), PublishErrorKind::Timeout, "{err}");
+    assert!(
+        (Duration::from_millis(650)..Duration::from_secs(2)).contains(&took),
+        "{took:?}"
+    );
+    let failures = calls(&telemetry, "failure");
+    assert!((3.0..=4.0).contains(&failures), "{failures} attempts");
+    // The broker has each attempt's message, the first publish's too.
+    let ready = f64::from(Broker::ready(&channel, "unconfirmed").await);
+    assert!((4.0..=failures + 1.0).contains(&ready), "{ready} messages");
+    hold.send_replace(false);
+    publish().await.unwrap();
+    setup.stop().await;
+    connection.close().await.unwrap();
+}

@@ -240,21 +240,10 @@ impl<'a, T: Transport> Call<'a, T> {
         }
     }
 
-    /// The error of `attempt`, which its deadline cut short: the attempt's
-    /// own timeout when its bound is its own, unless the call's deadline
-    /// has passed too. `injected` is the injected delay the deadline cut
-    /// short, if it cut one: the attempt's timeout keeps it, and the
-    /// call's deadline returns it as the transport makes it.
+    /// The error of `attempt`, which its deadline cut short
+    /// ([`cut_error`]).
     fn cut_error(&self, attempt: Attempt, injected: Option<InjectedError>) -> T::Error {
-        match self.t.attempt_timeout() {
-            Some(after) if attempt.own && self.t.deadline().is_none_or(|d| Instant::now() < d) => {
-                self.t.attempt_timed_out(after, injected)
-            }
-            _ => match injected {
-                Some(injected) => self.t.injected(injected),
-                None => self.t.deadline_exceeded(),
-            },
-        }
+        cut_error(&self.t, attempt, injected)
     }
 
     /// The attempt in flight, for its future to send with.
@@ -384,6 +373,29 @@ impl<'a, T: Transport> Drop for Call<'a, T> {
         }
         // Nothing in flight while waiting: the wait ended with the call.
         core.recorder.record_decision(Decision::Expired);
+    }
+}
+
+/// The error of `attempt`, which its deadline cut short: the attempt's
+/// own timeout when its bound is its own, unless the call's deadline has
+/// passed too. `injected` is the injected delay the deadline cut short, if
+/// it cut one: the attempt's timeout keeps it, and the call's deadline
+/// returns it as the transport makes it. The loop's when it times the
+/// attempt; a transport that bounds its own send
+/// ([`Transport::TIMES_ATTEMPTS`] `false`) makes the same.
+pub(crate) fn cut_error<T: Transport>(
+    t: &T,
+    attempt: Attempt,
+    injected: Option<InjectedError>,
+) -> T::Error {
+    match t.attempt_timeout() {
+        Some(after) if attempt.own && t.deadline().is_none_or(|d| Instant::now() < d) => {
+            t.attempt_timed_out(after, injected)
+        }
+        _ => match injected {
+            Some(injected) => t.injected(injected),
+            None => t.deadline_exceeded(),
+        },
     }
 }
 

@@ -48,7 +48,7 @@ use crate::{circuit, fault, retry, telemetry};
 pub(crate) use anchor::Anchor;
 pub(crate) use classify::classify_fn;
 pub(crate) use dependency::{Dependency, Refused, Sections, sections};
-pub(crate) use engine::{Call, Opened};
+pub(crate) use engine::{Call, Opened, cut_error};
 
 /// How close before its deadline a dropped call still counts as ended by
 /// the deadline: 20 ms.
@@ -156,7 +156,9 @@ pub(crate) trait Transport: Sync {
 
     /// Whether the loop's timer ends an attempt at its deadline. `false`:
     /// the transport's send bounds itself ([`Attempt::bound`]), as the
-    /// HTTP client's reqwest timeout does.
+    /// HTTP client's reqwest timeout does, the Kafka producer's wait, and
+    /// the RabbitMQ publisher's one timer for a channel's confirms
+    /// ([`cut_error`] makes the loop's error for it).
     const TIMES_ATTEMPTS: bool = true;
 
     /// The client's dependency and the call's context, deadline and start,

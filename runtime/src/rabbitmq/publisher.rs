@@ -3,8 +3,10 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
 use std::time::Duration;
 
 use amqprs::callbacks::ChannelCallback;
@@ -17,7 +19,7 @@ use opentelemetry::metrics::{Counter, Histogram};
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::{SpanBuilder, SpanKind, Status, TraceContextExt as _};
 use opentelemetry::{Context, KeyValue};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{Notify, oneshot, watch};
 use tokio::time::Instant;
 
 use super::error::{PublishError, PublishErrorKind};
@@ -76,10 +78,11 @@ struct Inner {
     /// `closed`'s value, set before it, which each attempt reads (on each
     /// wake-up) without the watch's lock.
     is_closed: AtomicBool,
-    /// Keeps a timer ahead of the attempts' timers while publishes come,
-    /// so that registering each attempt's (which waits for its confirm)
-    /// does not wake tokio's time driver: spawned by the dial, touched by
-    /// each publish, ended by the close.
+    /// Keeps a timer ahead of the publishes' timers while publishes come
+    /// (a channel's [`watch_deadlines`], and an attempt's that waits for
+    /// the channel), so that registering one does not wake tokio's time
+    /// driver: spawned by the dial, touched by each publish, ended by the
+    /// close.
     anchor: Arc<Anchor>,
 }
 
@@ -278,6 +281,9 @@ enum Confirm {
         code: u16,
         text: String,
     },
+    /// No confirm by the attempt's deadline: the channel's [`watch_deadlines`] ended
+    /// the wait.
+    TimedOut,
 }
 
 /// Where a publish goes: its exchange and routing key, shared by the
@@ -325,11 +331,28 @@ impl Destinations {
     }
 }
 
-/// The publishes waiting for their confirm on one channel, and the returns
-/// not yet matched with their confirm.
+/// The publishes waiting for their confirm on one channel, and what
+/// ends the waits that pass their attempt's deadline (the channel's
+/// [`watch_deadlines`]).
 #[derive(Default)]
 struct Confirms {
-    pending: Mutex<BTreeMap<u64, Pending>>,
+    book: Mutex<Book>,
+    /// Wakes the channel's [`watch_deadlines`]: a deadline earlier than the one it
+    /// sleeps until, or the channel's end.
+    wake: Notify,
+}
+
+/// What [`Confirms`] guards.
+#[derive(Default)]
+struct Book {
+    /// The publishes sent and not yet answered, by delivery tag.
+    pending: BTreeMap<u64, Pending>,
+    /// No pending publish has an earlier deadline: the [`watch_deadlines`] wakes
+    /// then. It may be earlier than every one (a publish answered since
+    /// leaves it), which costs the watch one wake-up that finds nothing.
+    earliest: Option<Instant>,
+    /// The channel's callback is gone: the watch ends.
+    ended: bool,
 }
 
 struct Pending {
@@ -337,11 +360,80 @@ struct Pending {
     destination: Arc<Destination>,
     /// The broker returned it (its `basic.return` precedes its confirm).
     returned: Option<(u16, String)>,
+    /// The attempt's deadline, if it has one: at it the [`watch_deadlines`] ends the
+    /// wait with [`Confirm::TimedOut`].
+    deadline: Option<Instant>,
 }
 
 impl Confirms {
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Pending>> {
-        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> std::sync::MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// `pending`, sent with delivery tag `tag`, waits for its confirm.
+    fn insert(&self, tag: u64, pending: Pending) {
+        let deadline = pending.deadline;
+        let earlier = {
+            let mut book = self.lock();
+            book.pending.insert(tag, pending);
+            // The watch sleeps until `earliest`: woken only for an earlier
+            // deadline (or a first one), so most publishes compare one.
+            let earlier = deadline.is_some_and(|at| book.earliest.is_none_or(|e| at < e));
+            if earlier {
+                book.earliest = deadline;
+            }
+            earlier
+        };
+        if earlier {
+            self.wake.notify_one();
+        }
+    }
+}
+
+/// Ends the wait of each publish on one channel whose attempt's deadline
+/// passes before its confirm ([`Confirm::TimedOut`]), until the channel's
+/// callback is gone: one timer for the channel, set for the earliest
+/// deadline, rather than one for each attempt (registering a timer in
+/// tokio's wheel and taking it out again cost each publish about 500
+/// instructions, a tenth of the publisher's overhead over bare amqprs).
+/// While publishes keep coming with the same `attempt_timeout`, each new
+/// deadline is later than the one it sleeps until: it wakes once an
+/// `attempt_timeout`, and a publish only compares its deadline with it.
+async fn watch_deadlines(confirms: Arc<Confirms>) {
+    let mut expired = Vec::new();
+    loop {
+        let next = {
+            let mut book = confirms.lock();
+            if book.ended {
+                return;
+            }
+            let now = Instant::now();
+            if book.earliest.is_some_and(|at| at <= now) {
+                let mut earliest: Option<Instant> = None;
+                let mut tags = Vec::new();
+                for (tag, p) in &book.pending {
+                    match p.deadline {
+                        Some(at) if at <= now => tags.push(*tag),
+                        Some(at) => earliest = Some(earliest.map_or(at, |e| e.min(at))),
+                        None => {}
+                    }
+                }
+                expired.extend(tags.iter().filter_map(|tag| book.pending.remove(tag)));
+                book.earliest = earliest;
+            }
+            book.earliest
+        };
+        // Answered after the lock, as the callback answers.
+        for p in expired.drain(..) {
+            let _ = p.tx.send(Confirm::TimedOut);
+        }
+        match next {
+            Some(at) => tokio::select! {
+                () = tokio::time::sleep_until(at) => {}
+                () = confirms.wake.notified() => {}
+            },
+            None => confirms.wake.notified().await,
+        }
     }
 }
 
@@ -369,7 +461,7 @@ impl Callback {
         let mut one = None;
         let mut many = std::mem::take(&mut self.settled);
         {
-            let mut pending = self.confirms.lock();
+            let pending = &mut self.confirms.lock().pending;
             if multiple {
                 while let Some(entry) = pending.first_entry()
                     && *entry.key() <= tag
@@ -408,7 +500,12 @@ impl Callback {
 
 impl Drop for Callback {
     fn drop(&mut self) {
-        self.confirms.lock().clear();
+        {
+            let mut book = self.confirms.lock();
+            book.pending.clear();
+            book.ended = true;
+        }
+        self.confirms.wake.notify_one();
     }
 }
 
@@ -419,7 +516,7 @@ impl ChannelCallback for Callback {
         _channel: &Channel,
         close: CloseChannel,
     ) -> Result<(), amqprs::error::Error> {
-        let pending = std::mem::take(&mut *self.confirms.lock());
+        let pending = std::mem::take(&mut self.confirms.lock().pending);
         for (_, p) in pending {
             let _ = p.tx.send(Confirm::Closed {
                 code: close.reply_code(),
@@ -485,7 +582,7 @@ impl PendingGuard {
 impl Drop for PendingGuard {
     fn drop(&mut self) {
         if let Some(confirms) = &self.confirms {
-            confirms.lock().remove(&self.tag);
+            confirms.lock().pending.remove(&self.tag);
         }
     }
 }
@@ -516,7 +613,8 @@ impl Inner {
     }
 
     /// Sends one message on the channel (dialled first if need be), and
-    /// what its confirm comes through.
+    /// what its confirm comes through: by `deadline` (the attempt's), if it
+    /// has one, the confirm or [`Confirm::TimedOut`].
     ///
     /// The message's properties are made here, once the channel is held
     /// ([`PublishCall::properties`]), and go straight into amqprs's
@@ -529,10 +627,17 @@ impl Inner {
         call: &PublishCall<'_>,
         span: &mut PublishSpan<'_>,
         body: Vec<u8>,
+        deadline: Option<Instant>,
     ) -> Result<(oneshot::Receiver<Confirm>, PendingGuard), PublishError> {
         let destination = call.destination;
         let lost = |detail: String| call.error(PublishErrorKind::Connection, detail);
-        let mut link = self.link.lock().await;
+        // By the attempt's deadline (`None`: it passed), as the dial, the
+        // new channel and the publish below.
+        let cut = || crate::call::Transport::deadline_exceeded(call);
+        let mut link = match self.link.try_lock() {
+            Ok(link) => link,
+            Err(_) => within(deadline, self.link.lock()).await.ok_or_else(cut)?,
+        };
         if link
             .session
             .as_ref()
@@ -549,7 +654,8 @@ impl Inner {
             // one on the same connection.
             // Boxed, as the dial below: a rare path whose futures would
             // otherwise size (and be copied with) every publish's state.
-            match Box::pin(open_channel(&session.connection)).await {
+            let opened = Box::pin(within(deadline, open_channel(&session.connection)));
+            match opened.await.ok_or_else(cut)? {
                 Ok((channel, confirms)) => {
                     session.channel = channel;
                     session.confirms = confirms;
@@ -580,7 +686,10 @@ impl Inner {
             // At the first dial, and again if the runtime that ran the
             // anchor's task is gone (and with it the connection).
             self.anchor.spawn();
-            match Box::pin(self.dial()).await {
+            match Box::pin(within(deadline, self.dial()))
+                .await
+                .ok_or_else(cut)?
+            {
                 Ok(session) => {
                     link.session = Some(session);
                     link.backoff = None;
@@ -596,14 +705,13 @@ impl Inner {
         self.anchor.touch();
         let tag = session.next_tag;
         let (tx, rx) = oneshot::channel();
-        session.confirms.lock().insert(
-            tag,
-            Pending {
-                tx,
-                destination: Arc::clone(destination),
-                returned: None,
-            },
-        );
+        let pending = Pending {
+            tx,
+            destination: Arc::clone(destination),
+            returned: None,
+            deadline,
+        };
+        session.confirms.insert(tag, pending);
         let guard = PendingGuard {
             confirms: Some(Arc::clone(&session.confirms)),
             tag,
@@ -618,7 +726,14 @@ impl Inner {
             immediate: false,
         };
         let properties = call.properties(span);
-        match session.channel.basic_publish(properties, body, args).await {
+        let published = Within {
+            fut: session.channel.basic_publish(properties, body, args),
+            timer: None,
+            at: deadline,
+        };
+        // Cut by the deadline, nothing was sent: the publish waited for
+        // room in amqprs's queue of outgoing frames.
+        match published.await.ok_or_else(cut)? {
             Ok(()) => {
                 session.next_tag += 1;
                 span.sent = true;
@@ -677,7 +792,54 @@ async fn open_channel(connection: &Connection) -> Result<(Channel, Arc<Confirms>
         .confirm_select(ConfirmSelectArguments::default())
         .await
         .map_err(|e| e.to_string())?;
+    // Ends with the callback, that is with the channel (on the runtime
+    // that runs the connection's tasks).
+    tokio::spawn(watch_deadlines(Arc::clone(&confirms)));
     Ok((channel, confirms))
+}
+
+/// `fut`, ended at `at` if it has not ended by then (`None`).
+async fn within<F: Future>(at: Option<Instant>, fut: F) -> Option<F::Output> {
+    Within {
+        fut,
+        timer: None,
+        at,
+    }
+    .await
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`within`]: `fut`, polled first, and a timer for `at`
+    /// made only when `fut` waits (most of a publish's steps end at their
+    /// first poll, and then cost no timer). Boxed, the timer adds a
+    /// pointer to every publish's state, not a `Sleep`.
+    struct Within<F> {
+        #[pin]
+        fut: F,
+        timer: Option<Pin<Box<tokio::time::Sleep>>>,
+        at: Option<Instant>,
+    }
+}
+
+impl<F: Future> Future for Within<F> {
+    type Output = Option<F::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Poll::Ready(output) = this.fut.poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        let Some(at) = *this.at else {
+            return Poll::Pending;
+        };
+        let timer = this
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
 }
 
 /// `d` to the millisecond, for a message.
@@ -820,9 +982,84 @@ impl Drop for PublishSpan<'_> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::VecDeque;
     use std::sync::Arc;
+    use std::time::Duration;
 
-    use super::{Destinations, RECENT_DESTINATIONS};
+    use tokio::sync::oneshot;
+    use tokio::time::Instant;
+
+    use super::{
+        Callback, Confirm, Confirms, Destination, Destinations, Pending, RECENT_DESTINATIONS,
+        watch_deadlines,
+    };
+
+    /// A publish sent with `tag`, waiting for its confirm until `deadline`.
+    fn pend(
+        confirms: &Confirms,
+        tag: u64,
+        deadline: Option<Instant>,
+    ) -> oneshot::Receiver<Confirm> {
+        let (tx, rx) = oneshot::channel();
+        let destination = Arc::new(Destination {
+            exchange: "".into(),
+            routing_key: "q".into(),
+        });
+        confirms.insert(
+            tag,
+            Pending {
+                tx,
+                destination,
+                returned: None,
+                deadline,
+            },
+        );
+        rx
+    }
+
+    /// How long `rx` waited for its answer from `start`, and whether it
+    /// was the deadline's.
+    async fn timed_out(start: Instant, rx: oneshot::Receiver<Confirm>) -> (Duration, bool) {
+        let answer = tokio::time::timeout(Duration::from_secs(60), rx)
+            .await
+            .expect("answered within a minute");
+        (start.elapsed(), matches!(answer, Ok(Confirm::TimedOut)))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_channels_watch_ends_each_confirms_wait_at_its_deadline() {
+        let confirms = Arc::new(Confirms::default());
+        let watch = tokio::spawn(watch_deadlines(Arc::clone(&confirms)));
+        let start = Instant::now();
+        let five = Some(start + Duration::from_secs(5));
+        let (rx1, rx2) = (pend(&confirms, 1, five), pend(&confirms, 2, five));
+        let mut rx3 = pend(&confirms, 3, None);
+        tokio::task::yield_now().await;
+        // Earlier than the one the watch sleeps until: it is woken for it.
+        let rx4 = pend(&confirms, 4, Some(start + Duration::from_secs(1)));
+        assert_eq!(timed_out(start, rx4).await, (Duration::from_secs(1), true));
+        // Confirmed before its deadline: left alone.
+        let p1 = confirms.lock().pending.remove(&1).unwrap();
+        let _ = p1.tx.send(Confirm::Ack);
+        assert!(matches!(rx1.await, Ok(Confirm::Ack)));
+        assert_eq!(timed_out(start, rx2).await, (Duration::from_secs(5), true));
+        // No deadline: never ended by the watch.
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        assert!(rx3.try_recv().is_err());
+        assert_eq!(confirms.lock().pending.len(), 1);
+        // The channel's callback gone, its waits end (the connection lost)
+        // and so does the watch.
+        drop(Callback {
+            confirms: Arc::clone(&confirms),
+            returns: VecDeque::new(),
+            settled: Vec::new(),
+        });
+        assert!(rx3.await.is_err());
+        tokio::time::timeout(Duration::from_secs(1), watch)
+            .await
+            .expect("the watch ends with the channel's callback")
+            .unwrap();
+    }
 
     #[test]
     fn a_destination_is_shared_by_its_publishes_and_the_oldest_is_replaced() {
@@ -888,17 +1125,21 @@ mod sizes {
             vec![1],
         );
         let mut span = call.start(1);
-        let send = inner.send(&call, &mut span, vec![1]);
+        let send = inner.send(&call, &mut span, vec![1], None);
         // amqprs's publish keeps the properties (400 B) in its future; the
-        // send adds its wait for the channel, not another copy of them (it
-        // was 968 B over amqprs's, two copies of the properties).
+        // send adds its wait for the channel and its deadline (224 B with
+        // the boxed timers of `Within`), not another copy of them (it was
+        // 968 B over amqprs's, two copies of the properties).
         let amqprs = future_size(|c| {
             c.basic_publish(BasicProperties::default(), Vec::new(), Default::default())
         });
         let properties_size = std::mem::size_of::<BasicProperties>();
         let send_size = std::mem::size_of_val(&send);
         let over = send_size - amqprs;
-        assert!(over < properties_size / 2, "send: {over} B over amqprs's");
+        assert!(
+            over < properties_size * 2 / 3,
+            "send: {over} B over amqprs's"
+        );
         drop(send);
         // The call borrows the properties the publish's future keeps.
         let call_size = std::mem::size_of_val(&call);

@@ -10,11 +10,12 @@ use std::time::Duration;
 use amqprs::{BasicProperties, FieldTable};
 use opentelemetry::Context;
 use opentelemetry::trace::{TraceContextExt as _, Tracer as _};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::super::error::{PublishError, PublishErrorKind};
 use super::{Confirm, Destination, Inner, Instruments, PublishSpan, Publisher};
-use crate::call::{Attempt, Classification, Parts, Transport};
+use crate::call::{Attempt, Classification, Parts, Transport, cut_error};
 use crate::circuit::Rejected;
 use crate::fault::InjectedError;
 use crate::fault::strip::BAGGAGE;
@@ -140,6 +141,45 @@ impl<'a> PublishCall<'a> {
         }
         Some(headers)
     }
+
+    /// What the broker's answer (or its absence) makes of the attempt.
+    fn answer(
+        &self,
+        attempt: Attempt,
+        answer: Result<Confirm, oneshot::error::RecvError>,
+    ) -> Result<(), PublishError> {
+        match answer {
+            Ok(Confirm::Ack) => Ok(()),
+            Ok(Confirm::TimedOut) => Err(cut_error(self, attempt, None)),
+            Ok(Confirm::Nack) => Err(self.error(
+                PublishErrorKind::Nacked,
+                "the broker nacked the message",
+            )),
+            Ok(Confirm::Returned { code, text }) => Err(self
+                .error(
+                    PublishErrorKind::Unroutable,
+                    format!("the broker returned the message as unroutable ({code} {text}): no queue is bound for it"),
+                )
+                .with_reply_code(code)),
+            Ok(Confirm::Closed { code, text }) => {
+                let kind = if matches!(code, 403 | 404 | 406) {
+                    PublishErrorKind::Refused
+                } else {
+                    PublishErrorKind::Connection
+                };
+                Err(self
+                    .error(kind, format!("the broker closed the channel: {code} {text}"))
+                    .with_reply_code(code))
+            }
+            Err(_) => Err(self.error(
+                PublishErrorKind::Connection,
+                format!(
+                    "the connection to {} was lost before the confirm",
+                    self.inner.addr
+                ),
+            )),
+        }
+    }
 }
 
 impl<'a> Transport for PublishCall<'a> {
@@ -147,6 +187,13 @@ impl<'a> Transport for PublishCall<'a> {
     type Error = PublishError;
     type Span = PublishSpan<'a>;
     type Prepared = Vec<u8>;
+
+    /// The send bounds itself: a timer for a step that waits (the
+    /// channel's lock, a dial, room in amqprs's queue), made only if it
+    /// waits, and for the confirm's wait the channel's one timer
+    /// ([`watch_deadlines`](super::watch_deadlines)), rather than one an
+    /// attempt.
+    const TIMES_ATTEMPTS: bool = false;
 
     fn parts(&self) -> Parts<'_> {
         self.inner
@@ -220,9 +267,16 @@ impl<'a> Transport for PublishCall<'a> {
         self.body.clone().unwrap_or_default()
     }
 
+    /// Bounded by the attempt's deadline itself ([`TIMES_ATTEMPTS`]
+    /// `false`): the wait for the channel (and a dial) by a timer made only
+    /// if it waits at all, the wait for the confirm by the channel's one
+    /// timer ([`watch_deadlines`](super::watch_deadlines)). An error at or
+    /// after the deadline is the deadline's, as the loop makes it.
+    ///
+    /// [`TIMES_ATTEMPTS`]: Transport::TIMES_ATTEMPTS
     async fn send<'s>(
         &'s self,
-        _attempt: Attempt,
+        attempt: Attempt,
         body: Vec<u8>,
         span: &'s mut PublishSpan<'a>,
     ) -> Result<(), PublishError> {
@@ -232,38 +286,21 @@ impl<'a> Transport for PublishCall<'a> {
         // thread (callgrind, 64 publishes at once: 216 instructions a
         // publish more than keeping the send in the call's state and
         // copying that larger state; 550 more one at a time).
-        let (rx, guard) = self.inner.send(self, span, body).await?;
-        let answer = rx.await;
-        guard.answered();
-        match answer {
-            Ok(Confirm::Ack) => Ok(()),
-            Ok(Confirm::Nack) => Err(self.error(
-                PublishErrorKind::Nacked,
-                "the broker nacked the message",
-            )),
-            Ok(Confirm::Returned { code, text }) => Err(self
-                .error(
-                    PublishErrorKind::Unroutable,
-                    format!("the broker returned the message as unroutable ({code} {text}): no queue is bound for it"),
-                )
-                .with_reply_code(code)),
-            Ok(Confirm::Closed { code, text }) => {
-                let kind = if matches!(code, 403 | 404 | 406) {
-                    PublishErrorKind::Refused
-                } else {
-                    PublishErrorKind::Connection
-                };
-                Err(self
-                    .error(kind, format!("the broker closed the channel: {code} {text}"))
-                    .with_reply_code(code))
+        let result = match self.inner.send(self, span, body, attempt.bound).await {
+            Ok((rx, guard)) => {
+                let answer = rx.await;
+                guard.answered();
+                self.answer(attempt, answer)
             }
-            Err(_) => Err(self.error(
-                PublishErrorKind::Connection,
-                format!(
-                    "the connection to {} was lost before the confirm",
-                    self.inner.addr
-                ),
-            )),
+            Err(e) => Err(e),
+        };
+        // The attempt bounds itself (`TIMES_ATTEMPTS`): an error at or
+        // after its deadline is the deadline's, as the loop makes it.
+        match result {
+            Err(_) if attempt.bound.is_some_and(|at| Instant::now() >= at) => {
+                Err(cut_error(self, attempt, None))
+            }
+            result => result,
         }
     }
 
