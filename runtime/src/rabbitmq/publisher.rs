@@ -399,6 +399,14 @@ impl Confirms {
 /// While publishes keep coming with the same `attempt_timeout`, each new
 /// deadline is later than the one it sleeps until: it wakes once an
 /// `attempt_timeout`, and a publish only compares its deadline with it.
+///
+/// Not the anchor's queue of deadlines (`call::anchor`'s `Expiry`):
+/// a pending confirm already is an entry under the channel's lock, which
+/// the deadline rides with, and its wait already is a `oneshot` the watch
+/// can answer; so a publish adds no lock, no waker and no removal of its
+/// own, and its deadline may come in any order (a call's deadline shorter
+/// than `attempt_timeout`, publishes that take the channel in another
+/// order than they started).
 async fn watch_deadlines(confirms: Arc<Confirms>) {
     let mut expired = Vec::new();
     loop {
