@@ -33,7 +33,8 @@
 //! what is queued as soon as the first record is: a slower enqueue makes
 //! more, smaller requests, and costs more than the delay itself).
 //!
-//! `HUMUS_KAFKA_BENCH_PROFILE=humus` (or `rdkafka`) produces 20 000
+//! `HUMUS_KAFKA_BENCH_PROFILE=humus` (or `rdkafka`, or a control's name,
+//! `rdkafka+timer`) produces 20 000
 //! records through that peer only, `HUMUS_KAFKA_BENCH_BATCH` at once
 //! (default 1), and prints nothing else, for a profiler that counts
 //! instructions (`valgrind --tool=callgrind --separate-threads=yes`): the
@@ -171,7 +172,7 @@ fn main() {
     }
 
     if let Ok(profile) = std::env::var("HUMUS_KAFKA_BENCH_PROFILE") {
-        let peer = &peers[if profile == "humus" { 1 } else { 0 }];
+        let peer = &peers[names.iter().position(|n| *n == profile).unwrap_or(0)];
         let batch: usize = std::env::var("HUMUS_KAFKA_BENCH_BATCH")
             .ok()
             .and_then(|v| v.parse().ok())

@@ -43,8 +43,18 @@
 //! (tokio's millisecond). A deadline that cannot wait in order (earlier
 //! than the last one queued, as a deadline inherited from a served RPC),
 //! or that finds no task to keep it (the anchor ended by the client's
-//! close, its task gone with its runtime), is a timer of its own, as
-//! before; the queue's calls are handed their own timers then too.
+//! close, its task gone with its runtime, or on a current-thread runtime
+//! other than the call's, which runs it only while driven), is a timer of
+//! its own, as before; the queue's calls are handed their own timers when
+//! the anchor ends or its task goes.
+//!
+//! Not done: relying on librdkafka's own report of a record past
+//! `message.timeout.ms` (which the Kafka producer's deadline is), without
+//! any timer: librdkafka scans its queues for timed-out records once a
+//! second (`rd_kafka_broker_producer_serve`, `rd_kafka_broker_toppar_msgq_scan`
+//! in `rdkafka_broker.c`; the internal broker's scan, for a partition with
+//! no leader, on the same second), so it reports up to a second late: the
+//! bound would change.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -95,6 +105,12 @@ struct Deadlines {
     /// is gone and once the anchor has ended (a deadline is then a timer
     /// of its own).
     open: bool,
+    /// The runtime of the task when it is a current-thread one, which
+    /// runs its tasks only while it is driven (`block_on`): then only
+    /// that runtime's calls queue (another's would wait for a task that
+    /// may not run). A multi-thread runtime runs its tasks while it lives
+    /// (and its end closes the queue).
+    single_thread: Option<tokio::runtime::Id>,
     /// The id the next deadline gets.
     next_id: u64,
     /// When the task's timer is due, if it sleeps on one: a deadline
@@ -201,6 +217,11 @@ impl Anchor {
             if !deadlines.open || deadlines.queue.back().is_some_and(|q| q.at > at) {
                 return None;
             }
+            if let Some(task) = deadlines.single_thread
+                && tokio::runtime::Handle::try_current().map(|h| h.id()).ok() != Some(task)
+            {
+                return None;
+            }
             let id = deadlines.next_id;
             deadlines.next_id += 1;
             deadlines.queue.push_back(Queued {
@@ -224,14 +245,17 @@ impl Anchor {
     /// The deadline `id` is still queued: keeps `waker` as its call's.
     /// `false` when it is not (passed, or the queue closed).
     fn requeue(&self, id: u64, waker: &Waker) -> bool {
-        let mut deadlines = self.deadlines.lock();
-        let Some(i) = deadlines.find(id) else {
-            return false;
+        let replaced = {
+            let mut deadlines = self.deadlines.lock();
+            let Some(i) = deadlines.find(id) else {
+                return false;
+            };
+            let queued = &mut deadlines.queue[i];
+            (!queued.waker.will_wake(waker))
+                .then(|| std::mem::replace(&mut queued.waker, waker.clone()))
         };
-        let queued = &mut deadlines.queue[i];
-        if !queued.waker.will_wake(waker) {
-            queued.waker = waker.clone();
-        }
+        // The waker replaced dropped outside the lock.
+        drop(replaced);
         true
     }
 
@@ -313,9 +337,16 @@ impl Anchor {
                 self.0.running.store(false, Ordering::Release);
             }
         }
-        self.deadlines.lock().open = true;
+        let runtime = tokio::runtime::Handle::current();
+        {
+            let mut deadlines = self.deadlines.lock();
+            deadlines.open = true;
+            deadlines.single_thread = (runtime.runtime_flavor()
+                == tokio::runtime::RuntimeFlavor::CurrentThread)
+                .then(|| runtime.id());
+        }
         let running = Running(Arc::clone(self));
-        tokio::spawn(async move {
+        runtime.spawn(async move {
             let anchor = &running.0;
             tokio::join!(anchor.keep(), anchor.keep_deadlines());
         });
@@ -642,5 +673,64 @@ mod tests {
         tokio::time::sleep_until(start + timeout).await;
         settle().await;
         assert_eq!(anchor.deadlines.lock().armed, None);
+    }
+
+    #[test]
+    fn a_current_thread_runtimes_task_keeps_only_its_own_runtimes_deadlines() {
+        let runtime = || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .unwrap()
+        };
+        let anchor = Arc::new(Anchor::default());
+        let first = runtime();
+        first.block_on(async { anchor.spawn() });
+        let second = runtime();
+        second.block_on(async {
+            // The first runtime is not driven now: its task would not fire
+            // this deadline.
+            let at = Instant::now() + Duration::from_millis(20);
+            let expiry = anchor.expiry(at, true);
+            tokio::pin!(expiry);
+            assert!(!poll_once(&mut expiry).await);
+            assert_eq!(queued(&anchor), 0);
+            assert!(expiry.own.is_some(), "a timer of its own");
+            expiry.await;
+            assert!(Instant::now() >= at);
+        });
+        first.block_on(async {
+            let expiry = anchor.expiry(Instant::now() + Duration::from_secs(5), true);
+            tokio::pin!(expiry);
+            assert!(!poll_once(&mut expiry).await);
+            assert_eq!(queued(&anchor), 1, "its own runtime's call queues");
+        });
+    }
+
+    #[test]
+    fn a_queued_deadline_outlives_its_tasks_runtime_on_a_timer_of_its_own() {
+        let runtime = || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .unwrap()
+        };
+        let anchor = Arc::new(Anchor::default());
+        let first = runtime();
+        let at = std::time::Instant::now() + Duration::from_millis(20);
+        let mut expiry = Box::pin(anchor.expiry(at.into(), true));
+        first.block_on(async {
+            anchor.spawn();
+            assert!(!poll_once(&mut expiry.as_mut()).await);
+            assert_eq!(queued(&anchor), 1);
+        });
+        drop(first);
+        assert_eq!(queued(&anchor), 0, "handed back when its task went");
+        runtime().block_on(async {
+            assert!(!poll_once(&mut expiry.as_mut()).await);
+            assert!(expiry.own.is_some(), "a timer of its own");
+            expiry.as_mut().await;
+            assert!(Instant::now() >= at.into());
+        });
     }
 }
