@@ -245,6 +245,49 @@ async fn a_probes_result_comes_after_the_timeouts_due_before_it() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn each_probe_times_out_at_its_own_deadline_whatever_was_checked_before() {
+    // The breaker checks the time against a bound below every probe's
+    // deadline and computes a deadline only past it: the bound set when no
+    // probe was held (t0 + 1 s) and the one set from an older probe must
+    // neither time out a probe admitted later early nor let it hold its
+    // slot past its own deadline.
+    let (b, log) = breaker(standard(2), |c| c.failures > 0, |_| State::HalfOpen);
+    call(&b, Outcome::Failure);
+    advance(OPEN_FOR).await;
+    assert!(call(&b, Outcome::Success)); // t0, with no probe held
+    advance(PROBE_TIMEOUT / 2).await;
+    let hung = admit(&b); // t0 + 0.5 s: due at t0 + 1.5 s
+    advance(PROBE_TIMEOUT / 2).await; // t0 + 1 s
+    assert!(call(&b, Outcome::Success), "the other slot");
+    advance(PROBE_TIMEOUT / 2 - NS).await; // t0 + 1.5 s - 1 ns
+    assert!(call(&b, Outcome::Success));
+    let asked = log.probes();
+    assert_eq!(asked.len(), 3, "no timeout yet: {asked:?}");
+    assert_eq!(asked[2].timed_out, 0);
+    let held = admit(&b); // t0 + 1.5 s - 1 ns: due at t0 + 2.5 s - 1 ns
+    assert_eq!(b.allow().unwrap_err().state, State::HalfOpen, "both held");
+
+    advance(NS).await; // t0 + 1.5 s
+    let freed = admit(&b); // the slot of the probe timed out now
+    let asked = log.probes();
+    assert_eq!(asked.len(), 4, "the timeout: {asked:?}");
+    assert_eq!(asked[3].timed_out, 1);
+    drop(freed);
+
+    // The next deadline is the younger probe's, not one from the bound.
+    advance(PROBE_TIMEOUT - 2 * NS).await; // t0 + 2.5 s - 2 ns
+    let other = admit(&b);
+    assert_eq!(log.probes().len(), 4, "the younger probe still holds");
+    assert_eq!(b.allow().unwrap_err().state, State::HalfOpen);
+    advance(NS).await; // t0 + 2.5 s - 1 ns
+    let freed = admit(&b);
+    let asked = log.probes();
+    assert_eq!(asked.len(), 5, "its timeout: {asked:?}");
+    assert_eq!(asked[4].timed_out, 2);
+    drop((hung, held, other, freed));
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_timed_out_probe_is_discarded_once_the_state_changed() {
     let (b, log) = consecutive(standard(1), 1);
     call(&b, Outcome::Failure);

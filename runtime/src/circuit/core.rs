@@ -111,15 +111,18 @@ const NIL: u32 = u32::MAX;
 struct Slot {
     /// 0 when the slot is free.
     holder: u64,
-    /// When the probe stops holding the slot; `None`: never.
-    deadline: Option<Instant>,
+    /// When the probe's timeout started counting (the breaker gives its
+    /// admission time); `None`: it never times out.
+    since: Option<Instant>,
     prev: u32,
     next: u32,
 }
 
 /// The probe slots: a fixed array, a stack of free slots, and the held
 /// slots linked in order of admission, which is also the order of their
-/// deadlines, since every probe gets the same timeout.
+/// deadlines, since every probe gets the same timeout. A slot keeps the time
+/// its probe's timeout counts from, not its deadline: the breaker adds the
+/// timeout only when it has to (see [`Core::probe_due`]).
 #[derive(Debug)]
 struct Slots {
     slots: Box<[Slot]>,
@@ -135,7 +138,7 @@ impl Slots {
     fn new(n: usize) -> Slots {
         let empty = Slot {
             holder: 0,
-            deadline: None,
+            since: None,
             prev: NIL,
             next: NIL,
         };
@@ -150,14 +153,15 @@ impl Slots {
         }
     }
 
+    /// Takes a free slot for a probe whose timeout counts from `since`.
     #[inline]
-    fn take(&mut self, deadline: Option<Instant>) -> Option<Tag> {
+    fn take(&mut self, since: Option<Instant>) -> Option<Tag> {
         let index = self.free.pop()?;
         let holder = self.next_holder;
         self.next_holder = if holder == HOLDER_MASK { 1 } else { holder + 1 };
         self.slots[index as usize] = Slot {
             holder,
-            deadline,
+            since,
             prev: self.tail,
             next: NIL,
         };
@@ -212,14 +216,20 @@ impl Slots {
         })
     }
 
-    /// The deadline of the oldest probe, if it has passed by `now`.
-    fn due(&self, now: Instant) -> Option<Instant> {
+    /// When the oldest probe's timeout counts from, if that is at or
+    /// before `cutoff`: with `cutoff` the time now less the timeout, the
+    /// oldest probe has timed out.
+    fn due(&self, cutoff: Instant) -> Option<Instant> {
+        self.oldest().flatten().filter(|since| *since <= cutoff)
+    }
+
+    /// When the oldest probe's timeout counts from (`Some(None)`: it never
+    /// times out); `None` when no probe holds a slot.
+    fn oldest(&self) -> Option<Option<Instant>> {
         if self.head == NIL {
             return None;
         }
-        self.slots[self.head as usize]
-            .deadline
-            .filter(|deadline| *deadline <= now)
+        Some(self.slots[self.head as usize].since)
     }
 
     fn pop_oldest(&mut self) {
@@ -272,6 +282,14 @@ pub(super) struct Core {
     probe_timeout: Duration,
     /// The latest time a holder of the lock used.
     last_now: Instant,
+    /// No probe times out before this time, neither one that holds a slot
+    /// now nor one admitted later: a lower bound of their deadlines, as
+    /// every probe gets the same timeout, counted from its admission, and
+    /// probes are admitted in time order. [`probe_due`](Core::probe_due)
+    /// compares the time with it and computes a deadline only once it has
+    /// passed, so that most probes' admissions and results add no timeout
+    /// to a time.
+    no_timeout_before: Instant,
     /// The breaker's time zero, for `open_until`.
     base: Instant,
     /// While open, the end of the open period as time since `base`,
@@ -301,6 +319,7 @@ impl Core {
             open_for: config.open_for,
             probe_timeout: config.probe_timeout,
             last_now: base,
+            no_timeout_before: base,
             base,
             open_until: 0,
             changed: false,
@@ -396,7 +415,7 @@ impl Core {
                 }
             }
             State::HalfOpen => {
-                if self.slots.due(now).is_some() {
+                if self.probe_due(now) {
                     self.advance_due(now, policy);
                 }
             }
@@ -418,7 +437,7 @@ impl Core {
                     return;
                 }
                 State::HalfOpen => {
-                    let Some(due) = self.slots.due(now) else {
+                    let Some(due) = self.oldest_deadline(now) else {
                         return;
                     };
                     self.slots.pop_oldest();
@@ -433,16 +452,48 @@ impl Core {
     }
 
     /// Whether a probe's deadline has passed by `now`, while half-open:
-    /// [`advance`](Core::advance) then has work to do.
+    /// [`advance`](Core::advance) then has work to do. `now` is the time of
+    /// this holder of the lock ([`now`](Core::now)), so no later probe is
+    /// admitted before it.
+    ///
+    /// Before [`no_timeout_before`](Core::no_timeout_before), a comparison;
+    /// from it on, the oldest probe's deadline is computed, and if it has
+    /// not passed it is the new bound (with no probe held, the deadline of
+    /// a probe admitted now is).
     #[inline]
-    pub(super) fn probe_due(&self, now: Instant) -> bool {
-        self.slots.due(now).is_some()
+    pub(super) fn probe_due(&mut self, now: Instant) -> bool {
+        now >= self.no_timeout_before && self.probe_due_at_bound(now)
     }
 
-    /// Takes a probe slot if one is free, for a probe admitted at `now`.
+    #[cold]
+    #[inline(never)]
+    fn probe_due_at_bound(&mut self, now: Instant) -> bool {
+        let since = self.slots.oldest().unwrap_or(Some(now));
+        match since.and_then(|since| since.checked_add(self.probe_timeout)) {
+            Some(deadline) if deadline <= now => true,
+            Some(deadline) => {
+                self.no_timeout_before = deadline;
+                false
+            }
+            // Never: nor are the probes admitted after it.
+            None => false,
+        }
+    }
+
+    /// The oldest probe's deadline, if it has passed by `now`.
+    fn oldest_deadline(&self, now: Instant) -> Option<Instant> {
+        // Admitted at or before `now - probe_timeout` (none, if that is
+        // before the clock's first instant).
+        let cutoff = now.checked_sub(self.probe_timeout)?;
+        let since = self.slots.due(cutoff)?;
+        since.checked_add(self.probe_timeout)
+    }
+
+    /// Takes a probe slot if one is free, for a probe admitted at `now`:
+    /// its timeout counts from `now`.
     #[inline]
     pub(super) fn take_slot(&mut self, now: Instant) -> Option<Tag> {
-        self.slots.take(now.checked_add(self.probe_timeout))
+        self.slots.take(Some(now))
     }
 
     /// Frees a probe slot if the ticket still holds it. Calls no user code.
