@@ -331,9 +331,11 @@ impl Core {
     /// time the holder before used, so that time order is lock order.
     #[inline]
     pub(super) fn now(&mut self, read: Option<Instant>) -> Instant {
-        let now = read.unwrap_or_else(Instant::now).max(self.last_now);
-        self.last_now = now;
-        now
+        let read = read.unwrap_or_else(Instant::now);
+        if read > self.last_now {
+            self.last_now = read;
+        }
+        self.last_now
     }
 
     /// The state as time has left it, without making any change.
@@ -661,6 +663,22 @@ mod tests {
         for i in 0..130 {
             assert_eq!(w.push(false), Some(i % 3 == 0), "bit {i}");
         }
+    }
+
+    #[test]
+    fn a_holders_time_is_never_earlier_than_the_one_before() {
+        // A time read before the lock may be older than the time the
+        // holder before used: the later one is used, so that time order is
+        // lock order (the probes' timeouts rely on it).
+        let t0 = Instant::now();
+        let mut core = Core::new(&config(4, 1), t0);
+        let t1 = t0 + Duration::from_secs(1);
+        assert_eq!(core.now(Some(t1)), t1);
+        assert_eq!(core.now(Some(t1 - Duration::from_nanos(1))), t1);
+        assert_eq!(core.now(Some(t0)), t1);
+        let t2 = t1 + Duration::from_nanos(1);
+        assert_eq!(core.now(Some(t2)), t2);
+        assert!(core.now(None) >= t2);
     }
 
     #[test]
