@@ -1,7 +1,7 @@
 //! `Publisher`: publishes with confirms, each publish a call of the shared
 //! attempt loop ([`crate::call`]).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -346,13 +346,95 @@ struct Confirms {
 #[derive(Default)]
 struct Book {
     /// The publishes sent and not yet answered, by delivery tag.
-    pending: BTreeMap<u64, Pending>,
+    pending: Tags,
     /// No pending publish has an earlier deadline: the [`watch_deadlines`] wakes
     /// then. It may be earlier than every one (a publish answered since
     /// leaves it), which costs the watch one wake-up that finds nothing.
     earliest: Option<Instant>,
     /// The channel's callback is gone: the watch ends.
     ended: bool,
+}
+
+/// A channel's pending publishes by delivery tag. The broker numbers a
+/// channel's publishes 1, 2, 3… in the order it receives them, so they
+/// are slots from the oldest pending one's tag (`base`): an insertion is a
+/// push at the back, a removal empties its slot, and the empty slots at
+/// the front are dropped (a B-tree's insertion and removal cost each
+/// publish about 300 instructions more).
+#[derive(Default)]
+struct Tags {
+    /// The tag of the first slot.
+    base: u64,
+    slots: VecDeque<Option<Pending>>,
+}
+
+impl Tags {
+    /// `pending` waits with `tag` (a tag past the last one, or one whose
+    /// publish was taken out unsent, sent again).
+    fn insert(&mut self, tag: u64, pending: Pending) {
+        if self.slots.is_empty() {
+            self.base = tag;
+        }
+        while tag < self.base {
+            self.slots.push_front(None);
+            self.base -= 1;
+        }
+        let i = usize::try_from(tag - self.base).expect("the tags of publishes in flight");
+        if self.slots.len() <= i {
+            self.slots.resize_with(i + 1, || None);
+        }
+        self.slots[i] = Some(pending);
+    }
+
+    /// Takes out the publish of `tag`, if it waits.
+    fn remove(&mut self, tag: u64) -> Option<Pending> {
+        let i = usize::try_from(tag.checked_sub(self.base)?).ok()?;
+        let pending = self.slots.get_mut(i)?.take();
+        self.drop_empty();
+        pending
+    }
+
+    /// Takes out every publish up to `tag` (a multiple confirm's), into
+    /// `out`, in the order of their tags.
+    fn take_through(&mut self, tag: u64, out: &mut Vec<Pending>) {
+        while self.base <= tag
+            && let Some(slot) = self.slots.pop_front()
+        {
+            self.base += 1;
+            out.extend(slot);
+        }
+        self.drop_empty();
+    }
+
+    /// The empty slots at the front dropped.
+    fn drop_empty(&mut self) {
+        while let Some(None) = self.slots.front() {
+            self.slots.pop_front();
+            self.base += 1;
+        }
+    }
+
+    /// The publishes waiting, with their tags, in order.
+    fn iter(&self) -> impl Iterator<Item = (u64, &Pending)> {
+        (self.base..)
+            .zip(&self.slots)
+            .filter_map(|(tag, slot)| slot.as_ref().map(|p| (tag, p)))
+    }
+
+    /// Every publish waiting, taken out.
+    fn into_pending(self) -> impl Iterator<Item = Pending> {
+        self.slots.into_iter().flatten()
+    }
+
+    /// How many publishes wait.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.slots.iter().flatten().count()
+    }
+
+    fn clear(&mut self) {
+        self.slots.clear();
+    }
 }
 
 struct Pending {
@@ -419,14 +501,14 @@ async fn watch_deadlines(confirms: Arc<Confirms>) {
             if book.earliest.is_some_and(|at| at <= now) {
                 let mut earliest: Option<Instant> = None;
                 let mut tags = Vec::new();
-                for (tag, p) in &book.pending {
+                for (tag, p) in book.pending.iter() {
                     match p.deadline {
-                        Some(at) if at <= now => tags.push(*tag),
+                        Some(at) if at <= now => tags.push(tag),
                         Some(at) => earliest = Some(earliest.map_or(at, |e| e.min(at))),
                         None => {}
                     }
                 }
-                expired.extend(tags.iter().filter_map(|tag| book.pending.remove(tag)));
+                expired.extend(tags.iter().filter_map(|tag| book.pending.remove(*tag)));
                 book.earliest = earliest;
             }
             book.earliest
@@ -471,13 +553,9 @@ impl Callback {
         {
             let pending = &mut self.confirms.lock().pending;
             if multiple {
-                while let Some(entry) = pending.first_entry()
-                    && *entry.key() <= tag
-                {
-                    many.push(entry.remove());
-                }
+                pending.take_through(tag, &mut many);
             } else {
-                one = pending.remove(&tag);
+                one = pending.remove(tag);
             }
         }
         // In the order of their tags.
@@ -525,7 +603,7 @@ impl ChannelCallback for Callback {
         close: CloseChannel,
     ) -> Result<(), amqprs::error::Error> {
         let pending = std::mem::take(&mut self.confirms.lock().pending);
-        for (_, p) in pending {
+        for p in pending.into_pending() {
             let _ = p.tx.send(Confirm::Closed {
                 code: close.reply_code(),
                 text: close.reply_text().clone(),
@@ -590,7 +668,7 @@ impl PendingGuard {
 impl Drop for PendingGuard {
     fn drop(&mut self) {
         if let Some(confirms) = &self.confirms {
-            confirms.lock().pending.remove(&self.tag);
+            confirms.lock().pending.remove(self.tag);
         }
     }
 }
@@ -998,7 +1076,7 @@ mod tests {
     use tokio::time::Instant;
 
     use super::{
-        Callback, Confirm, Confirms, Destination, Destinations, Pending, RECENT_DESTINATIONS,
+        Callback, Confirm, Confirms, Destination, Destinations, Pending, RECENT_DESTINATIONS, Tags,
         watch_deadlines,
     };
 
@@ -1034,6 +1112,46 @@ mod tests {
         (start.elapsed(), matches!(answer, Ok(Confirm::TimedOut)))
     }
 
+    #[test]
+    fn pending_publishes_are_kept_by_tag_and_taken_out_in_order() {
+        let pending = |tags: &Tags| -> Vec<u64> { tags.iter().map(|(tag, _)| tag).collect() };
+        let confirms = Confirms::default();
+        let mut receivers = Vec::new();
+        for tag in 7..=12 {
+            receivers.push(pend(&confirms, tag, None));
+        }
+        let mut book = confirms.lock();
+        let tags = &mut book.pending;
+        assert_eq!(pending(tags), [7, 8, 9, 10, 11, 12]);
+        // Out of order, and one not waiting (or not yet sent).
+        assert!(tags.remove(9).is_some());
+        assert!(tags.remove(9).is_none());
+        assert!(tags.remove(3).is_none());
+        assert!(tags.remove(40).is_none());
+        assert_eq!(pending(tags), [7, 8, 10, 11, 12]);
+        // A multiple confirm of 10: 7, 8 and 10, in order.
+        let mut many = Vec::new();
+        tags.take_through(10, &mut many);
+        assert_eq!(many.len(), 3);
+        assert_eq!(pending(tags), [11, 12]);
+        // The last one taken out unsent (its attempt cut), its tag sent
+        // again; then the next.
+        let again = tags.remove(12).unwrap();
+        tags.insert(12, again);
+        let next = tags.remove(11).unwrap();
+        tags.insert(13, next);
+        assert_eq!(pending(tags), [12, 13]);
+        assert_eq!(tags.len(), 2);
+        // Emptied, it starts again from the next tag.
+        tags.take_through(13, &mut many);
+        assert_eq!(tags.len(), 0);
+        let p = many.pop().unwrap();
+        tags.insert(14, p);
+        assert_eq!(pending(tags), [14]);
+        let taken: Vec<_> = std::mem::take(tags).into_pending().collect();
+        assert_eq!(taken.len(), 1);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn the_channels_watch_ends_each_confirms_wait_at_its_deadline() {
         let confirms = Arc::new(Confirms::default());
@@ -1047,7 +1165,7 @@ mod tests {
         let rx4 = pend(&confirms, 4, Some(start + Duration::from_secs(1)));
         assert_eq!(timed_out(start, rx4).await, (Duration::from_secs(1), true));
         // Confirmed before its deadline: left alone.
-        let p1 = confirms.lock().pending.remove(&1).unwrap();
+        let p1 = confirms.lock().pending.remove(1).unwrap();
         let _ = p1.tx.send(Confirm::Ack);
         assert!(matches!(rx1.await, Ok(Confirm::Ack)));
         assert_eq!(timed_out(start, rx2).await, (Duration::from_secs(5), true));
