@@ -380,7 +380,12 @@ impl Tags {
             self.base -= 1;
         }
         let i = usize::try_from(tag - self.base).expect("the tags of publishes in flight");
-        if self.slots.len() <= i {
+        if i == self.slots.len() {
+            // The next tag: the usual case.
+            self.slots.push_back(Some(pending));
+            return;
+        }
+        if self.slots.len() < i {
             self.slots.resize_with(i + 1, || None);
         }
         self.slots[i] = Some(pending);
@@ -941,6 +946,9 @@ struct Instruments {
     duration: Option<Histogram<f64>>,
     sent: Option<Counter<u64>>,
     propagator: Arc<dyn TextMapPropagator + Send + Sync>,
+    /// Whether the propagator writes any field (telemetry off: none), read
+    /// once rather than asked of it at each publish.
+    propagates: bool,
     server_address: KeyValue,
     server_port: KeyValue,
 }
@@ -964,6 +972,7 @@ impl Instruments {
             tracer: inbound.tracer,
             duration: inbound.duration,
             sent,
+            propagates: telemetry.shared_propagator().fields().next().is_some(),
             propagator: telemetry.shared_propagator(),
             server_address: KeyValue::new(SERVER_ADDRESS, uri.host.clone()),
             server_port: KeyValue::new(SERVER_PORT, i64::from(uri.port)),

@@ -96,7 +96,7 @@ impl<'a> PublishCall<'a> {
         let propagator = &inner.telemetry.propagator;
         // No headers of the caller's and a propagator that writes no
         // field (telemetry off): nothing to write, nothing to strip.
-        if self.properties.headers().is_none() && propagator.fields().next().is_none() {
+        if self.properties.headers().is_none() && !inner.telemetry.propagates {
             return None;
         }
         let mut headers = self.properties.headers().cloned().unwrap_or_default();
