@@ -568,22 +568,29 @@ impl Callback {
             Some(p) => std::slice::from_mut(p),
             None => &mut many,
         };
-        for ret in self.returns.drain(..) {
-            if let Some(p) = settled.iter_mut().find(|p| {
-                p.returned.is_none()
-                    && *p.destination.exchange == **ret.exchange()
-                    && *p.destination.routing_key == **ret.routing_key()
-            }) {
-                p.returned = Some((ret.reply_code(), ret.reply_text().clone()));
+        // Most confirms follow no return: no drain to set up and drop.
+        if !self.returns.is_empty() {
+            for ret in self.returns.drain(..) {
+                if let Some(p) = settled.iter_mut().find(|p| {
+                    p.returned.is_none()
+                        && *p.destination.exchange == **ret.exchange()
+                        && *p.destination.routing_key == **ret.routing_key()
+                }) {
+                    p.returned = Some((ret.reply_code(), ret.reply_text().clone()));
+                }
             }
         }
-        for p in one.into_iter().chain(many.drain(..)) {
+        let answer = |p: Pending| {
             let confirm = match p.returned {
                 Some((code, text)) => Confirm::Returned { code, text },
                 None if ack => Confirm::Ack,
                 None => Confirm::Nack,
             };
             let _ = p.tx.send(confirm);
+        };
+        match one {
+            Some(p) => answer(p),
+            None => many.drain(..).for_each(answer),
         }
         self.settled = many;
     }
