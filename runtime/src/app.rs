@@ -486,8 +486,13 @@ impl App {
                 }
             }
         };
-        let (stopping, _) = watch::channel(false);
-        let (forcing, _) = watch::channel(false);
+        // No receiver yet: `serve` subscribes once its servers listen. A
+        // stop (or a forced one) that comes before must still be there
+        // then, so each is sent with `send_replace`, which keeps the value
+        // whether or not anyone receives (`send` drops it when no receiver
+        // exists, and the App would serve on, deaf to that stop).
+        let stopping = watch::Sender::new(false);
+        let forcing = watch::Sender::new(false);
         let serving = AtomicBool::new(true);
         let stopped = async {
             // `held`: every client's breaker, kept in `humus.circuit.state`
@@ -527,7 +532,7 @@ impl App {
                         if !serving.load(Ordering::SeqCst) {
                             return Exit::failed(Error::forced(false));
                         }
-                        let _ = forcing.send(true);
+                        forcing.send_replace(true);
                         forced = true;
                         forced_by
                             .as_mut()
@@ -535,7 +540,7 @@ impl App {
                     }
                     Some(()) => {
                         life.stopping(false);
-                        let _ = stopping.send(true);
+                        stopping.send_replace(true);
                     }
                     None => listening = false,
                 },
@@ -622,7 +627,7 @@ async fn serve(
         _ = stop.wait_for(|s| *s) => {}
         Some(done) = running.join_next() => failure = joined(done),
     }
-    let _ = stopping.send(true);
+    stopping.send_replace(true);
     // Before any server ends, and drops what its handlers hold.
     let held = telemetry.hold_breakers();
     while let Some(done) = running.join_next().await {

@@ -948,3 +948,125 @@ async fn the_final_export_has_the_breaker_state_of_a_client_a_handler_held() {
         ]
     );
 }
+
+/// A testing host whose servers listen only once the test lets them
+/// (`open`): the window between the end of init and the servers' listening,
+/// where a SIGTERM can come in production.
+#[derive(Clone, Debug)]
+struct SlowToListen {
+    host: Host,
+    asked: Arc<tokio::sync::Notify>,
+    open: Arc<tokio::sync::Notify>,
+}
+
+impl humus::Host for SlowToListen {
+    fn dial<'a>(&'a self, addr: &'a str) -> humus::DialFuture<'a> {
+        humus::Host::dial(&self.host, addr)
+    }
+
+    fn read_file(&self, path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+        humus::Host::read_file(&self.host, path)
+    }
+
+    fn listen<'a>(&'a self, addr: &'a str) -> humus::ListenFuture<'a> {
+        Box::pin(async move {
+            self.asked.notify_one();
+            self.open.notified().await;
+            humus::Host::listen(&self.host, addr).await
+        })
+    }
+}
+
+/// A stop signal handled after init but before the servers listen (before
+/// the App's serving subscribes to the stop) is kept: the servers stop as
+/// soon as they listen, and the on-stop hooks run, bounded by the App's
+/// stop_timeout. It was lost, and the App served on for ever.
+#[tokio::test(start_paused = true)]
+async fn a_signal_before_the_servers_listen_stops_the_app_within_its_stop_timeout() {
+    let (ca, steps) = (Ca::new(), Steps::default());
+    let host = SlowToListen {
+        host: Host::new(),
+        asked: Arc::default(),
+        open: Arc::default(),
+    };
+    let (signal, signals) = mpsc::unbounded_channel::<()>();
+    let cert = ca.issue("orders").server_config();
+    let s = steps.clone();
+    let run = tokio::spawn(
+        app(&host.host, &steps)
+            .host(host.clone())
+            .stop_signals(UnboundedReceiverStream::new(signals))
+            .stop_timeout(5 * SECOND)
+            .run(move |setup| async move {
+                let hook = s.clone();
+                setup.on_stop_named("waiting for ever", move || async move {
+                    std::future::pending::<()>().await;
+                    push(&hook, "never");
+                });
+                let server = Server::new(
+                    &setup,
+                    Settings {
+                        addr: "orders:8443".into(),
+                        tls: Some(Arc::new(cert)),
+                        ..Settings::default()
+                    },
+                )?;
+                Ok(vec![server])
+            }),
+    );
+    // Init is over, the server is about to listen: the signal comes now,
+    // and the App handles it (paused time moves only once it is idle).
+    host.asked.notified().await;
+    signal.send(()).unwrap();
+    tokio::time::sleep(SECOND).await;
+    assert!(!run.is_finished());
+    let opened = tokio::time::Instant::now();
+    host.open.notify_one();
+    let exit = tokio::time::timeout(3600 * SECOND, run)
+        .await
+        .expect("the App stops once its servers listen")
+        .unwrap();
+    assert_eq!(opened.elapsed(), 5 * SECOND, "the stop_timeout");
+    assert!(!host.host.is_listening("orders:8443"));
+    assert_eq!(exit.code(), 1, "{:?}", exit.error());
+    assert_eq!(
+        exit.error().unwrap().to_string(),
+        "on-stop hook waiting for ever overran its share of the App's stop_timeout (5s) and was dropped; every other hook ran"
+    );
+    assert_eq!(
+        *steps.lock().unwrap(),
+        ["telemetry", "faults false", "telemetry shutdown"]
+    );
+}
+
+/// The trial's case: init ends after telling a task (on another worker
+/// thread) that sends the stop at once, with no server. Whether the App's
+/// serving subscribed to the stop before the signal was handled was a race
+/// (and `select!`'s random order), and the App hung in most runs; every
+/// run stops now. Real time: the timeout only turns a hang into a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_sent_as_init_ends_always_stops_an_app_with_no_server() {
+    for run in 0..64 {
+        let (stop, stopped) = oneshot::channel::<()>();
+        let (done, init_done) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let _ = init_done.await;
+            let _ = stop.send(());
+        });
+        let exit = tokio::time::timeout(
+            10 * SECOND,
+            App::new()
+                .host(Host::new())
+                .stop_on(async move {
+                    let _ = stopped.await;
+                })
+                .run(|_setup| async move {
+                    let _ = done.send(());
+                    Ok(vec![])
+                }),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("run {run}: the App did not stop"));
+        assert_eq!(exit.code(), 0, "run {run}: {:?}", exit.error());
+    }
+}

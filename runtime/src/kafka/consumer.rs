@@ -237,7 +237,7 @@ impl Consumer {
     /// When the processor or the trust function panicked: that panic goes
     /// on from here.
     pub async fn stop(&self) {
-        let _ = self.stop.send(true);
+        self.stop.send_replace(true);
         let task = self
             .task
             .lock()

@@ -230,7 +230,7 @@ impl Consumer {
     /// With the panic of the trust function or of a processor, which
     /// ended the consumer.
     pub async fn stop(&self) {
-        let _ = self.inner.stop.send(true);
+        self.inner.stop.send_replace(true);
         let task = self
             .inner
             .task
@@ -546,7 +546,7 @@ async fn run(
         let failure = match session {
             Ok(session) => {
                 backoff = None;
-                let _ = consuming.send(true);
+                consuming.send_replace(true);
                 if let Ended::Stopped = consume(&shared, session, &mut stopping).await {
                     return;
                 }

@@ -322,14 +322,14 @@ impl Server {
                 .set_service_status(LIVENESS, ServingStatus::NotServing)
                 .await;
         }
-        let _ = stop.send(if forced { Stop::Forced } else { Stop::Graceful });
+        stop.send_replace(if forced { Stop::Forced } else { Stop::Graceful });
         loop {
             let done = tokio::select! {
                 biased;
                 done = connections.join_next() => done,
                 () = &mut force, if !forced => {
                     forced = true;
-                    let _ = stop.send(Stop::Forced);
+                    stop.send_replace(Stop::Forced);
                     continue;
                 }
             };
