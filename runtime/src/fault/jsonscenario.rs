@@ -9,7 +9,9 @@
 //! The grammar, `{"rules":[{"point":…,"delay_ms":…,"abort":…}]}`:
 //!
 //! - `rules` is required (it may be empty); each rule's `point` is
-//!   required and not empty (see [`Rule::point`] for patterns);
+//!   required, not empty, and has a `*` only at its end (see
+//!   [`Rule::point`] for patterns and [`check_point`](super::check_point)
+//!   for the check);
 //! - `delay_ms` is a non-negative whole number of milliseconds, default 0;
 //! - `abort` is a boolean, default `false`;
 //! - unknown fields, duplicate fields and anything after the JSON value
@@ -69,7 +71,7 @@ use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use serde::{Deserialize, Serialize};
 
 use super::codec::baggage_without;
-use super::{DecodeError, Decoder, Encoder, Fault, Rule, Scenario};
+use super::{DecodeError, Decoder, Encoder, Fault, PointError, Rule, Scenario, check_point};
 
 /// The largest member [`Codec::encode`] writes, in bytes, percent-encoded
 /// (`key=value`): 2048.
@@ -168,6 +170,15 @@ pub enum EncodeError {
         /// The rule's index in the scenario.
         index: usize,
     },
+    /// A rule's point pattern has a `*` before its end
+    /// ([`PointError::StarNotAtEnd`]), so the rule would match no point.
+    #[error("rule {index}: {problem}")]
+    StarNotAtEnd {
+        /// The rule's index in the scenario.
+        index: usize,
+        /// What is wrong with the point, and how to fix it.
+        problem: PointError,
+    },
     /// The baggage refused the member: it already holds as many members,
     /// or as many bytes, as W3C Baggage allows (64 members, 8192 bytes).
     #[error("the baggage has no room for member {key:?}")]
@@ -212,6 +223,12 @@ enum Invalid {
     },
     #[error("baggage member {key:?}: invalid scenario: rule {index}: point must not be empty")]
     EmptyPoint { key: String, index: usize },
+    #[error("baggage member {key:?}: invalid scenario: rule {index}: {problem}")]
+    Point {
+        key: String,
+        index: usize,
+        problem: PointError,
+    },
 }
 
 impl Codec {
@@ -247,6 +264,7 @@ impl Codec {
     /// # Errors
     ///
     /// [`EncodeError`] for a rule it cannot express: an empty point, a
+    /// point with a `*` before its end (which the decoder rejects), a
     /// delay that is not whole milliseconds or is too long.
     pub fn to_json(&self, scenario: &Scenario) -> Result<String, EncodeError> {
         let rules = scenario
@@ -265,7 +283,8 @@ impl Codec {
     ///
     /// [`DecodeError`] (of type [`DECODE_ERROR_TYPE`]) naming the key and
     /// what is wrong: bad JSON, an unknown, missing or duplicate field, a
-    /// negative or fractional `delay_ms`, an empty point, trailing data.
+    /// negative or fractional `delay_ms`, an empty point, a point with a
+    /// `*` before its end (which would match no point), trailing data.
     pub fn from_json(&self, json: &str) -> Result<Scenario, DecodeError> {
         let wire: WireScenario = serde_json::from_str(json).map_err(|error| {
             invalid(Invalid::Json {
@@ -278,11 +297,21 @@ impl Codec {
             .into_iter()
             .enumerate()
             .map(|(index, r)| {
-                if r.point.is_empty() {
-                    return Err(invalid(Invalid::EmptyPoint {
-                        key: self.key.clone(),
-                        index,
-                    }));
+                match check_point(&r.point) {
+                    Ok(()) => {}
+                    Err(PointError::Empty) => {
+                        return Err(invalid(Invalid::EmptyPoint {
+                            key: self.key.clone(),
+                            index,
+                        }));
+                    }
+                    Err(problem) => {
+                        return Err(invalid(Invalid::Point {
+                            key: self.key.clone(),
+                            index,
+                            problem,
+                        }));
+                    }
                 }
                 Ok(Rule {
                     point: r.point,
@@ -302,8 +331,10 @@ fn invalid(e: Invalid) -> DecodeError {
 }
 
 fn wire_rule(index: usize, rule: &Rule) -> Result<WireRule, EncodeError> {
-    if rule.point.is_empty() {
-        return Err(EncodeError::EmptyPoint { index });
+    match check_point(&rule.point) {
+        Ok(()) => {}
+        Err(PointError::Empty) => return Err(EncodeError::EmptyPoint { index }),
+        Err(problem) => return Err(EncodeError::StarNotAtEnd { index, problem }),
     }
     let delay = rule.fault.delay;
     if !delay.subsec_nanos().is_multiple_of(1_000_000) {
@@ -517,6 +548,45 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(msg.contains("rule 1: point must not be empty"), "{msg}");
+    }
+
+    /// A `*` is a wildcard only at a point's end, so a rule with one
+    /// before it matches nothing: the trial's `grpc:*/Greet` is an error
+    /// naming the rule, the point, where the `*` is and the fix, not a
+    /// rule accepted to do nothing.
+    #[test]
+    fn rejects_a_star_before_the_end_of_a_point() {
+        let err = decode(r#"{"rules":[{"point":"*"},{"point":"grpc:*/Greet","abort":true}]}"#)
+            .unwrap_err();
+        assert_eq!(err.error_type(), DECODE_ERROR_TYPE);
+        assert_eq!(
+            err.to_string(),
+            "baggage member \"acme.fault\": invalid scenario: rule 1: point \"grpc:*/Greet\" has a \
+             `*` after \"grpc:\", but a `*` is a wildcard only at the end of a point, so this rule \
+             would match no point: end the point at the `*` (\"grpc:*\") to match every point \
+             starting with \"grpc:\", or remove the `*`"
+        );
+        for json in [
+            r#"{"rules":[{"point":"grpc:*"}]}"#,
+            r#"{"rules":[{"point":"*"}]}"#,
+        ] {
+            assert!(decode(json).unwrap().is_some(), "{json}");
+        }
+        // The encoder refuses what the decoder would.
+        let s = Scenario::new([Rule::new("**", Fault::NONE)]);
+        match codec().to_json(&s).unwrap_err() {
+            EncodeError::StarNotAtEnd { index: 0, problem } => {
+                assert_eq!(
+                    problem,
+                    PointError::StarNotAtEnd {
+                        point: "**".into(),
+                        before: String::new(),
+                        suggestion: "*".into(),
+                    }
+                );
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -41,7 +41,10 @@ pub struct Rule {
     /// which matches that point exactly, or a prefix ending in `*`
     /// (`grpc:payments.v1.Payments/*`, `grpc:*`, `*`), which matches every
     /// point that starts with what comes before the `*`. Only a trailing
-    /// `*` is a wildcard; one anywhere else is an ordinary character.
+    /// `*` is a wildcard. A `*` anywhere else would make the rule match
+    /// nothing a client names, so [`check_point`] rejects it, and every
+    /// scenario humus decodes passes through that check; a rule built in
+    /// code matches such a pattern as ordinary characters.
     pub point: String,
     /// The fault emulated at the points this rule matches.
     pub fault: Fault,
@@ -59,6 +62,62 @@ impl Rule {
     /// Whether this rule's pattern matches the point named `point`.
     pub fn matches(&self, point: &str) -> bool {
         specificity(&self.point, point).is_some()
+    }
+}
+
+/// Why a point pattern is rejected where a scenario is decoded or
+/// encoded: see [`check_point`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PointError {
+    /// The pattern is empty.
+    #[error("point must not be empty")]
+    Empty,
+    /// The pattern has a `*` before its end: the wildcard is only a
+    /// trailing `*`, so the rule would match no point.
+    #[error(
+        "point {point:?} has a `*` after {before:?}, but a `*` is a wildcard only at the end of a point, \
+         so this rule would match no point: end the point at the `*` ({suggestion:?}) to match every point \
+         starting with {before:?}, or remove the `*`"
+    )]
+    StarNotAtEnd {
+        /// The pattern.
+        point: String,
+        /// What comes before its first `*`.
+        before: String,
+        /// The pattern cut after that `*`, the wildcard the user likely meant.
+        suggestion: String,
+    },
+}
+
+/// Checks a rule's point pattern as a scenario's decoder and encoder do:
+/// it is not empty, and a `*` in it comes only at its end (see
+/// [`Rule::point`]). A [`Decoder`](super::Decoder) of the user's can
+/// call it too.
+///
+/// # Errors
+///
+/// [`PointError`] saying what is wrong with the pattern and how to fix it.
+///
+/// ```
+/// use humus::fault::{PointError, check_point};
+///
+/// assert!(check_point("grpc:payments.v1.Payments/*").is_ok());
+/// let err = check_point("grpc:*/Charge").unwrap_err();
+/// assert!(matches!(err, PointError::StarNotAtEnd { .. }));
+/// assert!(err.to_string().contains("only at the end of a point"));
+/// ```
+pub fn check_point(point: &str) -> Result<(), PointError> {
+    if point.is_empty() {
+        return Err(PointError::Empty);
+    }
+    match point.find('*') {
+        Some(at) if at + 1 < point.len() => Err(PointError::StarNotAtEnd {
+            point: point.to_owned(),
+            before: point[..at].to_owned(),
+            suggestion: point[..=at].to_owned(),
+        }),
+        _ => Ok(()),
     }
 }
 
@@ -172,6 +231,35 @@ mod tests {
                 Rule::new(pattern, abort()).matches(point),
                 want,
                 "{pattern:?} against {point:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn check_point_allows_a_star_only_at_the_end() {
+        for ok in ["grpc:a.A/M", "grpc:a.A/*", "grpc:*", "*", "é*"] {
+            assert_eq!(check_point(ok), Ok(()), "{ok:?}");
+        }
+        assert_eq!(check_point(""), Err(PointError::Empty));
+        let err = check_point("grpc:*/Greet").unwrap_err();
+        assert_eq!(
+            err,
+            PointError::StarNotAtEnd {
+                point: "grpc:*/Greet".into(),
+                before: "grpc:".into(),
+                suggestion: "grpc:*".into(),
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "point \"grpc:*/Greet\" has a `*` after \"grpc:\", but a `*` is a wildcard only at the \
+             end of a point, so this rule would match no point: end the point at the `*` \
+             (\"grpc:*\") to match every point starting with \"grpc:\", or remove the `*`"
+        );
+        for bad in ["**", "*a", "a*b*", "é*é"] {
+            assert!(
+                matches!(check_point(bad), Err(PointError::StarNotAtEnd { .. })),
+                "{bad:?}"
             );
         }
     }
