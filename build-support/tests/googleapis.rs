@@ -10,6 +10,7 @@
 //! fails with it when the files are missing.
 
 use std::fs;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 /// The folders of the subset, each with every `.proto` directly in it.
@@ -46,7 +47,12 @@ fn root() -> Option<PathBuf> {
             root.display()
         );
     } else {
-        println!("skipped: set HUMUS_INTEROP=1 and unpack google-proto-files (see .ci/run)");
+        // Straight to the process's stderr, past libtest's capture (which
+        // keeps `println!` of a passing test), so the skip is seen.
+        let _ = writeln!(
+            std::io::stderr(),
+            "googleapis: skipped: set HUMUS_INTEROP=1 and unpack google-proto-files (see .ci/run)"
+        );
         None
     }
 }
@@ -150,4 +156,32 @@ fn humus_build_compiles_a_googleapis_subset_as_tonic_prost_build_does() {
         modules += code.matches("macro_rules! __humus_client_").count();
     }
     assert_eq!(modules, services);
+}
+
+/// The skip says so in `cargo test`'s output, without `--nocapture`: this
+/// test binary, run again for the test above with `HUMUS_INTEROP` unset
+/// and no googleapis tree, shows the skip line (libtest keeps what
+/// `println!` prints in a passing test).
+#[test]
+fn a_skip_is_seen_without_nocapture() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "humus_build_compiles_a_googleapis_subset_as_tonic_prost_build_does",
+        ])
+        .env_remove("HUMUS_INTEROP")
+        .env("HUMUS_GOOGLEAPIS", env!("CARGO_TARGET_TMPDIR"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("1 passed"), "{stdout}");
+    assert!(
+        stderr.contains("googleapis: skipped: set HUMUS_INTEROP=1"),
+        "{stdout}\n{stderr}"
+    );
 }

@@ -3,6 +3,17 @@
 
 pub mod fake;
 
+/// Says that `what` (a test, or a group of them) was skipped, and `why`,
+/// in one line on the process's standard error: written there directly,
+/// past libtest's capture, which keeps what `println!` and `eprintln!`
+/// print in a passing test (a skipping test passes), so `cargo test` shows
+/// the line without `--nocapture`. Every skip notice of these tests goes
+/// through it; one whose package `HUMUS_INTEROP=1` requires panics instead.
+pub fn skipped(what: &str, why: impl std::fmt::Display) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{what}: skipped: {why}");
+}
+
 /// The ledger protos of the tests (`proto/ledger/v1/ledger.proto`).
 pub mod pb {
     /// Package `ledger.v1`.

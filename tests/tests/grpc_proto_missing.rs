@@ -6,8 +6,6 @@
 //! test to run (`.ci/run` sets it, after installing the package).
 #![cfg(not(grpc_proto))]
 
-use std::io::Write as _;
-
 #[test]
 fn grpc_proto_and_interop_are_skipped_without_grpc_proto() {
     let missing = env!("HUMUS_GRPC_PROTO_MISSING");
@@ -16,9 +14,8 @@ fn grpc_proto_and_interop_are_skipped_without_grpc_proto() {
     if std::env::var("HUMUS_INTEROP").is_ok_and(|v| v == "1") {
         panic!("HUMUS_INTEROP=1, but Debian's grpc-proto is missing ({missing}): {how}");
     }
-    // Straight to stderr, past the test harness's capture, so the skip is seen.
-    let _ = writeln!(
-        std::io::stderr(),
-        "humus-tests: skipped the grpc_proto and interop tests: {missing} is missing; {how}"
+    humus_tests::skipped(
+        "the grpc_proto and interop tests",
+        format_args!("{missing} is missing; {how}"),
     );
 }

@@ -145,8 +145,11 @@ impl Drop for Nginx {
 /// Whether the test runs: `HUMUS_INTEROP=1`, and then nginx must be there.
 fn enabled() -> bool {
     if std::env::var("HUMUS_INTEROP").as_deref() != Ok("1") {
-        println!(
-            "skipped: set HUMUS_INTEROP=1 to run the HTTP client against Debian's nginx ({NGINX})"
+        humus_tests::skipped(
+            "http_nginx",
+            format_args!(
+                "set HUMUS_INTEROP=1 to run the HTTP client against Debian's nginx ({NGINX})"
+            ),
         );
         return false;
     }
@@ -243,4 +246,31 @@ fn failures(telemetry: &humus::testing::Telemetry) -> f64 {
         })
         .map(|p| p.value.as_f64())
         .sum()
+}
+
+/// The skip says so in `cargo test`'s output, without `--nocapture`: this
+/// test binary, run again for the test above with `HUMUS_INTEROP` unset,
+/// shows the skip line (libtest keeps what `println!` prints in a passing
+/// test).
+#[test]
+fn a_skip_is_seen_without_nocapture() {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "nginx_in_front_of_a_down_upstream_trips_the_breaker_which_recovers_when_it_returns",
+        ])
+        .env_remove("HUMUS_INTEROP")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("1 passed"), "{stdout}");
+    assert!(
+        stderr.contains("http_nginx: skipped: set HUMUS_INTEROP=1"),
+        "{stdout}\n{stderr}"
+    );
 }

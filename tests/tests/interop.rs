@@ -20,7 +20,7 @@
 #![cfg(grpc_proto)]
 
 use std::error::Error as _;
-use std::io::{BufRead, BufReader, Write as _};
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::OnceLock;
@@ -74,10 +74,9 @@ fn enabled(test: &str) -> bool {
             panic!("HUMUS_INTEROP=1, but Python's grpcio is missing ({why}): {HOW}")
         }
         Err(why) => {
-            // Straight to stderr, past the test harness's capture.
-            let _ = writeln!(
-                std::io::stderr(),
-                "{test}: skipped: Python's grpcio is missing ({why}); {HOW}"
+            humus_tests::skipped(
+                test,
+                format_args!("Python's grpcio is missing ({why}); {HOW}"),
             );
             false
         }

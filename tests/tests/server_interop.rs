@@ -46,10 +46,7 @@ fn enabled(test: &str) -> bool {
         panic!("HUMUS_INTEROP=1, but Python's grpcio is missing: {HOW}");
     }
     if !found {
-        let _ = writeln!(
-            std::io::stderr(),
-            "{test}: skipped: Python's grpcio is missing; {HOW}"
-        );
+        humus_tests::skipped(test, format_args!("Python's grpcio is missing; {HOW}"));
     }
     found
 }

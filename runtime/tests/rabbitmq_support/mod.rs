@@ -17,7 +17,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::io::Read as _;
+use std::io::{Read as _, Write as _};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -68,8 +68,12 @@ impl Broker {
                             "HUMUS_INTEROP=1 but {SERVER} is not installed (apt-get install rabbitmq-server)"
                         );
                     }
-                    eprintln!(
-                        "skipped: the RabbitMQ tests need Debian's rabbitmq-server ({SERVER}); apt-get install rabbitmq-server"
+                    // Straight to the process's stderr, past libtest's
+                    // capture (which keeps `eprintln!` of a passing test),
+                    // so the skip is seen.
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "the RabbitMQ tests: skipped: they need Debian's rabbitmq-server ({SERVER}); apt-get install rabbitmq-server"
                     );
                     return None;
                 }
