@@ -262,6 +262,56 @@ fn a_misspelled_variable_of_a_group_is_named() {
     assert_eq!(read.home.as_deref(), Some("/root"));
 }
 
+/// A section's field and its flat key are one variable
+/// (`GREETER_BREAKER_OPEN_FOR`), read once: a second variable under the
+/// section's name that is no setting (`GREETER_BREAKER__OPEN_FOR`, a `__`
+/// that is no nesting here) is refused by its own name, the message naming
+/// the setting it looks like, set too, as the one to keep; not a false
+/// "given twice" of keys the user never wrote.
+#[test]
+fn a_variable_beside_the_setting_it_looks_like_is_named_and_the_setting_kept() {
+    for other in ["GREETER_BREAKER__OPEN_FOR", "GREETER_BREAKER_OPENFOR"] {
+        let refused = refused(
+            &[
+                ("GREETER_ADDR", "greeter:50051"),
+                ("GREETER_BREAKER_OPEN_FOR", "2s"),
+                (other, "3s"),
+            ],
+            |env| env.client("GREETER_"),
+        );
+        assert_eq!(refused.names, [other], "{}", refused.message);
+        assert_eq!(
+            refused.message,
+            format!(
+                "{other}: is set, but no setting of the GREETER_ group has this name: did you mean \
+                 GREETER_BREAKER_OPEN_FOR? GREETER_BREAKER_OPEN_FOR is set too, and is the one read: \
+                 keep GREETER_BREAKER_OPEN_FOR and unset {other}"
+            )
+        );
+    }
+    // Alone, the `__` form is a misspelling, as before.
+    let refused = refused(
+        &[
+            ("GREETER_ADDR", "greeter:50051"),
+            ("GREETER_BREAKER__OPEN_FOR", "3s"),
+        ],
+        |env| env.client("GREETER_"),
+    );
+    assert_eq!(refused.names, ["GREETER_BREAKER__OPEN_FOR"]);
+    refused.says(&["did you mean GREETER_BREAKER_OPEN_FOR?"]);
+    // And the setting, with any other variable under its section's name,
+    // is read once, as the flat key.
+    let settings = Env::from_pairs([
+        ("GREETER_ADDR", "greeter:50051"),
+        ("GREETER_BREAKER_OPEN_FOR", "2s"),
+        ("GREETER_BREAKER_WINDOW", "20"),
+    ])
+    .read_all(|env| env.client("GREETER_"))
+    .unwrap();
+    assert_eq!(settings.breaker.open_for, std::time::Duration::from_secs(2));
+    assert_eq!(settings.breaker.window, 20);
+}
+
 /// An unset field whose check says what not setting it means keeps that
 /// hint: a server's `PLAINTEXT`, which names both ways to fix it.
 #[test]

@@ -328,7 +328,17 @@ impl Env {
                         problem: format!("is set, but {why}: unset it"),
                     });
                 }
-                let hint = match nearest(name, self.known.iter().filter(|k| k.starts_with(prefix.as_str()))) {
+                let near = nearest(name, self.known.iter().filter(|k| k.starts_with(prefix.as_str())));
+                if let Some(near) = near.filter(|near| self.vars.contains_key(*near)) {
+                    // The setting it looks like is set too: that one is read.
+                    return Some(VarError {
+                        name: name.clone(),
+                        problem: format!(
+                            "is set, but no setting of the {prefix} group has this name: did you mean {near}? {near} is set too, and is the one read: keep {near} and unset {name}"
+                        ),
+                    });
+                }
+                let hint = match near {
                     Some(near) => format!("did you mean {near}?"),
                     None => "check its spelling (a section's field is the section's name, '_', then the field's)".to_owned(),
                 };
@@ -569,9 +579,12 @@ fn read_group<T: DeserializeOwned>(
         stand_in: BTreeSet::new(),
         used: RefCell::default(),
         known: RefCell::default(),
+        owner: RefCell::default(),
     };
     let mut bad: Vec<VarError> = Vec::new();
     let read = loop {
+        // Each pass gives the variables to the fields afresh.
+        pass.owner.borrow_mut().clear();
         let top = Field {
             pass: &pass,
             name: format!("{prefix}*"),
@@ -637,6 +650,12 @@ struct Pass<'a> {
     /// The variable of every field of the structs read: the names a
     /// misspelled variable is compared with.
     known: RefCell<BTreeSet<String>>,
+    /// Each variable's owner in this pass, the field's variable
+    /// [`Pass::present`] gave it to (its longest): a section's fields read only the
+    /// variables owned by the section, so a flat key's variable
+    /// (`LEDGER_BREAKER_OPEN_FOR`, `breaker_open_for`'s) is not read again
+    /// as the section's field of the same name (`breaker.open_for`).
+    owner: RefCell<BTreeMap<String, String>>,
 }
 
 impl Pass<'_> {
@@ -654,7 +673,9 @@ impl Pass<'_> {
     /// The fields of a struct under `prefix` that have a variable (their
     /// own, or a section's field's), or stand in: a variable is its
     /// longest field's (`LEDGER_BREAKER_OPEN_FOR` is `breaker_open_for`'s
-    /// if the struct has that field, else `breaker`'s).
+    /// if the struct has that field, else `breaker`'s). A section's
+    /// (`prefix` `LEDGER_BREAKER_`) fields see only the variables its
+    /// parent gave the section.
     fn present(&self, prefix: &str, fields: &'static [&'static str]) -> Vec<&'static str> {
         let names: Vec<String> = fields.iter().map(|f| var_name(prefix, f)).collect();
         self.known.borrow_mut().extend(names.iter().cloned());
@@ -664,7 +685,16 @@ impl Pass<'_> {
                 present[i] = true;
             }
         }
-        for var in self.vars.keys().filter(|v| !self.skip.contains(*v)) {
+        let section = prefix.strip_suffix('_').unwrap_or(prefix);
+        let vars: Vec<&String> = {
+            let owner = self.owner.borrow();
+            self.vars
+                .keys()
+                .filter(|v| !self.skip.contains(*v))
+                .filter(|v| owner.get(*v).is_none_or(|o| o == section))
+                .collect()
+        };
+        for var in vars {
             let owner = names
                 .iter()
                 .enumerate()
@@ -673,8 +703,9 @@ impl Pass<'_> {
                         .is_some_and(|rest| rest.is_empty() || rest.starts_with('_'))
                 })
                 .max_by_key(|(_, name)| name.len());
-            if let Some((i, _)) = owner {
+            if let Some((i, name)) = owner {
                 present[i] = true;
+                self.owner.borrow_mut().insert(var.clone(), name.clone());
             }
         }
         fields
