@@ -144,6 +144,7 @@ impl Deadlines {
 impl Anchor {
     /// A call is made: keeps the anchor armed. A relaxed load when it
     /// already is (every call but the first of a period).
+    #[inline]
     pub(crate) fn touch(&self) {
         let mut state = self.state.load(Ordering::Relaxed);
         loop {
@@ -319,7 +320,20 @@ impl Anchor {
     ///
     /// Outside a tokio runtime (tokio's own panic): the client's dials,
     /// which spawn it, run inside one.
+    #[inline]
     pub(crate) fn spawn(self: &Arc<Self>) {
+        // The usual case, inlined into the caller: the task runs.
+        if self.running.load(Ordering::Acquire) {
+            return;
+        }
+        self.spawn_task();
+    }
+
+    /// [`spawn`](Anchor::spawn) when the task was not running: out of
+    /// line, so a call's code holds only the one load above.
+    #[cold]
+    #[inline(never)]
+    fn spawn_task(self: &Arc<Self>) {
         if self.running.load(Ordering::Acquire)
             || self.state.load(Ordering::Acquire) == ENDED
             || self.running.swap(true, Ordering::AcqRel)

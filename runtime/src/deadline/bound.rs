@@ -104,6 +104,7 @@ impl Deadline {
     /// timeout: a request's timeout names the deadline only when shorter
     /// than the setting, and the inherited deadline only when earlier than
     /// both (the same choice for the HTTP and the gRPC client).
+    #[inline]
     pub(crate) fn earliest(
         now: Instant,
         setting: Option<Duration>,

@@ -208,6 +208,7 @@ impl Budget {
 
     /// Records a successful attempt: gives back `token_ratio` of a token,
     /// up to `max_tokens`.
+    #[inline]
     pub fn give_back(&self) {
         let inner = &*self.inner;
         // A full budget (the usual case) costs one load and no write.

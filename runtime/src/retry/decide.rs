@@ -101,7 +101,20 @@ impl Next {
 ///
 /// Design: [retries](crate::design::client#retries), [the pushback](crate::design::client#the-pushback),
 /// [telemetry](crate::design::client#telemetry) (`humus.retry.decisions`); gRFC A6.
+#[inline]
 pub fn decide(budget: &Budget, attempted: &Attempted) -> Next {
+    // A success, every call's usual end, inlined where the loop decides;
+    // the rest out of line.
+    if attempted.verdict == Verdict::Success {
+        budget.give_back();
+        return Next::Succeeded;
+    }
+    decide_after_failure(budget, attempted)
+}
+
+/// [`decide`] for an attempt that did not succeed.
+#[inline(never)]
+fn decide_after_failure(budget: &Budget, attempted: &Attempted) -> Next {
     let expired = |at: Option<Instant>| match (at, attempted.deadline) {
         (_, None) => false,
         (Some(at), Some(deadline)) => at >= deadline,

@@ -72,6 +72,7 @@ impl InFlight {
     /// An attempt of `method` starting now: a child of the span in `cx`,
     /// traced with `tracer` (the span `span` builds) when there is one,
     /// and measured when `recorder` has instruments.
+    #[inline]
     pub(super) fn start(
         recorder: &Arc<Recorder>,
         tracer: Option<&BoxedTracer>,

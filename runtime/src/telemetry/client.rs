@@ -524,6 +524,7 @@ impl ClientRecorder {
     /// given to `Ticket::done`, when `done` returned `true`; a result
     /// `done` discarded as late is [`record_late`](Self::record_late)'s,
     /// and a released ticket counts nothing.
+    #[inline]
     pub fn record_call(&self, outcome: Outcome) {
         if let Some(instruments) = &self.inner.kit.instruments {
             instruments.calls.add(
@@ -551,6 +552,7 @@ impl ClientRecorder {
     /// ([`record_call`](Self::record_call)) when the breaker counted it
     /// (`current`, what `Ticket::done` returned), else as
     /// [`late`](Self::record_late).
+    #[inline]
     pub(crate) fn record_settled(&self, outcome: Outcome, current: bool) {
         if current {
             self.record_call(outcome);
@@ -563,6 +565,7 @@ impl ClientRecorder {
     /// one per attempt, `retried` for each one that is followed by another,
     /// and the decision that ended the call for the last one (a rejected
     /// attempt is `stopped`, a stream that opened `succeeded`).
+    #[inline]
     pub fn record_decision(&self, decision: Decision) {
         if let Some(instruments) = &self.inner.kit.instruments {
             instruments.decisions.add(

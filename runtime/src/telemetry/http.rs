@@ -188,9 +188,23 @@ impl HttpAttempt {
     /// records `http.client.request.duration` in seconds with
     /// `http.request.method`, `server.address`, `server.port`,
     /// `http.response.status_code` and, from 400 on, `error.type`.
+    #[inline]
     pub fn end_response(mut self, status: u16) {
+        self.0.ended = true;
+        // Nothing records (no tracer, no meter): no code of the span's or
+        // the metric's runs, nor is the status written out.
+        if !self.records() {
+            return;
+        }
         let error = (status >= 400).then(|| status.to_string());
         self.finish(Some(status), error.map(Cow::Owned), "");
+    }
+
+    /// Whether ending the attempt records anything: its span is traced,
+    /// or `http.client.request.duration` is.
+    #[inline]
+    fn records(&self) -> bool {
+        self.0.traced || self.0.started.is_some()
     }
 
     /// Ends the attempt with an error and no response: `error.type` =
@@ -203,6 +217,7 @@ impl HttpAttempt {
         self.finish(None, Some(Cow::Borrowed(error_type)), message);
     }
 
+    #[inline(never)]
     fn finish(
         &mut self,
         status: Option<u16>,

@@ -206,6 +206,7 @@ pub use providers::{Builder, Telemetry};
 /// trace context. `f` is synchronous: the guard never crosses an
 /// `.await`. A context with no span is not attached (the record would
 /// carry nothing of it). The gRPC and the HTTP client both call it.
+#[inline]
 pub(crate) fn in_context<T>(cx: &opentelemetry::Context, f: impl FnOnce() -> T) -> T {
     use opentelemetry::trace::TraceContextExt as _;
     if cx.has_active_span() {

@@ -121,6 +121,7 @@ impl crate::call::Transport for HttpCall<'_> {
     /// reqwest's own timer bounds each attempt ([`Transport::send`]).
     const TIMES_ATTEMPTS: bool = false;
 
+    #[inline]
     fn parts(&self) -> crate::call::Parts<'_> {
         self.inner
             .dependency
@@ -131,6 +132,7 @@ impl crate::call::Transport for HttpCall<'_> {
         Cow::Owned(self.inner.point.clone())
     }
 
+    #[inline]
     fn start(&self, attempt: u32) -> HttpAttempt {
         self.inner.dependency.recorder.start_http_attempt(
             &self.cx,
@@ -140,10 +142,12 @@ impl crate::call::Transport for HttpCall<'_> {
         )
     }
 
+    #[inline]
     fn span_context(span: &HttpAttempt) -> &Context {
         span.context()
     }
 
+    #[inline]
     fn end(&self, span: HttpAttempt, result: Result<&reqwest::Response, &Error>) {
         match result {
             Ok(response) => span.end_response(response.status().as_u16()),
@@ -219,6 +223,7 @@ impl crate::call::Transport for HttpCall<'_> {
         async move { pending.await.map_err(|e| reqwest_error(e, bound, own)) }
     }
 
+    #[inline]
     fn classify(
         &self,
         result: Result<&reqwest::Response, &Error>,
@@ -230,6 +235,7 @@ impl crate::call::Transport for HttpCall<'_> {
         }
     }
 
+    #[inline]
     fn is_resendable(&self) -> bool {
         self.resendable
     }
@@ -240,6 +246,7 @@ impl crate::call::Transport for HttpCall<'_> {
         ));
     }
 
+    #[inline]
     fn finish(
         &self,
         result: Result<reqwest::Response, Error>,
@@ -325,6 +332,8 @@ pub(super) fn copy_of(request: &reqwest::Request) -> Option<reqwest::Request> {
 /// The error of an attempt reqwest failed: a timeout once the attempt's
 /// time (`bound`) is up, its own (`own`) or the call's, else a transport
 /// error.
+#[cold]
+#[inline(never)]
 fn reqwest_error(e: reqwest::Error, bound: Instant, own: bool) -> Error {
     if e.is_timeout() && Instant::now() >= bound {
         if own {
@@ -338,6 +347,8 @@ fn reqwest_error(e: reqwest::Error, bound: Instant, own: bool) -> Error {
 /// The error a call returns: once its deadline (`bound`) has passed, the
 /// client's own timeout error, whatever cut the last attempt short (its
 /// span still records what did: an injected delay's `error.type`, say).
+#[cold]
+#[inline(never)]
 fn finish(e: Error, deadline_passed: bool, bound: Bound) -> Error {
     if deadline_passed && e.kind() != Kind::Timeout {
         return Error::bare(Kind::Timeout).bounded(bound);
