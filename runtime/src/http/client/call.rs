@@ -321,7 +321,12 @@ pub(super) fn copy_of(request: &reqwest::Request) -> Option<reqwest::Request> {
         return request.try_clone();
     }
     let mut copy = reqwest::Request::new(request.method().clone(), request.url().clone());
-    *copy.headers_mut() = request.headers().clone();
+    // A request with no header (a GET the builder made, the usual one)
+    // keeps the copy's own empty map: no clone of an empty one, nor the
+    // drop of the map it would replace.
+    if !request.headers().is_empty() {
+        *copy.headers_mut() = request.headers().clone();
+    }
     *copy.version_mut() = request.version();
     if let Some(timeout) = request.timeout() {
         *copy.timeout_mut() = Some(*timeout);
