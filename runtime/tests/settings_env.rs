@@ -78,7 +78,7 @@ fn every_bad_or_missing_variable_of_every_group_is_named_at_once() {
         r#"LEDGER_BREAKER_OPEN_FOR: "soon" is not a duration such as "2s", "250ms" or "1m30s""#,
         "LEDGER_ADDR: not set",
         "RATES_BASE_URL: not set",
-        r#"RATES_MAX_ATTEMPTS: "three" is not a whole number from 0 to 4294967295"#,
+        r#"RATES_MAX_ATTEMPTS: "three" is not a whole number;"#,
     ]);
 }
 
@@ -310,6 +310,46 @@ fn a_variable_beside_the_setting_it_looks_like_is_named_and_the_setting_kept() {
     .unwrap();
     assert_eq!(settings.breaker.open_for, std::time::Duration::from_secs(2));
     assert_eq!(settings.breaker.window, 20);
+}
+
+/// A transport's whole number that does not parse says what it is, not
+/// its type's range, which is not the setting's (the trial's
+/// `GREETER_BREAKER_WINDOW=x` said "from 0 to 18446744073709551615", the
+/// window being 1 to 65536); a value that parses is refused by the
+/// setting's check, which says its range. A struct of the service's own,
+/// whose type is its only check, quotes the type's range
+/// (`a_struct_of_the_services_own_names_each_missing_field_and_bad_value`).
+#[test]
+fn a_whole_number_that_does_not_parse_quotes_no_types_range() {
+    let unparsed = refused(
+        &[
+            ("GREETER_ADDR", "greeter:50051"),
+            ("GREETER_BREAKER_WINDOW", "x"),
+            ("GREETER_BREAKER_PROBES", "-1"),
+            ("GREETER_MAX_ATTEMPTS", "abc"),
+            ("GREETER_RETRY_BUDGET_MAX_TOKENS", "99999999999999999999999"),
+        ],
+        |env| env.client("GREETER_"),
+    );
+    assert_eq!(
+        unparsed.message,
+        "GREETER_MAX_ATTEMPTS: \"abc\" is not a whole number; \
+         GREETER_RETRY_BUDGET_MAX_TOKENS: \"99999999999999999999999\" is too large a number; \
+         GREETER_BREAKER_WINDOW: \"x\" is not a whole number; \
+         GREETER_BREAKER_PROBES: \"-1\" is negative"
+    );
+    let checked = refused(
+        &[
+            ("GREETER_ADDR", "greeter:50051"),
+            ("GREETER_BREAKER_WINDOW", "0"),
+            ("GREETER_MAX_ATTEMPTS", "0"),
+        ],
+        |env| env.client("GREETER_"),
+    );
+    checked.says(&[
+        "GREETER_BREAKER_WINDOW: is 0, want 1 to 65536 results",
+        "GREETER_MAX_ATTEMPTS: is 0, want 1 or more",
+    ]);
 }
 
 /// An unset field whose check says what not setting it means keeps that

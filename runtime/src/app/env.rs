@@ -142,7 +142,7 @@ impl Env {
     /// [`Env::read_all`], and `T::default()` stands in, so that the
     /// caller goes on reading the rest.
     pub fn read<T: DeserializeOwned + Default>(&mut self, prefix: &str) -> T {
-        self.read_checked(prefix, &[], |_: &mut T| Vec::new())
+        self.read_checked(prefix, None, |_: &mut T| Vec::new())
     }
 
     /// A gRPC client's settings from the variables that start with
@@ -362,25 +362,30 @@ impl Env {
     /// with `prefix`, `prepare`s them (what reading them takes beyond
     /// serde), and records every problem their check finds.
     fn read_settings<S: Checked>(&mut self, prefix: &str, prepare: impl FnOnce(&mut S)) -> S {
-        self.read_checked(prefix, S::IN_CODE, |s: &mut S| {
+        self.read_checked(prefix, Some(S::IN_CODE), |s: &mut S| {
             prepare(s);
             s.problems()
         })
     }
 
+    /// Reads a `T` from the variables that start with `prefix`, then runs
+    /// `check` on it. `in_code` is `None` for a struct of the service's
+    /// own, which has no check but its types, and a transport's fields
+    /// set in code for its settings, which have their check.
     fn read_checked<T: DeserializeOwned + Default>(
         &mut self,
         prefix: &str,
-        in_code: &[&'static str],
+        in_code: Option<&[&'static str]>,
         check: impl FnOnce(&mut T) -> Vec<(&'static str, String)>,
     ) -> T {
         self.prefixes
             .entry(prefix.to_owned())
             .or_default()
-            .extend(in_code);
+            .extend(in_code.unwrap_or_default());
         let (read, mut bad) = read_group::<T>(
             &self.vars,
             prefix,
+            in_code.is_some(),
             &mut self.used.borrow_mut(),
             &mut self.known,
         );
@@ -570,11 +575,13 @@ pub(crate) fn var_name(prefix: &str, field: &str) -> String {
 fn read_group<T: DeserializeOwned>(
     vars: &BTreeMap<String, String>,
     prefix: &str,
+    checked: bool,
     used: &mut BTreeSet<String>,
     known: &mut BTreeSet<String>,
 ) -> (Option<T>, Vec<VarError>) {
     let mut pass = Pass {
         vars,
+        checked,
         skip: BTreeSet::new(),
         stand_in: BTreeSet::new(),
         used: RefCell::default(),
@@ -643,6 +650,13 @@ fn read_group<T: DeserializeOwned>(
 /// missing with no default stand in.
 struct Pass<'a> {
     vars: &'a BTreeMap<String, String>,
+    /// Whether a check of the settings' own follows the reading (a
+    /// transport's), which says a field's valid range: a whole number
+    /// that does not parse then says only that, not its type's range,
+    /// which is not the field's (a breaker's window is 1 to 65536, not
+    /// 0 to 18446744073709551615). A struct of the service's own has no
+    /// check but its types, so its range is its type's.
+    checked: bool,
     skip: BTreeSet<String>,
     stand_in: BTreeSet<String>,
     /// The variables read, set or found bad.
@@ -842,19 +856,47 @@ impl<'p, 'a> Field<'p, 'a> {
     }
 }
 
-/// A whole number of the type `T`, from `min` to `max`.
-struct Whole(i128, u128);
+impl Field<'_, '_> {
+    /// Its value, a whole number of a type from `min` to `max`. One that
+    /// does not parse is refused with the type's range when the type is
+    /// the only check ([`Pass::checked`]); else with what it is (not a
+    /// whole number, negative, too large), the settings' check saying
+    /// the valid range of a value that parses (`is 0, want 1 to 65536
+    /// results`), each range written once, in its check.
+    fn whole<T: std::str::FromStr>(&self, min: i128, max: u128) -> Result<T, DeError> {
+        let raw = self.raw()?;
+        raw.parse().map_err(|_| {
+            DeError::Other(if self.pass.checked {
+                format!("{raw:?} {}", not_whole(raw, min))
+            } else {
+                format!("{raw:?} is not a whole number from {min} to {max}")
+            })
+        })
+    }
+}
 
-impl fmt::Display for Whole {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "a whole number from {} to {}", self.0, self.1)
+/// What `raw`, which a whole number type from `min` does not parse, is:
+/// a whole number out of the type's reach (negative, too large, too
+/// small), or not a whole number at all.
+fn not_whole(raw: &str, min: i128) -> &'static str {
+    let (negative, digits) = match raw.strip_prefix('-') {
+        Some(digits) => (true, digits),
+        None => (false, raw.strip_prefix('+').unwrap_or(raw)),
+    };
+    let whole = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+    let zero = digits.bytes().all(|b| b == b'0');
+    match (whole, negative) {
+        (true, false) => "is too large a number",
+        (true, true) if !zero && min == 0 => "is negative",
+        (true, true) if !zero => "is too small a number",
+        _ => "is not a whole number",
     }
 }
 
 macro_rules! whole {
     ($($method:ident $visit:ident $t:ty;)*) => {$(
         fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
-            let v: $t = self.parse(&Whole(<$t>::MIN as i128, <$t>::MAX as u128))?;
+            let v: $t = self.whole(<$t>::MIN as i128, <$t>::MAX as u128)?;
             visitor.$visit(v)
         }
     )*};
