@@ -74,11 +74,28 @@ pub(super) fn not_http2(addr: &str, first: &[u8], plain_text: bool) -> io::Error
         (
             io::ErrorKind::InvalidData,
             format!(
-                "dial {addr}: the server does not speak HTTP/2 (its first bytes, {first:02x?}, are no settings frame)"
+                "dial {addr}: the server does not speak HTTP/2 (its first bytes, {}, are no settings frame)",
+                shown(first)
             ),
         )
     };
     io::Error::new(kind, text)
+}
+
+/// `bytes` as a reader tells them best: quoted text when they are
+/// printable ASCII (with tabs and line ends, escaped), such as
+/// `"<!DOCTYPE"`; else hex, `[15, 03, 03]`.
+fn shown(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(text)
+            if bytes
+                .iter()
+                .all(|b| b.is_ascii_graphic() || matches!(b, b' ' | b'\t' | b'\r' | b'\n')) =>
+        {
+            format!("{text:?}")
+        }
+        _ => format!("{bytes:02x?}"),
+    }
 }
 
 /// What a server's first bytes were: an HTTP/2 settings frame's head, or
@@ -229,12 +246,25 @@ mod tests {
             assert!(text.contains("its first bytes are a TLS record"), "{text}");
             assert!(text.ends_with("the server probably speaks TLS: set Settings::tls to a TLS config that trusts its certificate"), "{text}");
         }
-        // Neither: said as bytes, with no guess.
+        // Neither: said as text when printable ASCII, with no guess ...
         let text = said(b"SSH-2.0-x", true);
         assert_eq!(
             text,
-            "dial a:1: the server does not speak HTTP/2 (its first bytes, [53, 53, 48, 2d, 32, 2e, 30, 2d, 78], are no settings frame)"
+            "dial a:1: the server does not speak HTTP/2 (its first bytes, \"SSH-2.0-x\", are no settings frame)"
         );
+        let text = said(b"<!DOCTYPE", true);
+        assert_eq!(
+            text,
+            "dial a:1: the server does not speak HTTP/2 (its first bytes, \"<!DOCTYPE\", are no settings frame)"
+        );
+        assert!(said(b"ok\r\n\"x\"\t", false).contains(r#"its first bytes, "ok\r\n\"x\"\t", are"#));
+        // ... and as hex bytes when not.
+        let text = said(&[0x00, 0x00, 0x04, 0x01, b'a', 0xff], true);
+        assert!(
+            text.contains("its first bytes, [00, 00, 04, 01, 61, ff], are"),
+            "{text}"
+        );
+        assert!(said("é".as_bytes(), true).contains("[c3, a9]"));
         assert!(!said(&[0x15, 0x03], false).contains("TLS"));
         // Nothing read: a failing server, or, in plain text, a TLS one.
         assert_eq!(
