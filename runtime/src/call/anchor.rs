@@ -57,11 +57,15 @@
 //! bound would change.
 
 use std::collections::VecDeque;
+#[cfg(feature = "kafka")]
 use std::future::Future;
+#[cfg(feature = "kafka")]
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::task::{Context, Poll, Waker};
+use std::task::Waker;
+#[cfg(feature = "kafka")]
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -112,6 +116,7 @@ struct Deadlines {
     /// (and its end closes the queue).
     single_thread: Option<tokio::runtime::Id>,
     /// The id the next deadline gets.
+    #[cfg(feature = "kafka")]
     next_id: u64,
     /// When the task's timer is due, if it sleeps on one: a deadline
     /// queued no earlier needs no wake-up (the task reads the queue again
@@ -124,12 +129,17 @@ struct Deadlines {
 /// A queued deadline.
 #[derive(Debug)]
 struct Queued {
+    #[cfg(feature = "kafka")]
     id: u64,
     at: Instant,
     /// Its call's.
     waker: Waker,
 }
 
+// Only the Kafka producer queues deadlines ([`Expiry`]): what queues them
+// is built with the `kafka` feature alone (without it, the queue stays empty
+// and the task waits on it for nothing).
+#[cfg(feature = "kafka")]
 impl Deadlines {
     /// The index of the deadline `id`, if it is still queued.
     fn find(&self, id: u64) -> Option<usize> {
@@ -196,6 +206,7 @@ impl Anchor {
     /// anchor's queue when `in_order` (a deadline of the client's own
     /// timeout from when its call was made) and the queue takes it, else
     /// a timer of its own (see the [module](self) docs).
+    #[cfg(feature = "kafka")]
     pub(crate) fn expiry(&self, at: Instant, in_order: bool) -> Expiry<'_> {
         Expiry {
             anchor: self,
@@ -212,6 +223,7 @@ impl Anchor {
     /// Queues the deadline `at` of the call `waker` wakes; its id, or
     /// `None` when the queue does not take it (no task keeps it, or a
     /// deadline later than `at` is queued).
+    #[cfg(feature = "kafka")]
     fn queue(&self, at: Instant, waker: &Waker) -> Option<u64> {
         let (id, sooner) = {
             let mut deadlines = self.deadlines.lock();
@@ -245,6 +257,7 @@ impl Anchor {
 
     /// The deadline `id` is still queued: keeps `waker` as its call's.
     /// `false` when it is not (passed, or the queue closed).
+    #[cfg(feature = "kafka")]
     fn requeue(&self, id: u64, waker: &Waker) -> bool {
         let replaced = {
             let mut deadlines = self.deadlines.lock();
@@ -261,6 +274,7 @@ impl Anchor {
     }
 
     /// The call of the deadline `id` ends: out of the queue.
+    #[cfg(feature = "kafka")]
     fn dequeue(&self, id: u64) {
         let queued = {
             let mut deadlines = self.deadlines.lock();
@@ -402,6 +416,7 @@ impl Anchor {
 /// A call's deadline ([`Anchor::expiry`]): ready once tokio's clock has
 /// reached it. Kept in the anchor's queue when it can be, else a timer of
 /// its own; out of the queue when dropped.
+#[cfg(feature = "kafka")]
 pub(crate) struct Expiry<'a> {
     anchor: &'a Anchor,
     at: Instant,
@@ -411,6 +426,7 @@ pub(crate) struct Expiry<'a> {
     own: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
+#[cfg(feature = "kafka")]
 enum ExpiryState {
     /// To queue at its first wait.
     New,
@@ -420,6 +436,7 @@ enum ExpiryState {
     Own,
 }
 
+#[cfg(feature = "kafka")]
 impl Future for Expiry<'_> {
     type Output = ();
 
@@ -451,6 +468,7 @@ impl Future for Expiry<'_> {
     }
 }
 
+#[cfg(feature = "kafka")]
 impl Drop for Expiry<'_> {
     fn drop(&mut self) {
         if let ExpiryState::Queued(id) = self.state {
@@ -564,15 +582,18 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "kafka")]
     /// Polls `expiry` once, in the current task; whether it was ready.
     async fn poll_once(expiry: &mut Pin<&mut Expiry<'_>>) -> bool {
         std::future::poll_fn(|cx| Poll::Ready(expiry.as_mut().poll(cx).is_ready())).await
     }
 
+    #[cfg(feature = "kafka")]
     fn queued(anchor: &Anchor) -> usize {
         anchor.deadlines.lock().queue.len()
     }
 
+    #[cfg(feature = "kafka")]
     #[tokio::test(start_paused = true)]
     async fn deadlines_in_order_wait_in_the_queue_and_each_ends_at_its_own() {
         let anchor = Arc::new(Anchor::default());
@@ -592,6 +613,7 @@ mod tests {
         assert_eq!(queued(&anchor), 0);
     }
 
+    #[cfg(feature = "kafka")]
     #[tokio::test(start_paused = true)]
     async fn a_dropped_deadline_leaves_the_queue_at_once() {
         let anchor = Arc::new(Anchor::default());
@@ -608,6 +630,7 @@ mod tests {
         assert_eq!(queued(&anchor), 0);
     }
 
+    #[cfg(feature = "kafka")]
     #[tokio::test(start_paused = true)]
     async fn a_deadline_out_of_order_or_without_a_task_has_a_timer_of_its_own() {
         let start = Instant::now();
@@ -634,6 +657,7 @@ mod tests {
         assert_eq!(start.elapsed(), Duration::from_secs(5));
     }
 
+    #[cfg(feature = "kafka")]
     #[tokio::test(start_paused = true)]
     async fn a_queued_deadline_outlives_the_anchors_end_on_a_timer_of_its_own() {
         let anchor = Arc::new(Anchor::default());
@@ -660,6 +684,7 @@ mod tests {
         assert_eq!(start.elapsed(), Duration::from_secs(2));
     }
 
+    #[cfg(feature = "kafka")]
     #[tokio::test(start_paused = true)]
     async fn deadlines_one_at_a_time_wake_the_task_once() {
         let anchor = Arc::new(Anchor::default());
@@ -689,6 +714,7 @@ mod tests {
         assert_eq!(anchor.deadlines.lock().armed, None);
     }
 
+    #[cfg(feature = "kafka")]
     #[test]
     fn a_current_thread_runtimes_task_keeps_only_its_own_runtimes_deadlines() {
         let runtime = || {
@@ -721,6 +747,7 @@ mod tests {
         });
     }
 
+    #[cfg(feature = "kafka")]
     #[test]
     fn a_queued_deadline_outlives_its_tasks_runtime_on_a_timer_of_its_own() {
         let runtime = || {

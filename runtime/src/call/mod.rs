@@ -48,7 +48,11 @@ use crate::{circuit, fault, retry, telemetry};
 pub(crate) use anchor::Anchor;
 pub(crate) use classify::classify_fn;
 pub(crate) use dependency::{Dependency, Refused, Sections, sections};
-pub(crate) use engine::{Call, Opened, cut_error};
+pub(crate) use engine::{Call, Opened};
+// The loop's error for an attempt cut, for a transport that cuts its own
+// (the RabbitMQ publisher's confirm wait).
+#[cfg(feature = "rabbitmq")]
+pub(crate) use engine::cut_error;
 
 /// How close before its deadline a dropped call still counts as ended by
 /// the deadline: 20 ms.
