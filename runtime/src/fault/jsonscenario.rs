@@ -10,7 +10,7 @@
 //!
 //! - `rules` is required (it may be empty); each rule's `point` is
 //!   required, not empty, and has a `*` only at its end (see
-//!   [`Rule::point`] for patterns and [`check_point`](super::check_point)
+//!   [`Rule::point`] for patterns and [`check_point`]
 //!   for the check);
 //! - `delay_ms` is a non-negative whole number of milliseconds, default 0;
 //! - `abort` is a boolean, default `false`;
