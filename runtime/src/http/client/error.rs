@@ -178,11 +178,16 @@ impl Error {
 }
 
 /// `http call to https://rates:8443/v1 timed out (the client's timeout
-/// setting, 10s)`: what failed, the dependency and why (`http request to
-/// … could not be made: <why>`), without the source, which
-/// [`source()`](StdError::source) gives: a chain printer
-/// (`anyhow`'s `{:#}`, `tracing`'s error chain, [`Error::chain`]) shows
-/// each cause once.
+/// setting, 10s)`: what failed, where and why (`http request to … could
+/// not be made: <why>`). A call's error names the dependency (its
+/// client's base URL); an attempt's that reqwest returned names the
+/// request's URL, path included, credentials redacted. An attempt that
+/// got no response ([`Kind::Transport`]) ends with its innermost cause's
+/// text, as the gRPC client's `dial …: Connection refused` does: `http
+/// attempt to http://rates:8080/v1/quotes got no response: Connection
+/// refused (os error 111)`; that cause is also its
+/// [`source()`](StdError::source), which [`Error::chain`] does not repeat.
+/// Other kinds leave their cause to `source()`.
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self.kind {
@@ -191,7 +196,10 @@ impl fmt::Display for Error {
             Kind::Rejected | Kind::Timeout => "http call",
         })?;
         if let Some(dependency) = &self.dependency {
-            write!(f, " to {dependency}")?;
+            match self.request_url() {
+                Some(url) => write!(f, " to {}", super::settings::redacted(url))?,
+                None => write!(f, " to {dependency}")?,
+            }
         }
         match (self.kind, self.bound) {
             (Kind::Request, _) => f.write_str(" could not be made")?,
@@ -204,7 +212,34 @@ impl fmt::Display for Error {
         if let Some(detail) = &self.detail {
             write!(f, ": {detail}")?;
         }
+        if self.kind == Kind::Transport
+            && let Some(cause) = self.innermost()
+        {
+            write!(f, ": {cause}")?;
+        }
         Ok(())
+    }
+}
+
+impl Error {
+    /// The URL of the request an attempt's error is of, when reqwest
+    /// returned it (reqwest's errors carry it).
+    fn request_url(&self) -> Option<&reqwest::Url> {
+        match self.kind {
+            Kind::Transport | Kind::AttemptTimeout => self.reqwest()?.url(),
+            _ => None,
+        }
+    }
+
+    /// The last cause of this error's chain: what the OS or the resolver
+    /// said (`Connection refused (os error 111)`, `failed to lookup address
+    /// information: ...`), an injected abort.
+    fn innermost(&self) -> Option<&(dyn StdError + 'static)> {
+        let mut cause = StdError::source(self)?;
+        while let Some(next) = cause.source() {
+            cause = next;
+        }
+        Some(cause)
     }
 }
 
@@ -228,10 +263,11 @@ impl StdError for Error {
 }
 
 impl Error {
-    /// This error and its causes, each once, joined by `": "`: `http
-    /// attempt to http://127.0.0.1:9/ got no response: Connection refused
-    /// (os error 111)`. What an attempt's span says as its status, and
-    /// what to log where no chain printer is at hand.
+    /// This error and its causes, each once, joined by `": "` (a cause its
+    /// message already says is not repeated): `http attempt to
+    /// http://127.0.0.1:9/x got no response: Connection refused (os error
+    /// 111)`. What an attempt's span says as its status, and what to log
+    /// where no chain printer is at hand.
     pub fn chain(&self) -> impl fmt::Display + '_ {
         Chain(self)
     }
@@ -242,12 +278,15 @@ struct Chain<'e>(&'e Error);
 
 impl fmt::Display for Chain<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)?;
+        let mut text = self.0.to_string();
         let mut next = StdError::source(self.0);
         while let Some(err) = next {
-            write!(f, ": {err}")?;
+            let cause = format!(": {err}");
+            if !text.contains(&cause) {
+                text.push_str(&cause);
+            }
             next = err.source();
         }
-        Ok(())
+        f.write_str(&text)
     }
 }
