@@ -1257,25 +1257,32 @@ fn assert_each_once(chain: &[String]) {
     }
 }
 
+/// A client of one attempt whose base URL is a port nothing listens on,
+/// then `path`; and that port.
+fn refused_client(telemetry: &Telemetry, path: &str) -> (Client, u16) {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let client = Client::new(
+        &setup(telemetry, false),
+        Settings {
+            base_url: format!("http://127.0.0.1:{port}{path}"),
+            max_attempts: 1,
+            ..settings()
+        },
+    )
+    .unwrap();
+    (client, port)
+}
+
 /// The trial's `http attempt to http://localhots:8099/v1 got no response`
 /// named the base URL and left why to `source()`: an attempt that got no
 /// response names the request's URL, path included and credentials
 /// redacted, and ends with its innermost cause, as a gRPC dial error does.
 #[tokio::test(start_paused = true)]
 async fn no_response_names_the_requests_url_and_its_cause() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = closed.local_addr().unwrap().port();
-    drop(closed);
     let telemetry = Telemetry::new();
-    let refused = Client::new(
-        &setup(&telemetry, false),
-        Settings {
-            base_url: format!("http://127.0.0.1:{port}/v1"),
-            max_attempts: 1,
-            ..settings()
-        },
-    )
-    .unwrap();
+    let (refused, port) = refused_client(&telemetry, "/v1");
     let err = refused.get("/rates/EUR").send().await.unwrap_err();
     assert_eq!(err.kind(), Kind::Transport, "{err}");
     let text = err.to_string();
@@ -1304,27 +1311,16 @@ async fn no_response_names_the_requests_url_and_its_cause() {
     );
 }
 
-/// A chain printer shows the HTTP client's error and each cause once: the
-/// error's `Display` does not repeat its `source()`; a refused
-/// connection's `ConnectionRefused` is its source, one step away (reqwest's
-/// error still found by `Error::reqwest`); `Error::chain` is the printer's
-/// text, and an attempt's span says it.
+/// `Error::chain` shows the HTTP client's error and each cause once: a
+/// refused connection's `ConnectionRefused` is its source, one step away
+/// (reqwest's error still found by `Error::reqwest`), and the end of its
+/// message (so a generic chain printer shows that one cause twice);
+/// a timeout's `Display` does not repeat its `source()`; an attempt's
+/// span says the chain.
 #[tokio::test(start_paused = true)]
 async fn a_chain_printer_shows_each_cause_once_and_a_refused_connection_in_one_step() {
-    // A port nothing listens on.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = closed.local_addr().unwrap().port();
-    drop(closed);
     let telemetry = Telemetry::new();
-    let refused = Client::new(
-        &setup(&telemetry, false),
-        Settings {
-            base_url: format!("http://127.0.0.1:{port}"),
-            max_attempts: 1,
-            ..settings()
-        },
-    )
-    .unwrap();
+    let (refused, port) = refused_client(&telemetry, "");
     let err = refused.get("/x").send().await.unwrap_err();
     assert_eq!(err.kind(), Kind::Transport, "{err}");
     let cause = std::error::Error::source(&err)
