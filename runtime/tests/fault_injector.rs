@@ -402,6 +402,50 @@ fn a_users_decoder_names_its_error_type_and_members() {
     assert_eq!(events[1].0, "humus.fit.strip");
 }
 
+/// A user's decoder whose scenario has a point with a `*` before its end
+/// (which, as a pattern, would match no point a client names): the
+/// injector rejects the scenario through the same check as `jsonscenario`
+/// (`check_point`), records why, and injects nothing, failing closed even
+/// at a point named literally as the pattern.
+#[test]
+fn a_users_scenario_with_a_star_before_the_end_is_rejected_and_injects_nothing() {
+    #[derive(Debug)]
+    struct Starry;
+    impl Decoder for Starry {
+        fn decode(&self, baggage: &Baggage) -> Result<Option<Scenario>, DecodeError> {
+            Ok(baggage.get("starry").map(|_| {
+                Scenario::new([
+                    Rule::new("*", delay(Duration::from_millis(5))),
+                    Rule::new("grpc:*/Greet", abort()),
+                ])
+            }))
+        }
+        fn owns(&self, key: &str) -> bool {
+            key == "starry"
+        }
+    }
+    let on = Injector::new(Settings::new(Starry)).unwrap();
+    let mut b = Baggage::new();
+    b.insert("starry", "1");
+    let events = events_of(b, |cx| {
+        assert_eq!(on.eval(cx, "grpc:*/Greet"), Fault::NONE);
+        assert_eq!(on.eval(cx, POINT), Fault::NONE);
+    });
+    assert_eq!(events.len(), 2);
+    assert_eq!(
+        attr(&events[0].1, "error.type"),
+        Some(&Value::from(fault::POINT_ERROR_TYPE))
+    );
+    assert_eq!(
+        attr(&events[0].1, "error.message"),
+        Some(&Value::from(
+            "invalid scenario: rule 1: point \"grpc:*/Greet\" has a `*` after \"grpc:\", but a `*` is a \
+             wildcard only at the end of a point, so this rule would match no point: end the point at \
+             the `*` (\"grpc:*\") to match every point starting with \"grpc:\", or remove the `*`"
+        ))
+    );
+}
+
 /// A decoder that panics: its panic goes on to the code that evaluated
 /// (a handler's, which its server answers INTERNAL as any handler's
 /// panic), not swallowed as a scenario the request did not carry. A strip

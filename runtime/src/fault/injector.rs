@@ -14,7 +14,10 @@ use tokio::time::Instant;
 use super::codec::baggage_without;
 use super::settings::validate;
 use super::strip::{self, Read, Stripped};
-use super::{Decoder, Fault, InjectedError, Settings, SettingsError, names};
+use super::{
+    DecodeError, Decoder, Fault, InjectedError, POINT_ERROR_TYPE, Scenario, Settings,
+    SettingsError, check_point, names,
+};
 
 /// A service's failure injection: every humus client evaluates its point
 /// with it, and every humus server strips untrusted scenarios with it. A
@@ -169,8 +172,9 @@ impl Injector {
     /// `humus.fit.point`; when a rule matched, `humus.fit.rule` (its
     /// pattern), `humus.fit.delay` (the clamped delay, in seconds, a
     /// float) and `humus.fit.abort`; when the decoder rejected the
-    /// scenario, `error.type` and `error.message`, and the request goes on
-    /// unharmed ([`Fault::NONE`]). Off or [strip-only](Injector::strip_only):
+    /// scenario, or a rule's point fails [`check_point`] (whatever the
+    /// decoder: error type [`POINT_ERROR_TYPE`]), `error.type` and
+    /// `error.message`, and the request goes on unharmed ([`Fault::NONE`]). Off or [strip-only](Injector::strip_only):
     /// [`Fault::NONE`], nothing recorded.
     ///
     /// Any code can be a point: `injector.eval(&cx, "postgresql:orders")`,
@@ -182,7 +186,7 @@ impl Injector {
             return Fault::NONE;
         };
         let span = cx.span();
-        match on.decoder.decode(cx.baggage()) {
+        match on.decoder.decode(cx.baggage()).and_then(checked) {
             Ok(None) => Fault::NONE,
             Err(e) => {
                 span.add_event(
@@ -272,4 +276,22 @@ fn carries(decoder: &dyn Decoder, baggage: &Baggage) -> bool {
 /// Adds the `humus.fit.strip` event to `span`.
 pub(crate) fn record_strip(span: &SpanRef<'_>) {
     span.add_event(names::STRIP, Vec::new());
+}
+
+/// What a decoder decoded, its rules' points checked as
+/// [`check_point`] does, whatever the decoder (one of the user's too): a
+/// scenario with a point that would match nothing is rejected, of type
+/// [`POINT_ERROR_TYPE`], and injects nothing (fails closed).
+fn checked(decoded: Option<Scenario>) -> Result<Option<Scenario>, DecodeError> {
+    if let Some(scenario) = &decoded {
+        for (index, rule) in scenario.rules.iter().enumerate() {
+            if let Err(problem) = check_point(&rule.point) {
+                return Err(DecodeError::new(
+                    POINT_ERROR_TYPE,
+                    format!("invalid scenario: rule {index}: {problem}"),
+                ));
+            }
+        }
+    }
+    Ok(decoded)
 }

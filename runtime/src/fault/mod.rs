@@ -75,7 +75,7 @@ pub use codec::{DecodeError, Decoder, Encoder, with_scenario};
 pub use error::{Cause, ERROR_TYPE, InjectedError};
 pub use injector::Injector;
 pub(crate) use injector::record_strip;
-pub use model::{Fault, PointError, Rule, Scenario, check_point};
+pub use model::{Fault, POINT_ERROR_TYPE, PointError, Rule, Scenario, check_point};
 pub use settings::{
     DEFAULT_MAX_DELAY, FieldError, InvalidMaxDelay, Settings, SettingsError, check_max_delay,
 };

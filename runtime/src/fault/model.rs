@@ -42,9 +42,12 @@ pub struct Rule {
     /// (`grpc:payments.v1.Payments/*`, `grpc:*`, `*`), which matches every
     /// point that starts with what comes before the `*`. Only a trailing
     /// `*` is a wildcard. A `*` anywhere else would make the rule match
-    /// nothing a client names, so [`check_point`] rejects it, and every
-    /// scenario humus decodes passes through that check; a rule built in
-    /// code matches such a pattern as ordinary characters.
+    /// nothing a client names, so [`check_point`] rejects it: `jsonscenario`
+    /// will not decode nor encode such a rule, and an
+    /// [`Injector`](super::Injector) evaluates no scenario holding one,
+    /// whatever its decoder; a rule built in code and asked
+    /// [`matches`](Rule::matches) directly matches such a pattern as
+    /// ordinary characters.
     pub point: String,
     /// The fault emulated at the points this rule matches.
     pub fault: Fault,
@@ -64,6 +67,11 @@ impl Rule {
         specificity(&self.point, point).is_some()
     }
 }
+
+/// The `error.type` of a scenario an [`Injector`](super::Injector)
+/// rejects because a rule's point fails [`check_point`], whatever decoded
+/// it, recorded on the `humus.fit.evaluation` event.
+pub const POINT_ERROR_TYPE: &str = "humus::fault::PointError";
 
 /// Why a point pattern is rejected where a scenario is decoded or
 /// encoded: see [`check_point`].
