@@ -1283,32 +1283,28 @@ fn refused_client(telemetry: &Telemetry, path: &str) -> (Client, u16) {
 async fn no_response_names_the_requests_url_and_its_cause() {
     let telemetry = Telemetry::new();
     let (refused, port) = refused_client(&telemetry, "/v1");
+    // A request of the caller's own, its URL holding credentials: redacted.
+    let url = format!("http://ops:s3cret@127.0.0.1:{port}/v1/quotes?q=1");
+    let request = reqwest::Request::new(reqwest::Method::GET, url.parse().unwrap());
+    let own = refused.execute(request).await.unwrap_err();
+    let cause = std::error::Error::source(&own).unwrap().to_string();
+    assert!(cause.contains("refused"), "{cause}");
+    assert_eq!(
+        own.to_string(),
+        format!(
+            "http attempt to http://REDACTED:REDACTED@127.0.0.1:{port}/v1/quotes?q=1 got no response: {cause}"
+        )
+    );
+
+    // The builder's: the base URL's path, then the request's.
     let err = refused.get("/rates/EUR").send().await.unwrap_err();
     assert_eq!(err.kind(), Kind::Transport, "{err}");
     let text = err.to_string();
-    let cause = std::error::Error::source(&err).unwrap().to_string();
-    assert!(cause.contains("refused"), "{cause}");
     assert_eq!(
         text,
         format!("http attempt to http://127.0.0.1:{port}/v1/rates/EUR got no response: {cause}")
     );
     assert_eq!(err.chain().to_string(), text);
-
-    // A request of the caller's own, its URL holding credentials: redacted.
-    let request = reqwest::Request::new(
-        reqwest::Method::GET,
-        format!("http://ops:s3cret@127.0.0.1:{port}/v1/quotes?q=1")
-            .parse()
-            .unwrap(),
-    );
-    let err = refused.execute(request).await.unwrap_err();
-    assert_eq!(err.kind(), Kind::Transport, "{err}");
-    assert_eq!(
-        err.to_string(),
-        format!(
-            "http attempt to http://REDACTED:REDACTED@127.0.0.1:{port}/v1/quotes?q=1 got no response: {cause}"
-        )
-    );
 }
 
 /// `Error::chain` shows the HTTP client's error and each cause once: a

@@ -301,13 +301,13 @@ fn a_variable_beside_the_setting_it_looks_like_is_named_and_the_setting_kept() {
     refused.says(&["did you mean GREETER_BREAKER_OPEN_FOR?"]);
     // And the setting, with any other variable under its section's name,
     // is read once, as the flat key.
-    let settings = Env::from_pairs([
+    let vars = [
         ("GREETER_ADDR", "greeter:50051"),
         ("GREETER_BREAKER_OPEN_FOR", "2s"),
         ("GREETER_BREAKER_WINDOW", "20"),
-    ])
-    .read_all(|env| env.client("GREETER_"))
-    .unwrap();
+    ];
+    let settings = Env::from_pairs(vars).read_all(|env| env.client("GREETER_"));
+    let settings = settings.unwrap();
     assert_eq!(settings.breaker.open_for, std::time::Duration::from_secs(2));
     assert_eq!(settings.breaker.window, 20);
 }
