@@ -181,13 +181,11 @@ impl Error {
 /// setting, 10s)`: what failed, where and why (`http request to … could
 /// not be made: <why>`). A call's error names the dependency (its
 /// client's base URL); an attempt's that reqwest returned names the
-/// request's URL, path included, credentials redacted. An attempt that
-/// got no response ([`Kind::Transport`]) ends with its innermost cause's
-/// text, as the gRPC client's `dial …: Connection refused` does: `http
+/// request's URL, path included, credentials redacted. The cause is left
+/// to [`source()`](StdError::source): a chain printer (`anyhow`'s `{:#}`,
+/// `tracing`'s error chain, [`Error::chain`]) shows each cause once (`http
 /// attempt to http://rates:8080/v1/quotes got no response: Connection
-/// refused (os error 111)`; that cause is also its
-/// [`source()`](StdError::source), which [`Error::chain`] does not repeat.
-/// Other kinds leave their cause to `source()`.
+/// refused (os error 111)`).
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self.kind {
@@ -212,11 +210,6 @@ impl fmt::Display for Error {
         if let Some(detail) = &self.detail {
             write!(f, ": {detail}")?;
         }
-        if self.kind == Kind::Transport
-            && let Some(cause) = self.innermost()
-        {
-            write!(f, ": {cause}")?;
-        }
         Ok(())
     }
 }
@@ -229,17 +222,6 @@ impl Error {
             Kind::Transport | Kind::AttemptTimeout => self.reqwest()?.url(),
             _ => None,
         }
-    }
-
-    /// The last cause of this error's chain: what the OS or the resolver
-    /// said (`Connection refused (os error 111)`, `failed to lookup address
-    /// information: ...`), an injected abort.
-    fn innermost(&self) -> Option<&(dyn StdError + 'static)> {
-        let mut cause = StdError::source(self)?;
-        while let Some(next) = cause.source() {
-            cause = next;
-        }
-        Some(cause)
     }
 }
 
@@ -263,8 +245,7 @@ impl StdError for Error {
 }
 
 impl Error {
-    /// This error and its causes, each once, joined by `": "` (a cause its
-    /// message already says is not repeated): `http attempt to
+    /// This error and its causes, each once, joined by `": "`: `http attempt to
     /// http://127.0.0.1:9/x got no response: Connection refused (os error
     /// 111)`. What an attempt's span says as its status, and what to log
     /// where no chain printer is at hand.
@@ -278,15 +259,12 @@ struct Chain<'e>(&'e Error);
 
 impl fmt::Display for Chain<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut text = self.0.to_string();
+        write!(f, "{}", self.0)?;
         let mut next = StdError::source(self.0);
         while let Some(err) = next {
-            let cause = format!(": {err}");
-            if !text.contains(&cause) {
-                text.push_str(&cause);
-            }
+            write!(f, ": {err}")?;
             next = err.source();
         }
-        f.write_str(&text)
+        Ok(())
     }
 }
