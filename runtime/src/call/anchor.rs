@@ -493,6 +493,15 @@ mod tests {
         anchor.state.load(Ordering::Acquire)
     }
 
+    /// A runtime of one thread with a clock, which a test drops to end
+    /// the anchor's task with it.
+    fn current_thread() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+    }
+
     #[tokio::test(start_paused = true)]
     async fn armed_while_used_idle_after_a_period_without_calls_and_woken_by_the_next() {
         let anchor = Arc::new(Anchor::default());
@@ -518,14 +527,8 @@ mod tests {
 
     #[test]
     fn spawned_again_once_its_runtime_is_gone_and_only_then() {
-        let runtime = || {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .build()
-                .unwrap()
-        };
         let anchor = Arc::new(Anchor::default());
-        let first = runtime();
+        let first = current_thread();
         first.block_on(async {
             anchor.spawn();
             anchor.spawn();
@@ -538,7 +541,7 @@ mod tests {
             !anchor.running.load(Ordering::Acquire),
             "its task went with its runtime"
         );
-        let second = runtime();
+        let second = current_thread();
         second.block_on(async {
             anchor.spawn();
             settle().await;
@@ -717,16 +720,10 @@ mod tests {
     #[cfg(feature = "kafka")]
     #[test]
     fn a_current_thread_runtimes_task_keeps_only_its_own_runtimes_deadlines() {
-        let runtime = || {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .build()
-                .unwrap()
-        };
         let anchor = Arc::new(Anchor::default());
-        let first = runtime();
+        let first = current_thread();
         first.block_on(async { anchor.spawn() });
-        let second = runtime();
+        let second = current_thread();
         second.block_on(async {
             // The first runtime is not driven now: its task would not fire
             // this deadline.
@@ -750,14 +747,8 @@ mod tests {
     #[cfg(feature = "kafka")]
     #[test]
     fn a_queued_deadline_outlives_its_tasks_runtime_on_a_timer_of_its_own() {
-        let runtime = || {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .build()
-                .unwrap()
-        };
         let anchor = Arc::new(Anchor::default());
-        let first = runtime();
+        let first = current_thread();
         let at = std::time::Instant::now() + Duration::from_millis(20);
         let mut expiry = Box::pin(anchor.expiry(at.into(), true));
         first.block_on(async {
@@ -767,7 +758,7 @@ mod tests {
         });
         drop(first);
         assert_eq!(queued(&anchor), 0, "handed back when its task went");
-        runtime().block_on(async {
+        current_thread().block_on(async {
             assert!(!poll_once(&mut expiry.as_mut()).await);
             assert!(expiry.own.is_some(), "a timer of its own");
             expiry.as_mut().await;
