@@ -28,6 +28,18 @@ fn push(steps: &Steps, step: impl Into<String>) {
 }
 
 /// An App on `host` whose every step is recorded in `steps`.
+/// The orders server of these tests, on `orders:8443` with `cert`.
+fn orders_server(setup: &humus::Setup, cert: rustls::ServerConfig) -> Result<Server, Error> {
+    Ok(Server::new(
+        setup,
+        Settings {
+            addr: "orders:8443".into(),
+            tls: Some(Arc::new(cert)),
+            ..Settings::default()
+        },
+    )?)
+}
+
 fn app(host: &Host, steps: &Steps) -> App {
     let (t, f) = (steps.clone(), steps.clone());
     App::new()
@@ -76,14 +88,7 @@ async fn a_clean_stop_exits_0_after_every_step_in_order() {
                     );
                 });
                 drop(carts);
-                let server = Server::new(
-                    &setup,
-                    Settings {
-                        addr: "orders:8443".into(),
-                        tls: Some(Arc::new(cert)),
-                        ..Settings::default()
-                    },
-                )?;
+                let server = orders_server(&setup, cert)?;
                 Ok(vec![server])
             }),
     );
@@ -914,15 +919,7 @@ async fn the_final_export_has_the_breaker_state_of_a_client_a_handler_held() {
                         Ok(Response::new(cart(&req.id, 0)))
                     }
                 });
-                let server = Server::new(
-                    &setup,
-                    Settings {
-                        addr: "orders:8443".into(),
-                        tls: Some(Arc::new(cert)),
-                        ..Settings::default()
-                    },
-                )?
-                .add_service(CartsService(orders));
+                let server = orders_server(&setup, cert)?.add_service(CartsService(orders));
                 Ok(vec![server])
             }),
     );
@@ -1003,14 +1000,7 @@ async fn a_signal_before_the_servers_listen_stops_the_app_within_its_stop_timeou
                     std::future::pending::<()>().await;
                     push(&hook, "never");
                 });
-                let server = Server::new(
-                    &setup,
-                    Settings {
-                        addr: "orders:8443".into(),
-                        tls: Some(Arc::new(cert)),
-                        ..Settings::default()
-                    },
-                )?;
+                let server = orders_server(&setup, cert)?;
                 Ok(vec![server])
             }),
     );
