@@ -56,6 +56,7 @@
 //! no leader, on the same second), so it reports up to a second late: the
 //! bound would change.
 
+#[cfg(feature = "kafka")]
 use std::collections::VecDeque;
 #[cfg(feature = "kafka")]
 use std::future::Future;
@@ -63,12 +64,12 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::task::Waker;
 #[cfg(feature = "kafka")]
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use tokio::sync::Notify;
+#[cfg(feature = "kafka")]
 use tokio::time::Instant;
 
 /// How far ahead of now the anchor's timer is at most: a deadline at least
@@ -95,14 +96,19 @@ pub(crate) struct Anchor {
     /// dropped, and the client used in another).
     running: AtomicBool,
     /// The calls' deadlines its task keeps, in order ([`Expiry`]).
+    #[cfg(feature = "kafka")]
     deadlines: parking_lot::Mutex<Deadlines>,
     /// Wakes the task when a deadline comes first in the queue, and when
     /// the anchor ends.
+    #[cfg(feature = "kafka")]
     due: Notify,
 }
 
 /// The deadlines in order: each with its call's waker, and an id to find
-/// it by (ids grow in queue order).
+/// it by (ids grow in queue order). Only the Kafka producer queues
+/// deadlines: the queue, and the task's duty of keeping it, are built with
+/// the `kafka` feature alone.
+#[cfg(feature = "kafka")]
 #[derive(Debug, Default)]
 struct Deadlines {
     /// Whether the task keeps them: false before it is spawned, once it
@@ -116,7 +122,6 @@ struct Deadlines {
     /// (and its end closes the queue).
     single_thread: Option<tokio::runtime::Id>,
     /// The id the next deadline gets.
-    #[cfg(feature = "kafka")]
     next_id: u64,
     /// When the task's timer is due, if it sleeps on one: a deadline
     /// queued no earlier needs no wake-up (the task reads the queue again
@@ -127,18 +132,15 @@ struct Deadlines {
 }
 
 /// A queued deadline.
+#[cfg(feature = "kafka")]
 #[derive(Debug)]
 struct Queued {
-    #[cfg(feature = "kafka")]
     id: u64,
     at: Instant,
     /// Its call's.
     waker: Waker,
 }
 
-// Only the Kafka producer queues deadlines ([`Expiry`]): what queues them
-// is built with the `kafka` feature alone (without it, the queue stays empty
-// and the task waits on it for nothing).
 #[cfg(feature = "kafka")]
 impl Deadlines {
     /// The index of the deadline `id`, if it is still queued.
@@ -183,13 +185,17 @@ impl Anchor {
         // Wakes the task whether it waits for its timer or for a call (a
         // permit, if it waits for neither yet).
         self.wake.notify_one();
-        self.due.notify_one();
-        self.close_deadlines();
+        #[cfg(feature = "kafka")]
+        {
+            self.due.notify_one();
+            self.close_deadlines();
+        }
     }
 
     /// Closes the queue of deadlines and wakes each call in it: finding
     /// its deadline gone before it passed, its [`Expiry`] arms a timer of
     /// its own.
+    #[cfg(feature = "kafka")]
     fn close_deadlines(&self) {
         let queued = {
             let mut deadlines = self.deadlines.lock();
@@ -291,6 +297,7 @@ impl Anchor {
     /// Wakes the calls whose deadline has passed, and takes them out of
     /// the queue; the first deadline still to come, which the task then
     /// sleeps until ([`Deadlines::armed`]).
+    #[cfg(feature = "kafka")]
     fn fire(&self) -> Option<Instant> {
         let now = Instant::now();
         let mut passed = Vec::new();
@@ -310,6 +317,7 @@ impl Anchor {
 
     /// The task's second duty: wakes each queued call at its deadline,
     /// until the anchor ends.
+    #[cfg(feature = "kafka")]
     async fn keep_deadlines(&self) {
         loop {
             if self.state.load(Ordering::Acquire) == ENDED {
@@ -361,11 +369,13 @@ impl Anchor {
             fn drop(&mut self) {
                 // Closed before `running` is cleared: a task spawned after
                 // it opens the queue again.
+                #[cfg(feature = "kafka")]
                 self.0.close_deadlines();
                 self.0.running.store(false, Ordering::Release);
             }
         }
         let runtime = tokio::runtime::Handle::current();
+        #[cfg(feature = "kafka")]
         {
             let mut deadlines = self.deadlines.lock();
             deadlines.open = true;
@@ -376,7 +386,10 @@ impl Anchor {
         let running = Running(Arc::clone(self));
         runtime.spawn(async move {
             let anchor = &running.0;
+            #[cfg(feature = "kafka")]
             tokio::join!(anchor.keep(), anchor.keep_deadlines());
+            #[cfg(not(feature = "kafka"))]
+            anchor.keep().await;
         });
     }
 
