@@ -174,8 +174,9 @@ impl Injector {
     /// float) and `humus.fit.abort`; when the decoder rejected the
     /// scenario, or a rule's point fails [`check_point`] (whatever the
     /// decoder: error type [`POINT_ERROR_TYPE`]), `error.type` and
-    /// `error.message`, and the request goes on unharmed ([`Fault::NONE`]). Off or [strip-only](Injector::strip_only):
-    /// [`Fault::NONE`], nothing recorded.
+    /// `error.message`, and the request goes on unharmed ([`Fault::NONE`]).
+    /// Off or [strip-only](Injector::strip_only): [`Fault::NONE`], nothing
+    /// recorded.
     ///
     /// Any code can be a point: `injector.eval(&cx, "postgresql:orders")`,
     /// then [`Fault::inject`] (or both at once with

@@ -35,8 +35,9 @@ pub const HUMUS_APP_STOPPING: &str = "humus.app.stopping";
 
 /// The event name of an App's log record of its exit: its code and why,
 /// with the error that ended it (`exit 78 (a bad setting): LEDGER_ADDR:
-/// not set`), so that the record says what is wrong. It is recorded after the telemetry's flush, so an SDK provider, shut
-/// down by then, drops it; [`LineLogs`](super::LineLogs) writes it.
+/// not set`), so that the record says what is wrong. It is recorded after
+/// the telemetry's flush, so an SDK provider, shut down by then, drops it;
+/// [`LineLogs`](super::LineLogs) writes it.
 pub const HUMUS_APP_EXIT: &str = "humus.app.exit";
 
 /// The instrumentation scope of each served RPC's SERVER span and of
